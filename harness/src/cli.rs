@@ -1,0 +1,385 @@
+//! The command-line layer: parses arguments with clap, calls the library, prints results and
+//! maps errors to exit codes. Start with [`main`].
+//!
+//! Exit codes: 0 success, 1 failure, 2 bad usage, 130 interrupted (Ctrl-C / SIGTERM).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+
+use crate::cluster::local::{LocalOptions, LocalProvider};
+use crate::cluster::{Cluster, ClusterProvider, Profile, parse_key_values};
+use crate::progress::Progress;
+use crate::toolchain::versions::{KUBERNETES_RELEASES, KWOK_VERSION};
+use crate::toolchain::{Cache, KubeVersion, Toolchain};
+
+/// Exit code for an interrupted command.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "harness",
+    version,
+    about = "Conformance test harness for Kubernetes workload controllers",
+    long_about = "Conformance test harness for Kubernetes workload controllers.\n\n\
+        Brings up real Kubernetes control planes as local processes (built from pinned Go \
+        modules, no Docker needed), with the feature gates a profile asks for.\n\n\
+        Exit codes: 0 success, 1 failure, 2 bad usage, 130 interrupted."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create, list and remove clusters.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
+    /// Build and list the pinned binaries (Kubernetes, etcd, kwok).
+    #[command(subcommand)]
+    Toolchain(ToolchainCommand),
+    /// Remove what killed runs left behind: processes and directories of clusters whose owner
+    /// is gone.
+    Gc,
+    /// Measure things (see the README for figures).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+    /// Run the storage provisioner of a local cluster (started by the harness itself).
+    #[command(hide = true)]
+    Provisioner {
+        /// Kubeconfig to use.
+        #[arg(long)]
+        kubeconfig: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ClusterCommand {
+    /// Start a local cluster and keep it running until Ctrl-C (or detach with --detach).
+    Up(UpArgs),
+    /// Stop a cluster and remove its directory.
+    Down {
+        /// Cluster name.
+        name: String,
+    },
+    /// List clusters with their state and kubeconfig.
+    List,
+}
+
+#[derive(Debug, Args)]
+struct ProfileArgs {
+    /// Kubernetes version (minor like 1.32, or the pinned patch like v1.32.5).
+    #[arg(long = "k8s", default_value = crate::toolchain::versions::DEFAULT_KUBERNETES)]
+    kubernetes: String,
+    /// Feature gates for the control plane, e.g. InPlacePodVerticalScaling=true (repeatable,
+    /// comma-separated).
+    #[arg(long = "feature-gates", value_name = "GATE=BOOL")]
+    feature_gates: Vec<String>,
+    /// apiserver --runtime-config entries, e.g. api/all=true (repeatable, comma-separated).
+    #[arg(long = "runtime-config", value_name = "KEY=VALUE")]
+    runtime_config: Vec<String>,
+    /// Number of fake nodes.
+    #[arg(long, default_value_t = 4)]
+    nodes: usize,
+    /// Zones the nodes are spread over (topology.kubernetes.io/zone), round-robin.
+    #[arg(long, value_delimiter = ',', default_value = "zone-a,zone-b")]
+    zones: Vec<String>,
+    /// Extra label for every node (repeatable).
+    #[arg(long = "node-label", value_name = "KEY=VALUE")]
+    node_labels: Vec<String>,
+}
+
+impl ProfileArgs {
+    fn profile(&self) -> anyhow::Result<Profile> {
+        let version: KubeVersion = self.kubernetes.parse()?;
+        let mut p = Profile::new(version);
+        p.add_gates(&self.feature_gates)?;
+        p.add_runtime_config(&self.runtime_config)?;
+        let zones: Vec<&str> = self.zones.iter().map(String::as_str).collect();
+        let labels: BTreeMap<String, String> = parse_key_values(&self.node_labels)?;
+        p.set_nodes(self.nodes, &zones, &labels)?;
+        Ok(p)
+    }
+}
+
+#[derive(Debug, Args)]
+struct UpArgs {
+    /// Cluster name (also its directory name).
+    #[arg(long, default_value = "harness")]
+    name: String,
+    #[command(flatten)]
+    profile: ProfileArgs,
+    /// Fixed apiserver port on 127.0.0.1 (default: a free one).
+    #[arg(long)]
+    apiserver_port: Option<u16>,
+    /// Return once ready and leave the cluster running; end it with `harness cluster down`.
+    #[arg(long)]
+    detach: bool,
+    /// Keep the cluster directory (logs, certificates) after it stops.
+    #[arg(long)]
+    keep_dir: bool,
+    /// Print the processes that would run, with their arguments, and start nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum ToolchainCommand {
+    /// Build (or find in the cache) the binaries for Kubernetes versions and kwok.
+    Build {
+        /// Kubernetes versions (default: the default version); `all` for every supported one.
+        #[arg(long = "k8s", value_delimiter = ',')]
+        kubernetes: Vec<String>,
+        /// Also build kwokctl (used by the bring-up benchmark).
+        #[arg(long)]
+        kwokctl: bool,
+    },
+    /// List cached builds and the supported versions.
+    List,
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Cluster bring-up time (start to: nodes Ready and the default service account present),
+    /// the harness against `kwokctl create cluster --runtime binary` on the same binaries.
+    ClusterUp {
+        /// Runs per tool.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Kubernetes version.
+        #[arg(long = "k8s", default_value = crate::toolchain::versions::DEFAULT_KUBERNETES)]
+        kubernetes: String,
+        /// Number of nodes.
+        #[arg(long, default_value_t = 4)]
+        nodes: usize,
+    },
+}
+
+/// Runs the CLI and returns the process exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("HARNESS_LOG")
+                .unwrap_or_else(|_| "warn,kube_client=off".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = rt.block_on(async {
+        tokio::select! {
+            r = run(cli) => match r {
+                Ok(code) => code,
+                Err(e) => {
+                    print_error(&e);
+                    ExitCode::FAILURE
+                }
+            },
+            sig = interrupted() => {
+                eprintln!("interrupted by {sig}: cleaning up");
+                ExitCode::from(EXIT_INTERRUPTED)
+            }
+        }
+    });
+    // Dropping the runtime drops the interrupted command's future: clusters tear down here.
+    drop(rt);
+    code
+}
+
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    let mut hup = signal(SignalKind::hangup()).expect("install SIGHUP handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => "Ctrl-C",
+        _ = term.recv() => "SIGTERM",
+        _ = hup.recv() => "SIGHUP",
+    }
+}
+
+fn print_error(e: &anyhow::Error) {
+    eprintln!("error: {e}");
+    for cause in e.chain().skip(1) {
+        eprintln!("  caused by: {cause}");
+    }
+}
+
+fn toolchain() -> Toolchain {
+    Toolchain::new(Cache::from_env(), Progress::stderr())
+}
+
+fn provider(apiserver_port: Option<u16>) -> LocalProvider {
+    LocalProvider::new(
+        toolchain(),
+        LocalOptions {
+            apiserver_port,
+            ..LocalOptions::default()
+        },
+        Progress::stderr(),
+    )
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Cluster(ClusterCommand::Up(args)) => cluster_up(args).await,
+        Command::Cluster(ClusterCommand::Down { name }) => {
+            provider(None).down(&name)?;
+            println!("cluster `{name}` removed");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Cluster(ClusterCommand::List) => {
+            let clusters = provider(None).list();
+            if clusters.is_empty() {
+                println!("no clusters");
+            }
+            for s in clusters {
+                let alive = s.alive_processes().len();
+                let status = if alive == s.processes.len() && s.ready {
+                    "running"
+                } else if alive == 0 {
+                    "dead (run `harness gc`)"
+                } else {
+                    "degraded"
+                };
+                println!(
+                    "{}\tKubernetes {}\t{}\t{}\t{}",
+                    s.name,
+                    s.profile.kubernetes,
+                    status,
+                    if s.owner.is_some() { "attached" } else { "detached" },
+                    s.kubeconfig.display()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Gc => {
+            let removed = provider(None).gc()?;
+            if removed.is_empty() {
+                println!("nothing to remove");
+            }
+            for name in removed {
+                println!("removed cluster `{name}`");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Toolchain(ToolchainCommand::Build {
+            kubernetes,
+            kwokctl,
+        }) => {
+            let tc = toolchain();
+            let versions: Vec<KubeVersion> = if kubernetes.iter().any(|k| k == "all") {
+                KubeVersion::supported()
+            } else if kubernetes.is_empty() {
+                vec![KubeVersion::default_version()]
+            } else {
+                kubernetes
+                    .iter()
+                    .map(|k| k.parse())
+                    .collect::<Result<_, _>>()?
+            };
+            let kwok = tc.kwok().await?;
+            println!("kwok {KWOK_VERSION}\t{}", kwok.display());
+            if kwokctl {
+                println!("kwokctl {KWOK_VERSION}\t{}", tc.kwokctl().await?.display());
+            }
+            for v in versions {
+                let b = tc.kubernetes(v).await?;
+                println!("kubernetes {}\t{}", v.tag(), b.install.dir.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Toolchain(ToolchainCommand::List) => {
+            let tc = toolchain();
+            println!("supported Kubernetes versions (minor -> pinned release):");
+            for r in KUBERNETES_RELEASES {
+                let default = if r.minor == crate::toolchain::versions::DEFAULT_KUBERNETES {
+                    " (default)"
+                } else {
+                    ""
+                };
+                println!("  {} -> {}{default}", r.minor, r.tag);
+            }
+            println!("cache: {}", tc.cache().root().display());
+            for i in tc.cache().list() {
+                println!(
+                    "  {}\tGo {}\tbuilt in {}s\t{}",
+                    i.manifest.key,
+                    i.manifest.go_version,
+                    i.manifest.build_seconds,
+                    i.dir.display()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(BenchCommand::ClusterUp {
+            runs,
+            kubernetes,
+            nodes,
+        }) => crate::bench::cluster_up(runs, kubernetes.parse()?, nodes).await,
+        Command::Provisioner { kubeconfig } => {
+            let client = crate::cluster::local::admin_client(&kubeconfig).await?;
+            crate::cluster::local::provisioner::run(client).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn cluster_up(args: UpArgs) -> anyhow::Result<ExitCode> {
+    let profile = args.profile.profile()?;
+    if !args
+        .name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        || args.name.is_empty()
+    {
+        bail!(
+            "use cluster name `{}`: only letters, digits, `-` and `_` are allowed",
+            args.name
+        );
+    }
+    let provider = provider(args.apiserver_port);
+    if args.dry_run {
+        let binaries = provider.binaries(&profile).await?;
+        for spec in provider.plan(&args.name, &profile, &binaries) {
+            println!("{spec}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut cluster = provider
+        .create(&args.name, &profile)
+        .await
+        .with_context(|| format!("start cluster `{}`", args.name))?;
+    cluster.keep_dir(args.keep_dir);
+    println!("{}", cluster.kubeconfig().display());
+    if args.detach {
+        let state = cluster.detach()?;
+        eprintln!(
+            "cluster `{}` left running; end it with `harness cluster down {}`",
+            state.name, state.name
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!("cluster `{}` is running; Ctrl-C to stop it", args.name);
+    let started = Instant::now();
+    loop {
+        if let Err(e) = cluster.check_alive() {
+            return Err(anyhow::Error::new(e).context(format!(
+                "cluster `{}` failed after {:.0?}",
+                args.name,
+                Duration::from_secs(started.elapsed().as_secs())
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

@@ -1,0 +1,796 @@
+//! The embedded default provider: a real control plane as local processes. Start with
+//! [`LocalProvider::create`], which returns a [`LocalCluster`].
+//!
+//! etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (the kubelet of every
+//! fake node) and a storage provisioner run as children on free 127.0.0.1 ports, with TLS from a
+//! per-cluster CA ([`pki`]). Components are described as data ([`components`]) and run by
+//! [`process`]. A [`LocalCluster`] ends every process and removes its directory when destroyed
+//! or dropped (also while a panic unwinds); [`gc`] cleans what a killed run left.
+
+pub mod components;
+pub mod kwok;
+pub mod pki;
+pub mod process;
+pub mod provisioner;
+pub mod state;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::{Node, ServiceAccount};
+use kube::api::{Api, PostParams};
+use kube::runtime::wait::await_condition;
+
+use self::components::{Binaries, ComponentSpec, Inputs, Layout, Ports};
+use self::process::{Process, ProcRecord};
+use self::state::ClusterState;
+use super::{Cluster, ClusterProvider, Profile};
+use crate::progress::Progress;
+use crate::toolchain::{Toolchain, ToolchainError};
+
+/// Errors of the local provider.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    /// A binary could not be built.
+    #[error("prepare the binaries")]
+    Toolchain(#[from] ToolchainError),
+    /// A cluster of that name exists.
+    #[error(
+        "create cluster `{name}`: a cluster of that name exists at {}; remove it with \
+         `harness cluster down {name}` or pick another --name",
+        dir.display()
+    )]
+    Exists {
+        /// Name.
+        name: String,
+        /// Its directory.
+        dir: PathBuf,
+    },
+    /// No cluster of that name.
+    #[error("find cluster `{name}`: there is none (see `harness cluster list`)")]
+    NotFound {
+        /// Name.
+        name: String,
+    },
+    /// A requested port is taken.
+    #[error(
+        "bind 127.0.0.1:{port} for {what}: the port is in use; choose another port or omit the \
+         option to pick a free one"
+    )]
+    PortInUse {
+        /// Port.
+        port: u16,
+        /// What wanted it.
+        what: String,
+    },
+    /// A process could not start.
+    #[error("start {component} ({})", binary.display())]
+    Spawn {
+        /// Component.
+        component: String,
+        /// Binary.
+        binary: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A component exited while the cluster was starting or running.
+    #[error("{component} exited ({status}) ; last lines of {}:\n{tail}", log.display())]
+    Exited {
+        /// Component.
+        component: String,
+        /// Exit status.
+        status: String,
+        /// Its log.
+        log: PathBuf,
+        /// The log's tail.
+        tail: String,
+    },
+    /// A readiness check did not pass in time.
+    #[error("wait for {what}: not ready after {timeout:?}; last seen: {last}")]
+    NotReady {
+        /// What was waited for.
+        what: String,
+        /// The bound.
+        timeout: Duration,
+        /// The last observation.
+        last: String,
+    },
+    /// A Kubernetes API call failed.
+    #[error("{action}")]
+    Kube {
+        /// What was being done.
+        action: String,
+        /// Cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// The kubeconfig could not be loaded.
+    #[error("load kubeconfig {}", path.display())]
+    Kubeconfig {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// Certificate generation failed.
+    #[error("generate certificates")]
+    Pki(#[source] rcgen::Error),
+    /// A state file is unreadable.
+    #[error("read cluster state {}: {detail}", path.display())]
+    BadState {
+        /// Path.
+        path: PathBuf,
+        /// Parse error.
+        detail: String,
+    },
+    /// A file operation failed.
+    #[error("access {}", path.display())]
+    Io {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Teardown met errors (all of them are listed).
+    #[error("tear down cluster `{name}`: {}", errors.join("; "))]
+    Teardown {
+        /// Name.
+        name: String,
+        /// Every error met.
+        errors: Vec<String>,
+    },
+}
+
+impl LocalError {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+    pub(crate) fn pki(e: rcgen::Error) -> Self {
+        Self::Pki(e)
+    }
+    fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
+        let action = action.into();
+        move |source| Self::Kube { action, source }
+    }
+}
+
+/// Options of the local provider.
+#[derive(Debug, Clone)]
+pub struct LocalOptions {
+    /// Where cluster directories are made.
+    pub clusters_root: PathBuf,
+    /// The harness binary (runs the provisioner); defaults to the current executable.
+    pub harness_binary: PathBuf,
+    /// A fixed apiserver port instead of a free one.
+    pub apiserver_port: Option<u16>,
+    /// Bound for each readiness step.
+    pub ready_timeout: Duration,
+}
+
+impl Default for LocalOptions {
+    fn default() -> Self {
+        Self {
+            clusters_root: state::default_clusters_root(),
+            harness_binary: std::env::current_exe().unwrap_or_else(|_| "harness".into()),
+            apiserver_port: None,
+            ready_timeout: Duration::from_secs(90),
+        }
+    }
+}
+
+/// The local provider.
+#[derive(Debug, Clone)]
+pub struct LocalProvider {
+    toolchain: Toolchain,
+    options: LocalOptions,
+    progress: Progress,
+}
+
+/// A running local cluster. Dropping it ends its processes and removes its directory.
+pub struct LocalCluster {
+    state: ClusterState,
+    layout: Layout,
+    procs: Arc<Mutex<Vec<Process>>>,
+    client: Option<kube::Client>,
+    keep_dir: bool,
+    done: bool,
+}
+
+impl LocalProvider {
+    /// A provider.
+    pub fn new(toolchain: Toolchain, options: LocalOptions, progress: Progress) -> Self {
+        Self {
+            toolchain,
+            options,
+            progress,
+        }
+    }
+
+    /// Its options.
+    pub fn options(&self) -> &LocalOptions {
+        &self.options
+    }
+
+    /// Builds (or finds) the binaries a profile needs.
+    pub async fn binaries(&self, profile: &Profile) -> Result<Binaries, LocalError> {
+        let (kube, kwok) = tokio::try_join!(
+            self.toolchain.kubernetes(profile.kubernetes),
+            self.toolchain.kwok()
+        )?;
+        Ok(Binaries {
+            etcd: kube.path("etcd"),
+            apiserver: kube.path("kube-apiserver"),
+            controller_manager: kube.path("kube-controller-manager"),
+            scheduler: kube.path("kube-scheduler"),
+            kwok,
+            harness: self.options.harness_binary.clone(),
+        })
+    }
+
+    /// The component specs a cluster would run (for `--dry-run`), with placeholder ports.
+    pub fn plan(&self, name: &str, profile: &Profile, binaries: &Binaries) -> Vec<ComponentSpec> {
+        let layout = Layout::new(self.options.clusters_root.join(name));
+        let ports = Ports {
+            etcd_client: 2379,
+            etcd_peer: 2380,
+            apiserver: self.options.apiserver_port.unwrap_or(6443),
+            controller_manager: 10257,
+            scheduler: 10259,
+            kwok: 10247,
+        };
+        components::all(Inputs {
+            layout: &layout,
+            ports: &ports,
+            profile,
+            binaries,
+        })
+    }
+
+    async fn start(&self, name: &str, profile: &Profile) -> Result<LocalCluster, LocalError> {
+        let binaries = self.binaries(profile).await?;
+        let dir = self.options.clusters_root.join(name);
+        if dir.exists() {
+            return Err(LocalError::Exists {
+                name: name.into(),
+                dir,
+            });
+        }
+        let ports = allocate_ports(self.options.apiserver_port)?;
+        std::fs::create_dir_all(&dir).map_err(|e| LocalError::io(&dir, e))?;
+        let layout = Layout::new(&dir);
+        let server = format!("https://127.0.0.1:{}", ports.apiserver);
+        let mut cluster = LocalCluster {
+            state: ClusterState {
+                name: name.into(),
+                profile: profile.clone(),
+                owner: Some(ProcRecord::current("harness")),
+                server: server.clone(),
+                kubeconfig: layout.admin_kubeconfig(),
+                processes: vec![],
+                created: SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0),
+                ready: false,
+            },
+            layout: layout.clone(),
+            procs: Arc::default(),
+            client: None,
+            keep_dir: false,
+            done: false,
+        };
+        // From here on, an error drops `cluster`, which tears everything down.
+        cluster.save()?;
+        let task = self
+            .progress
+            .task(&format!("starting cluster `{name}` (Kubernetes {})", profile.kubernetes));
+        let started = Instant::now();
+        let pki = pki::Pki::generate(&layout.pki())?;
+        std::fs::write(layout.admin_kubeconfig(), pki.kubeconfig(&server, "admin")?)
+            .map_err(|e| LocalError::io(&layout.admin_kubeconfig(), e))?;
+        for stem in [
+            "kube-controller-manager",
+            "kube-scheduler",
+            "kwok",
+            "provisioner",
+        ] {
+            let path = layout.kubeconfig(stem);
+            std::fs::create_dir_all(path.parent().expect("has parent"))
+                .map_err(|e| LocalError::io(&path, e))?;
+            std::fs::write(&path, pki.kubeconfig(&server, stem)?)
+                .map_err(|e| LocalError::io(&path, e))?;
+        }
+        std::fs::write(layout.kwok_config(), kwok::config())
+            .map_err(|e| LocalError::io(&layout.kwok_config(), e))?;
+        for c in ["kube-apiserver", "kwok"] {
+            let w = layout.work(c);
+            std::fs::create_dir_all(&w).map_err(|e| LocalError::io(&w, e))?;
+        }
+        let inputs = Inputs {
+            layout: &layout,
+            ports: &ports,
+            profile,
+            binaries: &binaries,
+        };
+        let timeout = self.options.ready_timeout;
+
+        task.set("etcd");
+        cluster.spawn(&components::etcd(inputs))?;
+        cluster
+            .wait_until("etcd to accept connections", timeout, || async {
+                std::net::TcpStream::connect(("127.0.0.1", ports.etcd_client))
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            })
+            .await?;
+
+        task.set("kube-apiserver");
+        cluster.spawn(&components::kube_apiserver(inputs))?;
+        let client = admin_client(&layout.admin_kubeconfig()).await?;
+        cluster.client = Some(client.clone());
+        cluster
+            .wait_until("kube-apiserver /readyz", timeout, || {
+                let client = client.clone();
+                async move { get_ok(&client, "/readyz").await }
+            })
+            .await?;
+
+        task.set("controllers, scheduler, kwok, provisioner");
+        for spec in [
+            components::kube_controller_manager(inputs),
+            components::kube_scheduler(inputs),
+            components::kwok(inputs),
+            components::provisioner(inputs),
+        ] {
+            cluster.spawn(&spec)?;
+        }
+        provisioner::create_default_storage_class(&client)
+            .await
+            .map_err(LocalError::kube("create the default StorageClass"))?;
+        let nodes: Api<Node> = Api::all(client.clone());
+        for n in &profile.nodes {
+            nodes
+                .create(&PostParams::default(), &kwok::node(n))
+                .await
+                .map_err(LocalError::kube(format!("create node {}", n.name)))?;
+        }
+
+        let ca = pki.ca_pem()?;
+        for (what, port) in [
+            ("kube-controller-manager /healthz", ports.controller_manager),
+            ("kube-scheduler /healthz", ports.scheduler),
+        ] {
+            let c = loopback_client(port, &ca)?;
+            cluster
+                .wait_until(what, timeout, || {
+                    let c = c.clone();
+                    async move { get_ok(&c, "/healthz").await }
+                })
+                .await?;
+        }
+        task.set("nodes Ready");
+        for n in &profile.nodes {
+            let cond = await_condition(nodes.clone(), &n.name, node_ready);
+            cluster
+                .wait_watch(&format!("node {} Ready", n.name), timeout, cond, || {
+                    let nodes = nodes.clone();
+                    let name = n.name.clone();
+                    async move {
+                        match nodes.get_opt(&name).await {
+                            Ok(Some(node)) => format!(
+                                "conditions {:?}",
+                                node.status
+                                    .and_then(|s| s.conditions)
+                                    .unwrap_or_default()
+                                    .iter()
+                                    .map(|c| format!("{}={}", c.type_, c.status))
+                                    .collect::<Vec<_>>()
+                            ),
+                            Ok(None) => "no such node".into(),
+                            Err(e) => e.to_string(),
+                        }
+                    }
+                })
+                .await?;
+        }
+        task.set("default service account");
+        let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+        let cond = await_condition(sas, "default", |o: Option<&ServiceAccount>| o.is_some());
+        cluster
+            .wait_watch("service account default/default", timeout, cond, || async {
+                "absent".to_string()
+            })
+            .await?;
+        cluster.state.ready = true;
+        cluster.save()?;
+        task.finish(&format!(
+            "cluster `{name}` ready in {:.1}s (Kubernetes {}, {} nodes); KUBECONFIG={}",
+            started.elapsed().as_secs_f64(),
+            profile.kubernetes,
+            profile.nodes.len(),
+            layout.admin_kubeconfig().display()
+        ));
+        Ok(cluster)
+    }
+
+    /// Every local cluster on disk, by name.
+    pub fn list(&self) -> Vec<ClusterState> {
+        let mut out = vec![];
+        if let Ok(entries) = std::fs::read_dir(&self.options.clusters_root) {
+            for e in entries.flatten() {
+                if let Ok(s) = ClusterState::load(&e.path().join("cluster.json")) {
+                    out.push(s);
+                }
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// Ends the processes of cluster `name` and removes its directory.
+    pub fn down(&self, name: &str) -> Result<(), LocalError> {
+        let dir = self.options.clusters_root.join(name);
+        if !dir.exists() {
+            return Err(LocalError::NotFound { name: name.into() });
+        }
+        remove_recorded(name, &dir)
+    }
+
+    /// Removes what killed runs left: clusters whose owner is gone (or, when detached, whose
+    /// processes are all gone), and directories without a readable state. Returns the names
+    /// removed.
+    pub fn gc(&self) -> Result<Vec<String>, LocalError> {
+        let mut removed = vec![];
+        let mut errors = vec![];
+        let Ok(entries) = std::fs::read_dir(&self.options.clusters_root) else {
+            return Ok(removed);
+        };
+        for e in entries.flatten() {
+            let dir = e.path();
+            let name = e.file_name().to_string_lossy().to_string();
+            let stale = match ClusterState::load(&dir.join("cluster.json")) {
+                Ok(s) if s.owner.is_some() => !s.owner_alive(),
+                Ok(s) => s.alive_processes().is_empty(),
+                Err(_) => true,
+            };
+            if stale {
+                match remove_recorded(&name, &dir) {
+                    Ok(()) => removed.push(name),
+                    Err(e) => errors.push(e.to_string()),
+                }
+            }
+        }
+        if !errors.is_empty() {
+            return Err(LocalError::Teardown {
+                name: "gc".into(),
+                errors,
+            });
+        }
+        removed.sort();
+        Ok(removed)
+    }
+}
+
+fn remove_recorded(name: &str, dir: &Path) -> Result<(), LocalError> {
+    if let Ok(s) = ClusterState::load(&dir.join("cluster.json")) {
+        for p in s.processes.iter().rev() {
+            p.terminate(Duration::from_secs(5));
+        }
+    }
+    crate::toolchain::cache::make_writable_and_remove(dir).map_err(|e| LocalError::Teardown {
+        name: name.into(),
+        errors: vec![format!("remove {}: {e}", dir.display())],
+    })
+}
+
+impl ClusterProvider for LocalProvider {
+    type Cluster = LocalCluster;
+    type Error = LocalError;
+
+    async fn create(&self, name: &str, profile: &Profile) -> Result<LocalCluster, LocalError> {
+        self.start(name, profile).await
+    }
+}
+
+fn node_ready(node: Option<&Node>) -> bool {
+    node.and_then(|n| n.status.as_ref())
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn allocate_ports(apiserver: Option<u16>) -> Result<Ports, LocalError> {
+    // Hold every listener until all are chosen so no two components get the same port.
+    let mut held = vec![];
+    let mut free = || -> Result<u16, LocalError> {
+        let l = TcpListener::bind(("127.0.0.1", 0)).map_err(|e| LocalError::io(Path::new("127.0.0.1:0"), e))?;
+        let port = l.local_addr().map_err(|e| LocalError::io(Path::new("127.0.0.1:0"), e))?.port();
+        held.push(l);
+        Ok(port)
+    };
+    let apiserver = match apiserver {
+        Some(p) => {
+            TcpListener::bind(("127.0.0.1", p)).map_err(|_| LocalError::PortInUse {
+                port: p,
+                what: "kube-apiserver".into(),
+            })?;
+            p
+        }
+        None => free()?,
+    };
+    Ok(Ports {
+        etcd_client: free()?,
+        etcd_peer: free()?,
+        apiserver,
+        controller_manager: free()?,
+        scheduler: free()?,
+        kwok: free()?,
+    })
+}
+
+/// A client from a kubeconfig file.
+pub async fn admin_client(kubeconfig: &Path) -> Result<kube::Client, LocalError> {
+    let err = |e: Box<dyn std::error::Error + Send + Sync>| LocalError::Kubeconfig {
+        path: kubeconfig.to_path_buf(),
+        source: e,
+    };
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| err(Box::new(e)))?;
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(|e| err(Box::new(e)))?;
+    config.connect_timeout = Some(Duration::from_secs(5));
+    config.read_timeout = Some(Duration::from_secs(60));
+    kube::Client::try_from(config).map_err(|e| err(Box::new(e)))
+}
+
+fn pem_to_der(pem: &str) -> Vec<u8> {
+    use base64::Engine;
+    let body: String = pem
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .collect::<Vec<_>>()
+        .join("");
+    base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .unwrap_or_default()
+}
+
+/// An unauthenticated client for a component's own loopback HTTPS port, trusting the
+/// cluster CA.
+fn loopback_client(port: u16, ca_pem: &str) -> Result<kube::Client, LocalError> {
+    let url: http::Uri = format!("https://127.0.0.1:{port}")
+        .parse()
+        .expect("valid loopback uri");
+    let mut config = kube::Config::new(url);
+    config.root_cert = Some(vec![pem_to_der(ca_pem)]);
+    config.connect_timeout = Some(Duration::from_secs(2));
+    config.read_timeout = Some(Duration::from_secs(5));
+    kube::Client::try_from(config).map_err(|e| LocalError::Kubeconfig {
+        path: PathBuf::from(format!("127.0.0.1:{port}")),
+        source: Box::new(e),
+    })
+}
+
+async fn get_ok(client: &kube::Client, path: &str) -> Result<(), String> {
+    let req = http::Request::get(path)
+        .body(Vec::new())
+        .expect("valid request");
+    client
+        .request_text(req)
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+impl std::fmt::Debug for LocalCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalCluster")
+            .field("name", &self.state.name)
+            .field("dir", &self.layout.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LocalCluster {
+    fn save(&self) -> Result<(), LocalError> {
+        self.state.save(&self.layout.state())
+    }
+
+    fn spawn(&mut self, spec: &ComponentSpec) -> Result<(), LocalError> {
+        let p = Process::spawn(spec, &self.layout.log(&spec.name))?;
+        self.state.processes.push(p.record().clone());
+        self.procs.lock().expect("not poisoned").push(p);
+        self.save()
+    }
+
+    /// The first component that has exited, as an error with its log tail.
+    pub fn check_alive(&self) -> Result<(), LocalError> {
+        let mut procs = self.procs.lock().expect("not poisoned");
+        for p in procs.iter_mut() {
+            if let Some(status) = p.exited() {
+                return Err(LocalError::Exited {
+                    component: p.name.clone(),
+                    status: status.to_string(),
+                    log: p.log.clone(),
+                    tail: p.log_tail(20),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Polls `check` until it succeeds, a component dies (reported with its log), or
+    /// `timeout` passes (reported with the last error seen).
+    async fn wait_until<F, Fut>(&self, what: &str, timeout: Duration, mut check: F) -> Result<(), LocalError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<(), String>>,
+    {
+        let deadline = Instant::now() + timeout;
+        let mut last = String::from("nothing yet");
+        loop {
+            self.check_alive()?;
+            match check().await {
+                Ok(()) => return Ok(()),
+                Err(e) => last = e,
+            }
+            if Instant::now() >= deadline {
+                return Err(LocalError::NotReady {
+                    what: what.into(),
+                    timeout,
+                    last,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits on a watch-based condition, while checking the components stay alive.
+    async fn wait_watch<C, D, DF>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        cond: C,
+        describe: D,
+    ) -> Result<(), LocalError>
+    where
+        C: std::future::Future,
+        D: FnOnce() -> DF,
+        DF: std::future::Future<Output = String>,
+    {
+        let watchdog = async {
+            loop {
+                if let Err(e) = self.check_alive() {
+                    return e;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        };
+        tokio::select! {
+            r = tokio::time::timeout(timeout, cond) => match r {
+                Ok(_) => Ok(()),
+                Err(_) => Err(LocalError::NotReady { what: what.into(), timeout, last: describe().await }),
+            },
+            e = watchdog => Err(e),
+        }
+    }
+
+    /// An admin client.
+    pub fn client(&self) -> kube::Client {
+        self.client.clone().expect("a started cluster has a client")
+    }
+
+    /// Its directory layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Its recorded state.
+    pub fn state(&self) -> &ClusterState {
+        &self.state
+    }
+
+    /// Keep the directory (logs, certificates) after teardown.
+    pub fn keep_dir(&mut self, keep: bool) {
+        self.keep_dir = keep;
+    }
+
+    /// Leaves the cluster running after this process exits; `harness cluster down` ends it.
+    pub fn detach(mut self) -> Result<ClusterState, LocalError> {
+        self.state.owner = None;
+        self.save()?;
+        self.done = true;
+        Ok(self.state.clone())
+    }
+
+    fn teardown(&mut self) -> Result<(), LocalError> {
+        if self.done {
+            return Ok(());
+        }
+        self.done = true;
+        let mut errors = vec![];
+        {
+            let mut procs = match self.procs.lock() {
+                Ok(p) => p,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            for p in procs.iter_mut().rev() {
+                p.stop(Duration::from_secs(5));
+                if p.record().alive() {
+                    errors.push(format!("{} (pid {}) is still alive", p.name, p.record().pid));
+                }
+            }
+        }
+        if !self.keep_dir {
+            if let Err(e) = crate::toolchain::cache::make_writable_and_remove(&self.layout.dir) {
+                errors.push(format!("remove {}: {e}", self.layout.dir.display()));
+            }
+        } else {
+            self.state.owner = None;
+            self.state.processes.clear();
+            let _ = self.save();
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(LocalError::Teardown {
+                name: self.state.name.clone(),
+                errors,
+            })
+        }
+    }
+}
+
+impl Cluster for LocalCluster {
+    type Error = LocalError;
+
+    fn name(&self) -> &str {
+        &self.state.name
+    }
+
+    fn kubeconfig(&self) -> &Path {
+        &self.state.kubeconfig
+    }
+
+    fn export_logs(&self, dest: &Path) -> Result<(), LocalError> {
+        std::fs::create_dir_all(dest).map_err(|e| LocalError::io(dest, e))?;
+        let logs = self.layout.logs();
+        let mut errors = vec![];
+        if let Ok(entries) = std::fs::read_dir(&logs) {
+            for e in entries.flatten() {
+                let to = dest.join(e.file_name());
+                if let Err(err) = std::fs::copy(e.path(), &to) {
+                    errors.push(format!("copy {}: {err}", e.path().display()));
+                }
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(LocalError::Teardown {
+                name: self.state.name.clone(),
+                errors,
+            })
+        }
+    }
+
+    fn destroy(mut self) -> Result<(), LocalError> {
+        self.teardown()
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        if let Err(e) = self.teardown() {
+            eprintln!("warning: {e}");
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! The process backend: [`Process`] runs one [`ComponentSpec`] as a child with its output in a
+//! log file, and ends it (TERM, then KILL) on request.
+
+use std::fs::{self, File};
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+
+use super::LocalError;
+use super::components::ComponentSpec;
+
+/// A started child process.
+#[derive(Debug)]
+pub struct Process {
+    /// Component name.
+    pub name: String,
+    /// Its log file.
+    pub log: PathBuf,
+    child: Child,
+    record: ProcRecord,
+    exited: Option<ExitStatus>,
+}
+
+/// What identifies a process across harness runs: pid plus kernel start time, so a reused pid
+/// is never mistaken for ours.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcRecord {
+    /// Component name.
+    pub name: String,
+    /// Process id.
+    pub pid: u32,
+    /// Start time in clock ticks since boot (`/proc/<pid>/stat` field 22).
+    pub start_time: u64,
+}
+
+impl ProcRecord {
+    /// The record of the current process.
+    pub fn current(name: &str) -> Self {
+        let pid = std::process::id();
+        Self {
+            name: name.into(),
+            pid,
+            start_time: start_time(pid).unwrap_or(0),
+        }
+    }
+
+    /// Whether this very process is still alive (not a zombie, not a reused pid).
+    pub fn alive(&self) -> bool {
+        start_time(self.pid) == Some(self.start_time)
+    }
+
+    /// Sends TERM, waits up to `grace`, then KILL. Used for processes that are not our children
+    /// (detached clusters, leftovers of a killed run).
+    pub fn terminate(&self, grace: Duration) {
+        if !self.alive() {
+            return;
+        }
+        let pid = Pid::from_raw(self.pid as i32);
+        let _ = kill(pid, Signal::SIGTERM);
+        let deadline = Instant::now() + grace;
+        while self.alive() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if self.alive() {
+            let _ = kill(pid, Signal::SIGKILL);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while self.alive() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// Kernel start time of `pid`, or `None` if it does not exist or is a zombie.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces; fields after the closing paren are plain.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    if fields.first() == Some(&"Z") || fields.first() == Some(&"X") {
+        return None;
+    }
+    fields.get(19)?.parse().ok()
+}
+
+impl Process {
+    /// Starts `spec` with stdout and stderr appended to `log`, in its own process group (a
+    /// terminal's Ctrl-C reaches the harness, which then ends its children in order).
+    pub fn spawn(spec: &ComponentSpec, log: &Path) -> Result<Self, LocalError> {
+        if let Some(dir) = log.parent() {
+            fs::create_dir_all(dir).map_err(|e| LocalError::io(dir, e))?;
+        }
+        let out = File::options()
+            .create(true)
+            .append(true)
+            .open(log)
+            .map_err(|e| LocalError::io(log, e))?;
+        let err = out.try_clone().map_err(|e| LocalError::io(log, e))?;
+        let child = Command::new(&spec.binary)
+            .args(&spec.args)
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0)
+            .spawn()
+            .map_err(|source| LocalError::Spawn {
+                component: spec.name.clone(),
+                binary: spec.binary.clone(),
+                source,
+            })?;
+        let pid = child.id();
+        Ok(Self {
+            name: spec.name.clone(),
+            log: log.to_path_buf(),
+            record: ProcRecord {
+                name: spec.name.clone(),
+                pid,
+                start_time: start_time(pid).unwrap_or(0),
+            },
+            child,
+            exited: None,
+        })
+    }
+
+    /// Its identity.
+    pub fn record(&self) -> &ProcRecord {
+        &self.record
+    }
+
+    /// The exit status if it has exited.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        if self.exited.is_none() {
+            self.exited = self.child.try_wait().ok().flatten();
+        }
+        self.exited
+    }
+
+    /// Ends it: TERM, up to `grace` to exit, then KILL; always reaps it.
+    pub fn stop(&mut self, grace: Duration) {
+        if self.exited().is_some() {
+            return;
+        }
+        let pid = Pid::from_raw(self.child.id() as i32);
+        let _ = kill(pid, Signal::SIGTERM);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if self.exited().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        self.exited = self.child.wait().ok();
+    }
+
+    /// The last `lines` lines of its log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        log_tail(&self.log, lines)
+    }
+}
+
+/// The last `lines` lines of a file (reads at most the last 64 KiB).
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let Ok(mut f) = File::open(path) else {
+        return String::from("(no log)");
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(64 * 1024);
+    let _ = f.seek(SeekFrom::Start(start));
+    let mut buf = Vec::new();
+    let _ = f.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> ComponentSpec {
+        ComponentSpec {
+            name: "t".into(),
+            binary: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: vec![],
+        }
+    }
+
+    #[test]
+    fn stop_ends_a_process_that_ignores_term() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut p = Process::spawn(
+            &sh("trap '' TERM; echo started; while true; do sleep 0.05; done"),
+            &tmp.path().join("t.log"),
+        )
+        .unwrap();
+        let rec = p.record().clone();
+        assert!(rec.alive());
+        p.stop(Duration::from_millis(200));
+        assert!(!rec.alive());
+        assert!(p.exited().is_some());
+    }
+
+    #[test]
+    fn reports_exit_and_log_tail() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut p = Process::spawn(
+            &sh("echo one; echo two; echo three >&2; exit 3"),
+            &tmp.path().join("t.log"),
+        )
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while p.exited().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(p.exited().unwrap().code(), Some(3));
+        assert_eq!(p.log_tail(2), "two\nthree");
+    }
+
+    #[test]
+    fn a_missing_binary_is_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut spec = sh("");
+        spec.binary = "/nonexistent/kube-apiserver".into();
+        let e = Process::spawn(&spec, &tmp.path().join("x.log")).unwrap_err();
+        assert!(e.to_string().contains("/nonexistent/kube-apiserver"), "{e}");
+    }
+}

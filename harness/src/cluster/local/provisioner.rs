@@ -1,0 +1,269 @@
+//! A small dynamic volume provisioner, as local-path-provisioner is on kind: the default
+//! StorageClass [`STORAGE_CLASS`] names [`PROVISIONER`], and [`run`] makes a PV for each of its
+//! pending PVCs and deletes released PVs. It runs as the harness binary's hidden `provisioner`
+//! command, one process per cluster.
+
+use std::collections::BTreeMap;
+
+use futures::TryStreamExt;
+use k8s_openapi::api::core::v1::{
+    HostPathVolumeSource, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, ObjectReference,
+    PersistentVolume, PersistentVolumeClaim, PersistentVolumeSpec, VolumeNodeAffinity,
+};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+
+/// The provisioner name the default StorageClass carries.
+pub const PROVISIONER: &str = "harness.local/hostpath";
+/// The default StorageClass.
+pub const STORAGE_CLASS: &str = "standard";
+
+const PROVISIONED_BY: &str = "pv.kubernetes.io/provisioned-by";
+const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+const STORAGE_PROVISIONER: &str = "volume.kubernetes.io/storage-provisioner";
+const BETA_STORAGE_PROVISIONER: &str = "volume.beta.kubernetes.io/storage-provisioner";
+
+/// The default StorageClass object: WaitForFirstConsumer binding, Delete reclaim, as on kind.
+pub fn default_storage_class() -> StorageClass {
+    StorageClass {
+        metadata: ObjectMeta {
+            name: Some(STORAGE_CLASS.into()),
+            annotations: Some(BTreeMap::from([(
+                "storageclass.kubernetes.io/is-default-class".to_string(),
+                "true".to_string(),
+            )])),
+            ..Default::default()
+        },
+        provisioner: PROVISIONER.into(),
+        reclaim_policy: Some("Delete".into()),
+        volume_binding_mode: Some("WaitForFirstConsumer".into()),
+        allow_volume_expansion: Some(true),
+        ..Default::default()
+    }
+}
+
+/// Creates [`default_storage_class`].
+pub async fn create_default_storage_class(client: &kube::Client) -> Result<(), kube::Error> {
+    let api: Api<StorageClass> = Api::all(client.clone());
+    api.create(&PostParams::default(), &default_storage_class())
+        .await
+        .map(|_| ())
+}
+
+/// The PV to make for `pvc` (None if the claim is not ours to provision yet).
+pub fn volume_for(pvc: &PersistentVolumeClaim, class: &StorageClass) -> Option<PersistentVolume> {
+    let meta = &pvc.metadata;
+    let spec = pvc.spec.as_ref()?;
+    if spec.volume_name.as_ref().is_some_and(|v| !v.is_empty()) {
+        return None;
+    }
+    if class.provisioner != PROVISIONER || meta.deletion_timestamp.is_some() {
+        return None;
+    }
+    let annotations = meta.annotations.clone().unwrap_or_default();
+    let wffc = class.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer");
+    let node = annotations.get(SELECTED_NODE);
+    if wffc && node.is_none() {
+        return None;
+    }
+    let uid = meta.uid.clone()?;
+    let storage = spec
+        .resources
+        .as_ref()
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("storage"))
+        .cloned()?;
+    let name = format!("pvc-{uid}");
+    Some(PersistentVolume {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            annotations: Some(BTreeMap::from([(
+                PROVISIONED_BY.to_string(),
+                PROVISIONER.to_string(),
+            )])),
+            ..Default::default()
+        },
+        spec: Some(PersistentVolumeSpec {
+            capacity: Some(BTreeMap::from([("storage".to_string(), storage)])),
+            access_modes: spec.access_modes.clone(),
+            claim_ref: Some(ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("PersistentVolumeClaim".into()),
+                name: meta.name.clone(),
+                namespace: meta.namespace.clone(),
+                uid: Some(uid),
+                ..Default::default()
+            }),
+            persistent_volume_reclaim_policy: Some(
+                class.reclaim_policy.clone().unwrap_or_else(|| "Delete".into()),
+            ),
+            storage_class_name: Some(class.metadata.name.clone().unwrap_or_default()),
+            volume_mode: spec.volume_mode.clone(),
+            host_path: Some(HostPathVolumeSource {
+                path: format!("/var/lib/harness/volumes/{name}"),
+                type_: Some("DirectoryOrCreate".into()),
+            }),
+            node_affinity: node.map(|n| VolumeNodeAffinity {
+                required: Some(NodeSelector {
+                    node_selector_terms: vec![NodeSelectorTerm {
+                        match_expressions: Some(vec![NodeSelectorRequirement {
+                            key: "kubernetes.io/hostname".into(),
+                            operator: "In".into(),
+                            values: Some(vec![n.clone()]),
+                        }]),
+                        ..Default::default()
+                    }],
+                }),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
+
+fn ours(pvc: &PersistentVolumeClaim) -> bool {
+    let a = pvc.metadata.annotations.clone().unwrap_or_default();
+    a.get(STORAGE_PROVISIONER).or(a.get(BETA_STORAGE_PROVISIONER)).map(String::as_str)
+        == Some(PROVISIONER)
+}
+
+/// Whether a released PV of ours should be deleted.
+pub fn should_delete(pv: &PersistentVolume) -> bool {
+    let ours = pv
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PROVISIONED_BY))
+        .is_some_and(|p| p == PROVISIONER);
+    let released = pv.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Released");
+    let delete = pv
+        .spec
+        .as_ref()
+        .and_then(|s| s.persistent_volume_reclaim_policy.as_deref())
+        == Some("Delete");
+    ours && released && delete && pv.metadata.deletion_timestamp.is_none()
+}
+
+/// Runs the provisioner until the API goes away or an unrecoverable error occurs.
+pub async fn run(client: kube::Client) -> anyhow::Result<()> {
+    let pvcs: Api<PersistentVolumeClaim> = Api::all(client.clone());
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    let classes: Api<StorageClass> = Api::all(client.clone());
+
+    let provision = {
+        let pvs = pvs.clone();
+        watcher(pvcs, watcher::Config::default())
+            .default_backoff()
+            .applied_objects()
+            .map_err(anyhow::Error::from)
+            .try_for_each(move |pvc| {
+                let pvs = pvs.clone();
+                let classes = classes.clone();
+                async move {
+                    if !ours(&pvc) {
+                        return Ok(());
+                    }
+                    let class_name = pvc
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.storage_class_name.clone())
+                        .unwrap_or_default();
+                    let Some(class) = classes.get_opt(&class_name).await? else {
+                        return Ok(());
+                    };
+                    if let Some(pv) = volume_for(&pvc, &class) {
+                        match pvs.create(&PostParams::default(), &pv).await {
+                            Ok(_) => tracing::info!(
+                                pv = pv.metadata.name.as_deref(),
+                                claim = pvc.metadata.name.as_deref(),
+                                "provisioned"
+                            ),
+                            Err(kube::Error::Api(e)) if e.code == 409 => {}
+                            Err(e) => tracing::warn!(error = %e, "create PV"),
+                        }
+                    }
+                    Ok(())
+                }
+            })
+    };
+    let reclaim = watcher(pvs.clone(), watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .map_err(anyhow::Error::from)
+        .try_for_each(move |pv| {
+            let pvs = pvs.clone();
+            async move {
+                if should_delete(&pv) {
+                    let name = pv.metadata.name.clone().unwrap_or_default();
+                    match pvs.delete(&name, &DeleteParams::default()).await {
+                        Ok(_) => tracing::info!(pv = name, "deleted released volume"),
+                        Err(kube::Error::Api(e)) if e.code == 404 => {}
+                        Err(e) => tracing::warn!(error = %e, "delete PV"),
+                    }
+                }
+                Ok(())
+            }
+        });
+    futures::future::try_join(provision, reclaim).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, VolumeResourceRequirements};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    fn claim(selected: Option<&str>) -> PersistentVolumeClaim {
+        let mut ann = BTreeMap::from([(STORAGE_PROVISIONER.to_string(), PROVISIONER.to_string())]);
+        if let Some(n) = selected {
+            ann.insert(SELECTED_NODE.into(), n.into());
+        }
+        PersistentVolumeClaim {
+            metadata: ObjectMeta {
+                name: Some("data-web-0".into()),
+                namespace: Some("ns".into()),
+                uid: Some("u1".into()),
+                annotations: Some(ann),
+                ..Default::default()
+            },
+            spec: Some(PersistentVolumeClaimSpec {
+                access_modes: Some(vec!["ReadWriteOnce".into()]),
+                storage_class_name: Some(STORAGE_CLASS.into()),
+                resources: Some(VolumeResourceRequirements {
+                    requests: Some(BTreeMap::from([("storage".into(), Quantity("1Gi".into()))])),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn waits_for_the_scheduler_then_provisions_on_the_selected_node() {
+        let class = default_storage_class();
+        assert!(volume_for(&claim(None), &class).is_none());
+        let pv = volume_for(&claim(Some("kwok-node-1")), &class).unwrap();
+        let spec = pv.spec.unwrap();
+        assert_eq!(pv.metadata.name.as_deref(), Some("pvc-u1"));
+        assert_eq!(spec.capacity.unwrap()["storage"], Quantity("1Gi".into()));
+        assert_eq!(spec.claim_ref.unwrap().uid.as_deref(), Some("u1"));
+        let term = &spec.node_affinity.unwrap().required.unwrap().node_selector_terms[0];
+        assert_eq!(
+            term.match_expressions.as_ref().unwrap()[0].values,
+            Some(vec!["kwok-node-1".to_string()])
+        );
+    }
+
+    #[test]
+    fn leaves_bound_claims_and_foreign_classes_alone() {
+        let mut bound = claim(Some("n"));
+        bound.spec.as_mut().unwrap().volume_name = Some("pv".into());
+        assert!(volume_for(&bound, &default_storage_class()).is_none());
+        let mut other = default_storage_class();
+        other.provisioner = "example.com/other".into();
+        assert!(volume_for(&claim(Some("n")), &other).is_none());
+    }
+}

@@ -1,0 +1,77 @@
+//! What a local cluster records on disk so that `cluster list`, `cluster down` and `gc` work
+//! from any process: [`ClusterState`] in `<cluster>/cluster.json`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::LocalError;
+use super::process::ProcRecord;
+use crate::cluster::Profile;
+
+/// The on-disk record of one local cluster.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClusterState {
+    /// Cluster name.
+    pub name: String,
+    /// The profile it was made from.
+    pub profile: Profile,
+    /// The harness process that owns it; `None` once detached.
+    pub owner: Option<ProcRecord>,
+    /// The apiserver URL.
+    pub server: String,
+    /// Admin kubeconfig path.
+    pub kubeconfig: PathBuf,
+    /// Every process started for it, in start order.
+    pub processes: Vec<ProcRecord>,
+    /// Unix seconds at creation.
+    pub created: u64,
+    /// Set once every component is ready.
+    pub ready: bool,
+}
+
+impl ClusterState {
+    /// Writes atomically (temp file + rename).
+    pub fn save(&self, path: &Path) -> Result<(), LocalError> {
+        let tmp = path.with_extension("json.tmp");
+        let body = serde_json::to_vec_pretty(self).expect("state serializes");
+        fs::write(&tmp, body).map_err(|e| LocalError::io(&tmp, e))?;
+        fs::rename(&tmp, path).map_err(|e| LocalError::io(path, e))
+    }
+
+    /// Reads a state file.
+    pub fn load(path: &Path) -> Result<Self, LocalError> {
+        let bytes = fs::read(path).map_err(|e| LocalError::io(path, e))?;
+        serde_json::from_slice(&bytes).map_err(|e| LocalError::BadState {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        })
+    }
+
+    /// Whether the owning harness process is alive (always false once detached).
+    pub fn owner_alive(&self) -> bool {
+        self.owner.as_ref().is_some_and(ProcRecord::alive)
+    }
+
+    /// The names of its processes that are alive.
+    pub fn alive_processes(&self) -> Vec<&ProcRecord> {
+        self.processes.iter().filter(|p| p.alive()).collect()
+    }
+}
+
+/// `HARNESS_STATE_DIR`, else `$XDG_STATE_HOME/harness`, else `~/.local/state/harness`; local
+/// clusters live in its `clusters/`.
+pub fn default_clusters_root() -> PathBuf {
+    let base = if let Some(p) = std::env::var_os("HARNESS_STATE_DIR") {
+        PathBuf::from(p)
+    } else if let Some(p) = std::env::var_os("XDG_STATE_HOME") {
+        PathBuf::from(p).join("harness")
+    } else {
+        std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir)
+            .join(".local/state/harness")
+    };
+    base.join("clusters")
+}

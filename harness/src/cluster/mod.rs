@@ -1,0 +1,203 @@
+//! Clusters: a [`Profile`] says what a cluster must be, a [`ClusterProvider`] makes one.
+//!
+//! Start with [`local::LocalProvider`], the embedded default: a real control plane as local
+//! processes built from Go modules.
+
+pub mod local;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::toolchain::KubeVersion;
+
+/// A fake node: its name and labels.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeSpec {
+    /// Node name.
+    pub name: String,
+    /// Labels (zone, node type, ...).
+    pub labels: BTreeMap<String, String>,
+}
+
+/// The zone label nodes carry.
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+
+/// What a cluster must be: Kubernetes version, apiserver feature gates and runtime-config,
+/// and its nodes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Profile {
+    /// Profile name (used in reports and for kind config file names).
+    pub name: String,
+    /// Kubernetes version.
+    pub kubernetes: KubeVersion,
+    /// Feature gates for the control-plane components.
+    pub feature_gates: BTreeMap<String, bool>,
+    /// `--runtime-config` entries of the apiserver.
+    pub runtime_config: BTreeMap<String, String>,
+    /// Nodes.
+    pub nodes: Vec<NodeSpec>,
+}
+
+/// A malformed profile setting.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    /// A `key=value` entry without `=`.
+    #[error("parse `{entry}`: expected KEY=VALUE")]
+    NotKeyValue {
+        /// The entry.
+        entry: String,
+    },
+    /// A feature gate value that is not a boolean.
+    #[error("parse feature gate `{entry}`: the value must be true or false")]
+    NotBool {
+        /// The entry.
+        entry: String,
+    },
+    /// No nodes.
+    #[error("a cluster needs at least one node")]
+    NoNodes,
+    /// No zones.
+    #[error("a cluster needs at least one zone")]
+    NoZones,
+}
+
+impl Profile {
+    /// The default profile for `kubernetes`: no extra gates, four nodes over zones
+    /// `zone-a` and `zone-b`.
+    pub fn new(kubernetes: KubeVersion) -> Self {
+        let mut p = Self {
+            name: "default".into(),
+            kubernetes,
+            feature_gates: BTreeMap::new(),
+            runtime_config: BTreeMap::new(),
+            nodes: vec![],
+        };
+        p.set_nodes(4, &["zone-a", "zone-b"], &BTreeMap::new())
+            .expect("default node layout is valid");
+        p
+    }
+
+    /// Replaces the nodes with `count` nodes `kwok-node-<i>`, spread round-robin over `zones`,
+    /// each also carrying `labels`.
+    pub fn set_nodes(
+        &mut self,
+        count: usize,
+        zones: &[&str],
+        labels: &BTreeMap<String, String>,
+    ) -> Result<(), ProfileError> {
+        if count == 0 {
+            return Err(ProfileError::NoNodes);
+        }
+        if zones.is_empty() {
+            return Err(ProfileError::NoZones);
+        }
+        self.nodes = (0..count)
+            .map(|i| {
+                let mut l = labels.clone();
+                l.insert(ZONE_LABEL.into(), zones[i % zones.len()].to_string());
+                NodeSpec {
+                    name: format!("kwok-node-{i}"),
+                    labels: l,
+                }
+            })
+            .collect();
+        Ok(())
+    }
+
+    /// Parses and adds `Gate=true` entries.
+    pub fn add_gates<S: AsRef<str>>(&mut self, entries: &[S]) -> Result<(), ProfileError> {
+        for (k, v) in parse_key_values(entries)? {
+            let b = match v.as_str() {
+                "true" => true,
+                "false" => false,
+                _ => {
+                    return Err(ProfileError::NotBool {
+                        entry: format!("{k}={v}"),
+                    });
+                }
+            };
+            self.feature_gates.insert(k, b);
+        }
+        Ok(())
+    }
+
+    /// Parses and adds `api/version=true` runtime-config entries.
+    pub fn add_runtime_config<S: AsRef<str>>(&mut self, entries: &[S]) -> Result<(), ProfileError> {
+        self.runtime_config.extend(parse_key_values(entries)?);
+        Ok(())
+    }
+}
+
+/// Parses `k=v` entries (each entry may itself be a comma-separated list).
+pub fn parse_key_values<S: AsRef<str>>(
+    entries: &[S],
+) -> Result<BTreeMap<String, String>, ProfileError> {
+    let mut out = BTreeMap::new();
+    for entry in entries {
+        for part in entry.as_ref().split(',').filter(|p| !p.trim().is_empty()) {
+            let (k, v) = part.split_once('=').ok_or_else(|| ProfileError::NotKeyValue {
+                entry: part.to_string(),
+            })?;
+            out.insert(k.trim().to_string(), v.trim().to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// Makes clusters from profiles. Extra abilities (e.g. installing images) are separate traits.
+pub trait ClusterProvider {
+    /// The cluster it makes.
+    type Cluster: Cluster;
+    /// Its error.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Creates a cluster named `name` as `profile` says and waits until it is ready.
+    fn create(
+        &self,
+        name: &str,
+        profile: &Profile,
+    ) -> impl Future<Output = Result<Self::Cluster, Self::Error>> + Send;
+}
+
+/// A running cluster.
+pub trait Cluster {
+    /// Its error.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Its name.
+    fn name(&self) -> &str;
+    /// Path of an admin kubeconfig.
+    fn kubeconfig(&self) -> &Path;
+    /// Copies every component log into `dest`.
+    fn export_logs(&self, dest: &Path) -> Result<(), Self::Error>;
+    /// Ends the cluster and removes what it left; collects every error rather than stopping
+    /// at the first.
+    fn destroy(self) -> Result<(), Self::Error>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_profile_spreads_nodes_over_two_zones() {
+        let p = Profile::new(KubeVersion::default_version());
+        let zones: Vec<_> = p.nodes.iter().map(|n| n.labels[ZONE_LABEL].as_str()).collect();
+        assert_eq!(zones, ["zone-a", "zone-b", "zone-a", "zone-b"]);
+    }
+
+    #[test]
+    fn gates_parse_and_refuse_non_booleans() {
+        let mut p = Profile::new(KubeVersion::default_version());
+        p.add_gates(&["InPlacePodVerticalScaling=true,Foo=false"]).unwrap();
+        assert_eq!(p.feature_gates["InPlacePodVerticalScaling"], true);
+        assert_eq!(p.feature_gates["Foo"], false);
+        let e = p.add_gates(&["Bar=yes"]).unwrap_err().to_string();
+        assert!(e.contains("Bar=yes"), "{e}");
+        let e = p.add_gates(&["Bar"]).unwrap_err().to_string();
+        assert!(e.contains("KEY=VALUE"), "{e}");
+    }
+}

@@ -1,0 +1,11 @@
+//! A conformance test harness for Kubernetes workload controllers.
+//!
+//! Layers, from the bottom: [`toolchain`] builds pinned binaries from Go modules, [`cluster`]
+//! brings up clusters from a [`cluster::Profile`] (start with [`cluster::local::LocalCluster`],
+//! the embedded default), and [`cli`] is the thin command-line layer over them.
+
+pub mod bench;
+pub mod cli;
+pub mod cluster;
+pub mod progress;
+pub mod toolchain;

@@ -1,0 +1,231 @@
+//! Build recipes over the Go toolchain: [`GoRecipe`] describes a build as data, [`GoEnv`]
+//! finds and checks the `go` binary.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+use super::ToolchainError;
+
+/// A Go version, e.g. `1.26.8` as `(1, 26, 8)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct GoVersion(pub u32, pub u32, pub u32);
+
+impl GoVersion {
+    /// Parses `go1.26.8`, `1.23.0`, `1.23` or `go1.22rc1` (the pre-release suffix is dropped).
+    pub fn parse(s: &str) -> Option<Self> {
+        let s = s.trim().trim_start_matches("go");
+        let mut nums = s.split('.').map(|p| {
+            let digits: String = p.chars().take_while(|c| c.is_ascii_digit()).collect();
+            digits.parse::<u32>().ok()
+        });
+        let major = nums.next()??;
+        let minor = nums.next().flatten().unwrap_or(0);
+        let patch = nums.next().flatten().unwrap_or(0);
+        Some(Self(major, minor, patch))
+    }
+}
+
+impl std::fmt::Display for GoVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{}", self.0, self.1, self.2)
+    }
+}
+
+/// The `go` binary to build with and its version.
+#[derive(Debug, Clone)]
+pub struct GoEnv {
+    /// Path or name of the `go` binary (`HARNESS_GO`, else `go` on `PATH`).
+    pub go: PathBuf,
+    /// Its version.
+    pub version: GoVersion,
+}
+
+impl GoEnv {
+    /// Finds `go` (`HARNESS_GO` overrides the one on `PATH`) and reads its version.
+    pub async fn detect() -> Result<Self, ToolchainError> {
+        let go = std::env::var_os("HARNESS_GO")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("go"));
+        let out = Command::new(&go)
+            .args(["env", "GOVERSION"])
+            .env("GOTOOLCHAIN", "local")
+            .output()
+            .await
+            .map_err(|source| ToolchainError::GoMissing {
+                go: go.clone(),
+                source,
+            })?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let version = GoVersion::parse(&text).ok_or_else(|| ToolchainError::GoUnreadable {
+            go: go.clone(),
+            output: format!("{}{}", text, String::from_utf8_lossy(&out.stderr)),
+        })?;
+        Ok(Self { go, version })
+    }
+
+    /// Fails with [`ToolchainError::GoTooOld`] unless this Go is at least `needed`.
+    pub fn require(&self, needed: GoVersion, what: &str) -> Result<(), ToolchainError> {
+        if self.version < needed {
+            return Err(ToolchainError::GoTooOld {
+                found: self.version,
+                needed,
+                what: what.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// A `go` command with the environment every build uses: no automatic toolchain
+    /// download, modules on, no VCS stamping, cgo off (static binaries).
+    pub fn command(&self, dir: &Path) -> Command {
+        let mut cmd = Command::new(&self.go);
+        cmd.current_dir(dir)
+            .env("GOTOOLCHAIN", "local")
+            .env("GO111MODULE", "on")
+            .env("CGO_ENABLED", "0")
+            .env("GOFLAGS", "-mod=mod -buildvcs=false")
+            .kill_on_drop(true)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs `go mod download -json <module>@<version>` and returns the path of its `go.mod`.
+    pub async fn module_go_mod(
+        &self,
+        dir: &Path,
+        module: &str,
+        version: &str,
+        nosum: bool,
+    ) -> Result<PathBuf, ToolchainError> {
+        let mut cmd = self.command(dir);
+        cmd.args(["mod", "download", "-json", &format!("{module}@{version}")]);
+        if nosum {
+            cmd.env("GONOSUMDB", module).env("GONOSUMCHECK", "1");
+        }
+        let out = cmd.output().await.map_err(|source| ToolchainError::Spawn {
+            what: "go mod download".into(),
+            source,
+        })?;
+        let parsed: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        if let Some(err) = parsed.get("Error").and_then(|e| e.as_str()) {
+            return Err(ToolchainError::ModuleUnavailable {
+                module: format!("{module}@{version}"),
+                detail: err.to_string(),
+            });
+        }
+        match parsed.get("GoMod").and_then(|e| e.as_str()) {
+            Some(p) => Ok(PathBuf::from(p)),
+            None => Err(ToolchainError::ModuleUnavailable {
+                module: format!("{module}@{version}"),
+                detail: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            }),
+        }
+    }
+}
+
+/// One `go build` invocation of a recipe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GoBuildStep {
+    /// Import paths to build.
+    pub packages: Vec<String>,
+    /// `-o` argument: a directory (ending in `/`) or a file name, relative to the output dir.
+    pub output: String,
+}
+
+/// A build described as data: the generated `go.mod`, the `go build` steps and ldflags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GoRecipe {
+    /// Contents of the generated `go.mod`.
+    pub go_mod: String,
+    /// `go build` invocations, in order.
+    pub steps: Vec<GoBuildStep>,
+    /// `-ldflags` value.
+    pub ldflags: String,
+    /// The binaries the build must leave in the output dir.
+    pub outputs: Vec<String>,
+    /// Modules whose checksums are not in the public checksum database.
+    pub nosum: Vec<String>,
+    /// The Go version the module requires.
+    pub min_go: GoVersion,
+}
+
+/// Reads the `go` directive of a `go.mod`.
+pub fn go_directive(go_mod: &str) -> Option<GoVersion> {
+    go_mod
+        .lines()
+        .map(str::trim)
+        .find_map(|l| l.strip_prefix("go "))
+        .and_then(GoVersion::parse)
+}
+
+/// Streams a command's combined progress: calls `on_line` for each stderr line and returns the
+/// last `keep` lines with the exit status.
+pub async fn run_streaming(
+    mut cmd: Command,
+    what: &str,
+    keep: usize,
+    mut on_line: impl FnMut(&str),
+) -> Result<(), ToolchainError> {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|source| ToolchainError::Spawn {
+        what: what.to_string(),
+        source,
+    })?;
+    let stderr = child.stderr.take().expect("piped");
+    let stdout = child.stdout.take().expect("piped");
+    let mut lines = BufReader::new(stderr).lines();
+    let mut tail: std::collections::VecDeque<String> = Default::default();
+    let out_task = tokio::spawn(async move {
+        let mut s = String::new();
+        let mut r = BufReader::new(stdout);
+        let _ = tokio::io::AsyncReadExt::read_to_string(&mut r, &mut s).await;
+        s
+    });
+    while let Ok(Some(line)) = lines.next_line().await {
+        on_line(&line);
+        if tail.len() == keep {
+            tail.pop_front();
+        }
+        tail.push_back(line);
+    }
+    let status = child.wait().await.map_err(|source| ToolchainError::Spawn {
+        what: what.to_string(),
+        source,
+    })?;
+    let stdout = out_task.await.unwrap_or_default();
+    if !status.success() {
+        let mut log: Vec<String> = tail.into_iter().collect();
+        log.extend(stdout.lines().rev().take(5).map(str::to_string));
+        return Err(ToolchainError::BuildFailed {
+            what: what.to_string(),
+            status: status.to_string(),
+            tail: log.join("\n"),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_go_versions() {
+        assert_eq!(GoVersion::parse("go1.26.8\n"), Some(GoVersion(1, 26, 8)));
+        assert_eq!(GoVersion::parse("1.23.0"), Some(GoVersion(1, 23, 0)));
+        assert_eq!(GoVersion::parse("1.22"), Some(GoVersion(1, 22, 0)));
+        assert_eq!(GoVersion::parse("go1.22rc1"), Some(GoVersion(1, 22, 0)));
+        assert_eq!(GoVersion::parse("devel"), None);
+        assert!(GoVersion(1, 26, 8) > GoVersion(1, 23, 0));
+    }
+
+    #[test]
+    fn reads_the_go_directive() {
+        let m = "module x\n\ngo 1.23.0\n\ntoolchain go1.23.4\n";
+        assert_eq!(go_directive(m), Some(GoVersion(1, 23, 0)));
+    }
+}

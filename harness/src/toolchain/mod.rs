@@ -1,0 +1,314 @@
+//! Pinned binaries built from Go modules. Start with [`Toolchain`]: it returns the directory of
+//! a component's binaries at a version, building them with Go on first use.
+//!
+//! Builds are described as data ([`go::GoRecipe`], made by [`recipes`]) and cached per
+//! component and version by [`cache::Cache`], with a file lock so two runs never build the same
+//! thing twice and an atomic install so a killed build is never trusted.
+
+pub mod cache;
+pub mod go;
+pub mod recipes;
+pub mod versions;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub use cache::{BuildKey, Cache, Installed};
+pub use go::{GoEnv, GoVersion};
+pub use versions::{KWOK_VERSION, KubeVersion};
+
+use crate::progress::Progress;
+
+/// Errors of the toolchain.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolchainError {
+    /// `go` could not be run.
+    #[error(
+        "run `{}`: Go is needed to build the Kubernetes binaries; install Go 1.23 or newer \
+         (e.g. `apt-get install golang` or from your distribution) and put it on PATH, \
+         or point HARNESS_GO at a go binary",
+        go.display()
+    )]
+    GoMissing {
+        /// The binary tried.
+        go: PathBuf,
+        /// Why it could not run.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `go env GOVERSION` printed something unexpected.
+    #[error("read the version of `{}`: it printed {output:?}", go.display())]
+    GoUnreadable {
+        /// The binary.
+        go: PathBuf,
+        /// What it printed.
+        output: String,
+    },
+    /// The Go found is older than a module requires.
+    #[error(
+        "build {what}: it needs Go {needed} or newer but Go {found} was found; \
+         install a newer Go or point HARNESS_GO at one"
+    )]
+    GoTooOld {
+        /// Found version.
+        found: GoVersion,
+        /// Needed version.
+        needed: GoVersion,
+        /// What was to be built.
+        what: String,
+    },
+    /// The module proxy does not serve a module.
+    #[error("download {module} from the Go module proxy: {detail}")]
+    ModuleUnavailable {
+        /// module@version
+        module: String,
+        /// The go command's message.
+        detail: String,
+    },
+    /// A subprocess could not start.
+    #[error("start {what}")]
+    Spawn {
+        /// The command.
+        what: String,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `go build` failed.
+    #[error("{what} exited with {status}; last lines:\n{tail}")]
+    BuildFailed {
+        /// The command.
+        what: String,
+        /// Its exit status.
+        status: String,
+        /// Its last output lines.
+        tail: String,
+    },
+    /// A build finished without one of its binaries.
+    #[error("build {key}: it produced no `{binary}`")]
+    MissingOutput {
+        /// The build.
+        key: BuildKey,
+        /// The missing binary.
+        binary: String,
+    },
+    /// A file operation in the cache failed.
+    #[error("access {}", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ToolchainError {
+    fn io(path: &Path, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// The Kubernetes control-plane binaries of one version.
+#[derive(Debug, Clone)]
+pub struct KubeBinaries {
+    /// The version.
+    pub version: KubeVersion,
+    /// Where they are.
+    pub install: Installed,
+}
+
+impl KubeBinaries {
+    /// Path of one binary (`kube-apiserver`, `etcd`, `kubectl`, ...).
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.install.binary(name)
+    }
+}
+
+/// Builds and caches pinned binaries. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Toolchain {
+    cache: Cache,
+    progress: Progress,
+}
+
+impl Toolchain {
+    /// A toolchain over `cache`, reporting build progress to `progress`.
+    pub fn new(cache: Cache, progress: Progress) -> Self {
+        Self { cache, progress }
+    }
+
+    /// The cache it uses.
+    pub fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
+    /// The Kubernetes binaries and etcd at `version`, built if not cached.
+    pub async fn kubernetes(&self, version: KubeVersion) -> Result<KubeBinaries, ToolchainError> {
+        let key = BuildKey::new("kubernetes", version.tag());
+        let install = self
+            .ensure(&key, |go, dir| async move {
+                let upstream = go
+                    .module_go_mod(&dir, "k8s.io/kubernetes", &version.tag(), false)
+                    .await?;
+                let text = std::fs::read_to_string(&upstream)
+                    .map_err(|e| ToolchainError::io(&upstream, e))?;
+                Ok(recipes::kubernetes(&version, &text))
+            })
+            .await?;
+        Ok(KubeBinaries { version, install })
+    }
+
+    /// A binary installed with `go install <package>@<version>` (kwok, kwokctl).
+    pub async fn go_install(
+        &self,
+        module: &str,
+        package: &str,
+        version: &str,
+        binary: &str,
+    ) -> Result<PathBuf, ToolchainError> {
+        let key = BuildKey::new(binary, version);
+        let (module, package, version, binary_s) = (
+            module.to_string(),
+            package.to_string(),
+            version.to_string(),
+            binary.to_string(),
+        );
+        let install = self
+            .ensure(&key, |go, dir| async move {
+                let upstream = go.module_go_mod(&dir, &module, &version, false).await?;
+                let text = std::fs::read_to_string(&upstream)
+                    .map_err(|e| ToolchainError::io(&upstream, e))?;
+                Ok(recipes::go_install(
+                    &module, &package, &version, &binary_s, &text,
+                ))
+            })
+            .await?;
+        Ok(install.binary(binary))
+    }
+
+    /// kwok at [`KWOK_VERSION`].
+    pub async fn kwok(&self) -> Result<PathBuf, ToolchainError> {
+        self.go_install("sigs.k8s.io/kwok", "sigs.k8s.io/kwok/cmd/kwok", KWOK_VERSION, "kwok")
+            .await
+    }
+
+    /// kwokctl at [`KWOK_VERSION`] (used by the bring-up benchmark as the peer).
+    pub async fn kwokctl(&self) -> Result<PathBuf, ToolchainError> {
+        self.go_install(
+            "sigs.k8s.io/kwok",
+            "sigs.k8s.io/kwok/cmd/kwokctl",
+            KWOK_VERSION,
+            "kwokctl",
+        )
+        .await
+    }
+
+    /// Returns the install for `key`, running `prepare` + the recipe's build under the lock
+    /// if it is not cached yet.
+    pub async fn ensure<F, Fut>(&self, key: &BuildKey, prepare: F) -> Result<Installed, ToolchainError>
+    where
+        F: FnOnce(GoEnv, PathBuf) -> Fut,
+        Fut: std::future::Future<Output = Result<go::GoRecipe, ToolchainError>>,
+    {
+        if let Some(i) = self.cache.lookup(key) {
+            return Ok(i);
+        }
+        let cache = self.cache.clone();
+        let k = key.clone();
+        let progress = self.progress.clone();
+        let lock = tokio::task::spawn_blocking(move || {
+            cache.lock(&k, || {
+                progress.line(&format!("waiting for another build of {k} to finish"))
+            })
+        })
+        .await
+        .expect("lock task does not panic")?;
+        if let Some(i) = self.cache.lookup(key) {
+            return Ok(i);
+        }
+        let go = GoEnv::detect().await?;
+        let staging = self.cache.staging(key, &lock)?;
+        let src = staging.join("src");
+        let result = self.build(key, go, &staging, &src, prepare).await;
+        match result {
+            Ok(manifest) => self.cache.install(&staging, manifest, &lock),
+            Err(e) => {
+                let _ = cache::make_writable_and_remove(&staging);
+                Err(e)
+            }
+        }
+    }
+
+    async fn build<F, Fut>(
+        &self,
+        key: &BuildKey,
+        go: GoEnv,
+        staging: &Path,
+        src: &Path,
+        prepare: F,
+    ) -> Result<cache::Manifest, ToolchainError>
+    where
+        F: FnOnce(GoEnv, PathBuf) -> Fut,
+        Fut: std::future::Future<Output = Result<go::GoRecipe, ToolchainError>>,
+    {
+        let started = Instant::now();
+        let task = self.progress.task(&format!("building {key} with Go {}", go.version));
+        let recipe = prepare(go.clone(), src.to_path_buf()).await?;
+        go.require(recipe.min_go, &key.to_string())?;
+        std::fs::write(src.join("go.mod"), &recipe.go_mod)
+            .map_err(|e| ToolchainError::io(src, e))?;
+        let bin = staging.join("bin");
+        let mut compiled = 0usize;
+        let mut last_note = Instant::now();
+        for step in &recipe.steps {
+            let mut cmd = go.command(src);
+            if step.output == "install" {
+                // `go install pkg@version` ignores the local go.mod by design.
+                cmd.env_remove("GOFLAGS")
+                    .env("GOFLAGS", "-buildvcs=false")
+                    .env("GOBIN", &bin)
+                    .args(["install", "-v", "-trimpath", "-ldflags", &recipe.ldflags]);
+            } else {
+                cmd.args([
+                    "build",
+                    "-v",
+                    "-trimpath",
+                    "-ldflags",
+                    &recipe.ldflags,
+                    "-o",
+                ])
+                .arg(bin.join(&step.output));
+            }
+            if !recipe.nosum.is_empty() {
+                cmd.env("GONOSUMDB", recipe.nosum.join(","));
+            }
+            cmd.args(&step.packages);
+            let what = format!("go build of {key} ({})", step.packages.join(" "));
+            go::run_streaming(cmd, &what, 40, |line| {
+                if !line.starts_with("go: ") {
+                    compiled += 1;
+                }
+                task.set(&format!("{compiled} packages compiled, last {line}"));
+                if last_note.elapsed() > Duration::from_secs(30) {
+                    last_note = Instant::now();
+                    task.note(&format!("{compiled} packages compiled"));
+                }
+            })
+            .await?;
+        }
+        task.finish(&format!(
+            "built {key} in {:.0?}",
+            Duration::from_secs(started.elapsed().as_secs())
+        ));
+        Ok(cache::Manifest {
+            key: key.clone(),
+            binaries: recipe.outputs.clone(),
+            go_version: go.version.to_string(),
+            build_seconds: started.elapsed().as_secs(),
+        })
+    }
+}

@@ -1,0 +1,157 @@
+//! Pure functions that turn a component and version into a [`GoRecipe`].
+
+use super::go::{GoBuildStep, GoRecipe, GoVersion, go_directive};
+use super::versions::KubeVersion;
+
+/// The control-plane binaries built from `k8s.io/kubernetes`.
+pub const KUBERNETES_BINARIES: &[&str] = &[
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+    "etcd",
+];
+
+/// The recipe for the Kubernetes binaries and etcd at `version`, given the text of
+/// `k8s.io/kubernetes`'s own `go.mod` at that version.
+///
+/// The generated module requires `k8s.io/kubernetes` and replaces every staging module
+/// (`k8s.io/<m> => ./staging/src/k8s.io/<m>` upstream) with its published `v0.<minor>.<patch>`,
+/// which is why `go install …@v` cannot be used. etcd comes from the same module graph.
+pub fn kubernetes(version: &KubeVersion, upstream_go_mod: &str) -> GoRecipe {
+    let staging = staging_modules(upstream_go_mod);
+    let mut go_mod = String::from("module harness.local/build/kubernetes\n\n");
+    let min_go = go_directive(upstream_go_mod).unwrap_or(GoVersion(1, 20, 0));
+    go_mod.push_str(&format!("go {min_go}\n\n"));
+    for line in upstream_go_mod.lines() {
+        if line.starts_with("godebug ") {
+            go_mod.push_str(line);
+            go_mod.push('\n');
+        }
+    }
+    go_mod.push_str(&format!("\nrequire k8s.io/kubernetes {}\n\nreplace (\n", version.tag()));
+    for m in &staging {
+        go_mod.push_str(&format!("\t{m} => {m} {}\n", version.staging_tag()));
+    }
+    go_mod.push_str(")\n");
+
+    let tag = version.tag();
+    let mut ldflags = vec!["-s".to_string(), "-w".to_string()];
+    for pkg in [
+        "k8s.io/component-base/version",
+        "k8s.io/client-go/pkg/version",
+    ] {
+        for (var, value) in [
+            ("gitVersion", tag.clone()),
+            ("gitMajor", version.major.to_string()),
+            ("gitMinor", version.minor.to_string()),
+            ("gitTreeState", "clean".to_string()),
+            ("buildDate", "1970-01-01T00:00:00Z".to_string()),
+        ] {
+            ldflags.push(format!("-X {pkg}.{var}={value}"));
+        }
+    }
+    GoRecipe {
+        go_mod,
+        steps: vec![
+            GoBuildStep {
+                packages: [
+                    "kube-apiserver",
+                    "kube-controller-manager",
+                    "kube-scheduler",
+                    "kubectl",
+                ]
+                .iter()
+                .map(|c| format!("k8s.io/kubernetes/cmd/{c}"))
+                .collect(),
+                output: "./".into(),
+            },
+            GoBuildStep {
+                packages: vec!["go.etcd.io/etcd/server/v3".into()],
+                output: "etcd".into(),
+            },
+        ],
+        ldflags: ldflags.join(" "),
+        outputs: KUBERNETES_BINARIES.iter().map(|s| s.to_string()).collect(),
+        nosum: vec![],
+        min_go,
+    }
+}
+
+/// A module installed with `go install <package>@<version>`, as kwok is.
+pub fn go_install(
+    module: &str,
+    package: &str,
+    version: &str,
+    binary: &str,
+    upstream_go_mod: &str,
+) -> GoRecipe {
+    GoRecipe {
+        go_mod: format!(
+            "module harness.local/build/{binary}\n\ngo {}\n\nrequire {module} {version}\n",
+            go_directive(upstream_go_mod).unwrap_or(GoVersion(1, 20, 0))
+        ),
+        steps: vec![GoBuildStep {
+            packages: vec![format!("{package}@{version}")],
+            output: "install".into(),
+        }],
+        ldflags: "-s -w".into(),
+        outputs: vec![binary.to_string()],
+        nosum: vec![],
+        min_go: go_directive(upstream_go_mod).unwrap_or(GoVersion(1, 20, 0)),
+    }
+}
+
+/// The staging modules a `k8s.io/kubernetes` go.mod replaces with `./staging/src/...`.
+pub fn staging_modules(upstream_go_mod: &str) -> Vec<String> {
+    let mut out: Vec<String> = upstream_go_mod
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim().trim_start_matches("replace ").trim();
+            let (from, to) = l.split_once("=>")?;
+            to.trim()
+                .starts_with("./staging/")
+                .then(|| from.trim().to_string())
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const UPSTREAM: &str = "module k8s.io/kubernetes\n\ngo 1.23.0\n\ngodebug default=go1.23\n\ngodebug winsymlink=0\n\nrequire (\n\tk8s.io/api v0.0.0\n)\n\nreplace (\n\tk8s.io/api => ./staging/src/k8s.io/api\n\tk8s.io/client-go => ./staging/src/k8s.io/client-go\n\tgithub.com/x/y => github.com/x/y v1.0.0\n)\n";
+
+    #[test]
+    fn kubernetes_recipe_replaces_every_staging_module_with_its_release() {
+        let v: KubeVersion = "1.32".parse().unwrap();
+        let r = kubernetes(&v, UPSTREAM);
+        assert!(r.go_mod.contains("require k8s.io/kubernetes v1.32.5"));
+        assert!(r.go_mod.contains("\tk8s.io/api => k8s.io/api v0.32.5\n"));
+        assert!(
+            r.go_mod
+                .contains("\tk8s.io/client-go => k8s.io/client-go v0.32.5\n")
+        );
+        assert!(!r.go_mod.contains("github.com/x/y"));
+        assert!(r.go_mod.contains("godebug default=go1.23\n"));
+        assert_eq!(r.min_go, GoVersion(1, 23, 0));
+    }
+
+    #[test]
+    fn kubernetes_recipe_stamps_the_true_version() {
+        let v: KubeVersion = "1.32".parse().unwrap();
+        let r = kubernetes(&v, UPSTREAM);
+        assert!(
+            r.ldflags
+                .contains("-X k8s.io/component-base/version.gitVersion=v1.32.5")
+        );
+        assert!(
+            r.ldflags
+                .contains("-X k8s.io/client-go/pkg/version.gitMinor=32")
+        );
+        assert_eq!(r.outputs.len(), 5);
+    }
+}
