@@ -1,42 +1,236 @@
-//! Benchmarks run by `harness bench`: each measures the harness against a peer in the same run
-//! and reports medians.
+//! Benchmarks run by `harness bench`: each measures the harness against a peer in the same run,
+//! interleaved run by run, and reports medians.
 
-use std::process::ExitCode;
+use std::path::Path;
+use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::cluster::local::{LocalOptions, LocalProvider};
+use anyhow::{Context, bail};
+use k8s_openapi::api::core::v1::{Node, ServiceAccount};
+use kube::api::{Api, ListParams};
+use kube::runtime::wait::await_condition;
+
+use crate::cluster::local::{LocalOptions, LocalProvider, admin_client};
 use crate::cluster::{Cluster, ClusterProvider, Profile};
 use crate::progress::Progress;
 use crate::toolchain::{Cache, KubeVersion, Toolchain};
 
-/// The median of some durations.
+/// The median of some durations (zero for none).
 pub fn median(mut xs: Vec<Duration>) -> Duration {
     xs.sort();
-    if xs.is_empty() {
-        return Duration::ZERO;
-    }
     let n = xs.len();
-    if n % 2 == 1 {
-        xs[n / 2]
-    } else {
-        (xs[n / 2 - 1] + xs[n / 2]) / 2
+    match n {
+        0 => Duration::ZERO,
+        _ if n % 2 == 1 => xs[n / 2],
+        _ => (xs[n / 2 - 1] + xs[n / 2]) / 2,
     }
 }
 
-/// `harness bench cluster-up`.
+/// `harness bench cluster-up`: bring-up to "nodes Ready and the default service account
+/// present", the local provider against `kwokctl create cluster --runtime binary` given the
+/// same binaries, `runs` times each, interleaved.
 pub async fn cluster_up(runs: usize, version: KubeVersion, nodes: usize) -> anyhow::Result<ExitCode> {
-    let _ = (runs, version, nodes);
-    let toolchain = Toolchain::new(Cache::from_env(), Progress::stderr());
-    let provider = LocalProvider::new(toolchain, LocalOptions::default(), Progress::silent());
+    if runs == 0 {
+        bail!("use --runs 1 or more");
+    }
+    let progress = Progress::stderr();
+    let toolchain = Toolchain::new(Cache::from_env(), progress.clone());
+    let state = tempfile::Builder::new().prefix("harness-bench-").tempdir()?;
+    let provider = LocalProvider::new(
+        toolchain.clone(),
+        LocalOptions {
+            clusters_root: state.path().join("clusters"),
+            ..LocalOptions::default()
+        },
+        Progress::silent(),
+    );
     let mut profile = Profile::new(version);
     profile.set_nodes(nodes, &["zone-a", "zone-b"], &Default::default())?;
+    // Warm binaries first: the benchmark measures bring-up, not builds.
+    provider.binaries(&profile).await?;
+    let kube = toolchain.kubernetes(version).await?;
+    let kwok = toolchain.kwok().await?;
+    let kwokctl = toolchain.kwokctl().await?;
+
     let mut ours = vec![];
+    let mut peer = vec![];
     for i in 0..runs {
         let t = Instant::now();
         let c = provider.create(&format!("bench-{i}"), &profile).await?;
-        ours.push(t.elapsed());
+        let d = t.elapsed();
         c.destroy()?;
+        progress.line(&format!("run {}: harness local {:.2}s", i + 1, d.as_secs_f64()));
+        ours.push(d);
+
+        let work = state.path().join(format!("kwokctl-{i}"));
+        let d = kwokctl_up(&kwokctl, &kube, &kwok, &work, nodes).await?;
+        progress.line(&format!("run {}: kwokctl binary {:.2}s", i + 1, d.as_secs_f64()));
+        peer.push(d);
     }
-    println!("harness local: median {:?}", median(ours));
+    let (m_ours, m_peer) = (median(ours.clone()), median(peer.clone()));
+    println!(
+        "cluster bring-up, Kubernetes {version}, {nodes} nodes, {runs} runs each (start -> nodes Ready + default service account)"
+    );
+    println!(
+        "  harness local          median {:>6.2}s  runs {}",
+        m_ours.as_secs_f64(),
+        fmt_runs(&ours)
+    );
+    println!(
+        "  kwokctl --runtime binary median {:>6.2}s  runs {}",
+        m_peer.as_secs_f64(),
+        fmt_runs(&peer)
+    );
+    println!(
+        "  ratio kwokctl / harness: {:.2}x",
+        m_peer.as_secs_f64() / m_ours.as_secs_f64()
+    );
     Ok(ExitCode::SUCCESS)
+}
+
+fn fmt_runs(xs: &[Duration]) -> String {
+    xs.iter()
+        .map(|d| format!("{:.2}", d.as_secs_f64()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+async fn kwokctl_up(
+    kwokctl: &Path,
+    kube: &crate::toolchain::KubeBinaries,
+    kwok: &Path,
+    work: &Path,
+    nodes: usize,
+) -> anyhow::Result<Duration> {
+    std::fs::create_dir_all(work)?;
+    let config = work.join("loopback.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokctlConfiguration\noptions:\n  bindAddress: 127.0.0.1\n",
+    )?;
+    let name = "bench";
+    let run = |args: Vec<String>| {
+        let mut cmd = tokio::process::Command::new(kwokctl);
+        cmd.env("KWOK_WORKDIR", work)
+            .env("KWOK_KUBECTL_BINARY", kube.path("kubectl"))
+            .args(args)
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        cmd
+    };
+    let s = |x: &str| x.to_string();
+    let p = |x: &Path| x.display().to_string();
+    let t = Instant::now();
+    let out = run(vec![
+        s("--name"),
+        s(name),
+        s("-c"),
+        p(&config),
+        s("create"),
+        s("cluster"),
+        s("--runtime"),
+        s("binary"),
+        s("--kube-apiserver-binary"),
+        p(&kube.path("kube-apiserver")),
+        s("--kube-controller-manager-binary"),
+        p(&kube.path("kube-controller-manager")),
+        s("--kube-scheduler-binary"),
+        p(&kube.path("kube-scheduler")),
+        s("--etcd-binary"),
+        p(&kube.path("etcd")),
+        s("--kwok-controller-binary"),
+        p(kwok),
+        s("--extra-args"),
+        s("kube-apiserver=advertise-address=127.0.0.1"),
+        s("--kubeconfig"),
+        s(""),
+    ])
+    .output()
+    .await
+    .context("run kwokctl create cluster")?;
+    let result = async {
+        if !out.status.success() {
+            bail!(
+                "kwokctl create cluster failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let scale = run(vec![
+            s("--name"),
+            s(name),
+            s("scale"),
+            s("node"),
+            s("--replicas"),
+            nodes.to_string(),
+        ])
+        .output()
+        .await?;
+        if !scale.status.success() {
+            bail!(
+                "kwokctl scale node failed: {}",
+                String::from_utf8_lossy(&scale.stderr)
+            );
+        }
+        let client = admin_client(&work.join("clusters").join(name).join("kubeconfig.yaml")).await?;
+        let api: Api<Node> = Api::all(client.clone());
+        let wait = async {
+            loop {
+                let list = api.list(&ListParams::default()).await?;
+                let ready = list
+                    .items
+                    .iter()
+                    .filter(|n| {
+                        n.status
+                            .as_ref()
+                            .and_then(|s| s.conditions.as_ref())
+                            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                    })
+                    .count();
+                if ready >= nodes {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let sas: Api<ServiceAccount> = Api::namespaced(client, "default");
+            await_condition(sas, "default", |o: Option<&ServiceAccount>| o.is_some()).await?;
+            anyhow::Ok(())
+        };
+        tokio::time::timeout(Duration::from_secs(180), wait)
+            .await
+            .context("kwokctl cluster not ready in 180s")??;
+        Ok(t.elapsed())
+    }
+    .await;
+    let del = run(vec![
+        s("--name"),
+        s(name),
+        s("delete"),
+        s("cluster"),
+        s("--kubeconfig"),
+        s(""),
+    ])
+    .output()
+    .await;
+    if let Ok(d) = &del
+        && !d.status.success()
+    {
+        eprintln!(
+            "warning: kwokctl delete cluster: {}",
+            String::from_utf8_lossy(&d.stderr)
+        );
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        let s = Duration::from_secs;
+        assert_eq!(median(vec![s(3), s(1), s(2)]), s(2));
+        assert_eq!(median(vec![s(4), s(1), s(2), s(3)]), Duration::from_millis(2500));
+        assert_eq!(median(vec![]), Duration::ZERO);
+    }
 }

@@ -170,7 +170,10 @@ pub fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: start the async runtime: {e}");
@@ -257,7 +260,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     s.name,
                     s.profile.kubernetes,
                     status,
-                    if s.owner.is_some() { "attached" } else { "detached" },
+                    if s.owner.is_some() {
+                        "attached"
+                    } else {
+                        "detached"
+                    },
                     s.kubeconfig.display()
                 );
             }

@@ -138,9 +138,11 @@ pub fn parse_key_values<S: AsRef<str>>(
     let mut out = BTreeMap::new();
     for entry in entries {
         for part in entry.as_ref().split(',').filter(|p| !p.trim().is_empty()) {
-            let (k, v) = part.split_once('=').ok_or_else(|| ProfileError::NotKeyValue {
-                entry: part.to_string(),
-            })?;
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| ProfileError::NotKeyValue {
+                    entry: part.to_string(),
+                })?;
             out.insert(k.trim().to_string(), v.trim().to_string());
         }
     }
@@ -185,16 +187,21 @@ mod tests {
     #[test]
     fn default_profile_spreads_nodes_over_two_zones() {
         let p = Profile::new(KubeVersion::default_version());
-        let zones: Vec<_> = p.nodes.iter().map(|n| n.labels[ZONE_LABEL].as_str()).collect();
+        let zones: Vec<_> = p
+            .nodes
+            .iter()
+            .map(|n| n.labels[ZONE_LABEL].as_str())
+            .collect();
         assert_eq!(zones, ["zone-a", "zone-b", "zone-a", "zone-b"]);
     }
 
     #[test]
     fn gates_parse_and_refuse_non_booleans() {
         let mut p = Profile::new(KubeVersion::default_version());
-        p.add_gates(&["InPlacePodVerticalScaling=true,Foo=false"]).unwrap();
-        assert_eq!(p.feature_gates["InPlacePodVerticalScaling"], true);
-        assert_eq!(p.feature_gates["Foo"], false);
+        p.add_gates(&["InPlacePodVerticalScaling=true,Foo=false"])
+            .unwrap();
+        assert!(p.feature_gates["InPlacePodVerticalScaling"]);
+        assert!(!p.feature_gates["Foo"]);
         let e = p.add_gates(&["Bar=yes"]).unwrap_err().to_string();
         assert!(e.contains("Bar=yes"), "{e}");
         let e = p.add_gates(&["Bar"]).unwrap_err().to_string();

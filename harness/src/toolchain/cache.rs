@@ -122,7 +122,11 @@ impl Cache {
 
     /// Takes the lock for `key`, waiting for another holder; `on_wait` is called once if the
     /// lock is busy.
-    pub fn lock(&self, key: &BuildKey, on_wait: impl FnOnce()) -> Result<BuildLock, ToolchainError> {
+    pub fn lock(
+        &self,
+        key: &BuildKey,
+        on_wait: impl FnOnce(),
+    ) -> Result<BuildLock, ToolchainError> {
         let dir = self.root.join("locks");
         fs::create_dir_all(&dir).map_err(|e| ToolchainError::io(&dir, e))?;
         let path = dir.join(format!("{}.lock", key.slug()));
@@ -227,13 +231,13 @@ pub fn make_writable_and_remove(path: &Path) -> std::io::Result<()> {
 
 fn chmod_writable(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
-    if let Ok(meta) = fs::symlink_metadata(path) {
-        if meta.is_dir() {
-            let _ = fs::set_permissions(path, fs::Permissions::from_mode(0o755));
-            if let Ok(entries) = fs::read_dir(path) {
-                for e in entries.flatten() {
-                    chmod_writable(&e.path());
-                }
+    if let Ok(meta) = fs::symlink_metadata(path)
+        && meta.is_dir()
+    {
+        let _ = fs::set_permissions(path, fs::Permissions::from_mode(0o755));
+        if let Ok(entries) = fs::read_dir(path) {
+            for e in entries.flatten() {
+                chmod_writable(&e.path());
             }
         }
     }

@@ -192,8 +192,13 @@ impl Toolchain {
 
     /// kwok at [`KWOK_VERSION`].
     pub async fn kwok(&self) -> Result<PathBuf, ToolchainError> {
-        self.go_install("sigs.k8s.io/kwok", "sigs.k8s.io/kwok/cmd/kwok", KWOK_VERSION, "kwok")
-            .await
+        self.go_install(
+            "sigs.k8s.io/kwok",
+            "sigs.k8s.io/kwok/cmd/kwok",
+            KWOK_VERSION,
+            "kwok",
+        )
+        .await
     }
 
     /// kwokctl at [`KWOK_VERSION`] (used by the bring-up benchmark as the peer).
@@ -209,7 +214,11 @@ impl Toolchain {
 
     /// Returns the install for `key`, running `prepare` + the recipe's build under the lock
     /// if it is not cached yet.
-    pub async fn ensure<F, Fut>(&self, key: &BuildKey, prepare: F) -> Result<Installed, ToolchainError>
+    pub async fn ensure<F, Fut>(
+        &self,
+        key: &BuildKey,
+        prepare: F,
+    ) -> Result<Installed, ToolchainError>
     where
         F: FnOnce(GoEnv, PathBuf) -> Fut,
         Fut: std::future::Future<Output = Result<go::GoRecipe, ToolchainError>>,
@@ -256,7 +265,9 @@ impl Toolchain {
         Fut: std::future::Future<Output = Result<go::GoRecipe, ToolchainError>>,
     {
         let started = Instant::now();
-        let task = self.progress.task(&format!("building {key} with Go {}", go.version));
+        let task = self
+            .progress
+            .task(&format!("building {key} with Go {}", go.version));
         let recipe = prepare(go.clone(), src.to_path_buf()).await?;
         go.require(recipe.min_go, &key.to_string())?;
         std::fs::write(src.join("go.mod"), &recipe.go_mod)

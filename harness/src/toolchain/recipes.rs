@@ -29,7 +29,10 @@ pub fn kubernetes(version: &KubeVersion, upstream_go_mod: &str) -> GoRecipe {
             go_mod.push('\n');
         }
     }
-    go_mod.push_str(&format!("\nrequire k8s.io/kubernetes {}\n\nreplace (\n", version.tag()));
+    go_mod.push_str(&format!(
+        "\nrequire k8s.io/kubernetes {}\n\nreplace (\n",
+        version.tag()
+    ));
     for m in &staging {
         go_mod.push_str(&format!("\t{m} => {m} {}\n", version.staging_tag()));
     }

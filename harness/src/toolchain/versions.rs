@@ -22,10 +22,6 @@ pub struct KubeRelease {
 /// [`DEFAULT_KUBERNETES`].
 pub const KUBERNETES_RELEASES: &[KubeRelease] = &[
     KubeRelease {
-        minor: "1.28",
-        tag: "v1.28.15",
-    },
-    KubeRelease {
         minor: "1.29",
         tag: "v1.29.15",
     },
@@ -34,16 +30,8 @@ pub const KUBERNETES_RELEASES: &[KubeRelease] = &[
         tag: "v1.32.5",
     },
     KubeRelease {
-        minor: "1.33",
-        tag: "v1.33.13",
-    },
-    KubeRelease {
-        minor: "1.36",
-        tag: "v1.36.3",
-    },
-    KubeRelease {
         minor: "1.37",
-        tag: "v1.37.2",
+        tag: "v1.37.1",
     },
 ];
 
@@ -165,7 +153,7 @@ mod tests {
     #[case("1.32", "v1.32.5")]
     #[case("v1.32", "v1.32.5")]
     #[case("1.32.5", "v1.32.5")]
-    #[case("v1.28.15", "v1.28.15")]
+    #[case("v1.29.15", "v1.29.15")]
     fn parses_known_versions(#[case] given: &str, #[case] tag: &str) {
         assert_eq!(given.parse::<KubeVersion>().unwrap().tag(), tag);
     }

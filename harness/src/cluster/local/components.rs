@@ -25,7 +25,7 @@ pub struct ComponentSpec {
 impl fmt::Display for ComponentSpec {
     /// A shell line, one argument per line.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "# {}\n", self.name)?;
+        writeln!(f, "# {}", self.name)?;
         for (k, v) in &self.env {
             write!(f, "{k}={} ", shell_quote(v))?;
         }
@@ -39,8 +39,7 @@ impl fmt::Display for ComponentSpec {
 
 fn shell_quote(s: &str) -> String {
     if !s.is_empty()
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c))
     {
         s.to_string()
@@ -87,7 +86,9 @@ impl Layout {
     }
     /// A component's kubeconfig.
     pub fn kubeconfig(&self, stem: &str) -> PathBuf {
-        self.dir.join("kubeconfigs").join(format!("{stem}.kubeconfig"))
+        self.dir
+            .join("kubeconfigs")
+            .join(format!("{stem}.kubeconfig"))
     }
     /// kwok's configuration (stages).
     pub fn kwok_config(&self) -> PathBuf {
@@ -230,7 +231,10 @@ pub fn kube_apiserver(i: Inputs<'_>) -> ComponentSpec {
         "--endpoint-reconciler-type=none".into(),
         format!("--etcd-servers=https://127.0.0.1:{}", i.ports.etcd_client),
         format!("--etcd-cafile={}", l.pki_file("ca.crt")),
-        format!("--etcd-certfile={}", l.pki_file("apiserver-etcd-client.crt")),
+        format!(
+            "--etcd-certfile={}",
+            l.pki_file("apiserver-etcd-client.crt")
+        ),
         format!("--etcd-keyfile={}", l.pki_file("apiserver-etcd-client.key")),
         format!("--tls-cert-file={}", l.pki_file("apiserver.crt")),
         format!("--tls-private-key-file={}", l.pki_file("apiserver.key")),
@@ -239,7 +243,10 @@ pub fn kube_apiserver(i: Inputs<'_>) -> ComponentSpec {
         "--anonymous-auth=false".into(),
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
         format!("--service-account-key-file={}", l.pki_file("sa.pub")),
-        format!("--service-account-signing-key-file={}", l.pki_file("sa.key")),
+        format!(
+            "--service-account-signing-key-file={}",
+            l.pki_file("sa.key")
+        ),
         format!("--service-cluster-ip-range={SERVICE_CIDR}"),
         "--allow-privileged=true".into(),
         format!("--cert-dir={}", path(&l.work("kube-apiserver"))),
@@ -293,7 +300,10 @@ pub fn kube_controller_manager(i: Inputs<'_>) -> ComponentSpec {
         "--controllers=*".into(),
         "--use-service-account-credentials=true".into(),
         format!("--root-ca-file={}", l.pki_file("ca.crt")),
-        format!("--service-account-private-key-file={}", l.pki_file("sa.key")),
+        format!(
+            "--service-account-private-key-file={}",
+            l.pki_file("sa.key")
+        ),
         format!("--cluster-signing-cert-file={}", l.pki_file("ca.crt")),
         format!("--cluster-signing-key-file={}", l.pki_file("ca.key")),
         format!("--service-cluster-ip-range={SERVICE_CIDR}"),
@@ -316,7 +326,10 @@ pub fn kube_scheduler(i: Inputs<'_>) -> ComponentSpec {
     args.extend([
         "--bind-address=127.0.0.1".into(),
         format!("--secure-port={}", i.ports.scheduler),
-        format!("--tls-cert-file={}", l.pki_file("kube-scheduler-serving.crt")),
+        format!(
+            "--tls-cert-file={}",
+            l.pki_file("kube-scheduler-serving.crt")
+        ),
         format!(
             "--tls-private-key-file={}",
             l.pki_file("kube-scheduler-serving.key")
@@ -361,10 +374,7 @@ pub fn kwok(i: Inputs<'_>) -> ComponentSpec {
         binary: i.binaries.kwok.clone(),
         args,
         // kwok also reads `$KWOK_WORKDIR/kwok.yaml`; keep it inside the cluster.
-        env: vec![(
-            "KWOK_WORKDIR".into(),
-            path(&l.work("kwok")),
-        )],
+        env: vec![("KWOK_WORKDIR".into(), path(&l.work("kwok")))],
     }
 }
 

@@ -24,7 +24,7 @@ use kube::api::{Api, PostParams};
 use kube::runtime::wait::await_condition;
 
 use self::components::{Binaries, ComponentSpec, Inputs, Layout, Ports};
-use self::process::{Process, ProcRecord};
+use self::process::{ProcRecord, Process};
 use self::state::ClusterState;
 use super::{Cluster, ClusterProvider, Profile};
 use crate::progress::Progress;
@@ -289,9 +289,10 @@ impl LocalProvider {
         };
         // From here on, an error drops `cluster`, which tears everything down.
         cluster.save()?;
-        let task = self
-            .progress
-            .task(&format!("starting cluster `{name}` (Kubernetes {})", profile.kubernetes));
+        let task = self.progress.task(&format!(
+            "starting cluster `{name}` (Kubernetes {})",
+            profile.kubernetes
+        ));
         let started = Instant::now();
         let pki = pki::Pki::generate(&layout.pki())?;
         std::fs::write(layout.admin_kubeconfig(), pki.kubeconfig(&server, "admin")?)
@@ -510,8 +511,12 @@ fn allocate_ports(apiserver: Option<u16>) -> Result<Ports, LocalError> {
     // Hold every listener until all are chosen so no two components get the same port.
     let mut held = vec![];
     let mut free = || -> Result<u16, LocalError> {
-        let l = TcpListener::bind(("127.0.0.1", 0)).map_err(|e| LocalError::io(Path::new("127.0.0.1:0"), e))?;
-        let port = l.local_addr().map_err(|e| LocalError::io(Path::new("127.0.0.1:0"), e))?.port();
+        let l = TcpListener::bind(("127.0.0.1", 0))
+            .map_err(|e| LocalError::io(Path::new("127.0.0.1:0"), e))?;
+        let port = l
+            .local_addr()
+            .map_err(|e| LocalError::io(Path::new("127.0.0.1:0"), e))?
+            .port();
         held.push(l);
         Ok(port)
     };
@@ -629,19 +634,23 @@ impl LocalCluster {
 
     /// Polls `check` until it succeeds, a component dies (reported with its log), or
     /// `timeout` passes (reported with the last error seen).
-    async fn wait_until<F, Fut>(&self, what: &str, timeout: Duration, mut check: F) -> Result<(), LocalError>
+    async fn wait_until<F, Fut>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut check: F,
+    ) -> Result<(), LocalError>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<(), String>>,
     {
         let deadline = Instant::now() + timeout;
-        let mut last = String::from("nothing yet");
         loop {
             self.check_alive()?;
-            match check().await {
+            let last = match check().await {
                 Ok(()) => return Ok(()),
-                Err(e) => last = e,
-            }
+                Err(e) => e,
+            };
             if Instant::now() >= deadline {
                 return Err(LocalError::NotReady {
                     what: what.into(),
@@ -725,7 +734,11 @@ impl LocalCluster {
             for p in procs.iter_mut().rev() {
                 p.stop(Duration::from_secs(5));
                 if p.record().alive() {
-                    errors.push(format!("{} (pid {}) is still alive", p.name, p.record().pid));
+                    errors.push(format!(
+                        "{} (pid {}) is still alive",
+                        p.name,
+                        p.record().pid
+                    ));
                 }
             }
         }

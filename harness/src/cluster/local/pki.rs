@@ -82,7 +82,8 @@ impl Pki {
             dir: dir.to_path_buf(),
         };
         let ca_key = KeyPair::generate().map_err(LocalError::pki)?;
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(LocalError::pki)?;
+        let mut ca_params =
+            CertificateParams::new(Vec::<String>::new()).map_err(LocalError::pki)?;
         ca_params
             .distinguished_name
             .push(DnType::CommonName, "harness-cluster-ca");
@@ -231,7 +232,10 @@ mod tests {
         }
         for c in CLIENTS {
             let key = pki.path(&format!("{}.key", c.file));
-            assert_eq!(fs::metadata(&key).unwrap().permissions().mode() & 0o777, 0o600);
+            assert_eq!(
+                fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+                0o600
+            );
         }
         let kc = pki.kubeconfig("https://127.0.0.1:6443", "admin").unwrap();
         assert!(kc.contains("server: https://127.0.0.1:6443"));

@@ -96,7 +96,10 @@ pub fn volume_for(pvc: &PersistentVolumeClaim, class: &StorageClass) -> Option<P
                 ..Default::default()
             }),
             persistent_volume_reclaim_policy: Some(
-                class.reclaim_policy.clone().unwrap_or_else(|| "Delete".into()),
+                class
+                    .reclaim_policy
+                    .clone()
+                    .unwrap_or_else(|| "Delete".into()),
             ),
             storage_class_name: Some(class.metadata.name.clone().unwrap_or_default()),
             volume_mode: spec.volume_mode.clone(),
@@ -124,7 +127,9 @@ pub fn volume_for(pvc: &PersistentVolumeClaim, class: &StorageClass) -> Option<P
 
 fn ours(pvc: &PersistentVolumeClaim) -> bool {
     let a = pvc.metadata.annotations.clone().unwrap_or_default();
-    a.get(STORAGE_PROVISIONER).or(a.get(BETA_STORAGE_PROVISIONER)).map(String::as_str)
+    a.get(STORAGE_PROVISIONER)
+        .or(a.get(BETA_STORAGE_PROVISIONER))
+        .map(String::as_str)
         == Some(PROVISIONER)
 }
 
@@ -250,7 +255,12 @@ mod tests {
         assert_eq!(pv.metadata.name.as_deref(), Some("pvc-u1"));
         assert_eq!(spec.capacity.unwrap()["storage"], Quantity("1Gi".into()));
         assert_eq!(spec.claim_ref.unwrap().uid.as_deref(), Some("u1"));
-        let term = &spec.node_affinity.unwrap().required.unwrap().node_selector_terms[0];
+        let term = &spec
+            .node_affinity
+            .unwrap()
+            .required
+            .unwrap()
+            .node_selector_terms[0];
         assert_eq!(
             term.match_expressions.as_ref().unwrap()[0].values,
             Some(vec!["kwok-node-1".to_string()])

@@ -1,0 +1,250 @@
+//! Every process the harness starts is ended by it, and its directory removed: on success,
+//! on error, on panic, on Ctrl-C; `gc` cleans up after SIGKILL.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{default_profile, provider};
+use harness::cluster::local::process::ProcRecord;
+use harness::cluster::local::state::ClusterState;
+use harness::cluster::{Cluster, ClusterProvider};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+fn records(dir: &Path) -> Vec<ProcRecord> {
+    ClusterState::load(&dir.join("cluster.json"))
+        .unwrap()
+        .processes
+}
+
+fn assert_all_gone(procs: &[ProcRecord], dir: &Path) {
+    assert_eq!(procs.len(), 6, "every component was recorded: {procs:?}");
+    for p in procs {
+        assert!(!p.alive(), "{} (pid {}) is still alive", p.name, p.pid);
+    }
+    assert!(!dir.exists(), "{} still exists", dir.display());
+}
+
+#[tokio::test]
+async fn destroy_ends_every_process_and_removes_the_dir() {
+    let (p, _root) = provider();
+    let c = p.create("t", &default_profile()).await.unwrap();
+    let dir = c.layout().dir.clone();
+    let procs = records(&dir);
+    assert!(procs.iter().all(ProcRecord::alive));
+    c.destroy().unwrap();
+    assert_all_gone(&procs, &dir);
+}
+
+#[tokio::test]
+async fn a_panic_in_the_test_body_still_tears_down() {
+    let (p, _root) = provider();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let c = p.create("t", &default_profile()).await.unwrap();
+        let dir = c.layout().dir.clone();
+        tx.send((records(&dir), dir)).unwrap();
+        panic!("the test body fails");
+    });
+    let err = task.await.unwrap_err();
+    assert!(err.is_panic());
+    let (procs, dir) = rx.await.unwrap();
+    assert_all_gone(&procs, &dir);
+}
+
+#[tokio::test]
+async fn a_component_that_fails_to_start_is_reported_with_its_log_and_nothing_is_left() {
+    let (p, root) = provider();
+    let mut profile = default_profile();
+    profile.add_gates(&["NoSuchGate=true"]).unwrap();
+    let err = p.create("t", &profile).await.unwrap_err();
+    let full = format!("{err:#}");
+    assert!(full.contains("kube-apiserver exited"), "{full}");
+    assert!(
+        full.contains("NoSuchGate"),
+        "the log tail names the cause: {full}"
+    );
+    assert!(!root.path().join("t").exists());
+}
+
+#[tokio::test]
+async fn a_port_in_use_is_named_and_nothing_is_left() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let (mut p, root) = provider();
+    p = harness::cluster::local::LocalProvider::new(
+        harness::toolchain::Toolchain::new(
+            harness::toolchain::Cache::from_env(),
+            harness::progress::Progress::plain(),
+        ),
+        harness::cluster::local::LocalOptions {
+            apiserver_port: Some(port),
+            ..p.options().clone()
+        },
+        harness::progress::Progress::plain(),
+    );
+    let msg = p
+        .create("t", &default_profile())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains(&format!("127.0.0.1:{port}")), "{msg}");
+    assert!(msg.contains("in use"), "{msg}");
+    assert!(!root.path().join("t").exists());
+}
+
+struct Cli {
+    state: tempfile::TempDir,
+}
+
+impl Cli {
+    fn new() -> Self {
+        Self {
+            state: tempfile::Builder::new()
+                .prefix("harness-cli-")
+                .tempdir()
+                .unwrap(),
+        }
+    }
+
+    fn cmd(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_harness"));
+        c.env("HARNESS_STATE_DIR", self.state.path());
+        c
+    }
+
+    fn dir(&self, name: &str) -> std::path::PathBuf {
+        self.state.path().join("clusters").join(name)
+    }
+
+    /// Starts `cluster up` attached and returns it once it printed the kubeconfig path.
+    fn up_attached(&self, name: &str) -> std::process::Child {
+        let mut child = self
+            .cmd()
+            .args(["cluster", "up", "--name", name])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.trim().ends_with("kubeconfig"), "{line:?}");
+        child
+    }
+}
+
+fn wait_exit(child: &mut std::process::Child, within: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "harness did not exit in {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn ctrl_c_ends_the_cluster() {
+    let cli = Cli::new();
+    let mut child = cli.up_attached("c");
+    let dir = cli.dir("c");
+    let procs = records(&dir);
+    assert!(procs.iter().all(ProcRecord::alive));
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    let status = wait_exit(&mut child, Duration::from_secs(60));
+    assert_eq!(status.code(), Some(130));
+    assert_all_gone(&procs, &dir);
+}
+
+#[test]
+fn gc_cleans_up_after_a_killed_run() {
+    let cli = Cli::new();
+    let mut child = cli.up_attached("k");
+    let dir = cli.dir("k");
+    let procs = records(&dir);
+    child.kill().unwrap(); // SIGKILL: no chance to clean up
+    child.wait().unwrap();
+    assert!(
+        procs.iter().any(ProcRecord::alive),
+        "the killed run left its components behind"
+    );
+    let out = cli.cmd().arg("gc").output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("removed cluster `k`"));
+    assert_all_gone(&procs, &dir);
+}
+
+#[test]
+fn detached_clusters_are_listed_left_alone_by_gc_and_ended_by_down() {
+    let cli = Cli::new();
+    let out = cli
+        .cmd()
+        .args(["cluster", "up", "--name", "d", "--detach"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let dir = cli.dir("d");
+    let procs = records(&dir);
+    assert!(procs.iter().all(ProcRecord::alive));
+    let list = cli.cmd().args(["cluster", "list"]).output().unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        list.contains("d\tKubernetes 1.32.5\trunning\tdetached"),
+        "{list}"
+    );
+    let gc = cli.cmd().arg("gc").output().unwrap();
+    assert!(String::from_utf8_lossy(&gc.stdout).contains("nothing to remove"));
+    assert!(procs.iter().all(ProcRecord::alive));
+    let down = cli.cmd().args(["cluster", "down", "d"]).output().unwrap();
+    assert!(down.status.success(), "{down:?}");
+    assert_all_gone(&procs, &dir);
+    let again = cli.cmd().args(["cluster", "down", "d"]).output().unwrap();
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("there is none"));
+}
+
+#[test]
+fn missing_go_is_a_clear_error() {
+    let cache = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["toolchain", "build"])
+        .env("HARNESS_CACHE_DIR", cache.path())
+        .env("HARNESS_GO", "/nonexistent/go")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Go is needed"), "{err}");
+    assert!(err.contains("HARNESS_GO"), "{err}");
+}
+
+#[test]
+fn unknown_versions_and_malformed_gates_are_refused_before_anything_starts() {
+    let cli = Cli::new();
+    let out = cli
+        .cmd()
+        .args(["cluster", "up", "--k8s", "1.19"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown Kubernetes version `1.19`"), "{err}");
+    assert!(err.contains("1.32 (v1.32.5)"), "{err}");
+    let out = cli
+        .cmd()
+        .args(["cluster", "up", "--feature-gates", "Foo"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected KEY=VALUE"));
+    assert!(!cli.state.path().join("clusters").exists());
+}
