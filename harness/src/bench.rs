@@ -29,13 +29,19 @@ pub fn median(mut xs: Vec<Duration>) -> Duration {
 /// `harness bench cluster-up`: bring-up to "nodes Ready and the default service account
 /// present", the local provider against `kwokctl create cluster --runtime binary` given the
 /// same binaries, `runs` times each, interleaved.
-pub async fn cluster_up(runs: usize, version: KubeVersion, nodes: usize) -> anyhow::Result<ExitCode> {
+pub async fn cluster_up(
+    runs: usize,
+    version: KubeVersion,
+    nodes: usize,
+) -> anyhow::Result<ExitCode> {
     if runs == 0 {
         bail!("use --runs 1 or more");
     }
     let progress = Progress::stderr();
     let toolchain = Toolchain::new(Cache::from_env(), progress.clone());
-    let state = tempfile::Builder::new().prefix("harness-bench-").tempdir()?;
+    let state = tempfile::Builder::new()
+        .prefix("harness-bench-")
+        .tempdir()?;
     let provider = LocalProvider::new(
         toolchain.clone(),
         LocalOptions {
@@ -59,12 +65,20 @@ pub async fn cluster_up(runs: usize, version: KubeVersion, nodes: usize) -> anyh
         let c = provider.create(&format!("bench-{i}"), &profile).await?;
         let d = t.elapsed();
         c.destroy()?;
-        progress.line(&format!("run {}: harness local {:.2}s", i + 1, d.as_secs_f64()));
+        progress.line(&format!(
+            "run {}: harness local {:.2}s",
+            i + 1,
+            d.as_secs_f64()
+        ));
         ours.push(d);
 
         let work = state.path().join(format!("kwokctl-{i}"));
         let d = kwokctl_up(&kwokctl, &kube, &kwok, &work, nodes).await?;
-        progress.line(&format!("run {}: kwokctl binary {:.2}s", i + 1, d.as_secs_f64()));
+        progress.line(&format!(
+            "run {}: kwokctl binary {:.2}s",
+            i + 1,
+            d.as_secs_f64()
+        ));
         peer.push(d);
     }
     let (m_ours, m_peer) = (median(ours.clone()), median(peer.clone()));
@@ -109,6 +123,8 @@ async fn kwokctl_up(
         "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokctlConfiguration\noptions:\n  bindAddress: 127.0.0.1\n",
     )?;
     let name = "bench";
+    // kwokctl adds a context to this file; keep it away from the user's ~/.kube/config.
+    let user_kubeconfig = work.join("user-kubeconfig");
     let run = |args: Vec<String>| {
         let mut cmd = tokio::process::Command::new(kwokctl);
         cmd.env("KWOK_WORKDIR", work)
@@ -143,7 +159,7 @@ async fn kwokctl_up(
         s("--extra-args"),
         s("kube-apiserver=advertise-address=127.0.0.1"),
         s("--kubeconfig"),
-        s(""),
+        p(&user_kubeconfig),
     ])
     .output()
     .await
@@ -171,7 +187,8 @@ async fn kwokctl_up(
                 String::from_utf8_lossy(&scale.stderr)
             );
         }
-        let client = admin_client(&work.join("clusters").join(name).join("kubeconfig.yaml")).await?;
+        let client =
+            admin_client(&work.join("clusters").join(name).join("kubeconfig.yaml")).await?;
         let api: Api<Node> = Api::all(client.clone());
         let wait = async {
             loop {
@@ -183,7 +200,9 @@ async fn kwokctl_up(
                         n.status
                             .as_ref()
                             .and_then(|s| s.conditions.as_ref())
-                            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                            .is_some_and(|c| {
+                                c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                            })
                     })
                     .count();
                 if ready >= nodes {
@@ -207,19 +226,47 @@ async fn kwokctl_up(
         s("delete"),
         s("cluster"),
         s("--kubeconfig"),
-        s(""),
+        p(&user_kubeconfig),
     ])
     .output()
     .await;
-    if let Ok(d) = &del
-        && !d.status.success()
-    {
-        eprintln!(
-            "warning: kwokctl delete cluster: {}",
-            String::from_utf8_lossy(&d.stderr)
-        );
+    match del {
+        Ok(d) if d.status.success() => {}
+        Ok(d) => {
+            return Err(anyhow::anyhow!(
+                "kwokctl delete cluster failed: {}",
+                String::from_utf8_lossy(&d.stderr)
+            ));
+        }
+        Err(e) => return Err(anyhow::Error::new(e).context("run kwokctl delete cluster")),
+    }
+    let left = processes_under(work);
+    if !left.is_empty() {
+        bail!("kwokctl delete cluster left processes running: {left:?}");
     }
     result
+}
+
+/// Pids whose command line mentions `dir` (to prove a peer cleaned up after itself).
+fn processes_under(dir: &Path) -> Vec<u32> {
+    let needle = dir.display().to_string();
+    let mut out = vec![];
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for e in entries.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            if crate::cluster::local::process::start_time(pid).is_none() {
+                continue;
+            }
+            if let Ok(cmd) = std::fs::read(e.path().join("cmdline"))
+                && String::from_utf8_lossy(&cmd).contains(&needle)
+            {
+                out.push(pid);
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -230,7 +277,10 @@ mod tests {
     fn median_of_odd_and_even_counts() {
         let s = Duration::from_secs;
         assert_eq!(median(vec![s(3), s(1), s(2)]), s(2));
-        assert_eq!(median(vec![s(4), s(1), s(2), s(3)]), Duration::from_millis(2500));
+        assert_eq!(
+            median(vec![s(4), s(1), s(2), s(3)]),
+            Duration::from_millis(2500)
+        );
         assert_eq!(median(vec![]), Duration::ZERO);
     }
 }

@@ -138,6 +138,9 @@ enum ToolchainCommand {
         /// Also build kwokctl (used by the bring-up benchmark).
         #[arg(long)]
         kwokctl: bool,
+        /// Controller managers to build, e.g. openkruise@v1.9.0 (repeatable, comma-separated).
+        #[arg(long = "controller", value_delimiter = ',')]
+        controllers: Vec<String>,
     },
     /// List cached builds and the supported versions.
     List,
@@ -283,8 +286,23 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Toolchain(ToolchainCommand::Build {
             kubernetes,
             kwokctl,
+            controllers,
         }) => {
             let tc = toolchain();
+            let controllers: Vec<crate::bundle::ControllerRef> = controllers
+                .iter()
+                .map(|c| c.parse())
+                .collect::<Result<_, _>>()?;
+            for c in &controllers {
+                if let Some(note) = c.note() {
+                    eprintln!("note: {note}");
+                }
+                let path = crate::bundle::openkruise::build(&tc, &c.version).await?;
+                println!("{c}\t{}", path.display());
+            }
+            if !controllers.is_empty() && kubernetes.is_empty() {
+                return Ok(ExitCode::SUCCESS);
+            }
             let versions: Vec<KubeVersion> = if kubernetes.iter().any(|k| k == "all") {
                 KubeVersion::supported()
             } else if kubernetes.is_empty() {

@@ -190,6 +190,29 @@ impl Toolchain {
         Ok(install.binary(binary))
     }
 
+    /// A controller manager whose main package is the module root, e.g.
+    /// `github.com/openkruise/kruise` at `v1.9.0`, as `binary`. `nosum` skips the checksum
+    /// database for the module (for modules it does not know).
+    pub async fn module_main(
+        &self,
+        module: &str,
+        version: &str,
+        binary: &str,
+        nosum: bool,
+    ) -> Result<PathBuf, ToolchainError> {
+        let key = BuildKey::new(binary, version);
+        let (m, v, b) = (module.to_string(), version.to_string(), binary.to_string());
+        let install = self
+            .ensure(&key, |go, dir| async move {
+                let upstream = go.module_go_mod(&dir, &m, &v, nosum).await?;
+                let text = std::fs::read_to_string(&upstream)
+                    .map_err(|e| ToolchainError::io(&upstream, e))?;
+                Ok(recipes::module_main(&m, &v, &b, &text, nosum))
+            })
+            .await?;
+        Ok(install.binary(binary))
+    }
+
     /// kwok at [`KWOK_VERSION`].
     pub async fn kwok(&self) -> Result<PathBuf, ToolchainError> {
         self.go_install(

@@ -105,6 +105,78 @@ pub fn go_install(
     }
 }
 
+/// A module whose main package is at its root (a controller manager such as
+/// `github.com/openkruise/kruise`), built with a generated `go.mod` that requires it at `version`
+/// and copies its own `replace` directives (replacements of local paths are dropped: they cannot
+/// resolve outside the module's repository).
+pub fn module_main(
+    module: &str,
+    version: &str,
+    binary: &str,
+    upstream_go_mod: &str,
+    nosum: bool,
+) -> GoRecipe {
+    let min_go = go_directive(upstream_go_mod).unwrap_or(GoVersion(1, 20, 0));
+    let mut go_mod = format!(
+        "module harness.local/build/{binary}\n\ngo {min_go}\n\nrequire {module} {version}\n"
+    );
+    let replaces = replace_directives(upstream_go_mod);
+    if !replaces.is_empty() {
+        go_mod.push_str("\nreplace (\n");
+        for r in replaces {
+            go_mod.push_str(&format!("\t{r}\n"));
+        }
+        go_mod.push_str(")\n");
+    }
+    GoRecipe {
+        go_mod,
+        steps: vec![GoBuildStep {
+            packages: vec![module.to_string()],
+            output: binary.to_string(),
+        }],
+        ldflags: "-s -w".into(),
+        outputs: vec![binary.to_string()],
+        nosum: if nosum {
+            vec![module.to_string()]
+        } else {
+            vec![]
+        },
+        min_go,
+    }
+}
+
+/// Every `replace` directive of a go.mod (single-line and block form), without the keyword,
+/// skipping replacements by local paths.
+pub fn replace_directives(go_mod: &str) -> Vec<String> {
+    let mut out = vec![];
+    let mut in_block = false;
+    for raw in go_mod.lines() {
+        let line = raw.split("//").next().unwrap_or("").trim();
+        if in_block {
+            if line == ")" {
+                in_block = false;
+                continue;
+            }
+        } else if line == "replace (" {
+            in_block = true;
+            continue;
+        } else if let Some(rest) = line.strip_prefix("replace ") {
+            out.push(rest.trim().to_string());
+            continue;
+        } else {
+            continue;
+        }
+        if !line.is_empty() {
+            out.push(line.to_string());
+        }
+    }
+    out.retain(|r| {
+        r.split_once("=>")
+            .is_some_and(|(_, to)| !to.trim().starts_with("./") && !to.trim().starts_with("../"))
+    });
+    out
+}
+
 /// The staging modules a `k8s.io/kubernetes` go.mod replaces with `./staging/src/...`.
 pub fn staging_modules(upstream_go_mod: &str) -> Vec<String> {
     let mut out: Vec<String> = upstream_go_mod
@@ -125,6 +197,31 @@ pub fn staging_modules(upstream_go_mod: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn module_main_copies_the_replace_block_and_drops_local_paths() {
+        let upstream = "module github.com/openkruise/kruise\n\ngo 1.22\n\nrequire (\n\tk8s.io/api v0.30.0\n)\n\nreplace (\n\tk8s.io/api => k8s.io/api v0.30.10 // pinned\n\tgithub.com/x/y => ./third_party/y\n)\n\nreplace golang.org/x/net => golang.org/x/net v0.23.0\n";
+        let r = module_main(
+            "github.com/openkruise/kruise",
+            "v1.9.0",
+            "kruise-manager",
+            upstream,
+            true,
+        );
+        assert!(
+            r.go_mod
+                .contains("require github.com/openkruise/kruise v1.9.0\n")
+        );
+        assert!(r.go_mod.contains("\tk8s.io/api => k8s.io/api v0.30.10\n"));
+        assert!(
+            r.go_mod
+                .contains("\tgolang.org/x/net => golang.org/x/net v0.23.0\n")
+        );
+        assert!(!r.go_mod.contains("third_party"));
+        assert_eq!(r.nosum, ["github.com/openkruise/kruise"]);
+        assert_eq!(r.steps[0].packages, ["github.com/openkruise/kruise"]);
+        assert_eq!(r.outputs, ["kruise-manager"]);
+    }
 
     const UPSTREAM: &str = "module k8s.io/kubernetes\n\ngo 1.23.0\n\ngodebug default=go1.23\n\ngodebug winsymlink=0\n\nrequire (\n\tk8s.io/api v0.0.0\n)\n\nreplace (\n\tk8s.io/api => ./staging/src/k8s.io/api\n\tk8s.io/client-go => ./staging/src/k8s.io/client-go\n\tgithub.com/x/y => github.com/x/y v1.0.0\n)\n";
 

@@ -324,6 +324,7 @@ impl LocalProvider {
         let timeout = self.options.ready_timeout;
 
         task.set("etcd");
+        tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "etcd");
         cluster.spawn(&components::etcd(inputs))?;
         cluster
             .wait_until("etcd to accept connections", timeout, || async {
@@ -334,6 +335,10 @@ impl LocalProvider {
             .await?;
 
         task.set("kube-apiserver");
+        tracing::info!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "kube-apiserver"
+        );
         cluster.spawn(&components::kube_apiserver(inputs))?;
         let client = admin_client(&layout.admin_kubeconfig()).await?;
         cluster.client = Some(client.clone());
@@ -345,6 +350,10 @@ impl LocalProvider {
             .await?;
 
         task.set("controllers, scheduler, kwok, provisioner");
+        tracing::info!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "controllers, scheduler, kwok, provisioner"
+        );
         for spec in [
             components::kube_controller_manager(inputs),
             components::kube_scheduler(inputs),
@@ -364,6 +373,10 @@ impl LocalProvider {
                 .map_err(LocalError::kube(format!("create node {}", n.name)))?;
         }
 
+        tracing::info!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "nodes created"
+        );
         let ca = pki.ca_pem()?;
         for (what, port) in [
             ("kube-controller-manager /healthz", ports.controller_manager),
@@ -378,6 +391,10 @@ impl LocalProvider {
                 .await?;
         }
         task.set("nodes Ready");
+        tracing::info!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "nodes Ready"
+        );
         for n in &profile.nodes {
             let cond = await_condition(nodes.clone(), &n.name, node_ready);
             cluster
@@ -403,6 +420,10 @@ impl LocalProvider {
                 .await?;
         }
         task.set("default service account");
+        tracing::info!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "default service account"
+        );
         let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
         let cond = await_condition(sas, "default", |o: Option<&ServiceAccount>| o.is_some());
         cluster
