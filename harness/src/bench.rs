@@ -102,6 +102,56 @@ pub async fn cluster_up(
     Ok(ExitCode::SUCCESS)
 }
 
+/// `harness bench bundle`: time from a ready cluster to a ready controller bundle.
+pub async fn bundle(
+    runs: usize,
+    reference: crate::bundle::ControllerRef,
+) -> anyhow::Result<ExitCode> {
+    if runs == 0 {
+        bail!("use --runs 1 or more");
+    }
+    let progress = Progress::stderr();
+    let toolchain = Toolchain::new(Cache::from_env(), progress.clone());
+    let state = tempfile::Builder::new()
+        .prefix("harness-bench-")
+        .tempdir()?;
+    let provider = LocalProvider::new(
+        toolchain.clone(),
+        LocalOptions {
+            clusters_root: state.path().join("clusters"),
+            ..LocalOptions::default()
+        },
+        Progress::silent(),
+    );
+    let profile = Profile::new(KubeVersion::default_version());
+    provider.binaries(&profile).await?;
+    crate::bundle::openkruise::build(&toolchain, &reference.version).await?;
+    let options = crate::bundle::openkruise::InstallOptions {
+        version: Some(reference.version.clone()),
+        ..Default::default()
+    };
+    let mut times = vec![];
+    for i in 0..runs {
+        let mut c = provider.create(&format!("bench-{i}"), &profile).await?;
+        let t = Instant::now();
+        crate::bundle::openkruise::install(&mut c, &toolchain, &options).await?;
+        let d = t.elapsed();
+        c.destroy()?;
+        progress.line(&format!(
+            "run {}: {reference} ready in {:.2}s",
+            i + 1,
+            d.as_secs_f64()
+        ));
+        times.push(d);
+    }
+    println!(
+        "ready cluster -> ready {reference} (CRDs, webhooks, smoke CloneSet), {runs} runs: median {:.2}s  runs {}",
+        median(times.clone()).as_secs_f64(),
+        fmt_runs(&times)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 fn fmt_runs(xs: &[Duration]) -> String {
     xs.iter()
         .map(|d| format!("{:.2}", d.as_secs_f64()))

@@ -43,6 +43,9 @@ enum Command {
     /// Build and list the pinned binaries (Kubernetes, etcd, kwok).
     #[command(subcommand)]
     Toolchain(ToolchainCommand),
+    /// Install controllers under test into running clusters.
+    #[command(subcommand)]
+    Bundle(BundleCommand),
     /// Remove what killed runs left behind: processes and directories of clusters whose owner
     /// is gone.
     Gc,
@@ -126,6 +129,65 @@ struct UpArgs {
     /// Print the processes that would run, with their arguments, and start nothing.
     #[arg(long)]
     dry_run: bool,
+    #[command(flatten)]
+    controller: ControllerArgs,
+}
+
+#[derive(Debug, Args)]
+struct ControllerArgs {
+    /// Controller under test to install, e.g. openkruise@v1.9.0.
+    #[arg(long = "controller", value_name = "NAME@TAG")]
+    controller: Option<String>,
+    /// Feature gates for the controller manager, e.g.
+    /// RecreatePodWhenChangeVCTInCloneSetGate=true (repeatable, comma-separated).
+    #[arg(long = "controller-gates", value_name = "GATE=BOOL")]
+    controller_gates: Vec<String>,
+}
+
+impl ControllerArgs {
+    fn options(
+        &self,
+    ) -> anyhow::Result<
+        Option<(
+            crate::bundle::ControllerRef,
+            crate::bundle::openkruise::InstallOptions,
+        )>,
+    > {
+        let Some(c) = &self.controller else {
+            if !self.controller_gates.is_empty() {
+                bail!("--controller-gates needs --controller");
+            }
+            return Ok(None);
+        };
+        let reference: crate::bundle::ControllerRef = c.parse()?;
+        let mut gates = BTreeMap::new();
+        for (k, v) in parse_key_values(&self.controller_gates)? {
+            let b = v.parse::<bool>().with_context(|| {
+                format!("parse controller gate `{k}={v}`: the value must be true or false")
+            })?;
+            gates.insert(k, b);
+        }
+        Ok(Some((
+            reference.clone(),
+            crate::bundle::openkruise::InstallOptions {
+                version: Some(reference.version.clone()),
+                gates,
+                ..Default::default()
+            },
+        )))
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum BundleCommand {
+    /// Install a controller into a running local cluster (e.g. one started with --detach).
+    Install {
+        /// The cluster.
+        #[arg(long, default_value = "harness")]
+        cluster: String,
+        #[command(flatten)]
+        controller: ControllerArgs,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -160,6 +222,16 @@ enum BenchCommand {
         /// Number of nodes.
         #[arg(long, default_value_t = 4)]
         nodes: usize,
+    },
+    /// Time from a ready cluster to a ready controller bundle (CRDs established, webhooks
+    /// patched and answering, smoke CloneSet reconciled).
+    Bundle {
+        /// Runs.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Controller, e.g. openkruise@v1.9.0.
+        #[arg(long = "controller", default_value = "openkruise@v1.9.0")]
+        controller: String,
     },
 }
 
@@ -273,6 +345,28 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Bundle(BundleCommand::Install {
+            cluster,
+            controller,
+        }) => {
+            let Some((reference, options)) = controller.options()? else {
+                bail!("name the controller with --controller, e.g. openkruise@v1.9.0");
+            };
+            if let Some(note) = reference.note() {
+                eprintln!("note: {note}");
+            }
+            let provider = provider(None);
+            let mut c = provider.attach(&cluster).await?;
+            let manager =
+                crate::bundle::openkruise::install(&mut c, &toolchain(), &options).await?;
+            c.detach()?;
+            println!(
+                "{reference} ready in cluster `{cluster}`: webhook 127.0.0.1:{}, log {}",
+                manager.webhook_port,
+                manager.log.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Gc => {
             let removed = provider(None).gc()?;
             if removed.is_empty() {
@@ -352,6 +446,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             kubernetes,
             nodes,
         }) => crate::bench::cluster_up(runs, kubernetes.parse()?, nodes).await,
+        Command::Bench(BenchCommand::Bundle { runs, controller }) => {
+            crate::bench::bundle(runs, controller.parse()?).await
+        }
         Command::Provisioner { kubeconfig } => {
             let client = crate::cluster::local::admin_client(&kubeconfig).await?;
             crate::cluster::local::provisioner::run(client).await?;
@@ -362,6 +459,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 async fn cluster_up(args: UpArgs) -> anyhow::Result<ExitCode> {
     let profile = args.profile.profile()?;
+    let controller = args.controller.options()?;
+    if let Some((reference, _)) = &controller
+        && let Some(note) = reference.note()
+    {
+        eprintln!("note: {note}");
+    }
     if !args
         .name
         .chars()
@@ -386,6 +489,14 @@ async fn cluster_up(args: UpArgs) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("start cluster `{}`", args.name))?;
     cluster.keep_dir(args.keep_dir);
+    let mut manager = None;
+    if let Some((reference, options)) = &controller {
+        let m = crate::bundle::openkruise::install(&mut cluster, &toolchain(), options)
+            .await
+            .with_context(|| format!("install {reference}"))?;
+        eprintln!("{reference} ready (log {})", m.log.display());
+        manager = Some(m);
+    }
     println!("{}", cluster.kubeconfig().display());
     if args.detach {
         let state = cluster.detach()?;
@@ -398,6 +509,10 @@ async fn cluster_up(args: UpArgs) -> anyhow::Result<ExitCode> {
     eprintln!("cluster `{}` is running; Ctrl-C to stop it", args.name);
     let started = Instant::now();
     loop {
+        if let Some(m) = &manager {
+            m.check(&cluster)
+                .with_context(|| format!("cluster `{}`", args.name))?;
+        }
         if let Err(e) = cluster.check_alive() {
             return Err(anyhow::Error::new(e).context(format!(
                 "cluster `{}` failed after {:.0?}",

@@ -1,9 +1,32 @@
-//! OpenKruise: the manager built from `github.com/openkruise/kruise@<tag>` and its release's own
-//! manifests.
+//! OpenKruise as it ships: the manager built from `github.com/openkruise/kruise@<tag>`, and that
+//! release's own `config/default` (CRDs, namespace, RBAC, webhook configurations) rendered with
+//! `kubectl kustomize`. Start with [`install`].
+//!
+//! On the local provider the manager runs as a local process: `WEBHOOK_HOST=127.0.0.1`, a free
+//! `WEBHOOK_PORT`, certificates in the cluster's directory, and a kubeconfig holding a token of
+//! its own ServiceAccount, so the RBAC it ships is exactly what it gets.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use crate::toolchain::{Toolchain, ToolchainError};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use kube::runtime::wait::{await_condition, conditions};
+use serde_json::{Value, json};
+
+use super::{BundleError, Manager};
+use crate::cluster::local::components::ComponentSpec;
+use crate::cluster::local::pki::{Credentials, render_kubeconfig};
+use crate::cluster::local::{LocalCluster, free_port};
+use crate::toolchain::{GoEnv, Toolchain, ToolchainError};
 
 /// The Go module.
 pub const MODULE: &str = "github.com/openkruise/kruise";
@@ -11,6 +34,17 @@ pub const MODULE: &str = "github.com/openkruise/kruise";
 pub const DEFAULT_VERSION: &str = "v1.9.0";
 /// The binary name in the cache.
 pub const BINARY: &str = "kruise-manager";
+/// The namespace the release installs into.
+pub const NAMESPACE: &str = "kruise-system";
+/// The manager's ServiceAccount.
+pub const SERVICE_ACCOUNT: &str = "kruise-manager";
+/// The webhook configurations the release ships (and the manager patches).
+pub const MUTATING_WEBHOOKS: &str = "kruise-mutating-webhook-configuration";
+/// See [`MUTATING_WEBHOOKS`].
+pub const VALIDATING_WEBHOOKS: &str = "kruise-validating-webhook-configuration";
+/// Kinds of `config/default` that are not applied: the manager runs as a local process and
+/// there is no kruise-daemon on fake nodes.
+pub const SKIPPED_KINDS: &[&str] = &["Deployment", "DaemonSet"];
 
 /// What to tell a user who asks for `tag`.
 pub fn tag_note(tag: &str) -> Option<String> {
@@ -24,4 +58,491 @@ pub fn tag_note(tag: &str) -> Option<String> {
 /// Builds (or finds) the manager at `tag`.
 pub async fn build(toolchain: &Toolchain, tag: &str) -> Result<PathBuf, ToolchainError> {
     toolchain.module_main(MODULE, tag, BINARY, true).await
+}
+
+/// How to install.
+#[derive(Clone, Default)]
+pub struct InstallOptions {
+    /// Release tag (default [`DEFAULT_VERSION`]).
+    pub version: Option<String>,
+    /// Manager feature gates in addition to `KruiseDaemon=false`.
+    pub gates: BTreeMap<String, bool>,
+    /// Edits the rendered manifests before they are applied (tests use it to take a permission
+    /// away from the manager).
+    pub transform: Option<fn(&mut Vec<Value>)>,
+    /// Bound for readiness (default 120 s).
+    pub timeout: Option<Duration>,
+}
+
+impl std::fmt::Debug for InstallOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InstallOptions")
+            .field("version", &self.version)
+            .field("gates", &self.gates)
+            .field("transform", &self.transform.is_some())
+            .finish()
+    }
+}
+
+/// Renders the release's `config/default` with the toolchain's kubectl.
+pub async fn render(
+    toolchain: &Toolchain,
+    kubectl: &Path,
+    tag: &str,
+) -> Result<Vec<Value>, BundleError> {
+    let go = GoEnv::detect().await?;
+    let scratch = tempfile::tempdir().map_err(|e| BundleError::io(Path::new("tmp"), e))?;
+    let files = go.download(scratch.path(), MODULE, tag, true).await?;
+    let _ = toolchain;
+    let config = files.dir.join("config/default");
+    let out = tokio::process::Command::new(kubectl)
+        .arg("kustomize")
+        .arg(&config)
+        .output()
+        .await
+        .map_err(|e| BundleError::io(kubectl, e))?;
+    if !out.status.success() {
+        return Err(BundleError::Render {
+            dir: config,
+            detail: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).map_err(|e| BundleError::Render {
+        dir: config.clone(),
+        detail: e.to_string(),
+    })?;
+    Ok(docs.into_iter().filter(|d| d.is_object()).collect())
+}
+
+fn kind(v: &Value) -> &str {
+    v["kind"].as_str().unwrap_or_default()
+}
+
+/// Server-side applies one manifest.
+async fn apply(client: &kube::Client, doc: &Value) -> Result<(), BundleError> {
+    let (group, version) = match doc["apiVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .split_once('/')
+    {
+        Some((g, v)) => (g.to_string(), v.to_string()),
+        None => (
+            String::new(),
+            doc["apiVersion"].as_str().unwrap_or_default().to_string(),
+        ),
+    };
+    let gvk = GroupVersionKind::gvk(&group, &version, kind(doc));
+    let name = doc["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let what = format!("{} {}", kind(doc), name);
+    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .map_err(BundleError::kube(format!("discover {what}")))?;
+    let api: Api<DynamicObject> = match (caps.scope, doc["metadata"]["namespace"].as_str()) {
+        (kube::discovery::Scope::Namespaced, Some(ns)) => {
+            Api::namespaced_with(client.clone(), ns, &ar)
+        }
+        (kube::discovery::Scope::Namespaced, None) => {
+            Api::default_namespaced_with(client.clone(), &ar)
+        }
+        (kube::discovery::Scope::Cluster, _) => Api::all_with(client.clone(), &ar),
+    };
+    api.patch(
+        &name,
+        &PatchParams::apply("harness").force(),
+        &Patch::Apply(doc),
+    )
+    .await
+    .map_err(BundleError::kube(format!("apply {what}")))?;
+    Ok(())
+}
+
+/// Installs OpenKruise into `cluster` and waits until it is ready: CRDs established, webhook
+/// configurations carrying the manager's URL and CA, the manager's readiness endpoint up, and a
+/// smoke CloneSet admitted and reconciled.
+pub async fn install(
+    cluster: &mut LocalCluster,
+    toolchain: &Toolchain,
+    options: &InstallOptions,
+) -> Result<Manager, BundleError> {
+    let tag = options
+        .version
+        .clone()
+        .unwrap_or_else(|| DEFAULT_VERSION.into());
+    let timeout = options.timeout.unwrap_or(Duration::from_secs(120));
+    let started = Instant::now();
+    let kube_bins = toolchain
+        .kubernetes(cluster.state().profile.kubernetes)
+        .await?;
+    let kubectl = kube_bins.path("kubectl");
+    let (binary, mut docs) = tokio::try_join!(
+        async { build(toolchain, &tag).await.map_err(BundleError::from) },
+        render(toolchain, &kubectl, &tag)
+    )?;
+    docs.retain(|d| !SKIPPED_KINDS.contains(&kind(d)));
+    if let Some(t) = options.transform {
+        t(&mut docs);
+    }
+    let client = cluster.client();
+
+    // Namespaces and CRDs first; the manager's discovery needs the CRDs established.
+    for d in docs.iter().filter(|d| kind(d) == "Namespace") {
+        apply(&client, d).await?;
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut crd_names = vec![];
+    for d in docs
+        .iter()
+        .filter(|d| kind(d) == "CustomResourceDefinition")
+    {
+        apply(&client, d).await?;
+        crd_names.push(
+            d["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
+    }
+    for name in &crd_names {
+        let established = await_condition(crds.clone(), name, conditions::is_crd_established());
+        tokio::time::timeout(timeout, established)
+            .await
+            .map_err(|_| BundleError::NotReady {
+                what: format!("CRD {name} established"),
+                timeout,
+                last: "not established".into(),
+            })?
+            .map_err(|e| BundleError::Wait(e.to_string()))?;
+    }
+    for d in docs
+        .iter()
+        .filter(|d| !matches!(kind(d), "Namespace" | "CustomResourceDefinition"))
+    {
+        apply(&client, d).await?;
+    }
+
+    // The manager's own identity: a token of its ServiceAccount.
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), NAMESPACE);
+    let token = sas
+        .create_token_request(
+            SERVICE_ACCOUNT,
+            &PostParams::default(),
+            &TokenRequest {
+                spec: TokenRequestSpec {
+                    audiences: vec![],
+                    expiration_seconds: Some(48 * 3600),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(BundleError::kube(
+            "request a token for kruise-system/kruise-manager",
+        ))?
+        .status
+        .map(|s| s.token)
+        .unwrap_or_default();
+    let layout = cluster.layout().clone();
+    let work = layout.work("kruise-manager");
+    let certs = work.join("certs");
+    let log_dir = work.join("log");
+    for d in [&certs, &log_dir] {
+        std::fs::create_dir_all(d).map_err(|e| BundleError::io(d, e))?;
+    }
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&log_dir, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| BundleError::io(&log_dir, e))?;
+    }
+    let kubeconfig = layout.kubeconfig("kruise-manager");
+    std::fs::write(
+        &kubeconfig,
+        render_kubeconfig(
+            cluster.server(),
+            &cluster.ca_pem()?,
+            &Credentials::Token(token),
+            "kruise-manager",
+        ),
+    )
+    .map_err(|e| BundleError::io(&kubeconfig, e))?;
+
+    let ports = Ports {
+        webhook: free_port()?,
+        metrics: free_port()?,
+        health: free_port()?,
+        pprof: free_port()?,
+    };
+    let mut gates = BTreeMap::from([("KruiseDaemon".to_string(), false)]);
+    gates.extend(options.gates.clone());
+    let spec = manager_spec(&binary, &kubeconfig, &certs, &log_dir, &ports, &gates);
+    let record = cluster.spawn_component(&spec)?;
+    let manager = Manager {
+        name: spec.name.clone(),
+        version: tag.clone(),
+        record,
+        log: layout.log(&spec.name),
+        webhook_port: ports.webhook,
+        health_port: ports.health,
+        gates,
+    };
+    wait_ready(cluster, &manager, timeout).await?;
+    tracing::info!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        version = tag,
+        "openkruise ready"
+    );
+    Ok(manager)
+}
+
+/// The manager's loopback ports.
+#[derive(Debug, Clone, Copy)]
+pub struct Ports {
+    /// Webhook server (HTTPS).
+    pub webhook: u16,
+    /// Metrics.
+    pub metrics: u16,
+    /// Health and readiness probes.
+    pub health: u16,
+    /// pprof.
+    pub pprof: u16,
+}
+
+/// The manager process as data.
+pub fn manager_spec(
+    binary: &Path,
+    kubeconfig: &Path,
+    certs: &Path,
+    log_dir: &Path,
+    ports: &Ports,
+    gates: &BTreeMap<String, bool>,
+) -> ComponentSpec {
+    let gates = gates
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    ComponentSpec {
+        name: "kruise-manager".into(),
+        binary: binary.to_path_buf(),
+        args: vec![
+            format!("--kubeconfig={}", kubeconfig.display()),
+            format!("--metrics-addr=127.0.0.1:{}", ports.metrics),
+            format!("--health-probe-addr=127.0.0.1:{}", ports.health),
+            "--enable-pprof=true".into(),
+            format!("--pprof-addr=127.0.0.1:{}", ports.pprof),
+            "--enable-leader-election=true".into(),
+            format!("--leader-election-namespace={NAMESPACE}"),
+            format!("--protection-log-path={}", log_dir.display()),
+            format!("--feature-gates={gates}"),
+        ],
+        env: vec![
+            ("KUBECONFIG".into(), kubeconfig.display().to_string()),
+            ("POD_NAMESPACE".into(), NAMESPACE.into()),
+            ("WEBHOOK_HOST".into(), "127.0.0.1".into()),
+            ("WEBHOOK_PORT".into(), ports.webhook.to_string()),
+            ("WEBHOOK_CERT_DIR".into(), certs.display().to_string()),
+        ],
+    }
+}
+
+async fn http_get_status(port: u16, path: &str) -> Result<u16, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|e| e.to_string())?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut buf = vec![0u8; 256];
+    let n = s.read(&mut buf).await.map_err(|e| e.to_string())?;
+    let head = String::from_utf8_lossy(&buf[..n]);
+    head.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| format!("unexpected response {head:?}"))
+}
+
+/// Whether every webhook of both configurations points at the manager's URL with a CA.
+pub async fn webhooks_patched(client: &kube::Client, port: u16) -> Result<(), String> {
+    let prefix = format!("https://127.0.0.1:{port}/");
+    let mwc: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let vwc: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let m = mwc
+        .get(MUTATING_WEBHOOKS)
+        .await
+        .map_err(|e| e.to_string())?;
+    let v = vwc
+        .get(VALIDATING_WEBHOOKS)
+        .await
+        .map_err(|e| e.to_string())?;
+    let configs = m
+        .webhooks
+        .unwrap_or_default()
+        .into_iter()
+        .map(|w| (w.name, w.client_config))
+        .chain(
+            v.webhooks
+                .unwrap_or_default()
+                .into_iter()
+                .map(|w| (w.name, w.client_config)),
+        );
+    for (name, cc) in configs {
+        let url = cc.url.unwrap_or_default();
+        if !url.starts_with(&prefix) {
+            return Err(format!("webhook {name} has url {url:?}, want {prefix}..."));
+        }
+        if cc.ca_bundle.as_ref().is_none_or(|b| b.0.is_empty()) {
+            return Err(format!("webhook {name} has no caBundle"));
+        }
+    }
+    Ok(())
+}
+
+async fn wait_ready(
+    cluster: &LocalCluster,
+    manager: &Manager,
+    timeout: Duration,
+) -> Result<(), BundleError> {
+    let client = cluster.client();
+    let deadline = Instant::now() + timeout;
+    let mut step = "manager /readyz";
+    let mut last = String::from("nothing yet");
+    let mut smoke_ns: Option<String> = None;
+    let result = loop {
+        if let Err(e) = manager.check(cluster) {
+            break Err(e);
+        }
+        let outcome: Result<bool, String> = match step {
+            "manager /readyz" => match http_get_status(manager.health_port, "/readyz").await {
+                Ok(200) => Ok(true),
+                Ok(code) => Err(format!("HTTP {code}")),
+                Err(e) => Err(e),
+            },
+            "webhook configurations" => webhooks_patched(&client, manager.webhook_port)
+                .await
+                .map(|_| true),
+            _ => smoke(&client, &mut smoke_ns).await,
+        };
+        match outcome {
+            Ok(true) => {
+                step = match step {
+                    "manager /readyz" => "webhook configurations",
+                    "webhook configurations" => "smoke CloneSet",
+                    _ => break Ok(()),
+                };
+                continue;
+            }
+            Ok(false) => {}
+            Err(e) => last = e,
+        }
+        if Instant::now() >= deadline {
+            break Err(BundleError::NotReady {
+                what: format!("openkruise {} ({step})", manager.version),
+                timeout,
+                last,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    if let Some(ns) = smoke_ns {
+        let nss: Api<Namespace> = Api::all(client);
+        let _ = nss.delete(&ns, &DeleteParams::background()).await;
+    }
+    result
+}
+
+/// Creates (once) and checks a one-replica CloneSet: `Ok(true)` once it is admitted and ready.
+async fn smoke(client: &kube::Client, ns: &mut Option<String>) -> Result<bool, String> {
+    let gvk = GroupVersionKind::gvk("apps.kruise.io", "v1alpha1", "CloneSet");
+    let (ar, _) = kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .map_err(|e| e.to_string())?;
+    let name = match ns {
+        Some(n) => n.clone(),
+        None => {
+            let n = format!("harness-smoke-{:06x}", rand::random::<u32>() & 0xffffff);
+            let nss: Api<Namespace> = Api::all(client.clone());
+            nss.create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": n}})).expect("valid"),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &n, &ar);
+            let obj: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": "apps.kruise.io/v1alpha1",
+                "kind": "CloneSet",
+                "metadata": {"name": "smoke"},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": {"app": "smoke"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "smoke"}},
+                        "spec": {"containers": [{"name": "main", "image": "nginx:1.25"}]}
+                    }
+                }
+            }))
+            .expect("valid");
+            *ns = Some(n.clone());
+            api.create(&PostParams::default(), &obj)
+                .await
+                .map_err(|e| format!("smoke CloneSet refused: {e}"))?;
+            n
+        }
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &name, &ar);
+    let cs = api.get("smoke").await.map_err(|e| e.to_string())?;
+    let status = &cs.data["status"];
+    let ready = status["readyReplicas"].as_i64() == Some(1)
+        && status["observedGeneration"].as_i64() == cs.metadata.generation;
+    if ready {
+        Ok(true)
+    } else {
+        Err(format!("smoke CloneSet status {status}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manager_runs_on_loopback_with_the_daemon_off() {
+        let spec = manager_spec(
+            Path::new("/BIN/kruise-manager"),
+            Path::new("/C/kubeconfigs/kruise-manager.kubeconfig"),
+            Path::new("/C/certs"),
+            Path::new("/C/log"),
+            &Ports {
+                webhook: 1,
+                metrics: 2,
+                health: 3,
+                pprof: 4,
+            },
+            &BTreeMap::from([
+                ("KruiseDaemon".to_string(), false),
+                ("RecreatePodWhenChangeVCTInCloneSetGate".to_string(), true),
+            ]),
+        );
+        assert!(
+            spec.args.contains(
+                &"--feature-gates=KruiseDaemon=false,RecreatePodWhenChangeVCTInCloneSetGate=true"
+                    .to_string()
+            )
+        );
+        for a in &spec.args {
+            if a.contains("-addr=") {
+                assert!(a.contains("=127.0.0.1:"), "{a}");
+            }
+        }
+        assert!(
+            spec.env
+                .contains(&("WEBHOOK_HOST".into(), "127.0.0.1".into()))
+        );
+        assert!(spec.env.contains(&("WEBHOOK_PORT".into(), "1".into())));
+    }
 }

@@ -100,10 +100,21 @@ impl GoEnv {
         version: &str,
         nosum: bool,
     ) -> Result<PathBuf, ToolchainError> {
+        Ok(self.download(dir, module, version, nosum).await?.go_mod)
+    }
+
+    /// Downloads `module@version` into the module cache and says where its files are.
+    pub async fn download(
+        &self,
+        dir: &Path,
+        module: &str,
+        version: &str,
+        nosum: bool,
+    ) -> Result<ModuleFiles, ToolchainError> {
         let mut cmd = self.command(dir);
         cmd.args(["mod", "download", "-json", &format!("{module}@{version}")]);
         if nosum {
-            cmd.env("GONOSUMDB", module);
+            cmd.env("GOSUMDB", "off");
         }
         let out = cmd.output().await.map_err(|source| ToolchainError::Spawn {
             what: "go mod download".into(),
@@ -111,20 +122,30 @@ impl GoEnv {
         })?;
         let parsed: serde_json::Value =
             serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        let unavailable = |detail: String| ToolchainError::ModuleUnavailable {
+            module: format!("{module}@{version}"),
+            detail,
+        };
         if let Some(err) = parsed.get("Error").and_then(|e| e.as_str()) {
-            return Err(ToolchainError::ModuleUnavailable {
-                module: format!("{module}@{version}"),
-                detail: err.to_string(),
-            });
+            return Err(unavailable(err.to_string()));
         }
-        match parsed.get("GoMod").and_then(|e| e.as_str()) {
-            Some(p) => Ok(PathBuf::from(p)),
-            None => Err(ToolchainError::ModuleUnavailable {
-                module: format!("{module}@{version}"),
-                detail: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-            }),
+        let field = |k: &str| parsed.get(k).and_then(|e| e.as_str()).map(PathBuf::from);
+        match (field("GoMod"), field("Dir")) {
+            (Some(go_mod), Some(dir)) => Ok(ModuleFiles { go_mod, dir }),
+            _ => Err(unavailable(
+                String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            )),
         }
     }
+}
+
+/// Where a downloaded module's files are.
+#[derive(Debug, Clone)]
+pub struct ModuleFiles {
+    /// Its `go.mod`.
+    pub go_mod: PathBuf,
+    /// Its extracted source tree (read-only).
+    pub dir: PathBuf,
 }
 
 /// One `go build` invocation of a recipe.

@@ -56,3 +56,73 @@ where
         ),
     }
 }
+
+/// A cluster with OpenKruise `version` installed (manager gates `gates`).
+pub async fn kruise_cluster(
+    version: &str,
+    options: harness::bundle::openkruise::InstallOptions,
+) -> (LocalCluster, harness::bundle::Manager, tempfile::TempDir) {
+    let (mut c, root) = cluster(&default_profile()).await;
+    let toolchain = Toolchain::new(Cache::from_env(), Progress::plain());
+    let options = harness::bundle::openkruise::InstallOptions {
+        version: Some(version.to_string()),
+        ..options
+    };
+    let m = harness::bundle::openkruise::install(&mut c, &toolchain, &options)
+        .await
+        .unwrap_or_else(|e| panic!("install openkruise {version}: {e}"));
+    (c, m, root)
+}
+
+/// An API for a kind served by the cluster, in the default namespace.
+pub async fn dyn_api(
+    client: &kube::Client,
+    api_version: &str,
+    kind: &str,
+) -> kube::Api<kube::api::DynamicObject> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .expect("kind is served");
+    match caps.scope {
+        kube::discovery::Scope::Namespaced => {
+            kube::Api::default_namespaced_with(client.clone(), &ar)
+        }
+        kube::discovery::Scope::Cluster => kube::Api::all_with(client.clone(), &ar),
+    }
+}
+
+/// Creates an object from JSON.
+pub async fn create(
+    api: &kube::Api<kube::api::DynamicObject>,
+    obj: serde_json::Value,
+) -> kube::api::DynamicObject {
+    let o: kube::api::DynamicObject = serde_json::from_value(obj).expect("valid object");
+    api.create(&kube::api::PostParams::default(), &o)
+        .await
+        .expect("created")
+}
+
+/// Waits (watch-based, bounded) until `pred` holds for object `name`; on timeout, panics with
+/// the object's last status.
+pub async fn wait_dyn(
+    api: &kube::Api<kube::api::DynamicObject>,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&kube::api::DynamicObject) -> bool,
+) {
+    let cond = kube::runtime::wait::await_condition(
+        api.clone(),
+        name,
+        move |o: Option<&kube::api::DynamicObject>| o.is_some_and(&pred),
+    );
+    within(what, Duration::from_secs(90), cond, || async {
+        format!(
+            "{:?}",
+            api.get(name).await.map(|o| o.data.get("status").cloned())
+        )
+    })
+    .await
+    .expect("watch works");
+}

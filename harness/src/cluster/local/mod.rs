@@ -202,6 +202,9 @@ pub struct LocalCluster {
     client: Option<kube::Client>,
     keep_dir: bool,
     done: bool,
+    /// False for a cluster taken over with [`LocalProvider::attach`]: dropping it ends only
+    /// what this handle started.
+    owned: bool,
 }
 
 impl LocalProvider {
@@ -286,6 +289,7 @@ impl LocalProvider {
             client: None,
             keep_dir: false,
             done: false,
+            owned: true,
         };
         // From here on, an error drops `cluster`, which tears everything down.
         cluster.save()?;
@@ -443,6 +447,36 @@ impl LocalProvider {
         Ok(cluster)
     }
 
+    /// Takes over a running cluster made by another harness process (e.g. `cluster up
+    /// --detach`) to add components to it; call [`LocalCluster::detach`] to leave it running.
+    pub async fn attach(&self, name: &str) -> Result<LocalCluster, LocalError> {
+        let dir = self.options.clusters_root.join(name);
+        let layout = Layout::new(&dir);
+        let state = ClusterState::load(&layout.state())
+            .map_err(|_| LocalError::NotFound { name: name.into() })?;
+        if !state.ready || state.alive_processes().len() != state.processes.len() {
+            return Err(LocalError::NotReady {
+                what: format!("cluster `{name}`"),
+                timeout: Duration::ZERO,
+                last: format!(
+                    "{} of {} processes alive",
+                    state.alive_processes().len(),
+                    state.processes.len()
+                ),
+            });
+        }
+        let client = admin_client(&layout.admin_kubeconfig()).await?;
+        Ok(LocalCluster {
+            state,
+            layout,
+            procs: Arc::default(),
+            client: Some(client),
+            keep_dir: false,
+            done: false,
+            owned: false,
+        })
+    }
+
     /// Every local cluster on disk, by name.
     pub fn list(&self) -> Vec<ClusterState> {
         let mut out = vec![];
@@ -526,6 +560,15 @@ fn node_ready(node: Option<&Node>) -> bool {
     node.and_then(|n| n.status.as_ref())
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// A free port on 127.0.0.1 (released before returning; bind it soon).
+pub fn free_port() -> Result<u16, LocalError> {
+    let l = TcpListener::bind(("127.0.0.1", 0))
+        .map_err(|e| LocalError::io(Path::new("127.0.0.1:0"), e))?;
+    l.local_addr()
+        .map(|a| a.port())
+        .map_err(|e| LocalError::io(Path::new("127.0.0.1:0"), e))
 }
 
 fn allocate_ports(apiserver: Option<u16>) -> Result<Ports, LocalError> {
@@ -631,10 +674,42 @@ impl LocalCluster {
     }
 
     fn spawn(&mut self, spec: &ComponentSpec) -> Result<(), LocalError> {
+        self.spawn_component(spec).map(|_| ())
+    }
+
+    /// Starts one more process as part of the cluster (e.g. a controller manager): its log goes
+    /// to `logs/<name>.log`, it is recorded in the cluster state, watched by
+    /// [`check_alive`](Self::check_alive) and ended with the cluster.
+    pub fn spawn_component(&mut self, spec: &ComponentSpec) -> Result<ProcRecord, LocalError> {
         let p = Process::spawn(spec, &self.layout.log(&spec.name))?;
-        self.state.processes.push(p.record().clone());
+        let record = p.record().clone();
+        self.state.processes.push(record.clone());
         self.procs.lock().expect("not poisoned").push(p);
+        self.save()?;
+        Ok(record)
+    }
+
+    /// Ends one process started by [`spawn_component`](Self::spawn_component) and forgets it
+    /// (for tests that stop a component on purpose, use [`ProcRecord::terminate`] instead).
+    pub fn stop_component(&mut self, name: &str) -> Result<(), LocalError> {
+        let mut procs = self.procs.lock().expect("not poisoned");
+        for p in procs.iter_mut().filter(|p| p.name == name) {
+            p.stop(Duration::from_secs(5));
+        }
+        procs.retain(|p| p.name != name);
+        drop(procs);
+        self.state.processes.retain(|p| p.name != name);
         self.save()
+    }
+
+    /// The apiserver URL.
+    pub fn server(&self) -> &str {
+        &self.state.server
+    }
+
+    /// The cluster CA certificate (PEM).
+    pub fn ca_pem(&self) -> Result<String, LocalError> {
+        pki::Pki::at(&self.layout.pki()).ca_pem()
     }
 
     /// The first component that has exited, as an error with its log tail.
@@ -644,7 +719,7 @@ impl LocalCluster {
             if let Some(status) = p.exited() {
                 return Err(LocalError::Exited {
                     component: p.name.clone(),
-                    status: status.to_string(),
+                    status,
                     log: p.log.clone(),
                     tail: p.log_tail(20),
                 });
@@ -735,7 +810,9 @@ impl LocalCluster {
 
     /// Leaves the cluster running after this process exits; `harness cluster down` ends it.
     pub fn detach(mut self) -> Result<ClusterState, LocalError> {
-        self.state.owner = None;
+        if self.owned {
+            self.state.owner = None;
+        }
         self.save()?;
         self.done = true;
         Ok(self.state.clone())
@@ -747,6 +824,22 @@ impl LocalCluster {
         }
         self.done = true;
         let mut errors = vec![];
+        if !self.owned {
+            let mut procs = match self.procs.lock() {
+                Ok(p) => p,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            let mine: Vec<ProcRecord> = procs.iter().map(|p| p.record().clone()).collect();
+            for p in procs.iter_mut().rev() {
+                p.stop(Duration::from_secs(5));
+            }
+            drop(procs);
+            if let Ok(mut on_disk) = ClusterState::load(&self.layout.state()) {
+                on_disk.processes.retain(|p| !mine.contains(p));
+                on_disk.save(&self.layout.state())?;
+            }
+            return Ok(());
+        }
         {
             let mut procs = match self.procs.lock() {
                 Ok(p) => p,

@@ -158,6 +158,13 @@ impl Pki {
         Ok(())
     }
 
+    /// The PKI already generated under `dir`.
+    pub fn at(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+        }
+    }
+
     /// Path of a file under `pki/`.
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)

@@ -134,12 +134,18 @@ impl Process {
         &self.record
     }
 
-    /// The exit status if it has exited.
-    pub fn exited(&mut self) -> Option<ExitStatus> {
+    /// How it ended, if it has: its exit status, or "gone" when the status cannot be read
+    /// (someone else reaped it) but the process no longer exists.
+    pub fn exited(&mut self) -> Option<String> {
         if self.exited.is_none() {
-            self.exited = self.child.try_wait().ok().flatten();
+            match self.child.try_wait() {
+                Ok(Some(s)) => self.exited = Some(s),
+                Ok(None) => return None,
+                Err(_) if !self.record.alive() => return Some("gone".into()),
+                Err(_) => return None,
+            }
         }
-        self.exited
+        self.exited.map(|s| s.to_string())
     }
 
     /// Ends it: TERM, up to `grace` to exit, then KILL; always reaps it.
@@ -221,7 +227,7 @@ mod tests {
         while p.exited().is_none() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
-        assert_eq!(p.exited().unwrap().code(), Some(3));
+        assert_eq!(p.exited().unwrap(), "exit status: 3");
         assert_eq!(p.log_tail(2), "two\nthree");
     }
 
