@@ -28,7 +28,9 @@ pub const EXIT_INTERRUPTED: u8 = 130;
     long_about = "Conformance test harness for Kubernetes workload controllers.\n\n\
         Brings up real Kubernetes control planes as local processes (built from pinned Go \
         modules, no Docker needed), with the feature gates a profile asks for.\n\n\
-        Exit codes: 0 success, 1 failure, 2 bad usage, 130 interrupted."
+        Exit codes: 0 success, 1 failure (for `run`: a regression or an unexpected pass), \
+        2 bad usage, 3 infrastructure error (a cluster or controller did not start), \
+        130 interrupted."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -37,6 +39,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run conformance scenarios against a controller on a local cluster. With no arguments:
+    /// every suite on Kubernetes 1.32 with OpenKruise v1.9.0.
+    Run(RunArgs),
     /// Create, list and remove clusters.
     #[command(subcommand)]
     Cluster(ClusterCommand),
@@ -59,6 +64,49 @@ enum Command {
         #[arg(long)]
         kubeconfig: PathBuf,
     },
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// Kubernetes version of the cell.
+    #[arg(long = "k8s", default_value = crate::toolchain::versions::DEFAULT_KUBERNETES)]
+    kubernetes: String,
+    /// Controller under test.
+    #[arg(long, default_value = "openkruise@v1.9.0", value_name = "NAME@TAG")]
+    controller: String,
+    /// Only these suites (repeatable, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    suite: Vec<String>,
+    /// Only scenarios whose name contains one of these (repeatable).
+    #[arg(long)]
+    focus: Vec<String>,
+    /// Not scenarios whose name contains one of these (repeatable).
+    #[arg(long)]
+    skip: Vec<String>,
+    /// Only scenarios with one of these labels (repeatable, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    labels: Vec<String>,
+    /// List the selected scenarios and exit.
+    #[arg(long)]
+    list: bool,
+    /// Print the plan (clusters, gates, scenarios) and exit without starting anything.
+    #[arg(long)]
+    dry_run: bool,
+    /// Run every scenario N times (flake hunting).
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Scenarios at once per cluster.
+    #[arg(long, default_value_t = 2)]
+    parallel: usize,
+    /// Leave a cluster running if one of its scenarios failed (end it with `cluster down`).
+    #[arg(long)]
+    keep_cluster_on_failure: bool,
+    /// Where reports go (`<dir>/<run-id>/`, `<dir>/latest`).
+    #[arg(long, default_value = "reports")]
+    report_dir: PathBuf,
+    /// A ledger of known bugs to use instead of the checked-in suites/ledger.yaml.
+    #[arg(long)]
+    ledger: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -308,8 +356,136 @@ fn provider(apiserver_port: Option<u16>) -> LocalProvider {
     )
 }
 
+/// Exit code of a run with regressions or unexpected passes.
+pub const EXIT_REGRESSION: u8 = 1;
+/// Exit code of a run whose cluster or controller could not start.
+pub const EXIT_INFRA: u8 = 3;
+
+async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
+    use crate::run::{Filter, Outcome, RunOptions, ledger::Ledger};
+    let kubernetes: KubeVersion = args.kubernetes.parse()?;
+    let controller: crate::bundle::ControllerRef = args.controller.parse()?;
+    if let Some(note) = controller.note() {
+        eprintln!("note: {note}");
+    }
+    if args.parallel == 0 || args.repeat == 0 {
+        bail!("--parallel and --repeat must be at least 1");
+    }
+    let ledger = match &args.ledger {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("read the ledger {}", p.display()))?;
+            Ledger::parse(&text, &p.display().to_string())?
+        }
+        None => Ledger::builtin(),
+    };
+    let all = crate::suites::all();
+    let known_suites: Vec<&str> = {
+        let mut v: Vec<&str> = all.iter().map(|s| s.suite).collect();
+        v.dedup();
+        v
+    };
+    for s in &args.suite {
+        if !known_suites.contains(&s.as_str()) {
+            bail!(
+                "use suite `{s}`: there is no such suite; known: {}",
+                known_suites.join(", ")
+            );
+        }
+    }
+    let filter = Filter {
+        suites: args.suite.clone(),
+        focus: args.focus.clone(),
+        skip: args.skip.clone(),
+        labels: args.labels.clone(),
+    };
+    if args.list {
+        for s in all.iter().filter(|s| filter.selects(s)) {
+            println!("{}\t[{}]\t{}", s.name, s.labels.join(","), s.summary);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let plan = crate::run::plan(&all, &filter, kubernetes, &controller);
+    if plan.clusters.is_empty() && plan.skipped.is_empty() {
+        bail!("select scenarios: the filters match none (see `harness run --list`)");
+    }
+    if args.dry_run {
+        println!("Kubernetes {kubernetes}, {controller}");
+        for c in &plan.clusters {
+            println!(
+                "cluster {}: apiserver gates {:?}, controller gates {:?}, {} nodes",
+                c.profile.name,
+                c.profile.feature_gates,
+                c.controller_gates,
+                c.profile.nodes.len()
+            );
+            for d in &c.dropped_gates {
+                println!("  note: gate {d} left out");
+            }
+            for s in &c.scenarios {
+                println!("  {s}");
+            }
+        }
+        for s in &plan.skipped {
+            println!("skip {}: {}", s.scenario, s.reason);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let run_id = format!(
+        "{}-{:04x}",
+        time::OffsetDateTime::now_utc()
+            .format(time::macros::format_description!(
+                "[year][month][day]-[hour][minute][second]"
+            ))
+            .unwrap_or_default(),
+        rand::random::<u16>()
+    );
+    let files = crate::report::Files::new(&args.report_dir, &run_id).with_context(|| {
+        format!(
+            "create the report directory in {}",
+            args.report_dir.display()
+        )
+    })?;
+    let dir = files.dir().to_path_buf();
+    let mut reporters: Vec<Box<dyn crate::run::Reporter>> = vec![
+        Box::new(crate::report::Terminal::default()),
+        Box::new(files),
+    ];
+    let tc = toolchain();
+    let provider = provider(None);
+    let options = RunOptions {
+        parallel: args.parallel,
+        repeat: args.repeat,
+        keep_cluster_on_failure: args.keep_cluster_on_failure,
+        ..Default::default()
+    };
+    let env = crate::run::Env {
+        scenarios: &all,
+        ledger: &ledger,
+        provider: &provider,
+        toolchain: &tc,
+        options: &options,
+    };
+    let results = crate::run::execute(&plan, env, &run_id, &mut reporters).await;
+    eprintln!("reports: {}", dir.display());
+    let infra = results
+        .iter()
+        .any(|r| matches!(r.outcome, Outcome::InfraError { .. }));
+    let failed = results
+        .iter()
+        .any(|r| matches!(&r.outcome, Outcome::Judged(v) if v.fails_run()));
+    Ok(if failed {
+        ExitCode::from(EXIT_REGRESSION)
+    } else if infra {
+        ExitCode::from(EXIT_INFRA)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Run(args) => run_scenarios(args).await,
         Command::Cluster(ClusterCommand::Up(args)) => cluster_up(args).await,
         Command::Cluster(ClusterCommand::Down { name }) => {
             provider(None).down(&name)?;

@@ -9,4 +9,8 @@ pub mod bundle;
 pub mod cli;
 pub mod cluster;
 pub mod progress;
+pub mod report;
+pub mod run;
+pub mod scenario;
+pub mod suites;
 pub mod toolchain;

@@ -268,7 +268,10 @@ async fn a_workloadspread_spreads_a_deployment_over_two_zones(#[case] version: &
     m.check(&c).unwrap();
 }
 
-#[expect(clippy::ptr_arg, reason = "the signature InstallOptions::transform takes")]
+#[expect(
+    clippy::ptr_arg,
+    reason = "the signature InstallOptions::transform takes"
+)]
 fn without_pod_permissions(docs: &mut Vec<serde_json::Value>) {
     for d in docs.iter_mut() {
         if d["kind"] == "ClusterRole" && d["metadata"]["name"] == "kruise-manager-role" {

@@ -55,6 +55,16 @@ pub fn tag_note(tag: &str) -> Option<String> {
     })
 }
 
+/// Whether release `tag` has manager feature gate `gate` (passing an unknown gate makes the
+/// manager exit at start).
+pub fn has_gate(tag: &str, gate: &str) -> bool {
+    use crate::run::ledger::version_key;
+    match gate {
+        "RecreatePodWhenChangeVCTInCloneSetGate" => version_key(tag) >= version_key("v1.7.0"),
+        _ => true,
+    }
+}
+
 /// Builds (or finds) the manager at `tag`.
 pub async fn build(toolchain: &Toolchain, tag: &str) -> Result<PathBuf, ToolchainError> {
     toolchain.module_main(MODULE, tag, BINARY, true).await

@@ -616,7 +616,8 @@ pub async fn admin_client(kubeconfig: &Path) -> Result<kube::Client, LocalError>
             .await
             .map_err(|e| err(Box::new(e)))?;
     config.connect_timeout = Some(Duration::from_secs(5));
-    config.read_timeout = Some(Duration::from_secs(60));
+    // No read timeout: watches may be quiet for minutes.
+    config.read_timeout = None;
     kube::Client::try_from(config).map_err(|e| err(Box::new(e)))
 }
 

@@ -1,0 +1,430 @@
+//! Reporters fed by the run's event stream: [`Terminal`] (progress and a summary table) and
+//! [`Files`] (JSON, JUnit and a single-file HTML report under `reports/<run-id>/`, rewritten
+//! atomically after every finished scenario, with `reports/latest` pointing at the newest run).
+//! Results are kept in a stable order (suite, scenario, attempt) whatever order they finish in.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+use serde::Serialize;
+
+use crate::run::ledger::Verdict;
+use crate::run::{Event, Outcome, Plan, Reporter, ScenarioResult};
+
+type Key = (String, String, usize);
+
+fn key(r: &ScenarioResult) -> Key {
+    (r.suite.clone(), r.scenario.clone(), r.attempt)
+}
+
+/// Progress lines while running and a summary table at the end, on stderr.
+#[derive(Debug, Default)]
+pub struct Terminal {
+    results: BTreeMap<Key, ScenarioResult>,
+}
+
+impl Reporter for Terminal {
+    fn event(&mut self, e: &Event) {
+        match e {
+            Event::RunStarted { run_id, plan } => {
+                eprintln!(
+                    "run {run_id}: Kubernetes {}, {}, {} cluster(s), {} skipped",
+                    plan.kubernetes,
+                    plan.controller,
+                    plan.clusters.len(),
+                    plan.skipped.len()
+                );
+            }
+            Event::ClusterStarting { profile } => eprintln!("cluster {profile}: starting"),
+            Event::ClusterReady { profile, seconds } => {
+                eprintln!("cluster {profile}: ready with the controller in {seconds:.1}s")
+            }
+            Event::ScenarioStarted { .. } => {}
+            Event::ScenarioFinished(r) => {
+                eprintln!(
+                    "  {:<16} {} ({:.1}s)",
+                    r.outcome.label(),
+                    r.scenario,
+                    r.seconds
+                );
+                if let (Some(f), Outcome::Judged(Verdict::Fail)) = (&r.failure, &r.outcome) {
+                    for l in f.lines().take(6) {
+                        eprintln!("      {l}");
+                    }
+                }
+                self.results.insert(key(r), r.clone());
+            }
+            Event::RunFinished { seconds } => {
+                eprintln!("\n{:<16} {:<64} {:>8}", "RESULT", "SCENARIO", "SECONDS");
+                for r in self.results.values() {
+                    let note = match &r.outcome {
+                        Outcome::Judged(Verdict::ExpectedFail { bug })
+                        | Outcome::Judged(Verdict::UnexpectedPass { bug }) => format!(" [{bug}]"),
+                        Outcome::Skipped { reason } => format!(" [{reason}]"),
+                        _ => String::new(),
+                    };
+                    eprintln!(
+                        "{:<16} {:<64} {:>8.1}{note}",
+                        r.outcome.label(),
+                        r.scenario,
+                        r.seconds
+                    );
+                }
+                let counts = counts(self.results.values());
+                eprintln!("\n{} in {seconds:.0}s", summary_line(&counts));
+            }
+        }
+    }
+}
+
+fn counts<'a>(rs: impl Iterator<Item = &'a ScenarioResult>) -> BTreeMap<&'static str, usize> {
+    let mut c = BTreeMap::new();
+    for r in rs {
+        *c.entry(r.outcome.label()).or_insert(0) += 1;
+    }
+    c
+}
+
+fn summary_line(c: &BTreeMap<&'static str, usize>) -> String {
+    let get = |k| c.get(k).copied().unwrap_or(0);
+    format!(
+        "{} passed, {} failed, {} expected-fail, {} unexpected-pass, {} skipped, {} infra-error",
+        get("pass"),
+        get("FAIL"),
+        get("expected-fail"),
+        get("UNEXPECTED-PASS"),
+        get("skipped"),
+        get("INFRA-ERROR")
+    )
+}
+
+/// The machine-readable report (`report.json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct JsonReport {
+    /// Run id.
+    pub run_id: String,
+    /// The plan.
+    pub plan: Option<Plan>,
+    /// Whether the run has finished.
+    pub finished: bool,
+    /// Seconds, once finished.
+    pub seconds: Option<f64>,
+    /// Counts by result.
+    pub counts: BTreeMap<&'static str, usize>,
+    /// Every result, ordered by suite, scenario, attempt.
+    pub results: Vec<ScenarioResult>,
+}
+
+/// Writes `report.json`, `junit.xml` and `report.html` into a run directory.
+#[derive(Debug)]
+pub struct Files {
+    dir: PathBuf,
+    run_id: String,
+    plan: Option<Plan>,
+    results: BTreeMap<Key, ScenarioResult>,
+    seconds: Option<f64>,
+}
+
+impl Files {
+    /// Reports for `run_id` under `root/<run_id>/`, and `root/latest` pointing at it.
+    pub fn new(root: &Path, run_id: &str) -> std::io::Result<Self> {
+        let dir = root.join(run_id);
+        std::fs::create_dir_all(&dir)?;
+        let latest = root.join("latest");
+        let tmp = root.join(format!(".latest-{run_id}"));
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(run_id, &tmp)?;
+        std::fs::rename(&tmp, &latest)?;
+        Ok(Self {
+            dir,
+            run_id: run_id.into(),
+            plan: None,
+            results: BTreeMap::new(),
+            seconds: None,
+        })
+    }
+
+    /// The run directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The JSON report as it stands.
+    pub fn json(&self) -> JsonReport {
+        JsonReport {
+            run_id: self.run_id.clone(),
+            plan: self.plan.clone(),
+            finished: self.seconds.is_some(),
+            seconds: self.seconds,
+            counts: counts(self.results.values()),
+            results: self.results.values().cloned().collect(),
+        }
+    }
+
+    fn write_all(&self) -> std::io::Result<()> {
+        let json = serde_json::to_vec_pretty(&self.json()).expect("report serializes");
+        atomic_write(&self.dir.join("report.json"), &json)?;
+        atomic_write(
+            &self.dir.join("junit.xml"),
+            junit(&self.run_id, self.results.values()).as_bytes(),
+        )?;
+        atomic_write(&self.dir.join("report.html"), html(&self.json()).as_bytes())
+    }
+}
+
+impl Reporter for Files {
+    fn event(&mut self, e: &Event) {
+        match e {
+            Event::RunStarted { plan, .. } => self.plan = Some(plan.clone()),
+            Event::ScenarioFinished(r) => {
+                self.results.insert(key(r), r.clone());
+            }
+            Event::RunFinished { seconds } => self.seconds = Some(*seconds),
+            Event::ClusterStarting { .. }
+            | Event::ClusterReady { .. }
+            | Event::ScenarioStarted { .. } => return,
+        }
+        if let Err(err) = self.write_all() {
+            eprintln!("warning: write reports in {}: {err}", self.dir.display());
+        }
+    }
+}
+
+fn atomic_write(path: &Path, body: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(body)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+/// JUnit XML: one test suite per scenario suite; skips as skipped, expected failures as passes
+/// with the bug in their output, regressions and unexpected passes as failures.
+pub fn junit<'a>(run_id: &str, results: impl Iterator<Item = &'a ScenarioResult>) -> String {
+    let mut report = Report::new(format!("harness {run_id}"));
+    let mut suites: BTreeMap<String, TestSuite> = BTreeMap::new();
+    for r in results {
+        let name = if r.attempt > 1 {
+            format!("{}#{}", r.scenario, r.attempt)
+        } else {
+            r.scenario.clone()
+        };
+        let status = match &r.outcome {
+            Outcome::Judged(Verdict::Pass) => TestCaseStatus::success(),
+            Outcome::Judged(Verdict::ExpectedFail { .. }) => TestCaseStatus::success(),
+            Outcome::Judged(Verdict::Fail) => {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                s.set_message("regression");
+                s.set_description(r.failure.clone().unwrap_or_default());
+                s
+            }
+            Outcome::Judged(Verdict::UnexpectedPass { bug }) => {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                s.set_message(format!("unexpected pass: known bug {bug} did not show"));
+                s
+            }
+            Outcome::InfraError { reason } => {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
+                s.set_message("infrastructure error");
+                s.set_description(reason.clone());
+                s
+            }
+            Outcome::Skipped { reason } => {
+                let mut s = TestCaseStatus::skipped();
+                s.set_message(reason.clone());
+                s
+            }
+        };
+        let mut case = TestCase::new(name, status);
+        case.set_classname(r.suite.clone());
+        case.set_time(std::time::Duration::from_secs_f64(r.seconds));
+        if let Outcome::Judged(Verdict::ExpectedFail { bug }) = &r.outcome {
+            case.set_system_out(format!(
+                "expected failure (known bug {bug}):\n{}",
+                r.failure.clone().unwrap_or_default()
+            ));
+        }
+        suites
+            .entry(r.suite.clone())
+            .or_insert_with(|| TestSuite::new(r.suite.clone()))
+            .add_test_case(case);
+    }
+    for (_, s) in suites {
+        report.add_test_suite(s);
+    }
+    report.to_string().unwrap_or_default()
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The single-file HTML report.
+pub fn html(r: &JsonReport) -> String {
+    let mut rows = String::new();
+    let mut details = String::new();
+    for (i, x) in r.results.iter().enumerate() {
+        let class = match &x.outcome {
+            Outcome::Judged(Verdict::Pass) => "pass",
+            Outcome::Judged(Verdict::ExpectedFail { .. }) => "xfail",
+            Outcome::Skipped { .. } => "skip",
+            _ => "fail",
+        };
+        let note = match &x.outcome {
+            Outcome::Judged(Verdict::ExpectedFail { bug })
+            | Outcome::Judged(Verdict::UnexpectedPass { bug }) => bug.clone(),
+            Outcome::Skipped { reason } | Outcome::InfraError { reason } => reason.clone(),
+            _ => String::new(),
+        };
+        let link = if x.failure.is_some() {
+            format!("<a href=\"#d{i}\">details</a>")
+        } else {
+            String::new()
+        };
+        rows.push_str(&format!(
+            "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td class=\"res\">{}</td><td>{:.1}</td><td>{}</td><td>{link}</td></tr>\n",
+            esc(&x.suite),
+            esc(&x.scenario),
+            esc(&x.profile),
+            x.outcome.label(),
+            x.seconds,
+            esc(&note)
+        ));
+        if let Some(f) = &x.failure {
+            let d = x.diagnostics.clone().unwrap_or_default();
+            details.push_str(&format!(
+                "<section id=\"d{i}\" class=\"diag\"><h3>{} — {}</h3><h4>Failure</h4><pre class=\"failure\">{}</pre><h4>Events</h4><pre>{}</pre><h4>Objects</h4><details><summary>YAML</summary><pre>{}</pre></details><h4>Controller log (scenario window)</h4><details><summary>{} lines</summary><pre>{}</pre></details></section>\n",
+                esc(&x.scenario),
+                x.outcome.label(),
+                esc(f),
+                esc(&d.events.join("\n")),
+                esc(&d.objects),
+                d.manager_log.lines().count(),
+                esc(&d.manager_log)
+            ));
+        }
+    }
+    let plan = r
+        .plan
+        .as_ref()
+        .map(|p| {
+            format!(
+                "Kubernetes {} · {} · {} cluster(s)",
+                p.kubernetes,
+                p.controller,
+                p.clusters.len()
+            )
+        })
+        .unwrap_or_default();
+    let state = if r.finished {
+        "finished"
+    } else {
+        "in progress"
+    };
+    let counts = summary_line(&r.counts);
+    format!(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>harness {id}</title><style>
+body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}
+tr.pass .res{{background:#cfc}}tr.xfail .res{{background:#ffd}}tr.skip .res{{background:#eee}}tr.fail .res{{background:#fcc}}
+pre{{background:#f6f6f6;padding:8px;overflow:auto;max-height:40em}}pre.failure{{background:#fee}}
+</style></head><body>
+<h1>harness run {id}</h1><p>{plan} — {state}</p><p id=\"summary\">{counts}</p>
+<table><thead><tr><th>suite</th><th>scenario</th><th>profile</th><th>result</th><th>seconds</th><th>note</th><th></th></tr></thead><tbody>
+{rows}</tbody></table>
+<h2>Failures</h2>
+{details}</body></html>\n",
+        id = esc(&r.run_id),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::Diagnostics;
+
+    fn result(name: &str, outcome: Outcome, failure: Option<&str>) -> ScenarioResult {
+        ScenarioResult {
+            scenario: name.into(),
+            suite: "s".into(),
+            attempt: 1,
+            profile: "default".into(),
+            outcome,
+            failure: failure.map(String::from),
+            seconds: 1.5,
+            diagnostics: failure.map(|_| Diagnostics {
+                events: vec!["Warning FailedCreate <boom>".into()],
+                objects: "kind: Pod".into(),
+                manager_log: "E1121 line".into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn junit_parses_back_with_the_right_counts() {
+        let rs = [
+            result("a", Outcome::Judged(Verdict::Pass), None),
+            result("b", Outcome::Judged(Verdict::Fail), Some("boom")),
+            result(
+                "c",
+                Outcome::Judged(Verdict::ExpectedFail { bug: "k".into() }),
+                Some("sig"),
+            ),
+            result(
+                "d",
+                Outcome::Judged(Verdict::UnexpectedPass { bug: "k".into() }),
+                None,
+            ),
+            result(
+                "e",
+                Outcome::Skipped {
+                    reason: "needs 1.27".into(),
+                },
+                None,
+            ),
+        ];
+        let xml = junit("r1", rs.iter());
+        let parsed = Report::deserialize_from_str(&xml).unwrap();
+        assert_eq!(parsed.tests, 5);
+        assert_eq!(parsed.failures, 2);
+        let suite = &parsed.test_suites[0];
+        let skipped = suite
+            .test_cases
+            .iter()
+            .filter(|c| matches!(c.status, TestCaseStatus::Skipped { .. }))
+            .count();
+        assert_eq!(skipped, 1);
+        let c = suite
+            .test_cases
+            .iter()
+            .find(|c| c.name.as_str() == "c")
+            .unwrap();
+        assert!(
+            c.system_out
+                .as_ref()
+                .unwrap()
+                .as_str()
+                .contains("known bug k")
+        );
+    }
+
+    #[test]
+    fn html_escapes_and_links_failures_to_diagnostics() {
+        let rs = vec![result("b", Outcome::Judged(Verdict::Fail), Some("x <y>"))];
+        let h = html(&JsonReport {
+            run_id: "r".into(),
+            plan: None,
+            finished: true,
+            seconds: Some(1.0),
+            counts: counts(rs.iter()),
+            results: rs,
+        });
+        assert!(h.contains("x &lt;y&gt;"));
+        assert!(h.contains("href=\"#d0\""));
+        assert!(h.contains("Warning FailedCreate &lt;boom&gt;"));
+    }
+}

@@ -1,0 +1,228 @@
+//! The expectations ledger: known bugs as (scenario, controller release range, Kubernetes
+//! range) -> expected failure with its signature. Start with [`Ledger::classify`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::toolchain::KubeVersion;
+
+/// One known bug.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KnownBug {
+    /// Short id.
+    pub id: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// Controller releases that have the bug, inclusive (`v1.5.0`..`v1.7.4`).
+    pub controller: Range,
+    /// Kubernetes minors it shows on, inclusive (`1.27`..`1.32`).
+    pub kubernetes: Range,
+    /// Text the failure must contain for the bug to be recognised.
+    pub signature: String,
+    /// What it is.
+    pub summary: String,
+}
+
+/// An inclusive version range; either end may be open.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Range {
+    /// Lowest, inclusive.
+    #[serde(default)]
+    pub min: Option<String>,
+    /// Highest, inclusive.
+    #[serde(default)]
+    pub max: Option<String>,
+}
+
+/// Parses `v1.7.4`, `1.32` or `1.32.5` into comparable numbers.
+pub fn version_key(v: &str) -> Vec<u64> {
+    v.trim()
+        .trim_start_matches('v')
+        .split(['.', '-'])
+        .map_while(|p| p.parse().ok())
+        .collect()
+}
+
+impl Range {
+    /// Whether `v` is inside (comparing only as many components as the bound has).
+    pub fn contains(&self, v: &str) -> bool {
+        let key = version_key(v);
+        let cut = |bound: &str| {
+            let b = version_key(bound);
+            (key.iter().take(b.len()).copied().collect::<Vec<_>>(), b)
+        };
+        let above = self.min.as_deref().is_none_or(|m| {
+            let (k, b) = cut(m);
+            k >= b
+        });
+        let below = self.max.as_deref().is_none_or(|m| {
+            let (k, b) = cut(m);
+            k <= b
+        });
+        above && below
+    }
+}
+
+/// The ledger file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ledger {
+    /// Known bugs.
+    pub bugs: Vec<KnownBug>,
+}
+
+/// How a scenario's result is judged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Passed, as expected.
+    Pass,
+    /// Failed where no known bug explains it: a regression.
+    Fail,
+    /// Failed as a known bug predicts, with its signature.
+    ExpectedFail {
+        /// The bug id.
+        bug: String,
+    },
+    /// Passed where a known bug predicts a failure.
+    UnexpectedPass {
+        /// The bug id.
+        bug: String,
+    },
+}
+
+impl Verdict {
+    /// Whether it fails a run.
+    pub fn fails_run(&self) -> bool {
+        matches!(self, Verdict::Fail | Verdict::UnexpectedPass { .. })
+    }
+}
+
+/// A ledger that cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("read the ledger {path}: {detail}")]
+pub struct LedgerError {
+    path: String,
+    detail: String,
+}
+
+/// The ledger checked in at `suites/ledger.yaml`.
+pub const BUILTIN: &str = include_str!("../../../suites/ledger.yaml");
+
+impl Ledger {
+    /// Parses a ledger.
+    pub fn parse(text: &str, path: &str) -> Result<Self, LedgerError> {
+        serde_saphyr::from_str(text).map_err(|e| LedgerError {
+            path: path.into(),
+            detail: e.to_string(),
+        })
+    }
+
+    /// The checked-in ledger.
+    pub fn builtin() -> Self {
+        Self::parse(BUILTIN, "suites/ledger.yaml").expect("the checked-in ledger parses")
+    }
+
+    /// The known bug predicted for this cell, if any.
+    pub fn expected(
+        &self,
+        scenario: &str,
+        controller: &str,
+        kubernetes: KubeVersion,
+    ) -> Option<&KnownBug> {
+        let k = kubernetes.minor_string();
+        self.bugs.iter().find(|b| {
+            b.scenario == scenario && b.controller.contains(controller) && b.kubernetes.contains(&k)
+        })
+    }
+
+    /// Judges a result: `failure` is the failure text, or None for a pass.
+    pub fn classify(
+        &self,
+        scenario: &str,
+        controller: &str,
+        kubernetes: KubeVersion,
+        failure: Option<&str>,
+    ) -> Verdict {
+        match (self.expected(scenario, controller, kubernetes), failure) {
+            (None, None) => Verdict::Pass,
+            (None, Some(_)) => Verdict::Fail,
+            (Some(bug), None) => Verdict::UnexpectedPass {
+                bug: bug.id.clone(),
+            },
+            (Some(bug), Some(text)) if text.contains(&bug.signature) => Verdict::ExpectedFail {
+                bug: bug.id.clone(),
+            },
+            (Some(_), Some(_)) => Verdict::Fail,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ledger() -> Ledger {
+        Ledger::parse(
+            "bugs:\n- id: b1\n  scenario: s\n  controller: {min: v1.5.0, max: v1.7.4}\n  kubernetes: {min: '1.27', max: '1.32'}\n  signature: 'Not found'\n  summary: x\n",
+            "t",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn ranges_compare_by_the_bounds_precision() {
+        let r = Range {
+            min: Some("1.27".into()),
+            max: Some("1.32".into()),
+        };
+        assert!(r.contains("1.32"));
+        assert!(r.contains("1.32.5"));
+        assert!(!r.contains("1.33"));
+        assert!(!r.contains("1.26"));
+        let c = Range {
+            min: None,
+            max: Some("v1.7.4".into()),
+        };
+        assert!(c.contains("v1.7.0"));
+        assert!(!c.contains("v1.8.0"));
+    }
+
+    #[test]
+    fn classification_covers_every_case() {
+        let l = ledger();
+        let k132: KubeVersion = "1.32".parse().unwrap();
+        let k137: KubeVersion = "1.37".parse().unwrap();
+        assert_eq!(l.classify("s", "v1.9.0", k132, None), Verdict::Pass);
+        assert_eq!(l.classify("s", "v1.9.0", k132, Some("boom")), Verdict::Fail);
+        assert_eq!(
+            l.classify("s", "v1.7.0", k132, Some("x: Not found: y")),
+            Verdict::ExpectedFail { bug: "b1".into() }
+        );
+        assert_eq!(
+            l.classify("s", "v1.7.0", k132, Some("other")),
+            Verdict::Fail
+        );
+        assert_eq!(
+            l.classify("s", "v1.7.0", k132, None),
+            Verdict::UnexpectedPass { bug: "b1".into() }
+        );
+        assert_eq!(
+            l.classify("s", "v1.7.0", k137, Some("x: Not found")),
+            Verdict::Fail
+        );
+        assert!(Verdict::Fail.fails_run());
+        assert!(!Verdict::ExpectedFail { bug: "b".into() }.fails_run());
+    }
+
+    #[test]
+    fn the_checked_in_ledger_parses_and_names_real_scenarios() {
+        let names: Vec<&str> = crate::suites::all().iter().map(|s| s.name).collect();
+        for b in Ledger::builtin().bugs {
+            assert!(
+                names.contains(&b.scenario.as_str()),
+                "{} names no scenario",
+                b.id
+            );
+            assert!(!b.signature.is_empty());
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! Checks run after every scenario, whatever it asked: no orphaned pods or PVCs in its
+//! namespace, no unexpected Warning events. (That the manager neither exited nor restarted is
+//! checked by the runner with [`crate::bundle::Manager::check`].)
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
+use kube::api::{Api, DynamicObject, GroupVersionKind, ListParams};
+use kube::core::ObjectMeta;
+
+/// Pods and PVCs in `namespace` without a controller owner, or whose owner no longer exists,
+/// named with their labels.
+pub async fn orphans(client: &kube::Client, namespace: &str) -> Result<Vec<String>, kube::Error> {
+    let mut found = vec![];
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    for p in pods.list(&ListParams::default()).await?.items {
+        if p.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        if let Some(why) = orphaned(client, namespace, &p.metadata).await? {
+            found.push(describe("pod", &p.metadata, &why));
+        }
+    }
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    for c in pvcs.list(&ListParams::default()).await?.items {
+        if c.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        if let Some(why) = orphaned(client, namespace, &c.metadata).await? {
+            found.push(describe("pvc", &c.metadata, &why));
+        }
+    }
+    Ok(found)
+}
+
+fn describe(kind: &str, meta: &ObjectMeta, why: &str) -> String {
+    let labels: BTreeMap<String, String> = meta.labels.clone().unwrap_or_default();
+    format!(
+        "orphaned {kind} {} (labels {}): {why}",
+        meta.name.clone().unwrap_or_default(),
+        labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    )
+}
+
+async fn orphaned(
+    client: &kube::Client,
+    namespace: &str,
+    meta: &ObjectMeta,
+) -> Result<Option<String>, kube::Error> {
+    let refs = meta.owner_references.clone().unwrap_or_default();
+    let Some(owner) = refs
+        .iter()
+        .find(|r| r.controller == Some(true))
+        .or(refs.first())
+    else {
+        return Ok(Some("no owner reference".into()));
+    };
+    let (group, version) = owner
+        .api_version
+        .split_once('/')
+        .unwrap_or(("", owner.api_version.as_str()));
+    let gvk = GroupVersionKind::gvk(group, version, &owner.kind);
+    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk).await?;
+    let api: Api<DynamicObject> = match caps.scope {
+        kube::discovery::Scope::Namespaced => Api::namespaced_with(client.clone(), namespace, &ar),
+        kube::discovery::Scope::Cluster => Api::all_with(client.clone(), &ar),
+    };
+    Ok(match api.get_opt(&owner.name).await? {
+        Some(o) if o.metadata.uid.as_deref() == Some(owner.uid.as_str()) => None,
+        _ => Some(format!(
+            "owner {} {} ({}) no longer exists",
+            owner.kind, owner.name, owner.uid
+        )),
+    })
+}
+
+/// Optimistic-concurrency conflicts between Kubernetes' own controllers: retried, not a
+/// finding.
+pub fn transient(message: &str) -> bool {
+    message
+        .contains("the object has been modified; please apply your changes to the latest version")
+}
+
+/// Warning events in `namespace` whose reason is not in `allowed` (transient conflicts aside).
+pub async fn unexpected_warnings(
+    client: &kube::Client,
+    namespace: &str,
+    allowed: &[&str],
+) -> Result<Vec<String>, kube::Error> {
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+    Ok(events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .filter(|e| !allowed.contains(&e.reason.as_deref().unwrap_or_default()))
+        .filter(|e| !transient(e.message.as_deref().unwrap_or_default()))
+        .map(|e| {
+            format!(
+                "Warning {} on {} {}: {}",
+                e.reason.unwrap_or_default(),
+                e.involved_object.kind.unwrap_or_default(),
+                e.involved_object.name.unwrap_or_default(),
+                e.message.unwrap_or_default()
+            )
+        })
+        .collect())
+}

@@ -1,0 +1,176 @@
+//! Scenarios as values. Start with [`Scenario`]: a name, a suite, labels, [`Requirements`] and
+//! an async body over a typed [`Ctx`] (its own namespace, a client, cluster facts, timeouts and
+//! a cleanup stack). [`wait`] has the bounded, watch-based waits; [`invariants`] the checks run
+//! after every scenario.
+
+pub mod invariants;
+pub mod wait;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject, GroupVersionKind, PostParams};
+use serde::{Deserialize, Serialize};
+
+use crate::bundle::ControllerRef;
+use crate::toolchain::KubeVersion;
+
+/// A scenario body.
+pub type Body = fn(Ctx) -> Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
+
+/// What a scenario needs from its cell.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Requirements {
+    /// Oldest Kubernetes minor it runs on (inclusive), e.g. (1, 27).
+    pub min_kubernetes: Option<(u32, u32)>,
+    /// Newest Kubernetes minor it runs on (inclusive).
+    pub max_kubernetes: Option<(u32, u32)>,
+    /// apiserver (control plane) feature gates.
+    pub apiserver_gates: BTreeMap<String, bool>,
+    /// Controller manager feature gates.
+    pub controller_gates: BTreeMap<String, bool>,
+}
+
+impl Requirements {
+    /// Why the scenario cannot run on `kubernetes`, if it cannot.
+    pub fn unmet(&self, kubernetes: KubeVersion) -> Option<String> {
+        let v = (kubernetes.major, kubernetes.minor);
+        if let Some(min) = self.min_kubernetes
+            && v < min
+        {
+            return Some(format!(
+                "needs Kubernetes >= {}.{}, cell has {kubernetes}",
+                min.0, min.1
+            ));
+        }
+        if let Some(max) = self.max_kubernetes
+            && v > max
+        {
+            return Some(format!(
+                "needs Kubernetes <= {}.{}, cell has {kubernetes}",
+                max.0, max.1
+            ));
+        }
+        None
+    }
+}
+
+/// One conformance scenario.
+#[derive(Clone)]
+pub struct Scenario {
+    /// Unique name, `suite/short-name`.
+    pub name: &'static str,
+    /// Suite (feature area).
+    pub suite: &'static str,
+    /// One line saying what it establishes.
+    pub summary: &'static str,
+    /// Labels for `--labels`.
+    pub labels: &'static [&'static str],
+    /// What it needs.
+    pub requires: Requirements,
+    /// Warning event reasons the scenario expects (not counted by the invariants).
+    pub allowed_warnings: &'static [&'static str],
+    /// Its body.
+    pub body: Body,
+}
+
+impl std::fmt::Debug for Scenario {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scenario")
+            .field("name", &self.name)
+            .field("requires", &self.requires)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Facts about the cell a scenario runs in.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Facts {
+    /// Kubernetes version.
+    pub kubernetes: KubeVersion,
+    /// Controller under test.
+    pub controller: ControllerRef,
+    /// Node names by zone.
+    pub zones: BTreeMap<String, Vec<String>>,
+}
+
+/// Timeouts a scenario uses.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// For a workload to converge.
+    pub converge: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            converge: Duration::from_secs(90),
+        }
+    }
+}
+
+/// What a scenario body gets: its own namespace, a client and the cell's facts.
+#[derive(Clone)]
+pub struct Ctx {
+    /// The scenario's own namespace (created before, deleted after).
+    pub namespace: String,
+    /// An admin client.
+    pub client: kube::Client,
+    /// Cell facts.
+    pub facts: Facts,
+    /// Timeouts.
+    pub timeouts: Timeouts,
+}
+
+impl Ctx {
+    /// A typed API in the scenario's namespace.
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// A dynamic API for `apiVersion` + `kind` (namespaced ones in the scenario's namespace).
+    pub async fn dyn_api(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> anyhow::Result<Api<DynamicObject>> {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let (ar, caps) = kube::discovery::pinned_kind(&self.client, &gvk).await?;
+        Ok(match caps.scope {
+            kube::discovery::Scope::Namespaced => {
+                Api::namespaced_with(self.client.clone(), &self.namespace, &ar)
+            }
+            kube::discovery::Scope::Cluster => Api::all_with(self.client.clone(), &ar),
+        })
+    }
+
+    /// Creates an object given as JSON (`apiVersion` and `kind` pick the API).
+    pub async fn create(&self, obj: serde_json::Value) -> Result<DynamicObject, kube::Error> {
+        let api = self
+            .dyn_api(
+                obj["apiVersion"].as_str().unwrap_or_default(),
+                obj["kind"].as_str().unwrap_or_default(),
+            )
+            .await
+            .map_err(|e| kube::Error::Service(e.into()))?;
+        let o: DynamicObject = serde_json::from_value(obj).map_err(kube::Error::SerdeError)?;
+        api.create(&PostParams::default(), &o).await
+    }
+
+    /// A name unique to this scenario, for cluster-scoped objects.
+    pub fn unique(&self, base: &str) -> String {
+        format!("{base}-{}", self.namespace)
+    }
+}
+
+/// The status of a dynamic object, or null.
+pub fn status(o: &DynamicObject) -> &serde_json::Value {
+    &o.data["status"]
+}

@@ -1,0 +1,7 @@
+//! The scenarios. They live in the top-level `suites/` directory, one file per feature area,
+//! and are compiled into this crate.
+
+#[path = "../../suites/mod.rs"]
+mod all;
+
+pub use all::*;

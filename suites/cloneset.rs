@@ -1,0 +1,188 @@
+//! CloneSet: recreating pods and PVCs when the image and volumeClaimTemplates change together
+//! (S2 and its template-only and InPlaceOnly steps).
+
+use std::collections::BTreeMap;
+
+use anyhow::ensure;
+use futures::FutureExt;
+use serde_json::json;
+
+use super::common::*;
+use crate::scenario::{Ctx, Requirements, Scenario};
+
+const GATE: &str = "RecreatePodWhenChangeVCTInCloneSetGate";
+
+fn requires() -> Requirements {
+    Requirements {
+        controller_gates: BTreeMap::from([(GATE.to_string(), true)]),
+        ..Default::default()
+    }
+}
+
+/// The scenarios of this suite.
+pub fn scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario {
+            name: "cloneset/recreate-pods-and-pvcs-on-image-and-template-change",
+            suite: "cloneset",
+            summary: "image + volumeClaimTemplate size change together recreates every pod and its PVCs at the new size (S2)",
+            labels: &["seed", "s2", "pvc"],
+            requires: requires(),
+            allowed_warnings: &[],
+            body: |ctx| s2_together(ctx).boxed(),
+        },
+        Scenario {
+            name: "cloneset/template-only-change-touches-no-pod",
+            suite: "cloneset",
+            summary: "a volumeClaimTemplate-only change leaves every pod alone (S2 step 2)",
+            labels: &["s2", "pvc"],
+            requires: requires(),
+            allowed_warnings: &[],
+            body: |ctx| s2_template_only(ctx).boxed(),
+        },
+        Scenario {
+            name: "cloneset/in-place-only-keeps-pods-and-pvcs",
+            suite: "cloneset",
+            summary: "with InPlaceOnly an image change updates in place and PVCs stay (S2 step 3)",
+            labels: &["s2", "pvc", "in-place"],
+            requires: requires(),
+            allowed_warnings: &[],
+            body: |ctx| s2_in_place_only(ctx).boxed(),
+        },
+    ]
+}
+
+const NAME: &str = "vct";
+const SELECTOR: &str = "app=vct";
+
+async fn start(ctx: &Ctx, strategy: &str) -> anyhow::Result<BTreeMap<String, String>> {
+    create(ctx, with_data_volume(cloneset(NAME, 2, strategy), "1Gi")).await?;
+    rolled_out(ctx, "apps.kruise.io/v1alpha1", "CloneSet", NAME, 2, &[]).await?;
+    pod_uids(ctx, SELECTOR).await
+}
+
+fn storage(c: &k8s_openapi::api::core::v1::PersistentVolumeClaim) -> String {
+    c.spec
+        .as_ref()
+        .and_then(|s| s.resources.as_ref())
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("storage"))
+        .map(|q| q.0.clone())
+        .unwrap_or_default()
+}
+
+/// One update of the volumeClaimTemplate size and, optionally, the image.
+async fn update(ctx: &Ctx, image: Option<&str>, size: &str) -> anyhow::Result<()> {
+    let mut ops = vec![json!({
+        "op": "replace",
+        "path": "/spec/volumeClaimTemplates/0/spec/resources/requests/storage",
+        "value": size
+    })];
+    if let Some(image) = image {
+        ops.push(json!({"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": image}));
+    }
+    json_patch(ctx, "apps.kruise.io/v1alpha1", "CloneSet", NAME, json!(ops)).await
+}
+
+async fn s2_together(ctx: Ctx) -> anyhow::Result<()> {
+    let before = start(&ctx, "InPlaceIfPossible").await?;
+    let old_claims: Vec<String> = claims(&ctx, SELECTOR)
+        .await?
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    update(&ctx, Some(IMAGE_V2), "2Gi").await?;
+    rolled_out(&ctx, "apps.kruise.io/v1alpha1", "CloneSet", NAME, 2, &[]).await?;
+    let after = pod_uids(&ctx, SELECTOR).await?;
+    let kept: Vec<&String> = after
+        .values()
+        .filter(|u| before.values().any(|b| b == *u))
+        .collect();
+    ensure!(
+        kept.is_empty(),
+        "pods were updated in place: {} of {} kept their UID across an image + volumeClaimTemplates change",
+        kept.len(),
+        after.len()
+    );
+    // Every current claim asks for the new size; the old claims are gone.
+    let current = claims(&ctx, SELECTOR).await?;
+    for c in &current {
+        ensure!(
+            storage(c) == "2Gi",
+            "PVC {} still requests {} after the template asked for 2Gi",
+            c.metadata.name.clone().unwrap_or_default(),
+            storage(c)
+        );
+    }
+    let lingering: Vec<&String> = old_claims
+        .iter()
+        .filter(|n| current.iter().any(|c| c.metadata.name.as_ref() == Some(n)))
+        .collect();
+    ensure!(
+        lingering.is_empty(),
+        "old PVCs were not recreated: {lingering:?}"
+    );
+    ensure!(
+        current.len() == after.len(),
+        "{} PVCs for {} pods with one volumeClaimTemplate",
+        current.len(),
+        after.len()
+    );
+    Ok(())
+}
+
+async fn s2_template_only(ctx: Ctx) -> anyhow::Result<()> {
+    let before = start(&ctx, "InPlaceIfPossible").await?;
+    update(&ctx, None, "2Gi").await?;
+    rolled_out(&ctx, "apps.kruise.io/v1alpha1", "CloneSet", NAME, 2, &[]).await?;
+    let after = pod_uids(&ctx, SELECTOR).await?;
+    ensure!(
+        before == after,
+        "pods were touched by a template-only change: before {before:?}, after {after:?}"
+    );
+    for p in pods(&ctx, SELECTOR).await? {
+        let restarts = container_status(&p, "main")
+            .map(|s| s.restart_count)
+            .unwrap_or(-1);
+        ensure!(
+            restarts == 0,
+            "pod {:?} restarted {restarts} times",
+            p.metadata.name
+        );
+    }
+    Ok(())
+}
+
+async fn s2_in_place_only(ctx: Ctx) -> anyhow::Result<()> {
+    let before = start(&ctx, "InPlaceOnly").await?;
+    let claims_before: Vec<String> = claims(&ctx, SELECTOR)
+        .await?
+        .into_iter()
+        .filter_map(|c| c.metadata.uid)
+        .collect();
+    set_image(&ctx, "apps.kruise.io/v1alpha1", "CloneSet", NAME, IMAGE_V2).await?;
+    rolled_out(&ctx, "apps.kruise.io/v1alpha1", "CloneSet", NAME, 2, &[]).await?;
+    ensure!(
+        before == pod_uids(&ctx, SELECTOR).await?,
+        "pods were recreated under InPlaceOnly"
+    );
+    for p in pods(&ctx, SELECTOR).await? {
+        let s = container_status(&p, "main");
+        ensure!(
+            s.as_ref()
+                .is_some_and(|s| s.image == IMAGE_V2 && s.restart_count >= 1),
+            "pod {:?} was not restarted in place with {IMAGE_V2}: {s:?}",
+            p.metadata.name
+        );
+    }
+    let mut claims_after: Vec<String> = claims(&ctx, SELECTOR)
+        .await?
+        .into_iter()
+        .filter_map(|c| c.metadata.uid)
+        .collect();
+    let mut cb = claims_before;
+    cb.sort();
+    claims_after.sort();
+    ensure!(cb == claims_after, "PVCs changed under an in-place update");
+    Ok(())
+}

@@ -1,0 +1,163 @@
+//! Selector immutability: the Advanced DaemonSet (S5) and, beside it, CloneSet and a native
+//! Deployment as a control.
+
+use anyhow::{bail, ensure};
+use futures::FutureExt;
+use serde_json::json;
+
+use super::common::*;
+use crate::scenario::wait::{Check, until};
+use crate::scenario::{Ctx, Requirements, Scenario, status};
+
+/// The scenarios of this suite.
+pub fn scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario {
+            name: "daemonset/advanced-daemonset-selector-is-immutable",
+            suite: "daemonset",
+            summary: "updating an Advanced DaemonSet's selector is refused; pods keep their owner (S5)",
+            labels: &["seed", "s5", "webhook", "selector"],
+            requires: Requirements::default(),
+            allowed_warnings: &[],
+            body: |ctx| selector_immutable(ctx, Workload::AdvancedDaemonSet).boxed(),
+        },
+        Scenario {
+            name: "daemonset/cloneset-selector-is-immutable",
+            suite: "daemonset",
+            summary: "updating a CloneSet's selector is refused",
+            labels: &["selector", "webhook"],
+            requires: Requirements::default(),
+            allowed_warnings: &[],
+            body: |ctx| selector_immutable(ctx, Workload::CloneSet).boxed(),
+        },
+        Scenario {
+            name: "daemonset/native-deployment-selector-is-immutable",
+            suite: "daemonset",
+            summary: "control: the apiserver refuses a Deployment selector update",
+            labels: &["selector", "control"],
+            requires: Requirements::default(),
+            allowed_warnings: &[],
+            body: |ctx| selector_immutable(ctx, Workload::Deployment).boxed(),
+        },
+    ]
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Workload {
+    AdvancedDaemonSet,
+    CloneSet,
+    Deployment,
+}
+
+async fn selector_immutable(ctx: Ctx, w: Workload) -> anyhow::Result<()> {
+    let name = "sel";
+    let (api_version, kind) = match w {
+        Workload::AdvancedDaemonSet => ("apps.kruise.io/v1alpha1", "DaemonSet"),
+        Workload::CloneSet => ("apps.kruise.io/v1alpha1", "CloneSet"),
+        Workload::Deployment => ("apps/v1", "Deployment"),
+    };
+    let mut m = cloneset(name, 2, "ReCreate");
+    m["apiVersion"] = json!(api_version);
+    m["kind"] = json!(kind);
+    m["spec"]["template"]["metadata"]["labels"]["tier"] = json!("node");
+    let spec = m["spec"].as_object_mut().expect("object");
+    match w {
+        Workload::AdvancedDaemonSet => {
+            spec.remove("replicas");
+            spec.remove("updateStrategy");
+        }
+        Workload::Deployment => {
+            spec.remove("updateStrategy");
+        }
+        Workload::CloneSet => {}
+    }
+    create(&ctx, m).await?;
+    let api = ctx.dyn_api(api_version, kind).await?;
+    let nodes = ctx.facts.zones.values().map(Vec::len).sum::<usize>() as i64;
+    let want = if matches!(w, Workload::AdvancedDaemonSet) {
+        nodes
+    } else {
+        2
+    };
+    until(
+        &api,
+        name,
+        &format!("{kind} {name} ready"),
+        ctx.timeouts.converge,
+        move |o| {
+            async move {
+                let Some(o) = o else {
+                    return Check::Pending("absent".into());
+                };
+                let s = status(&o);
+                let ready = s["numberReady"].as_i64().or(s["readyReplicas"].as_i64());
+                Check::when(ready == Some(want), || {
+                    format!("ready {ready:?}, want {want}")
+                })
+            }
+            .boxed()
+        },
+    )
+    .await?;
+    let before = pod_uids(&ctx, &format!("app={name}")).await?;
+
+    // A selector that still matches the template.
+    let update = patch(
+        &ctx,
+        api_version,
+        kind,
+        name,
+        json!({"spec": {"selector": {"matchLabels": {"app": name, "tier": "node"}}}}),
+    )
+    .await;
+    match update {
+        Err(kube::Error::Api(e)) if e.code == 422 || e.code == 403 || e.code == 400 => {
+            ensure!(
+                e.message.contains("Forbidden") || e.message.contains("immutable"),
+                "the selector update was refused for another reason: {}",
+                e.message
+            );
+        }
+        Err(e) => return Err(refusal(e)),
+        Ok(o) => {
+            // Give the controller the chance to act on it, so what it does is seen.
+            let generation = o.metadata.generation;
+            until(
+                &api,
+                name,
+                "controller observes the accepted update",
+                ctx.timeouts.converge,
+                move |o| {
+                    async move {
+                        let Some(o) = o else {
+                            return Check::Pending("absent".into());
+                        };
+                        Check::when(
+                            status(&o)["observedGeneration"].as_i64() == generation,
+                            || format!("observedGeneration {}", status(&o)["observedGeneration"]),
+                        )
+                    }
+                    .boxed()
+                },
+            )
+            .await?;
+            bail!("the {kind} selector update was accepted; it must be refused as immutable");
+        }
+    }
+    let after = pod_uids(&ctx, &format!("app={name}")).await?;
+    ensure!(
+        before == after,
+        "pods changed after a refused selector update: {before:?} -> {after:?}"
+    );
+    for p in pods(&ctx, &format!("app={name}")).await? {
+        ensure!(
+            p.metadata
+                .owner_references
+                .as_ref()
+                .is_some_and(|r| r.iter().any(|r| r.controller == Some(true))),
+            "pod {:?} lost its controller owner reference",
+            p.metadata.name
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,117 @@
+//! SidecarSet: in-place update of pods with an injected sidecar under
+//! InPlacePodVerticalScaling (S3).
+
+use std::collections::BTreeMap;
+
+use anyhow::ensure;
+use futures::FutureExt;
+use serde_json::json;
+
+use super::common::*;
+use crate::scenario::wait::{Check, until};
+use crate::scenario::{Ctx, Requirements, Scenario, status};
+
+/// The scenarios of this suite.
+pub fn scenarios() -> Vec<Scenario> {
+    vec![Scenario {
+        name: "sidecarset/in-place-update-with-injected-sidecar",
+        suite: "sidecarset",
+        summary: "with InPlacePodVerticalScaling on, an image change updates pods with an injected sidecar in place (S3)",
+        labels: &["seed", "s3", "in-place"],
+        requires: Requirements {
+            apiserver_gates: BTreeMap::from([("InPlacePodVerticalScaling".to_string(), true)]),
+            ..Default::default()
+        },
+        allowed_warnings: &[],
+        body: |ctx| s3(ctx).boxed(),
+    }]
+}
+
+async fn s3(ctx: Ctx) -> anyhow::Result<()> {
+    let sidecarset = ctx.unique("logger");
+    let api = ctx.dyn_api("apps.kruise.io/v1alpha1", "SidecarSet").await?;
+    let created = create(
+        &ctx,
+        json!({
+            "apiVersion": "apps.kruise.io/v1alpha1",
+            "kind": "SidecarSet",
+            "metadata": {"name": sidecarset},
+            "spec": {
+                "selector": {"matchLabels": {"harness-sidecar": ctx.namespace}},
+                "containers": [{"name": "logger", "image": "busybox:1.36", "command": ["sleep", "3600"]}]
+            }
+        }),
+    )
+    .await?;
+    let result = async {
+        let generation = created.metadata.generation;
+        until(
+            &api,
+            &sidecarset,
+            "SidecarSet observed",
+            ctx.timeouts.converge,
+            move |o| {
+                async move {
+                    match o {
+                        Some(o) => Check::when(
+                            status(&o)["observedGeneration"].as_i64() == generation,
+                            || format!("status {}", status(&o)),
+                        ),
+                        None => Check::Pending("absent".into()),
+                    }
+                }
+                .boxed()
+            },
+        )
+        .await?;
+
+        let mut w = cloneset("app", 2, "InPlaceIfPossible");
+        w["spec"]["template"]["metadata"]["labels"]["harness-sidecar"] = json!(ctx.namespace);
+        w["spec"]["template"]["spec"]["containers"][0]["resources"] = json!({
+            "requests": {"cpu": "100m", "memory": "64Mi"},
+            "limits": {"cpu": "200m", "memory": "128Mi"}
+        });
+        create(&ctx, w).await?;
+        rolled_out(&ctx, "apps.kruise.io/v1alpha1", "CloneSet", "app", 2, &[]).await?;
+        let before = pod_uids(&ctx, "app=app").await?;
+        for p in pods(&ctx, "app=app").await? {
+            let names: Vec<String> = p
+                .spec
+                .as_ref()
+                .map(|s| s.containers.iter().map(|c| c.name.clone()).collect())
+                .unwrap_or_default();
+            ensure!(
+                names.contains(&"logger".to_string()),
+                "sidecar not injected into {:?}: {names:?}",
+                p.metadata.name
+            );
+        }
+        set_image(&ctx, "apps.kruise.io/v1alpha1", "CloneSet", "app", IMAGE_V2).await?;
+        rolled_out(
+            &ctx,
+            "apps.kruise.io/v1alpha1",
+            "CloneSet",
+            "app",
+            2,
+            &["FailedUpdatePodInPlace"],
+        )
+        .await?;
+        ensure!(
+            before == pod_uids(&ctx, "app=app").await?,
+            "pods were recreated instead of updated in place"
+        );
+        for p in pods(&ctx, "app=app").await? {
+            let s = container_status(&p, "main");
+            ensure!(
+                s.as_ref()
+                    .is_some_and(|s| s.image == IMAGE_V2 && s.restart_count >= 1),
+                "container main of {:?} was not restarted with {IMAGE_V2}: {s:?}",
+                p.metadata.name
+            );
+        }
+        Ok(())
+    }
+    .await;
+    let _ = api.delete(&sidecarset, &Default::default()).await;
+    result
+}
