@@ -101,13 +101,16 @@ async fn selector_immutable(ctx: Ctx, w: Workload) -> anyhow::Result<()> {
     .await?;
     let before = pod_uids(&ctx, &format!("app={name}")).await?;
 
-    // A selector that still matches the template.
+    // A new selector that still matches the (updated) template, and no longer the old pods.
     let update = patch(
         &ctx,
         api_version,
         kind,
         name,
-        json!({"spec": {"selector": {"matchLabels": {"app": name, "tier": "node"}}}}),
+        json!({"spec": {
+            "selector": {"matchLabels": {"app": name, "release": "v2"}},
+            "template": {"metadata": {"labels": {"release": "v2"}}}
+        }}),
     )
     .await;
     match update {

@@ -224,7 +224,7 @@ pub struct ScenarioResult {
 
 /// A result's classification.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
+#[serde(tag = "result", rename_all = "kebab-case")]
 pub enum Outcome {
     /// Ran and was judged.
     Judged(Verdict),

@@ -1,0 +1,274 @@
+//! The main job end to end: `harness run` against real clusters and real OpenKruise releases,
+//! classified against the ledger, with reports that parse back and render.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+struct Run {
+    code: Option<i32>,
+    report: Value,
+    dir: std::path::PathBuf,
+    _reports: tempfile::TempDir,
+}
+
+fn harness_run(args: &[&str]) -> Run {
+    let reports = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .arg("run")
+        .args(args)
+        .arg("--report-dir")
+        .arg(reports.path())
+        .env("HARNESS_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}");
+    let dir = reports.path().join("latest");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap();
+    assert!(report["finished"].as_bool().unwrap());
+    assert!(
+        std::fs::read_dir(state.path().join("clusters"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+            == 0,
+        "the run left clusters behind"
+    );
+    Run {
+        code: out.status.code(),
+        report,
+        dir: std::fs::canonicalize(&dir).unwrap(),
+        _reports: reports,
+    }
+}
+
+/// (scenario, outcome as JSON text, failure) for every result.
+fn outcomes(r: &Value) -> Vec<(String, String, String)> {
+    r["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["scenario"].as_str().unwrap().to_string(),
+                x["outcome"].to_string(),
+                x["failure"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn seed(name: &str) -> &'static str {
+    match name {
+        "workloadspread/cloneset-volume-claim-templates" => "S1",
+        "cloneset/recreate-pods-and-pvcs-on-image-and-template-change" => "S2",
+        "sidecarset/in-place-update-with-injected-sidecar" => "S3",
+        "workloadspread/deployment-priority-class-patch" => "S4",
+        "daemonset/advanced-daemonset-selector-is-immutable" => "S5",
+        _ => "",
+    }
+}
+
+/// Runs the seed scenarios against `release` and checks each one's result: `bad` lists the
+/// seeds expected to fail as known bugs, every other seed must pass.
+fn check_release(release: &str, bad: &[&str]) -> Run {
+    let run = harness_run(&[
+        "--controller",
+        &format!("openkruise@{release}"),
+        "--labels",
+        "seed",
+    ]);
+    assert_eq!(run.code, Some(0), "{}", run.report);
+    let results = outcomes(&run.report);
+    assert_eq!(results.len(), 5, "{results:?}");
+    for (name, verdict, failure) in &results {
+        let s = seed(name);
+        if bad.contains(&s) {
+            assert!(
+                verdict.contains("expected-fail"),
+                "{s} on {release}: {verdict} {failure}"
+            );
+        } else {
+            assert!(
+                verdict.contains("\"pass\""),
+                "{s} on {release}: {verdict} {failure}"
+            );
+        }
+    }
+    run
+}
+
+#[test]
+fn every_seed_scenario_passes_on_the_default_release() {
+    let run = harness_run(&[]);
+    assert_eq!(run.code, Some(0), "{}", run.report);
+    for (name, verdict, failure) in outcomes(&run.report) {
+        assert!(verdict.contains("\"pass\""), "{name}: {verdict} {failure}");
+    }
+    // JUnit parses back with the right counts.
+    let xml = std::fs::read_to_string(run.dir.join("junit.xml")).unwrap();
+    let junit = quick_junit::Report::deserialize_from_str(&xml).unwrap();
+    assert_eq!(junit.tests, run.report["results"].as_array().unwrap().len());
+    assert_eq!(junit.failures, 0);
+}
+
+#[test]
+fn v1_7_0_shows_s1_and_s4_with_their_signatures() {
+    let run = check_release("v1.7.0", &["S1", "S4"]);
+    let results = outcomes(&run.report);
+    let s1 = results.iter().find(|r| seed(&r.0) == "S1").unwrap();
+    assert!(s1.2.contains("volumeMounts[0].name: Not found"), "{}", s1.2);
+    let s4 = results.iter().find(|r| seed(&r.0) == "S4").unwrap();
+    assert!(
+        s4.2.contains("must not be provided in pod spec"),
+        "{}",
+        s4.2
+    );
+}
+
+#[test]
+fn v1_6_0_also_shows_s2_and_s3() {
+    let run = check_release("v1.6.0", &["S1", "S2", "S3", "S4"]);
+    let s3 = outcomes(&run.report)
+        .into_iter()
+        .find(|r| seed(&r.0) == "S3")
+        .unwrap();
+    assert!(s3.2.contains("FailedUpdatePodInPlace"), "{}", s3.2);
+    assert!(
+        s3.2.contains("pod updates may not change fields other than"),
+        "{}",
+        s3.2
+    );
+}
+
+#[test]
+fn v1_5_5_shows_s5_with_the_orphaned_pods_named() {
+    let run = check_release("v1.5.5", &["S1", "S2", "S3", "S4", "S5"]);
+    let s5 = outcomes(&run.report)
+        .into_iter()
+        .find(|r| seed(&r.0) == "S5")
+        .unwrap();
+    assert!(s5.2.contains("selector update was accepted"), "{}", s5.2);
+    assert!(
+        s5.2.contains("orphaned pod sel-"),
+        "the invariant names the orphans: {}",
+        s5.2
+    );
+    assert!(s5.2.contains("app=sel"), "with their labels: {}", s5.2);
+}
+
+fn ledger_without(id: &str, dir: &Path) -> std::path::PathBuf {
+    let builtin: Value = serde_saphyr::from_str(harness::run::ledger::BUILTIN).unwrap();
+    let mut edited = builtin.clone();
+    edited["bugs"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|b| b["id"] != id);
+    assert_ne!(builtin, edited, "{id} is in the ledger");
+    let path = dir.join("ledger.yaml");
+    std::fs::write(&path, serde_json::to_string(&edited).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn an_unknown_bad_combination_is_a_regression_and_its_diagnostics_render() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ledger = ledger_without("kruise-workloadspread-vct-volumes", tmp.path());
+    let run = harness_run(&[
+        "--controller",
+        "openkruise@v1.7.0",
+        "--focus",
+        "workloadspread/cloneset-volume-claim-templates",
+        "--ledger",
+        ledger.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, Some(1), "a regression fails the run");
+    let results = outcomes(&run.report);
+    assert_eq!(results.len(), 1);
+    assert!(results[0].1.contains("\"fail\""), "{:?}", results[0]);
+    let diag = &run.report["results"][0]["diagnostics"];
+    assert!(diag["objects"].as_str().unwrap().contains("kind: CloneSet"));
+    assert!(!diag["manager_log"].as_str().unwrap().is_empty());
+
+    // The HTML report renders in a real browser and shows the failure's diagnostics.
+    let html = run.dir.join("report.html");
+    let chromium = ["chromium", "chromium-browser"]
+        .iter()
+        .find(|b| Command::new(b).arg("--version").output().is_ok())
+        .expect("chromium is installed (.ci/run installs Debian's chromium)");
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(dom.contains("FAIL"), "{dom}");
+    assert!(
+        dom.contains("volumeMounts[0].name: Not found"),
+        "the failure is shown"
+    );
+    assert!(
+        dom.contains("Controller log (scenario window)"),
+        "with its diagnostics"
+    );
+    assert!(dom.contains("href=\"#d0\""), "linked from the table");
+}
+
+#[test]
+fn a_known_bug_that_does_not_show_is_an_unexpected_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("ledger.yaml");
+    std::fs::write(
+        &path,
+        "bugs:\n- id: imagined\n  scenario: daemonset/native-deployment-selector-is-immutable\n  controller: {min: v1.9.0}\n  kubernetes: {}\n  signature: never\n  summary: a bug that is not there\n",
+    )
+    .unwrap();
+    let run = harness_run(&[
+        "--focus",
+        "native-deployment",
+        "--ledger",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, Some(1));
+    assert!(outcomes(&run.report)[0].1.contains("unexpected-pass"));
+}
+
+#[test]
+fn list_dry_run_and_bad_input() {
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["run", "--dry-run", "--controller", "openkruise@v1.5.5"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(
+        text.contains("RecreatePodWhenChangeVCTInCloneSetGate (not in openkruise@v1.5.5)"),
+        "{text}"
+    );
+    assert!(text.contains("InPlacePodVerticalScaling"), "{text}");
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["run", "--suite", "nosuch"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such suite"));
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["run", "--list", "--labels", "seed"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 5);
+}
