@@ -152,6 +152,83 @@ pub async fn bundle(
     Ok(ExitCode::SUCCESS)
 }
 
+/// `harness bench run`: wall time of the default run (clusters, bundle, all suites) with warm
+/// binaries, and the share of scenario time spent waiting on the controller.
+pub async fn run(runs: usize) -> anyhow::Result<ExitCode> {
+    use crate::run::{Env, Filter, RunOptions, ledger::Ledger};
+    if runs == 0 {
+        bail!("use --runs 1 or more");
+    }
+    let progress = Progress::stderr();
+    let toolchain = Toolchain::new(Cache::from_env(), progress.clone());
+    let state = tempfile::Builder::new()
+        .prefix("harness-bench-")
+        .tempdir()?;
+    let provider = LocalProvider::new(
+        toolchain.clone(),
+        LocalOptions {
+            clusters_root: state.path().join("clusters"),
+            ..LocalOptions::default()
+        },
+        Progress::silent(),
+    );
+    let kubernetes = KubeVersion::default_version();
+    let controller = crate::bundle::ControllerRef::default_ref();
+    provider.binaries(&Profile::new(kubernetes)).await?;
+    crate::bundle::openkruise::build(&toolchain, &controller.version).await?;
+    let all = crate::suites::all();
+    let plan = crate::run::plan(&all, &Filter::default(), kubernetes, &controller);
+    let ledger = Ledger::builtin();
+    let options = RunOptions::default();
+    let (mut walls, mut shares) = (vec![], vec![]);
+    for i in 0..runs {
+        let mut reporters: Vec<Box<dyn crate::run::Reporter>> = vec![];
+        let waited_before = crate::scenario::wait::waited();
+        let t = Instant::now();
+        let env = Env {
+            scenarios: &all,
+            ledger: &ledger,
+            provider: &provider,
+            toolchain: &toolchain,
+            options: &options,
+        };
+        let results = crate::run::execute(&plan, env, &format!("bench-{i}"), &mut reporters).await;
+        let wall = t.elapsed();
+        let waited = (crate::scenario::wait::waited() - waited_before).as_secs_f64();
+        let scenario_secs: f64 = results.iter().map(|r| r.seconds).sum();
+        let failed = results
+            .iter()
+            .filter(|r| matches!(&r.outcome, crate::run::Outcome::Judged(v) if v.fails_run()))
+            .count();
+        if failed > 0 {
+            bail!(
+                "run {} had {failed} failing scenario(s); fix them before benchmarking",
+                i + 1
+            );
+        }
+        let share = waited / scenario_secs.max(f64::EPSILON);
+        progress.line(&format!(
+            "run {}: wall {:.1}s, scenarios {:.1}s (summed), waiting on the controller {:.1}s ({:.0}%)",
+            i + 1,
+            wall.as_secs_f64(),
+            scenario_secs,
+            waited,
+            share * 100.0
+        ));
+        walls.push(wall);
+        shares.push(Duration::from_secs_f64(share));
+    }
+    println!(
+        "default run (Kubernetes {kubernetes}, {controller}, {} scenarios, {} clusters), {runs} runs: wall median {:.1}s (runs {}); waiting on the controller: median {:.0}% of scenario time",
+        all.len(),
+        plan.clusters.len(),
+        median(walls.clone()).as_secs_f64(),
+        fmt_runs(&walls),
+        median(shares).as_secs_f64() * 100.0
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 fn fmt_runs(xs: &[Duration]) -> String {
     xs.iter()
         .map(|d| format!("{:.2}", d.as_secs_f64()))

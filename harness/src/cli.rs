@@ -271,6 +271,13 @@ enum BenchCommand {
         #[arg(long, default_value_t = 4)]
         nodes: usize,
     },
+    /// Wall time of the default run (clusters, bundle, all suites) and the share of scenario
+    /// time spent waiting on the controller.
+    Run {
+        /// Runs.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
     /// Time from a ready cluster to a ready controller bundle (CRDs established, webhooks
     /// patched and answering, smoke CloneSet reconciled).
     Bundle {
@@ -622,6 +629,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             kubernetes,
             nodes,
         }) => crate::bench::cluster_up(runs, kubernetes.parse()?, nodes).await,
+        Command::Bench(BenchCommand::Run { runs }) => crate::bench::run(runs).await,
         Command::Bench(BenchCommand::Bundle { runs, controller }) => {
             crate::bench::bundle(runs, controller.parse()?).await
         }

@@ -73,6 +73,26 @@ pub enum WaitError {
     },
 }
 
+/// Total time this process has spent inside [`until`] (a metric for `harness bench run`: the
+/// share of scenario time spent waiting on the controller).
+static WAITED_MICROS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// See [`WAITED_MICROS`].
+pub fn waited() -> Duration {
+    Duration::from_micros(WAITED_MICROS.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+struct Timed(std::time::Instant);
+
+impl Drop for Timed {
+    fn drop(&mut self) {
+        WAITED_MICROS.fetch_add(
+            self.0.elapsed().as_micros() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+}
+
 /// Waits until `check` is met for object `name` of `api` (None while it does not exist).
 pub async fn until<K, F>(
     api: &Api<K>,
@@ -85,6 +105,7 @@ where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     F: FnMut(Option<K>) -> BoxFuture<'static, Check>,
 {
+    let _timed = Timed(std::time::Instant::now());
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut stream = watcher(api.clone(), config).boxed();
     let mut current: Option<K> = None;
