@@ -43,7 +43,7 @@ async fn s3(ctx: Ctx) -> anyhow::Result<()> {
         }),
     )
     .await?;
-    let result = async {
+    {
         let generation = created.metadata.generation;
         until(
             &api,
@@ -111,7 +111,4 @@ async fn s3(ctx: Ctx) -> anyhow::Result<()> {
         }
         Ok(())
     }
-    .await;
-    let _ = api.delete(&sidecarset, &Default::default()).await;
-    result
 }

@@ -211,7 +211,7 @@ async fn s4(ctx: Ctx, target: Target) -> anyhow::Result<()> {
         }),
     )
     .await?;
-    let result = async {
+    {
         let name = "tiered";
         create(
             &ctx,
@@ -227,7 +227,15 @@ async fn s4(ctx: Ctx, target: Target) -> anyhow::Result<()> {
         )
         .await?;
         create(&ctx, target.manifest(name, 4)).await?;
-        rolled_out(&ctx, target.api_version(), target.kind(), name, 4, &["FailedCreate"]).await?;
+        rolled_out(
+            &ctx,
+            target.api_version(),
+            target.kind(),
+            name,
+            4,
+            &["FailedCreate"],
+        )
+        .await?;
         let mut stable = 0;
         for p in pods(&ctx, &format!("app={name}")).await? {
             let pname = p.metadata.name.clone().unwrap_or_default();
@@ -250,9 +258,4 @@ async fn s4(ctx: Ctx, target: Target) -> anyhow::Result<()> {
         ensure!(stable == 2, "{stable} pods in subset stable, want 2");
         Ok(())
     }
-    .await;
-    let pcs: kube::Api<k8s_openapi::api::scheduling::v1::PriorityClass> =
-        kube::Api::all(ctx.client.clone());
-    let _ = pcs.delete(&class, &Default::default()).await;
-    result
 }

@@ -513,6 +513,7 @@ async fn run_one(
         .unwrap_or(0);
     let nss: Api<Namespace> = Api::all(client.clone());
     let mut failures: Vec<String> = vec![];
+    let mut cleanup: Option<crate::scenario::Cleanup> = None;
     let created = nss
         .create(
             &PostParams::default(),
@@ -528,7 +529,9 @@ async fn run_one(
             client: client.clone(),
             facts,
             timeouts: options.timeouts,
+            cleanup: Default::default(),
         };
+        cleanup = Some(ctx.cleanup.clone());
         match tokio::time::timeout(options.scenario_timeout, (s.body)(ctx)).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => failures.push(format!("{e:#}")),
@@ -564,7 +567,16 @@ async fn run_one(
     } else {
         None
     };
-    let _ = nss.delete(&namespace, &DeleteParams::background()).await;
+    let mut cleanup_errors = match cleanup {
+        Some(c) => c.unwind().await,
+        None => vec![],
+    };
+    if let Err(e) = nss.delete(&namespace, &DeleteParams::background()).await {
+        cleanup_errors.push(format!("delete namespace {namespace}: {e}"));
+    }
+    for e in cleanup_errors {
+        tracing::warn!(scenario = s.name, "cleanup: {e}");
+    }
     ScenarioResult {
         scenario: s.name.into(),
         suite: s.suite.into(),

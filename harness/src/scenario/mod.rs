@@ -111,7 +111,42 @@ impl Default for Timeouts {
     }
 }
 
-/// What a scenario body gets: its own namespace, a client and the cell's facts.
+/// Objects to delete after the scenario, newest first (namespaced objects go with the
+/// namespace; cluster-scoped ones are pushed here).
+#[derive(Clone, Default)]
+pub struct Cleanup {
+    stack: std::sync::Arc<std::sync::Mutex<Vec<Deletion>>>,
+}
+
+/// One object to delete: its API and name.
+type Deletion = (Api<DynamicObject>, String);
+
+impl Cleanup {
+    /// Deletes `name` of `api` when the scenario ends.
+    pub fn push(&self, api: Api<DynamicObject>, name: &str) {
+        self.stack
+            .lock()
+            .expect("not poisoned")
+            .push((api, name.to_string()));
+    }
+
+    /// Unwinds the stack in reverse order; every error is collected, none stops the unwinding.
+    pub async fn unwind(&self) -> Vec<String> {
+        let items: Vec<_> = std::mem::take(&mut *self.stack.lock().expect("not poisoned"));
+        let mut errors = vec![];
+        for (api, name) in items.into_iter().rev() {
+            match api.delete(&name, &Default::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => errors.push(format!("delete {name}: {e}")),
+            }
+        }
+        errors
+    }
+}
+
+/// What a scenario body gets: its own namespace, a client, the cell's facts, timeouts and a
+/// cleanup stack.
 #[derive(Clone)]
 pub struct Ctx {
     /// The scenario's own namespace (created before, deleted after).
@@ -122,6 +157,8 @@ pub struct Ctx {
     pub facts: Facts,
     /// Timeouts.
     pub timeouts: Timeouts,
+    /// Deletions run after the scenario.
+    pub cleanup: Cleanup,
 }
 
 impl Ctx {
@@ -151,7 +188,8 @@ impl Ctx {
         })
     }
 
-    /// Creates an object given as JSON (`apiVersion` and `kind` pick the API).
+    /// Creates an object given as JSON (`apiVersion` and `kind` pick the API); cluster-scoped
+    /// objects are pushed on the cleanup stack.
     pub async fn create(&self, obj: serde_json::Value) -> Result<DynamicObject, kube::Error> {
         let api = self
             .dyn_api(
@@ -161,7 +199,12 @@ impl Ctx {
             .await
             .map_err(|e| kube::Error::Service(e.into()))?;
         let o: DynamicObject = serde_json::from_value(obj).map_err(kube::Error::SerdeError)?;
-        api.create(&PostParams::default(), &o).await
+        let created = api.create(&PostParams::default(), &o).await?;
+        if created.metadata.namespace.is_none() {
+            self.cleanup
+                .push(api, created.metadata.name.as_deref().unwrap_or_default());
+        }
+        Ok(created)
     }
 
     /// A name unique to this scenario, for cluster-scoped objects.
