@@ -26,6 +26,42 @@ pub fn median(mut xs: Vec<Duration>) -> Duration {
     }
 }
 
+/// What every benchmark starts from: a toolchain over the shared cache and a provider whose
+/// clusters live in a temporary directory (removed when dropped).
+struct Setup {
+    progress: Progress,
+    toolchain: Toolchain,
+    state: tempfile::TempDir,
+    provider: LocalProvider,
+}
+
+impl Setup {
+    fn new(runs: usize) -> anyhow::Result<Self> {
+        if runs == 0 {
+            bail!("use --runs 1 or more");
+        }
+        let progress = Progress::stderr();
+        let toolchain = Toolchain::new(Cache::from_env(), progress.clone());
+        let state = tempfile::Builder::new()
+            .prefix("harness-bench-")
+            .tempdir()?;
+        let provider = LocalProvider::new(
+            toolchain.clone(),
+            LocalOptions {
+                clusters_root: state.path().join("clusters"),
+                ..LocalOptions::default()
+            },
+            Progress::silent(),
+        );
+        Ok(Self {
+            progress,
+            toolchain,
+            state,
+            provider,
+        })
+    }
+}
+
 /// `harness bench cluster-up`: bring-up to "nodes Ready and the default service account
 /// present", the local provider against `kwokctl create cluster --runtime binary` given the
 /// same binaries, `runs` times each, interleaved.
@@ -34,22 +70,12 @@ pub async fn cluster_up(
     version: KubeVersion,
     nodes: usize,
 ) -> anyhow::Result<ExitCode> {
-    if runs == 0 {
-        bail!("use --runs 1 or more");
-    }
-    let progress = Progress::stderr();
-    let toolchain = Toolchain::new(Cache::from_env(), progress.clone());
-    let state = tempfile::Builder::new()
-        .prefix("harness-bench-")
-        .tempdir()?;
-    let provider = LocalProvider::new(
-        toolchain.clone(),
-        LocalOptions {
-            clusters_root: state.path().join("clusters"),
-            ..LocalOptions::default()
-        },
-        Progress::silent(),
-    );
+    let Setup {
+        progress,
+        toolchain,
+        state,
+        provider,
+    } = Setup::new(runs)?;
     let mut profile = Profile::new(version);
     profile.set_nodes(nodes, &["zone-a", "zone-b"], &Default::default())?;
     // Warm binaries first: the benchmark measures bring-up, not builds.
@@ -107,22 +133,12 @@ pub async fn bundle(
     runs: usize,
     reference: crate::bundle::ControllerRef,
 ) -> anyhow::Result<ExitCode> {
-    if runs == 0 {
-        bail!("use --runs 1 or more");
-    }
-    let progress = Progress::stderr();
-    let toolchain = Toolchain::new(Cache::from_env(), progress.clone());
-    let state = tempfile::Builder::new()
-        .prefix("harness-bench-")
-        .tempdir()?;
-    let provider = LocalProvider::new(
-        toolchain.clone(),
-        LocalOptions {
-            clusters_root: state.path().join("clusters"),
-            ..LocalOptions::default()
-        },
-        Progress::silent(),
-    );
+    let Setup {
+        progress,
+        toolchain,
+        state: _state,
+        provider,
+    } = Setup::new(runs)?;
     let profile = Profile::new(KubeVersion::default_version());
     provider.binaries(&profile).await?;
     crate::bundle::openkruise::build(&toolchain, &reference.version).await?;
@@ -156,22 +172,12 @@ pub async fn bundle(
 /// binaries, and the share of scenario time spent waiting on the controller.
 pub async fn run(runs: usize) -> anyhow::Result<ExitCode> {
     use crate::run::{Env, Filter, RunOptions, ledger::Ledger};
-    if runs == 0 {
-        bail!("use --runs 1 or more");
-    }
-    let progress = Progress::stderr();
-    let toolchain = Toolchain::new(Cache::from_env(), progress.clone());
-    let state = tempfile::Builder::new()
-        .prefix("harness-bench-")
-        .tempdir()?;
-    let provider = LocalProvider::new(
-        toolchain.clone(),
-        LocalOptions {
-            clusters_root: state.path().join("clusters"),
-            ..LocalOptions::default()
-        },
-        Progress::silent(),
-    );
+    let Setup {
+        progress,
+        toolchain,
+        state: _state,
+        provider,
+    } = Setup::new(runs)?;
     let kubernetes = KubeVersion::default_version();
     let controller = crate::bundle::ControllerRef::default_ref();
     provider.binaries(&Profile::new(kubernetes)).await?;
