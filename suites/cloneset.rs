@@ -135,6 +135,17 @@ async fn s2_template_only(ctx: Ctx) -> anyhow::Result<()> {
     let before = start(&ctx, "InPlaceIfPossible").await?;
     update(&ctx, None, "2Gi").await?;
     rolled_out(&ctx, "apps.kruise.io/v1alpha1", "CloneSet", NAME, 2, &[]).await?;
+    // The revision did not move: no pod has anything to update to.
+    let typed: kube::Api<crate::kruise::cloneset::CloneSet> = ctx.api();
+    let status = typed
+        .get(NAME)
+        .await?
+        .status
+        .ok_or_else(|| anyhow::anyhow!("CloneSet {NAME} has no status"))?;
+    ensure!(
+        status.updated_replicas == 2 && status.current_revision == status.update_revision,
+        "a template-only change started a rollout: {status:?}"
+    );
     let after = pod_uids(&ctx, SELECTOR).await?;
     ensure!(
         before == after,

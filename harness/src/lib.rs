@@ -8,6 +8,7 @@ pub mod bench;
 pub mod bundle;
 pub mod cli;
 pub mod cluster;
+pub mod kruise;
 pub mod progress;
 pub mod report;
 pub mod run;
