@@ -42,6 +42,11 @@ enum Command {
     /// Run conformance scenarios against a controller on a local cluster. With no arguments:
     /// every suite on Kubernetes 1.32 with OpenKruise v1.9.0.
     Run(RunArgs),
+    /// Run the scenarios on every cell of a version matrix (Kubernetes x controller releases).
+    Matrix(MatrixArgs),
+    /// Qualify a controller release against a baseline on the same cells: regressions, fixes,
+    /// unchanged results; exit 1 on any regression.
+    Qualify(QualifyArgs),
     /// Create, list and remove clusters.
     #[command(subcommand)]
     Cluster(ClusterCommand),
@@ -107,6 +112,71 @@ struct RunArgs {
     /// A ledger of known bugs to use instead of the checked-in suites/ledger.yaml.
     #[arg(long)]
     ledger: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct SelectArgs {
+    /// Only these suites (repeatable, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    suite: Vec<String>,
+    /// Only scenarios whose name contains one of these (repeatable).
+    #[arg(long)]
+    focus: Vec<String>,
+    /// Not scenarios whose name contains one of these (repeatable).
+    #[arg(long)]
+    skip: Vec<String>,
+    /// Only scenarios with one of these labels (repeatable, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    labels: Vec<String>,
+    /// Scenarios at once per cluster.
+    #[arg(long, default_value_t = 2)]
+    parallel: usize,
+    /// Where reports go (`<dir>/<id>/`, `<dir>/latest`).
+    #[arg(long, default_value = "reports")]
+    report_dir: PathBuf,
+}
+
+impl SelectArgs {
+    fn filter(&self) -> crate::run::Filter {
+        crate::run::Filter {
+            suites: self.suite.clone(),
+            focus: self.focus.clone(),
+            skip: self.skip.clone(),
+            labels: self.labels.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+struct MatrixArgs {
+    /// Kubernetes versions: a range like 1.27..1.37 (the supported versions inside it) or a
+    /// list like 1.29,1.32 (default: from the matrix file).
+    #[arg(long = "k8s")]
+    kubernetes: Option<String>,
+    /// Releases, e.g. openkruise@v1.6.0,v1.7.0,v1.9.0 (default: from the matrix file).
+    #[arg(long = "controller")]
+    controllers: Option<String>,
+    /// The matrix file with the defaults.
+    #[arg(long, default_value = "ci/matrix.yaml")]
+    matrix_file: PathBuf,
+    #[command(flatten)]
+    select: SelectArgs,
+}
+
+#[derive(Debug, Args)]
+struct QualifyArgs {
+    /// The release candidate, e.g. openkruise@v1.9.0.
+    #[arg(long)]
+    candidate: String,
+    /// The release it must not regress from, e.g. v1.8.3 (the candidate's controller) or
+    /// openkruise@v1.8.3.
+    #[arg(long)]
+    baseline: String,
+    /// Kubernetes versions to qualify on (range or list).
+    #[arg(long = "k8s", default_value = crate::toolchain::versions::DEFAULT_KUBERNETES)]
+    kubernetes: String,
+    #[command(flatten)]
+    select: SelectArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -490,9 +560,160 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+fn new_id(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}-{:04x}",
+        time::OffsetDateTime::now_utc()
+            .format(time::macros::format_description!(
+                "[year][month][day]-[hour][minute][second]"
+            ))
+            .unwrap_or_default(),
+        rand::random::<u16>()
+    )
+}
+
+async fn matrix_cells(
+    select: &SelectArgs,
+    versions: Vec<KubeVersion>,
+    controllers: Vec<crate::bundle::ControllerRef>,
+    prefix: &str,
+) -> anyhow::Result<crate::matrix::MatrixReport> {
+    if select.parallel == 0 {
+        bail!("--parallel must be at least 1");
+    }
+    for c in &controllers {
+        if let Some(note) = c.note() {
+            eprintln!("note: {note}");
+        }
+    }
+    let all = crate::suites::all();
+    let ledger = crate::run::ledger::Ledger::builtin();
+    let filter = select.filter();
+    if !all.iter().any(|s| filter.selects(s)) {
+        bail!("select scenarios: the filters match none (see `harness run --list`)");
+    }
+    let tc = toolchain();
+    let provider = provider(None);
+    let options = crate::run::RunOptions {
+        parallel: select.parallel,
+        ..Default::default()
+    };
+    let progress = Progress::stderr();
+    let id = new_id(prefix);
+    let dir = select.report_dir.join(&id);
+    let report = crate::matrix::run_matrix(
+        crate::matrix::MatrixEnv {
+            scenarios: &all,
+            filter: &filter,
+            ledger: &ledger,
+            provider: &provider,
+            toolchain: &tc,
+            options: &options,
+            progress: &progress,
+        },
+        &versions,
+        &controllers,
+        &id,
+        &dir,
+    )
+    .await
+    .with_context(|| format!("write reports in {}", dir.display()))?;
+    let latest = select.report_dir.join("latest");
+    let _ = std::fs::remove_file(&latest);
+    let _ = std::os::unix::fs::symlink(&id, &latest);
+    eprintln!("reports: {}", dir.display());
+    Ok(report)
+}
+
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => run_scenarios(args).await,
+        Command::Matrix(args) => {
+            let file = if args.kubernetes.is_none() || args.controllers.is_none() {
+                Some(crate::matrix::MatrixFile::load(&args.matrix_file)?)
+            } else {
+                None
+            };
+            let versions = crate::matrix::parse_versions(
+                args.kubernetes
+                    .as_deref()
+                    .unwrap_or_else(|| &file.as_ref().expect("loaded").kubernetes),
+            )?;
+            let controllers = crate::matrix::parse_controllers(
+                args.controllers
+                    .as_deref()
+                    .unwrap_or_else(|| &file.as_ref().expect("loaded").controllers),
+            )?;
+            let report = matrix_cells(&args.select, versions, controllers, "matrix").await?;
+            println!("{:<10} {:<22} {}", "KUBERNETES", "RELEASE", "WORST");
+            for c in &report.cells {
+                println!(
+                    "{:<10} {:<22} {}",
+                    c.kubernetes.to_string(),
+                    c.controller.to_string(),
+                    c.worst
+                );
+            }
+            let failed = report.cells.iter().any(|c| {
+                c.results
+                    .iter()
+                    .any(|r| matches!(&r.outcome, crate::run::Outcome::Judged(v) if v.fails_run()))
+            });
+            let infra = report.cells.iter().any(|c| {
+                c.results
+                    .iter()
+                    .any(|r| matches!(r.outcome, crate::run::Outcome::InfraError { .. }))
+            });
+            Ok(if failed {
+                ExitCode::from(EXIT_REGRESSION)
+            } else if infra {
+                ExitCode::from(EXIT_INFRA)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Command::Qualify(args) => {
+            let candidate: crate::bundle::ControllerRef = args.candidate.parse()?;
+            let baseline: crate::bundle::ControllerRef = if args.baseline.contains('@') {
+                args.baseline.parse()?
+            } else {
+                format!("{}@{}", candidate.controller.name(), args.baseline).parse()?
+            };
+            if baseline == candidate {
+                bail!("qualify {candidate}: the baseline is the candidate itself");
+            }
+            let versions = crate::matrix::parse_versions(&args.kubernetes)?;
+            let report = matrix_cells(
+                &args.select,
+                versions,
+                vec![baseline.clone(), candidate.clone()],
+                "qualify",
+            )
+            .await?;
+            let q = crate::matrix::compare(&report, &baseline, &candidate);
+            let dir = args.select.report_dir.join(&report.id);
+            std::fs::write(dir.join("qualify.json"), serde_json::to_vec_pretty(&q)?)?;
+            println!("qualify {candidate} against {baseline}");
+            for (title, list) in [("REGRESSION", &q.regressions), ("FIX", &q.fixes)] {
+                for c in list.iter() {
+                    println!(
+                        "{title:<11} Kubernetes {}  {}  ({} -> {})",
+                        c.kubernetes, c.scenario, c.baseline, c.candidate
+                    );
+                }
+            }
+            println!(
+                "{} regression(s), {} fix(es), {} unchanged",
+                q.regressions.len(),
+                q.fixes.len(),
+                q.unchanged.len()
+            );
+            Ok(if q.regressions.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_REGRESSION)
+            })
+        }
         Command::Cluster(ClusterCommand::Up(args)) => cluster_up(args).await,
         Command::Cluster(ClusterCommand::Down { name }) => {
             provider(None).down(&name)?;

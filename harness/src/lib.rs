@@ -9,6 +9,7 @@ pub mod bundle;
 pub mod cli;
 pub mod cluster;
 pub mod kruise;
+pub mod matrix;
 pub mod progress;
 pub mod report;
 pub mod run;

@@ -4,77 +4,44 @@
 
 #[allow(unused_imports)]
 mod prelude {
-    pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-    pub use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     pub use kube::CustomResource;
-    pub use serde::{Deserialize, Serialize};
+    pub use serde::{Serialize, Deserialize};
     pub use std::collections::BTreeMap;
+    pub use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 }
 
 use self::prelude::*;
 
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug)]
-#[kube(
-    group = "apps.kruise.io",
-    version = "v1alpha1",
-    kind = "CloneSet",
-    plural = "clonesets"
-)]
+#[kube(group = "apps.kruise.io", version = "v1alpha1", kind = "CloneSet", plural = "clonesets")]
 #[kube(namespaced)]
 #[kube(status = "CloneSetStatus")]
 #[kube(schema = "disabled")]
 pub struct CloneSetSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lifecycle: Option<CloneSetLifecycle>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "minReadySeconds"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "minReadySeconds")]
     pub min_ready_seconds: Option<i32>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "progressDeadlineSeconds"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "progressDeadlineSeconds")]
     pub progress_deadline_seconds: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "revisionHistoryLimit"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "revisionHistoryLimit")]
     pub revision_history_limit: Option<i32>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "scaleStrategy"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "scaleStrategy")]
     pub scale_strategy: Option<CloneSetScaleStrategy>,
     pub selector: CloneSetSelector,
     pub template: serde_json::Value,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "updateStrategy"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "updateStrategy")]
     pub update_strategy: Option<CloneSetUpdateStrategy>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "volumeClaimTemplates"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "volumeClaimTemplates")]
     pub volume_claim_templates: Option<serde_json::Value>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct CloneSetLifecycle {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "inPlaceUpdate"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "inPlaceUpdate")]
     pub in_place_update: Option<CloneSetLifecycleInPlaceUpdate>,
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "preDelete")]
     pub pre_delete: Option<CloneSetLifecyclePreDelete>,
@@ -84,105 +51,49 @@ pub struct CloneSetLifecycle {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct CloneSetLifecycleInPlaceUpdate {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "finalizersHandler"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "finalizersHandler")]
     pub finalizers_handler: Option<Vec<String>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "labelsHandler"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "labelsHandler")]
     pub labels_handler: Option<BTreeMap<String, String>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "markPodNotReady"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "markPodNotReady")]
     pub mark_pod_not_ready: Option<bool>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct CloneSetLifecyclePreDelete {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "finalizersHandler"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "finalizersHandler")]
     pub finalizers_handler: Option<Vec<String>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "labelsHandler"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "labelsHandler")]
     pub labels_handler: Option<BTreeMap<String, String>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "markPodNotReady"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "markPodNotReady")]
     pub mark_pod_not_ready: Option<bool>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct CloneSetLifecyclePreNormal {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "finalizersHandler"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "finalizersHandler")]
     pub finalizers_handler: Option<Vec<String>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "labelsHandler"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "labelsHandler")]
     pub labels_handler: Option<BTreeMap<String, String>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "markPodNotReady"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "markPodNotReady")]
     pub mark_pod_not_ready: Option<bool>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct CloneSetScaleStrategy {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "disablePVCReuse"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "disablePVCReuse")]
     pub disable_pvc_reuse: Option<bool>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "maxUnavailable"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "maxUnavailable")]
     pub max_unavailable: Option<IntOrString>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "podsToDelete"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "podsToDelete")]
     pub pods_to_delete: Option<Vec<String>>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct CloneSetSelector {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "matchExpressions"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "matchExpressions")]
     pub match_expressions: Option<Vec<CloneSetSelectorMatchExpressions>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "matchLabels"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "matchLabels")]
     pub match_labels: Option<BTreeMap<String, String>>,
 }
 
@@ -196,35 +107,19 @@ pub struct CloneSetSelectorMatchExpressions {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct CloneSetUpdateStrategy {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "inPlaceUpdateStrategy"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "inPlaceUpdateStrategy")]
     pub in_place_update_strategy: Option<CloneSetUpdateStrategyInPlaceUpdateStrategy>,
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "maxSurge")]
     pub max_surge: Option<IntOrString>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "maxUnavailable"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "maxUnavailable")]
     pub max_unavailable: Option<IntOrString>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition: Option<IntOrString>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<bool>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "priorityStrategy"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "priorityStrategy")]
     pub priority_strategy: Option<CloneSetUpdateStrategyPriorityStrategy>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "scatterStrategy"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "scatterStrategy")]
     pub scatter_strategy: Option<Vec<CloneSetUpdateStrategyScatterStrategy>>,
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "type")]
     pub r#type: Option<String>,
@@ -232,45 +127,21 @@ pub struct CloneSetUpdateStrategy {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct CloneSetUpdateStrategyInPlaceUpdateStrategy {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "gracePeriodSeconds"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "gracePeriodSeconds")]
     pub grace_period_seconds: Option<i32>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "imagePreDownloadMinUpdatedReadyPods"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "imagePreDownloadMinUpdatedReadyPods")]
     pub image_pre_download_min_updated_ready_pods: Option<i32>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "imagePreDownloadParallelism"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "imagePreDownloadParallelism")]
     pub image_pre_download_parallelism: Option<IntOrString>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "imagePreDownloadTimeoutSeconds"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "imagePreDownloadTimeoutSeconds")]
     pub image_pre_download_timeout_seconds: Option<i32>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct CloneSetUpdateStrategyPriorityStrategy {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "orderPriority"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "orderPriority")]
     pub order_priority: Option<Vec<CloneSetUpdateStrategyPriorityStrategyOrderPriority>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "weightPriority"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "weightPriority")]
     pub weight_priority: Option<Vec<CloneSetUpdateStrategyPriorityStrategyWeightPriority>>,
 }
 
@@ -289,19 +160,9 @@ pub struct CloneSetUpdateStrategyPriorityStrategyWeightPriority {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct CloneSetUpdateStrategyPriorityStrategyWeightPriorityMatchSelector {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "matchExpressions"
-    )]
-    pub match_expressions: Option<
-        Vec<CloneSetUpdateStrategyPriorityStrategyWeightPriorityMatchSelectorMatchExpressions>,
-    >,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "matchLabels"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "matchExpressions")]
+    pub match_expressions: Option<Vec<CloneSetUpdateStrategyPriorityStrategyWeightPriorityMatchSelectorMatchExpressions>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "matchLabels")]
     pub match_labels: Option<BTreeMap<String, String>>,
 }
 
@@ -323,55 +184,28 @@ pub struct CloneSetUpdateStrategyScatterStrategy {
 pub struct CloneSetStatus {
     #[serde(rename = "availableReplicas")]
     pub available_replicas: i32,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "collisionCount"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "collisionCount")]
     pub collision_count: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "currentRevision"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "currentRevision")]
     pub current_revision: Option<String>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "expectedUpdatedReplicas"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "expectedUpdatedReplicas")]
     pub expected_updated_replicas: Option<i32>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "labelSelector"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "labelSelector")]
     pub label_selector: Option<String>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "observedGeneration"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "observedGeneration")]
     pub observed_generation: Option<i64>,
     #[serde(rename = "readyReplicas")]
     pub ready_replicas: i32,
     pub replicas: i32,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "updateRevision"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "updateRevision")]
     pub update_revision: Option<String>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "updatedAvailableReplicas"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "updatedAvailableReplicas")]
     pub updated_available_replicas: Option<i32>,
     #[serde(rename = "updatedReadyReplicas")]
     pub updated_ready_replicas: i32,
     #[serde(rename = "updatedReplicas")]
     pub updated_replicas: i32,
 }
+

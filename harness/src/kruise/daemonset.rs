@@ -4,63 +4,38 @@
 
 #[allow(unused_imports)]
 mod prelude {
-    pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-    pub use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     pub use kube::CustomResource;
-    pub use serde::{Deserialize, Serialize};
+    pub use serde::{Serialize, Deserialize};
     pub use std::collections::BTreeMap;
+    pub use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 }
 
 use self::prelude::*;
 
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug)]
-#[kube(
-    group = "apps.kruise.io",
-    version = "v1alpha1",
-    kind = "DaemonSet",
-    plural = "daemonsets"
-)]
+#[kube(group = "apps.kruise.io", version = "v1alpha1", kind = "DaemonSet", plural = "daemonsets")]
 #[kube(namespaced)]
 #[kube(status = "DaemonSetStatus")]
 #[kube(schema = "disabled")]
 pub struct DaemonSetSpec {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "burstReplicas"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "burstReplicas")]
     pub burst_replicas: Option<IntOrString>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lifecycle: Option<DaemonSetLifecycle>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "minReadySeconds"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "minReadySeconds")]
     pub min_ready_seconds: Option<i32>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "revisionHistoryLimit"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "revisionHistoryLimit")]
     pub revision_history_limit: Option<i32>,
     pub selector: DaemonSetSelector,
     pub template: serde_json::Value,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "updateStrategy"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "updateStrategy")]
     pub update_strategy: Option<DaemonSetUpdateStrategy>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct DaemonSetLifecycle {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "inPlaceUpdate"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "inPlaceUpdate")]
     pub in_place_update: Option<DaemonSetLifecycleInPlaceUpdate>,
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "preDelete")]
     pub pre_delete: Option<DaemonSetLifecyclePreDelete>,
@@ -70,83 +45,39 @@ pub struct DaemonSetLifecycle {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct DaemonSetLifecycleInPlaceUpdate {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "finalizersHandler"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "finalizersHandler")]
     pub finalizers_handler: Option<Vec<String>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "labelsHandler"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "labelsHandler")]
     pub labels_handler: Option<BTreeMap<String, String>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "markPodNotReady"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "markPodNotReady")]
     pub mark_pod_not_ready: Option<bool>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct DaemonSetLifecyclePreDelete {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "finalizersHandler"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "finalizersHandler")]
     pub finalizers_handler: Option<Vec<String>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "labelsHandler"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "labelsHandler")]
     pub labels_handler: Option<BTreeMap<String, String>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "markPodNotReady"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "markPodNotReady")]
     pub mark_pod_not_ready: Option<bool>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct DaemonSetLifecyclePreNormal {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "finalizersHandler"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "finalizersHandler")]
     pub finalizers_handler: Option<Vec<String>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "labelsHandler"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "labelsHandler")]
     pub labels_handler: Option<BTreeMap<String, String>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "markPodNotReady"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "markPodNotReady")]
     pub mark_pod_not_ready: Option<bool>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct DaemonSetSelector {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "matchExpressions"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "matchExpressions")]
     pub match_expressions: Option<Vec<DaemonSetSelectorMatchExpressions>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "matchLabels"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "matchLabels")]
     pub match_labels: Option<BTreeMap<String, String>>,
 }
 
@@ -160,11 +91,7 @@ pub struct DaemonSetSelectorMatchExpressions {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct DaemonSetUpdateStrategy {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "rollingUpdate"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "rollingUpdate")]
     pub rolling_update: Option<DaemonSetUpdateStrategyRollingUpdate>,
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "type")]
     pub r#type: Option<String>,
@@ -174,21 +101,13 @@ pub struct DaemonSetUpdateStrategy {
 pub struct DaemonSetUpdateStrategyRollingUpdate {
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "maxSurge")]
     pub max_surge: Option<IntOrString>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "maxUnavailable"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "maxUnavailable")]
     pub max_unavailable: Option<IntOrString>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition: Option<IntOrString>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<bool>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "rollingUpdateType"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "rollingUpdateType")]
     pub rolling_update_type: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<DaemonSetUpdateStrategyRollingUpdateSelector>,
@@ -196,18 +115,9 @@ pub struct DaemonSetUpdateStrategyRollingUpdate {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct DaemonSetUpdateStrategyRollingUpdateSelector {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "matchExpressions"
-    )]
-    pub match_expressions:
-        Option<Vec<DaemonSetUpdateStrategyRollingUpdateSelectorMatchExpressions>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "matchLabels"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "matchExpressions")]
+    pub match_expressions: Option<Vec<DaemonSetUpdateStrategyRollingUpdateSelectorMatchExpressions>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "matchLabels")]
     pub match_labels: Option<BTreeMap<String, String>>,
 }
 
@@ -221,46 +131,27 @@ pub struct DaemonSetUpdateStrategyRollingUpdateSelectorMatchExpressions {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct DaemonSetStatus {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "collisionCount"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "collisionCount")]
     pub collision_count: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
     #[serde(rename = "currentNumberScheduled")]
     pub current_number_scheduled: i32,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "daemonSetHash"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "daemonSetHash")]
     pub daemon_set_hash: Option<String>,
     #[serde(rename = "desiredNumberScheduled")]
     pub desired_number_scheduled: i32,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "numberAvailable"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "numberAvailable")]
     pub number_available: Option<i32>,
     #[serde(rename = "numberMisscheduled")]
     pub number_misscheduled: i32,
     #[serde(rename = "numberReady")]
     pub number_ready: i32,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "numberUnavailable"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "numberUnavailable")]
     pub number_unavailable: Option<i32>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "observedGeneration"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "observedGeneration")]
     pub observed_generation: Option<i64>,
     #[serde(rename = "updatedNumberScheduled")]
     pub updated_number_scheduled: i32,
 }
+

@@ -4,71 +4,38 @@
 
 #[allow(unused_imports)]
 mod prelude {
-    pub use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     pub use kube::CustomResource;
-    pub use serde::{Deserialize, Serialize};
+    pub use serde::{Serialize, Deserialize};
     pub use std::collections::BTreeMap;
+    pub use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 }
 
 use self::prelude::*;
 
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug)]
-#[kube(
-    group = "apps.kruise.io",
-    version = "v1alpha1",
-    kind = "SidecarSet",
-    plural = "sidecarsets"
-)]
+#[kube(group = "apps.kruise.io", version = "v1alpha1", kind = "SidecarSet", plural = "sidecarsets")]
 #[kube(status = "SidecarSetStatus")]
 #[kube(schema = "disabled")]
 pub struct SidecarSetSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containers: Option<Vec<SidecarSetContainers>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "imagePullSecrets"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "imagePullSecrets")]
     pub image_pull_secrets: Option<Vec<SidecarSetImagePullSecrets>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "initContainers"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "initContainers")]
     pub init_containers: Option<Vec<SidecarSetInitContainers>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "injectionStrategy"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "injectionStrategy")]
     pub injection_strategy: Option<SidecarSetInjectionStrategy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "namespaceSelector"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "namespaceSelector")]
     pub namespace_selector: Option<SidecarSetNamespaceSelector>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "patchPodMetadata"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "patchPodMetadata")]
     pub patch_pod_metadata: Option<Vec<SidecarSetPatchPodMetadata>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "revisionHistoryLimit"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "revisionHistoryLimit")]
     pub revision_history_limit: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<SidecarSetSelector>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "updateStrategy"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "updateStrategy")]
     pub update_strategy: Option<SidecarSetUpdateStrategy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volumes: Option<serde_json::Value>,
@@ -76,41 +43,17 @@ pub struct SidecarSetSpec {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct SidecarSetContainers {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "podInjectPolicy"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "podInjectPolicy")]
     pub pod_inject_policy: Option<String>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "resourcesPolicy"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "resourcesPolicy")]
     pub resources_policy: Option<SidecarSetContainersResourcesPolicy>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "shareVolumeDevicePolicy"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "shareVolumeDevicePolicy")]
     pub share_volume_device_policy: Option<SidecarSetContainersShareVolumeDevicePolicy>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "shareVolumePolicy"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "shareVolumePolicy")]
     pub share_volume_policy: Option<SidecarSetContainersShareVolumePolicy>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "transferEnv"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "transferEnv")]
     pub transfer_env: Option<Vec<SidecarSetContainersTransferEnv>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "upgradeStrategy"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "upgradeStrategy")]
     pub upgrade_strategy: Option<SidecarSetContainersUpgradeStrategy>,
 }
 
@@ -120,11 +63,7 @@ pub struct SidecarSetContainersResourcesPolicy {
     pub resources_expr: SidecarSetContainersResourcesPolicyResourcesExpr,
     #[serde(rename = "targetContainersMode")]
     pub target_containers_mode: SidecarSetContainersResourcesPolicyTargetContainersMode,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "targetContainersNameRegex"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "targetContainersNameRegex")]
     pub target_containers_name_regex: Option<String>,
 }
 
@@ -178,17 +117,9 @@ pub struct SidecarSetContainersTransferEnv {
     pub env_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "envNames")]
     pub env_names: Option<Vec<String>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "sourceContainerName"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "sourceContainerName")]
     pub source_container_name: Option<String>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "sourceContainerNameFrom"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "sourceContainerNameFrom")]
     pub source_container_name_from: Option<SidecarSetContainersTransferEnvSourceContainerNameFrom>,
 }
 
@@ -200,11 +131,7 @@ pub struct SidecarSetContainersTransferEnvSourceContainerNameFrom {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct SidecarSetContainersTransferEnvSourceContainerNameFromFieldRef {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "apiVersion"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "apiVersion")]
     pub api_version: Option<String>,
     #[serde(rename = "fieldPath")]
     pub field_path: String,
@@ -212,17 +139,9 @@ pub struct SidecarSetContainersTransferEnvSourceContainerNameFromFieldRef {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct SidecarSetContainersUpgradeStrategy {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "hotUpgradeEmptyImage"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "hotUpgradeEmptyImage")]
     pub hot_upgrade_empty_image: Option<String>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "upgradeType"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "upgradeType")]
     pub upgrade_type: Option<String>,
 }
 
@@ -234,41 +153,17 @@ pub struct SidecarSetImagePullSecrets {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct SidecarSetInitContainers {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "podInjectPolicy"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "podInjectPolicy")]
     pub pod_inject_policy: Option<String>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "resourcesPolicy"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "resourcesPolicy")]
     pub resources_policy: Option<SidecarSetInitContainersResourcesPolicy>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "shareVolumeDevicePolicy"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "shareVolumeDevicePolicy")]
     pub share_volume_device_policy: Option<SidecarSetInitContainersShareVolumeDevicePolicy>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "shareVolumePolicy"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "shareVolumePolicy")]
     pub share_volume_policy: Option<SidecarSetInitContainersShareVolumePolicy>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "transferEnv"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "transferEnv")]
     pub transfer_env: Option<Vec<SidecarSetInitContainersTransferEnv>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "upgradeStrategy"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "upgradeStrategy")]
     pub upgrade_strategy: Option<SidecarSetInitContainersUpgradeStrategy>,
 }
 
@@ -278,11 +173,7 @@ pub struct SidecarSetInitContainersResourcesPolicy {
     pub resources_expr: SidecarSetInitContainersResourcesPolicyResourcesExpr,
     #[serde(rename = "targetContainersMode")]
     pub target_containers_mode: SidecarSetInitContainersResourcesPolicyTargetContainersMode,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "targetContainersNameRegex"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "targetContainersNameRegex")]
     pub target_containers_name_regex: Option<String>,
 }
 
@@ -336,19 +227,10 @@ pub struct SidecarSetInitContainersTransferEnv {
     pub env_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "envNames")]
     pub env_names: Option<Vec<String>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "sourceContainerName"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "sourceContainerName")]
     pub source_container_name: Option<String>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "sourceContainerNameFrom"
-    )]
-    pub source_container_name_from:
-        Option<SidecarSetInitContainersTransferEnvSourceContainerNameFrom>,
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "sourceContainerNameFrom")]
+    pub source_container_name_from: Option<SidecarSetInitContainersTransferEnvSourceContainerNameFrom>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
@@ -359,11 +241,7 @@ pub struct SidecarSetInitContainersTransferEnvSourceContainerNameFrom {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct SidecarSetInitContainersTransferEnvSourceContainerNameFromFieldRef {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "apiVersion"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "apiVersion")]
     pub api_version: Option<String>,
     #[serde(rename = "fieldPath")]
     pub field_path: String,
@@ -371,17 +249,9 @@ pub struct SidecarSetInitContainersTransferEnvSourceContainerNameFromFieldRef {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct SidecarSetInitContainersUpgradeStrategy {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "hotUpgradeEmptyImage"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "hotUpgradeEmptyImage")]
     pub hot_upgrade_empty_image: Option<String>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "upgradeType"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "upgradeType")]
     pub upgrade_type: Option<String>,
 }
 
@@ -395,19 +265,11 @@ pub struct SidecarSetInjectionStrategy {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct SidecarSetInjectionStrategyRevision {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "customVersion"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "customVersion")]
     pub custom_version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<SidecarSetInjectionStrategyRevisionPolicy>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "revisionName"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "revisionName")]
     pub revision_name: Option<String>,
 }
 
@@ -419,17 +281,9 @@ pub enum SidecarSetInjectionStrategyRevisionPolicy {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct SidecarSetNamespaceSelector {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "matchExpressions"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "matchExpressions")]
     pub match_expressions: Option<Vec<SidecarSetNamespaceSelectorMatchExpressions>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "matchLabels"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "matchLabels")]
     pub match_labels: Option<BTreeMap<String, String>>,
 }
 
@@ -445,27 +299,15 @@ pub struct SidecarSetNamespaceSelectorMatchExpressions {
 pub struct SidecarSetPatchPodMetadata {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<BTreeMap<String, String>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "patchPolicy"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "patchPolicy")]
     pub patch_policy: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct SidecarSetSelector {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "matchExpressions"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "matchExpressions")]
     pub match_expressions: Option<Vec<SidecarSetSelectorMatchExpressions>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "matchLabels"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "matchLabels")]
     pub match_labels: Option<BTreeMap<String, String>>,
 }
 
@@ -479,27 +321,15 @@ pub struct SidecarSetSelectorMatchExpressions {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct SidecarSetUpdateStrategy {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "maxUnavailable"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "maxUnavailable")]
     pub max_unavailable: Option<IntOrString>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition: Option<IntOrString>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<bool>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "priorityStrategy"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "priorityStrategy")]
     pub priority_strategy: Option<SidecarSetUpdateStrategyPriorityStrategy>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "scatterStrategy"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "scatterStrategy")]
     pub scatter_strategy: Option<Vec<SidecarSetUpdateStrategyScatterStrategy>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<SidecarSetUpdateStrategySelector>,
@@ -509,17 +339,9 @@ pub struct SidecarSetUpdateStrategy {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct SidecarSetUpdateStrategyPriorityStrategy {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "orderPriority"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "orderPriority")]
     pub order_priority: Option<Vec<SidecarSetUpdateStrategyPriorityStrategyOrderPriority>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "weightPriority"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "weightPriority")]
     pub weight_priority: Option<Vec<SidecarSetUpdateStrategyPriorityStrategyWeightPriority>>,
 }
 
@@ -538,19 +360,9 @@ pub struct SidecarSetUpdateStrategyPriorityStrategyWeightPriority {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct SidecarSetUpdateStrategyPriorityStrategyWeightPriorityMatchSelector {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "matchExpressions"
-    )]
-    pub match_expressions: Option<
-        Vec<SidecarSetUpdateStrategyPriorityStrategyWeightPriorityMatchSelectorMatchExpressions>,
-    >,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "matchLabels"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "matchExpressions")]
+    pub match_expressions: Option<Vec<SidecarSetUpdateStrategyPriorityStrategyWeightPriorityMatchSelectorMatchExpressions>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "matchLabels")]
     pub match_labels: Option<BTreeMap<String, String>>,
 }
 
@@ -570,17 +382,9 @@ pub struct SidecarSetUpdateStrategyScatterStrategy {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct SidecarSetUpdateStrategySelector {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "matchExpressions"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "matchExpressions")]
     pub match_expressions: Option<Vec<SidecarSetUpdateStrategySelectorMatchExpressions>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "matchLabels"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "matchLabels")]
     pub match_labels: Option<BTreeMap<String, String>>,
 }
 
@@ -594,34 +398,19 @@ pub struct SidecarSetUpdateStrategySelectorMatchExpressions {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct SidecarSetStatus {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "collisionCount"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "collisionCount")]
     pub collision_count: Option<i32>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "latestRevision"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "latestRevision")]
     pub latest_revision: Option<String>,
     #[serde(rename = "matchedPods")]
     pub matched_pods: i32,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "observedGeneration"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "observedGeneration")]
     pub observed_generation: Option<i64>,
     #[serde(rename = "readyPods")]
     pub ready_pods: i32,
     #[serde(rename = "updatedPods")]
     pub updated_pods: i32,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "updatedReadyPods"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "updatedReadyPods")]
     pub updated_ready_pods: Option<i32>,
 }
+

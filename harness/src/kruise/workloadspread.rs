@@ -4,38 +4,25 @@
 
 #[allow(unused_imports)]
 mod prelude {
-    pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-    pub use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     pub use kube::CustomResource;
-    pub use serde::{Deserialize, Serialize};
+    pub use serde::{Serialize, Deserialize};
     pub use std::collections::BTreeMap;
+    pub use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 }
 
 use self::prelude::*;
 
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug)]
-#[kube(
-    group = "apps.kruise.io",
-    version = "v1alpha1",
-    kind = "WorkloadSpread",
-    plural = "workloadspreads"
-)]
+#[kube(group = "apps.kruise.io", version = "v1alpha1", kind = "WorkloadSpread", plural = "workloadspreads")]
 #[kube(namespaced)]
 #[kube(status = "WorkloadSpreadStatus")]
 #[kube(schema = "disabled")]
 pub struct WorkloadSpreadSpec {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "scheduleStrategy"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "scheduleStrategy")]
     pub schedule_strategy: Option<WorkloadSpreadScheduleStrategy>,
     pub subsets: Vec<WorkloadSpreadSubsets>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "targetFilter"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "targetFilter")]
     pub target_filter: Option<WorkloadSpreadTargetFilter>,
     #[serde(rename = "targetRef")]
     pub target_ref: WorkloadSpreadTargetRef,
@@ -51,17 +38,9 @@ pub struct WorkloadSpreadScheduleStrategy {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct WorkloadSpreadScheduleStrategyAdaptive {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "disableSimulationSchedule"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "disableSimulationSchedule")]
     pub disable_simulation_schedule: Option<bool>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "rescheduleCriticalSeconds"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "rescheduleCriticalSeconds")]
     pub reschedule_critical_seconds: Option<i32>,
 }
 
@@ -75,26 +54,14 @@ pub enum WorkloadSpreadScheduleStrategyType {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct WorkloadSpreadSubsets {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "maxReplicas"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "maxReplicas")]
     pub max_replicas: Option<IntOrString>,
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patch: Option<serde_json::Value>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "preferredNodeSelectorTerms"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "preferredNodeSelectorTerms")]
     pub preferred_node_selector_terms: Option<Vec<WorkloadSpreadSubsetsPreferredNodeSelectorTerms>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "requiredNodeSelectorTerm"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "requiredNodeSelectorTerm")]
     pub required_node_selector_term: Option<WorkloadSpreadSubsetsRequiredNodeSelectorTerm>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerations: Option<Vec<WorkloadSpreadSubsetsTolerations>>,
@@ -108,20 +75,10 @@ pub struct WorkloadSpreadSubsetsPreferredNodeSelectorTerms {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct WorkloadSpreadSubsetsPreferredNodeSelectorTermsPreference {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "matchExpressions"
-    )]
-    pub match_expressions:
-        Option<Vec<WorkloadSpreadSubsetsPreferredNodeSelectorTermsPreferenceMatchExpressions>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "matchFields"
-    )]
-    pub match_fields:
-        Option<Vec<WorkloadSpreadSubsetsPreferredNodeSelectorTermsPreferenceMatchFields>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "matchExpressions")]
+    pub match_expressions: Option<Vec<WorkloadSpreadSubsetsPreferredNodeSelectorTermsPreferenceMatchExpressions>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "matchFields")]
+    pub match_fields: Option<Vec<WorkloadSpreadSubsetsPreferredNodeSelectorTermsPreferenceMatchFields>>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
@@ -142,18 +99,9 @@ pub struct WorkloadSpreadSubsetsPreferredNodeSelectorTermsPreferenceMatchFields 
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct WorkloadSpreadSubsetsRequiredNodeSelectorTerm {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "matchExpressions"
-    )]
-    pub match_expressions:
-        Option<Vec<WorkloadSpreadSubsetsRequiredNodeSelectorTermMatchExpressions>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "matchFields"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "matchExpressions")]
+    pub match_expressions: Option<Vec<WorkloadSpreadSubsetsRequiredNodeSelectorTermMatchExpressions>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "matchFields")]
     pub match_fields: Option<Vec<WorkloadSpreadSubsetsRequiredNodeSelectorTermMatchFields>>,
 }
 
@@ -181,11 +129,7 @@ pub struct WorkloadSpreadSubsetsTolerations {
     pub key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operator: Option<String>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "tolerationSeconds"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "tolerationSeconds")]
     pub toleration_seconds: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
@@ -193,11 +137,7 @@ pub struct WorkloadSpreadSubsetsTolerations {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct WorkloadSpreadTargetFilter {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "replicasPathList"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "replicasPathList")]
     pub replicas_path_list: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<WorkloadSpreadTargetFilterSelector>,
@@ -205,17 +145,9 @@ pub struct WorkloadSpreadTargetFilter {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct WorkloadSpreadTargetFilterSelector {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "matchExpressions"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "matchExpressions")]
     pub match_expressions: Option<Vec<WorkloadSpreadTargetFilterSelectorMatchExpressions>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "matchLabels"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "matchLabels")]
     pub match_labels: Option<BTreeMap<String, String>>,
 }
 
@@ -237,42 +169,21 @@ pub struct WorkloadSpreadTargetRef {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct WorkloadSpreadStatus {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "observedGeneration"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "observedGeneration")]
     pub observed_generation: Option<i64>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "subsetStatuses"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "subsetStatuses")]
     pub subset_statuses: Option<Vec<WorkloadSpreadStatusSubsetStatuses>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "versionedSubsetStatuses"
-    )]
-    pub versioned_subset_statuses:
-        Option<BTreeMap<String, Vec<WorkloadSpreadStatusVersionedSubsetStatuses>>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "versionedSubsetStatuses")]
+    pub versioned_subset_statuses: Option<BTreeMap<String, Vec<WorkloadSpreadStatusVersionedSubsetStatuses>>>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct WorkloadSpreadStatusSubsetStatuses {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "creatingPods"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "creatingPods")]
     pub creating_pods: Option<BTreeMap<String, String>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "deletingPods"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "deletingPods")]
     pub deleting_pods: Option<BTreeMap<String, String>>,
     #[serde(rename = "missingReplicas")]
     pub missing_replicas: i32,
@@ -284,20 +195,13 @@ pub struct WorkloadSpreadStatusSubsetStatuses {
 pub struct WorkloadSpreadStatusVersionedSubsetStatuses {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "creatingPods"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "creatingPods")]
     pub creating_pods: Option<BTreeMap<String, String>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "deletingPods"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "deletingPods")]
     pub deleting_pods: Option<BTreeMap<String, String>>,
     #[serde(rename = "missingReplicas")]
     pub missing_replicas: i32,
     pub name: String,
     pub replicas: i32,
 }
+

@@ -1,0 +1,180 @@
+//! Matrices and qualification end to end on real clusters and releases.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+struct Out {
+    code: Option<i32>,
+    stdout: String,
+    dir: std::path::PathBuf,
+    _reports: tempfile::TempDir,
+}
+
+fn harness(args: &[&str]) -> Out {
+    let reports = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(args)
+        .arg("--report-dir")
+        .arg(reports.path())
+        .env("HARNESS_STATE_DIR", state.path())
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .output()
+        .unwrap();
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    Out {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        dir: std::fs::canonicalize(reports.path().join("latest")).unwrap(),
+        _reports: reports,
+    }
+}
+
+fn json(path: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn outcome<'a>(cell: &'a Value, scenario: &str) -> &'a Value {
+    &cell["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["scenario"] == scenario)
+        .unwrap_or_else(|| panic!("{scenario} ran"))["outcome"]
+}
+
+const S3: &str = "sidecarset/in-place-update-with-injected-sidecar";
+
+#[test]
+fn a_small_matrix_places_the_known_bugs_exactly() {
+    let out = harness(&[
+        "matrix",
+        "--k8s",
+        "1.32,1.37",
+        "--controller",
+        "openkruise@v1.6.0,v1.9.0",
+        "--labels",
+        "seed",
+    ]);
+    let m = json(&out.dir.join("matrix.json"));
+    let failures: Vec<String> = m["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["results"].as_array().unwrap().iter())
+        .filter(|r| r["outcome"]["kind"] == "fail")
+        .map(|r| format!("{}: {}", r["scenario"], r["failure"]))
+        .collect();
+    assert_eq!(out.code, Some(0), "{}\n{failures:#?}", out.stdout);
+    let cells = m["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 4);
+    let cell = |k: &str, c: &str| {
+        cells
+            .iter()
+            .find(|x| {
+                x["kubernetes"]["minor"] == k.parse::<u32>().unwrap()
+                    && x["controller"]["version"] == c
+            })
+            .unwrap()
+    };
+    // The S3 bug lives only on 1.27-1.32.
+    assert_eq!(outcome(cell("32", "v1.6.0"), S3)["kind"], "expected-fail");
+    assert_eq!(outcome(cell("37", "v1.6.0"), S3)["kind"], "pass");
+    for k in ["32", "37"] {
+        assert_eq!(cell(k, "v1.9.0")["worst"], "pass");
+        assert_eq!(cell(k, "v1.6.0")["worst"], "expected-fail");
+    }
+    // The grid links every cell to its own report and names the bugs where they live.
+    let html = std::fs::read_to_string(out.dir.join("matrix.html")).unwrap();
+    for c in cells {
+        let dir = c["dir"].as_str().unwrap();
+        assert!(
+            html.contains(&format!("href=\"{dir}/report.html\"")),
+            "{dir}"
+        );
+        assert!(out.dir.join(dir).join("report.html").is_file());
+        assert!(out.dir.join(dir).join("junit.xml").is_file());
+    }
+    let row_132 = html
+        .split("<tr><th>1.32.5</th>")
+        .nth(1)
+        .unwrap()
+        .split("</tr>")
+        .next()
+        .unwrap();
+    let row_137 = html
+        .split("<tr><th>1.37.1</th>")
+        .nth(1)
+        .unwrap()
+        .split("</tr>")
+        .next()
+        .unwrap();
+    assert!(row_132.contains("kruise-sidecarset-resize-policy"));
+    assert!(!row_137.contains("kruise-sidecarset-resize-policy"));
+}
+
+#[test]
+fn a_cell_that_cannot_start_is_an_infrastructure_error_and_the_others_run() {
+    // The module proxy does not serve v1.7.4, so that cell's controller cannot be built.
+    let out = harness(&[
+        "matrix",
+        "--k8s",
+        "1.32",
+        "--controller",
+        "openkruise@v1.7.4,v1.9.0",
+        "--focus",
+        "native-deployment",
+    ]);
+    assert_eq!(out.code, Some(3), "{}", out.stdout);
+    let m = json(&out.dir.join("matrix.json"));
+    let cells = m["cells"].as_array().unwrap();
+    assert_eq!(cells[0]["worst"], "INFRA-ERROR");
+    assert_eq!(cells[1]["worst"], "pass");
+}
+
+fn qualify(candidate: &str, baseline: &str) -> (Out, Value) {
+    let out = harness(&[
+        "qualify",
+        "--candidate",
+        candidate,
+        "--baseline",
+        baseline,
+        "--labels",
+        "seed",
+    ]);
+    let q = json(&out.dir.join("qualify.json"));
+    (out, q)
+}
+
+fn scenarios(list: &Value) -> Vec<String> {
+    let mut v: Vec<String> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["scenario"].as_str().unwrap().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+const S1_S4: [&str; 2] = [
+    "workloadspread/cloneset-volume-claim-templates",
+    "workloadspread/deployment-priority-class-patch",
+];
+
+#[test]
+fn qualifying_the_fixed_release_reports_fixes_and_no_regression() {
+    let (out, q) = qualify("openkruise@v1.9.0", "v1.7.0");
+    assert_eq!(out.code, Some(0), "{}", out.stdout);
+    assert_eq!(scenarios(&q["fixes"]), S1_S4);
+    assert!(q["regressions"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn qualifying_the_old_release_against_the_new_reports_regressions_and_fails() {
+    let (out, q) = qualify("openkruise@v1.7.0", "v1.9.0");
+    assert_eq!(out.code, Some(1), "{}", out.stdout);
+    assert_eq!(scenarios(&q["regressions"]), S1_S4);
+    assert!(out.stdout.contains("REGRESSION"));
+}
