@@ -645,7 +645,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     .unwrap_or_else(|| &file.as_ref().expect("loaded").controllers),
             )?;
             let report = matrix_cells(&args.select, versions, controllers, "matrix").await?;
-            println!("{:<10} {:<22} {}", "KUBERNETES", "RELEASE", "WORST");
+            println!("{:<10} {:<22} WORST", "KUBERNETES", "RELEASE");
             for c in &report.cells {
                 println!(
                     "{:<10} {:<22} {}",
