@@ -78,11 +78,30 @@ async fn orphaned(
     })
 }
 
-/// Optimistic-concurrency conflicts between Kubernetes' own controllers: retried, not a
-/// finding.
+/// Optimistic-concurrency conflicts between Kubernetes' own components (the object changed
+/// under them, or the scheduler's volume cache lagged one write): retried, not a finding.
 pub fn transient(message: &str) -> bool {
     message
         .contains("the object has been modified; please apply your changes to the latest version")
+        || (message.contains("VolumeBinding") && message.contains("is out of sync (stored:"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::transient;
+
+    #[test]
+    fn only_retried_conflicts_are_transient() {
+        assert!(transient(
+            "Operation cannot be fulfilled on pods \"p\": the object has been modified; please apply your changes to the latest version and try again"
+        ));
+        assert!(transient(
+            "running Reserve plugin \"VolumeBinding\": v1.PersistentVolumeClaim \"ns/data\" is out of sync (stored: 412, assume: 408)"
+        ));
+        assert!(!transient(
+            "Error creating: pods \"x\" is forbidden: quota exceeded"
+        ));
+    }
 }
 
 /// Warning events in `namespace` whose reason is not in `allowed` (transient conflicts aside).
