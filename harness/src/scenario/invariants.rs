@@ -86,24 +86,6 @@ pub fn transient(message: &str) -> bool {
         || (message.contains("VolumeBinding") && message.contains("is out of sync (stored:"))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::transient;
-
-    #[test]
-    fn only_retried_conflicts_are_transient() {
-        assert!(transient(
-            "Operation cannot be fulfilled on pods \"p\": the object has been modified; please apply your changes to the latest version and try again"
-        ));
-        assert!(transient(
-            "running Reserve plugin \"VolumeBinding\": v1.PersistentVolumeClaim \"ns/data\" is out of sync (stored: 412, assume: 408)"
-        ));
-        assert!(!transient(
-            "Error creating: pods \"x\" is forbidden: quota exceeded"
-        ));
-    }
-}
-
 /// Warning events in `namespace` whose reason is not in `allowed` (transient conflicts aside).
 pub async fn unexpected_warnings(
     client: &kube::Client,
@@ -129,4 +111,22 @@ pub async fn unexpected_warnings(
             )
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::transient;
+
+    #[test]
+    fn only_retried_conflicts_are_transient() {
+        assert!(transient(
+            "Operation cannot be fulfilled on pods \"p\": the object has been modified; please apply your changes to the latest version and try again"
+        ));
+        assert!(transient(
+            "running Reserve plugin \"VolumeBinding\": v1.PersistentVolumeClaim \"ns/data\" is out of sync (stored: 412, assume: 408)"
+        ));
+        assert!(!transient(
+            "Error creating: pods \"x\" is forbidden: quota exceeded"
+        ));
+    }
 }
