@@ -690,7 +690,25 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 "qualify",
             )
             .await?;
-            let q = crate::matrix::compare(&report, &baseline, &candidate);
+            let mut q = crate::matrix::compare(&report, &baseline, &candidate);
+            let provider = provider(None);
+            let tc = toolchain();
+            for v in crate::matrix::parse_versions(&args.kubernetes)? {
+                let name = format!("{}-upgrade-{}", report.id, v.minor);
+                let u =
+                    match crate::matrix::upgrade(&provider, &tc, v, &baseline, &candidate, &name)
+                        .await
+                    {
+                        Ok(u) => u,
+                        Err(e) => crate::matrix::UpgradeReport {
+                            kubernetes: v,
+                            baseline: baseline.clone(),
+                            candidate: candidate.clone(),
+                            problems: vec![format!("{e:#}")],
+                        },
+                    };
+                q.upgrades.push(u);
+            }
             let dir = args.select.report_dir.join(&report.id);
             std::fs::write(dir.join("qualify.json"), serde_json::to_vec_pretty(&q)?)?;
             println!("qualify {candidate} against {baseline}");
@@ -702,13 +720,28 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     );
                 }
             }
+            for u in &q.upgrades {
+                if u.problems.is_empty() {
+                    println!(
+                        "UPGRADE     Kubernetes {}  {baseline} -> {candidate}: clean",
+                        u.kubernetes
+                    );
+                } else {
+                    println!(
+                        "UPGRADE     Kubernetes {}  {baseline} -> {candidate}: FAILED: {}",
+                        u.kubernetes,
+                        u.problems.join("; ")
+                    );
+                }
+            }
             println!(
                 "{} regression(s), {} fix(es), {} unchanged",
                 q.regressions.len(),
                 q.fixes.len(),
                 q.unchanged.len()
             );
-            Ok(if q.regressions.is_empty() {
+            let upgrade_failed = q.upgrades.iter().any(|u| !u.problems.is_empty());
+            Ok(if q.regressions.is_empty() && !upgrade_failed {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(EXIT_REGRESSION)

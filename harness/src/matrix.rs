@@ -402,6 +402,8 @@ pub struct Change {
 /// The qualification verdict.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Qualification {
+    /// The upgrade checks, one per Kubernetes version.
+    pub upgrades: Vec<UpgradeReport>,
     /// Baseline passed, candidate failed.
     pub regressions: Vec<Change>,
     /// Baseline failed, candidate passed.
@@ -513,4 +515,226 @@ mod tests {
         assert!(!parse_versions(&f.kubernetes).unwrap().is_empty());
         assert_eq!(parse_controllers(&f.controllers).unwrap().len(), 5);
     }
+}
+
+/// What the upgrade check saw.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UpgradeReport {
+    /// Kubernetes version.
+    pub kubernetes: KubeVersion,
+    /// From.
+    pub baseline: ControllerRef,
+    /// To.
+    pub candidate: ControllerRef,
+    /// Problems found (empty when the upgrade is clean).
+    pub problems: Vec<String>,
+}
+
+/// Installs `baseline`, creates a workload of each kind (a CloneSet with a volumeClaimTemplate,
+/// an Advanced DaemonSet, a SidecarSet injecting into a CloneSet, a WorkloadSpread over a
+/// Deployment), replaces the manager with `candidate` (its CRDs and webhooks too), and checks
+/// that the workloads settle with no pod recreated, no PVC lost and no orphan left.
+pub async fn upgrade(
+    provider: &LocalProvider,
+    toolchain: &Toolchain,
+    kubernetes: KubeVersion,
+    baseline: &ControllerRef,
+    candidate: &ControllerRef,
+    name: &str,
+) -> anyhow::Result<UpgradeReport> {
+    use crate::cluster::{Cluster, ClusterProvider};
+    use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod};
+    use kube::api::{Api, ListParams, PostParams};
+    use serde_json::json;
+
+    let profile = crate::run::scenario_profile(kubernetes);
+    let mut cluster = provider.create(name, &profile).await?;
+    let install = |version: &str| openkruise::InstallOptions {
+        version: Some(version.into()),
+        ..Default::default()
+    };
+    openkruise::install(&mut cluster, toolchain, &install(&baseline.version)).await?;
+    let client = cluster.client();
+    let ns = "upgrade";
+    let nss: Api<Namespace> = Api::all(client.clone());
+    nss.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
+    )
+    .await?;
+    let ctx = crate::scenario::Ctx {
+        namespace: ns.into(),
+        client: client.clone(),
+        facts: crate::scenario::Facts {
+            kubernetes,
+            controller: baseline.clone(),
+            zones: BTreeMap::new(),
+        },
+        timeouts: Default::default(),
+        cleanup: Default::default(),
+    };
+    use crate::suites::common::*;
+    create(
+        &ctx,
+        with_data_volume(cloneset("data", 2, "InPlaceIfPossible"), "1Gi"),
+    )
+    .await?;
+    let mut ds = cloneset("agent", 0, "RollingUpdate");
+    ds["kind"] = json!("DaemonSet");
+    let spec = ds["spec"].as_object_mut().expect("object");
+    spec.remove("replicas");
+    spec.remove("updateStrategy");
+    create(&ctx, ds).await?;
+    create(
+        &ctx,
+        json!({
+            "apiVersion": "apps.kruise.io/v1alpha1",
+            "kind": "SidecarSet",
+            "metadata": {"name": "upgrade-logger"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "with-sidecar"}},
+                "containers": [{"name": "logger", "image": "busybox:1.36", "command": ["sleep", "3600"]}]
+            }
+        }),
+    )
+    .await?;
+    create(
+        &ctx,
+        json!({
+            "apiVersion": "apps.kruise.io/v1alpha1",
+            "kind": "WorkloadSpread",
+            "metadata": {"name": "spread"},
+            "spec": {
+                "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "spread"},
+                "subsets": [
+                    {"name": "zone-a", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-a"), "maxReplicas": 1},
+                    {"name": "zone-b", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-b")}
+                ]
+            }
+        }),
+    )
+    .await?;
+    let mut dep = cloneset("spread", 2, "RollingUpdate");
+    dep["apiVersion"] = json!("apps/v1");
+    dep["kind"] = json!("Deployment");
+    dep["spec"]
+        .as_object_mut()
+        .expect("object")
+        .remove("updateStrategy");
+    create(&ctx, dep).await?;
+    create(&ctx, cloneset("with-sidecar", 2, "InPlaceIfPossible")).await?;
+
+    let settle = |ctx: crate::scenario::Ctx| async move {
+        rolled_out(&ctx, "apps.kruise.io/v1alpha1", "CloneSet", "data", 2, &[]).await?;
+        rolled_out(
+            &ctx,
+            "apps.kruise.io/v1alpha1",
+            "CloneSet",
+            "with-sidecar",
+            2,
+            &[],
+        )
+        .await?;
+        rolled_out(&ctx, "apps/v1", "Deployment", "spread", 2, &[]).await?;
+        let api = ctx.dyn_api("apps.kruise.io/v1alpha1", "DaemonSet").await?;
+        let nodes = profile_nodes(&ctx).await?;
+        crate::scenario::wait::until(
+            &api,
+            "agent",
+            "DaemonSet agent ready",
+            ctx.timeouts.converge,
+            move |o| {
+                async move {
+                    let Some(o) = o else {
+                        return crate::scenario::wait::Check::Pending("absent".into());
+                    };
+                    let s = crate::scenario::status(&o);
+                    crate::scenario::wait::Check::when(
+                        s["numberReady"].as_i64() == Some(nodes)
+                            && s["observedGeneration"].as_i64() == o.metadata.generation,
+                        || format!("status {s}"),
+                    )
+                }
+                .boxed()
+            },
+        )
+        .await?;
+        anyhow::Ok(())
+    };
+    settle(ctx.clone()).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
+    let uids = |items: Vec<kube::core::ObjectMeta>| -> BTreeMap<String, String> {
+        items
+            .into_iter()
+            .filter(|m| m.deletion_timestamp.is_none())
+            .map(|m| (m.name.unwrap_or_default(), m.uid.unwrap_or_default()))
+            .collect()
+    };
+    let pods_before = uids(
+        pods.list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .map(|p| p.metadata)
+            .collect(),
+    );
+    let pvcs_before = uids(
+        pvcs.list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .map(|p| p.metadata)
+            .collect(),
+    );
+
+    // The candidate replaces the baseline: its CRDs, webhook configurations and manager.
+    cluster.stop_component("kruise-manager")?;
+    let manager =
+        openkruise::install(&mut cluster, toolchain, &install(&candidate.version)).await?;
+    settle(ctx.clone()).await?;
+
+    let mut problems = vec![];
+    let pods_after = uids(
+        pods.list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .map(|p| p.metadata)
+            .collect(),
+    );
+    let pvcs_after = uids(
+        pvcs.list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .map(|p| p.metadata)
+            .collect(),
+    );
+    if pods_before != pods_after {
+        problems.push(format!(
+            "pods changed across the upgrade: {pods_before:?} -> {pods_after:?}"
+        ));
+    }
+    for (name, uid) in &pvcs_before {
+        if pvcs_after.get(name) != Some(uid) {
+            problems.push(format!("PVC {name} was lost or recreated"));
+        }
+    }
+    problems.extend(crate::scenario::invariants::orphans(&client, ns).await?);
+    if let Err(e) = manager.check(&cluster) {
+        problems.push(e.to_string());
+    }
+    cluster.destroy()?;
+    Ok(UpgradeReport {
+        kubernetes,
+        baseline: baseline.clone(),
+        candidate: candidate.clone(),
+        problems,
+    })
+}
+
+async fn profile_nodes(ctx: &crate::scenario::Ctx) -> anyhow::Result<i64> {
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(ctx.client.clone());
+    Ok(nodes.list(&Default::default()).await?.items.len() as i64)
 }

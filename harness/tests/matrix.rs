@@ -169,6 +169,16 @@ fn qualifying_the_fixed_release_reports_fixes_and_no_regression() {
     assert_eq!(out.code, Some(0), "{}", out.stdout);
     assert_eq!(scenarios(&q["fixes"]), S1_S4);
     assert!(q["regressions"].as_array().unwrap().is_empty());
+    // The upgrade keeps every pod and PVC and leaves no orphan.
+    let upgrades = q["upgrades"].as_array().unwrap();
+    assert_eq!(upgrades.len(), 1);
+    assert_eq!(
+        upgrades[0]["problems"],
+        serde_json::json!([]),
+        "{}",
+        upgrades[0]
+    );
+    assert!(out.stdout.contains("clean"));
 }
 
 #[test]

@@ -170,6 +170,69 @@ async fn apply(client: &kube::Client, doc: &Value) -> Result<(), BundleError> {
     Ok(())
 }
 
+/// On an upgrade, a CRD's conversion webhook still carries the previous manager's `url`; the
+/// release's manifest names a `service`, and a CRD may not have both. Swap them before applying.
+async fn forget_previous_manager_url(
+    crds: &Api<CustomResourceDefinition>,
+    doc: &Value,
+) -> Result<(), BundleError> {
+    let name = doc["metadata"]["name"].as_str().unwrap_or_default();
+    let service = &doc["spec"]["conversion"]["webhook"]["clientConfig"]["service"];
+    if service.is_null() {
+        return Ok(());
+    }
+    let Some(live) = crds
+        .get_opt(name)
+        .await
+        .map_err(BundleError::kube(format!("read CRD {name}")))?
+    else {
+        return Ok(());
+    };
+    let has_url = live
+        .spec
+        .conversion
+        .as_ref()
+        .and_then(|c| c.webhook.as_ref())
+        .and_then(|w| w.client_config.as_ref())
+        .is_some_and(|c| c.url.is_some());
+    if has_url {
+        let body = json!({"spec": {"conversion": {"webhook": {"clientConfig": {"url": null, "service": service}}}}});
+        crds.patch(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+            .map_err(BundleError::kube(format!(
+                "reset the conversion webhook of CRD {name}"
+            )))?;
+    }
+    Ok(())
+}
+
+/// On an upgrade, the webhook configurations carry the previous manager's URLs; the release's
+/// own configuration replaces them whole (the new manager points them at itself).
+async fn replace_webhook_configuration(
+    client: &kube::Client,
+    doc: &Value,
+) -> Result<(), BundleError> {
+    let name = doc["metadata"]["name"].as_str().unwrap_or_default();
+    let result = match kind(doc) {
+        "MutatingWebhookConfiguration" => {
+            let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+            api.delete(name, &DeleteParams::default()).await.map(|_| ())
+        }
+        _ => {
+            let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+            api.delete(name, &DeleteParams::default()).await.map(|_| ())
+        }
+    };
+    match result {
+        Ok(()) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(BundleError::Kube {
+            action: format!("replace {} {name}", kind(doc)),
+            source: e,
+        }),
+    }
+}
+
 /// Installs OpenKruise into `cluster` and waits until it is ready: CRDs established, webhook
 /// configurations carrying the manager's URL and CA, the manager's readiness endpoint up, and a
 /// smoke CloneSet admitted and reconciled.
@@ -208,6 +271,7 @@ pub async fn install(
         .iter()
         .filter(|d| kind(d) == "CustomResourceDefinition")
     {
+        forget_previous_manager_url(&crds, d).await?;
         apply(&client, d).await?;
         crd_names.push(
             d["metadata"]["name"]
@@ -231,6 +295,12 @@ pub async fn install(
         .iter()
         .filter(|d| !matches!(kind(d), "Namespace" | "CustomResourceDefinition"))
     {
+        if matches!(
+            kind(d),
+            "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration"
+        ) {
+            replace_webhook_configuration(&client, d).await?;
+        }
         apply(&client, d).await?;
     }
 
