@@ -221,6 +221,32 @@ pub async fn create(ctx: &Ctx, obj: Value) -> anyhow::Result<DynamicObject> {
     ctx.create(obj).await.map_err(refusal).context(what)
 }
 
+/// Creates an object and waits until its controller has observed it
+/// (`status.observedGeneration`), so that webhooks reading the controller's cache see it.
+pub async fn create_observed(ctx: &Ctx, obj: Value) -> anyhow::Result<DynamicObject> {
+    let api_version = obj["apiVersion"].as_str().unwrap_or_default().to_string();
+    let kind = obj["kind"].as_str().unwrap_or_default().to_string();
+    let created = create(ctx, obj).await?;
+    let name = created.metadata.name.clone().unwrap_or_default();
+    let generation = created.metadata.generation;
+    let api = ctx.dyn_api(&api_version, &kind).await?;
+    let what = format!("{kind} {name} observed by its controller");
+    until(&api, &name, &what, ctx.timeouts.converge, move |o| {
+        async move {
+            match o {
+                Some(o) => Check::when(
+                    status(&o)["observedGeneration"].as_i64() >= generation,
+                    || format!("status {}", status(&o)),
+                ),
+                None => Check::Pending("absent".into()),
+            }
+        }
+        .boxed()
+    })
+    .await?;
+    Ok(created)
+}
+
 /// An API error as its server message (the text signatures match), other errors as they are.
 pub fn refusal(e: kube::Error) -> anyhow::Error {
     match e {

@@ -8,8 +8,7 @@ use futures::FutureExt;
 use serde_json::json;
 
 use super::common::*;
-use crate::scenario::wait::{Check, until};
-use crate::scenario::{Ctx, Requirements, Scenario, status};
+use crate::scenario::{Ctx, Requirements, Scenario};
 
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
@@ -29,8 +28,7 @@ pub fn scenarios() -> Vec<Scenario> {
 
 async fn s3(ctx: Ctx) -> anyhow::Result<()> {
     let sidecarset = ctx.unique("logger");
-    let api = ctx.dyn_api("apps.kruise.io/v1alpha1", "SidecarSet").await?;
-    let created = create(
+    create_observed(
         &ctx,
         json!({
             "apiVersion": "apps.kruise.io/v1alpha1",
@@ -44,27 +42,6 @@ async fn s3(ctx: Ctx) -> anyhow::Result<()> {
     )
     .await?;
     {
-        let generation = created.metadata.generation;
-        until(
-            &api,
-            &sidecarset,
-            "SidecarSet observed",
-            ctx.timeouts.converge,
-            move |o| {
-                async move {
-                    match o {
-                        Some(o) => Check::when(
-                            status(&o)["observedGeneration"].as_i64() == generation,
-                            || format!("status {}", status(&o)),
-                        ),
-                        None => Check::Pending("absent".into()),
-                    }
-                }
-                .boxed()
-            },
-        )
-        .await?;
-
         let mut w = cloneset("app", 2, "InPlaceIfPossible");
         w["spec"]["template"]["metadata"]["labels"]["harness-sidecar"] = json!(ctx.namespace);
         w["spec"]["template"]["spec"]["containers"][0]["resources"] = json!({

@@ -132,7 +132,7 @@ async fn s1(ctx: Ctx, target: Target) -> anyhow::Result<()> {
         "metadata": {"labels": {"harness-subset": "zone-a"}},
         "spec": {"containers": [{"name": "main", "env": [{"name": "SUBSET", "value": "zone-a"}]}]}
     });
-    create(
+    create_observed(
         &ctx,
         spread(
             target,
@@ -213,7 +213,7 @@ async fn s4(ctx: Ctx, target: Target) -> anyhow::Result<()> {
     .await?;
     {
         let name = "tiered";
-        create(
+        create_observed(
             &ctx,
             spread(
                 target,

@@ -585,7 +585,7 @@ pub async fn upgrade(
     spec.remove("replicas");
     spec.remove("updateStrategy");
     create(&ctx, ds).await?;
-    create(
+    create_observed(
         &ctx,
         json!({
             "apiVersion": "apps.kruise.io/v1alpha1",
@@ -598,7 +598,7 @@ pub async fn upgrade(
         }),
     )
     .await?;
-    create(
+    create_observed(
         &ctx,
         json!({
             "apiVersion": "apps.kruise.io/v1alpha1",
