@@ -41,51 +41,49 @@ async fn s3(ctx: Ctx) -> anyhow::Result<()> {
         }),
     )
     .await?;
-    {
-        let mut w = cloneset("app", 2, "InPlaceIfPossible");
-        w["spec"]["template"]["metadata"]["labels"]["harness-sidecar"] = json!(ctx.namespace);
-        w["spec"]["template"]["spec"]["containers"][0]["resources"] = json!({
-            "requests": {"cpu": "100m", "memory": "64Mi"},
-            "limits": {"cpu": "200m", "memory": "128Mi"}
-        });
-        create(&ctx, w).await?;
-        rolled_out(&ctx, "apps.kruise.io/v1alpha1", "CloneSet", "app", 2, &[]).await?;
-        let before = pod_uids(&ctx, "app=app").await?;
-        for p in pods(&ctx, "app=app").await? {
-            let names: Vec<String> = p
-                .spec
-                .as_ref()
-                .map(|s| s.containers.iter().map(|c| c.name.clone()).collect())
-                .unwrap_or_default();
-            ensure!(
-                names.contains(&"logger".to_string()),
-                "sidecar not injected into {:?}: {names:?}",
-                p.metadata.name
-            );
-        }
-        set_image(&ctx, "apps.kruise.io/v1alpha1", "CloneSet", "app", IMAGE_V2).await?;
-        rolled_out(
-            &ctx,
-            "apps.kruise.io/v1alpha1",
-            "CloneSet",
-            "app",
-            2,
-            &["FailedUpdatePodInPlace"],
-        )
-        .await?;
+    let mut w = cloneset("app", 2, "InPlaceIfPossible");
+    w["spec"]["template"]["metadata"]["labels"]["harness-sidecar"] = json!(ctx.namespace);
+    w["spec"]["template"]["spec"]["containers"][0]["resources"] = json!({
+        "requests": {"cpu": "100m", "memory": "64Mi"},
+        "limits": {"cpu": "200m", "memory": "128Mi"}
+    });
+    create(&ctx, w).await?;
+    rolled_out(&ctx, "apps.kruise.io/v1alpha1", "CloneSet", "app", 2, &[]).await?;
+    let before = pod_uids(&ctx, "app=app").await?;
+    for p in pods(&ctx, "app=app").await? {
+        let names: Vec<String> = p
+            .spec
+            .as_ref()
+            .map(|s| s.containers.iter().map(|c| c.name.clone()).collect())
+            .unwrap_or_default();
         ensure!(
-            before == pod_uids(&ctx, "app=app").await?,
-            "pods were recreated instead of updated in place"
+            names.contains(&"logger".to_string()),
+            "sidecar not injected into {:?}: {names:?}",
+            p.metadata.name
         );
-        for p in pods(&ctx, "app=app").await? {
-            let s = container_status(&p, "main");
-            ensure!(
-                s.as_ref()
-                    .is_some_and(|s| s.image == IMAGE_V2 && s.restart_count >= 1),
-                "container main of {:?} was not restarted with {IMAGE_V2}: {s:?}",
-                p.metadata.name
-            );
-        }
-        Ok(())
     }
+    set_image(&ctx, "apps.kruise.io/v1alpha1", "CloneSet", "app", IMAGE_V2).await?;
+    rolled_out(
+        &ctx,
+        "apps.kruise.io/v1alpha1",
+        "CloneSet",
+        "app",
+        2,
+        &["FailedUpdatePodInPlace"],
+    )
+    .await?;
+    ensure!(
+        before == pod_uids(&ctx, "app=app").await?,
+        "pods were recreated instead of updated in place"
+    );
+    for p in pods(&ctx, "app=app").await? {
+        let s = container_status(&p, "main");
+        ensure!(
+            s.as_ref()
+                .is_some_and(|s| s.image == IMAGE_V2 && s.restart_count >= 1),
+            "container main of {:?} was not restarted with {IMAGE_V2}: {s:?}",
+            p.metadata.name
+        );
+    }
+    Ok(())
 }

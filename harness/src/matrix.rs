@@ -544,7 +544,7 @@ pub async fn upgrade(
 ) -> anyhow::Result<UpgradeReport> {
     use crate::cluster::{Cluster, ClusterProvider};
     use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod};
-    use kube::api::{Api, ListParams, PostParams};
+    use kube::api::{Api, PostParams};
     use serde_json::json;
 
     let profile = crate::run::scenario_profile(kubernetes);
@@ -664,29 +664,8 @@ pub async fn upgrade(
     settle(ctx.clone()).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
-    let uids = |items: Vec<kube::core::ObjectMeta>| -> BTreeMap<String, String> {
-        items
-            .into_iter()
-            .filter(|m| m.deletion_timestamp.is_none())
-            .map(|m| (m.name.unwrap_or_default(), m.uid.unwrap_or_default()))
-            .collect()
-    };
-    let pods_before = uids(
-        pods.list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .map(|p| p.metadata)
-            .collect(),
-    );
-    let pvcs_before = uids(
-        pvcs.list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .map(|p| p.metadata)
-            .collect(),
-    );
+    let pods_before = live_uids(&pods).await?;
+    let pvcs_before = live_uids(&pvcs).await?;
 
     // The candidate replaces the baseline: its CRDs, webhook configurations and manager.
     cluster.stop_component("kruise-manager")?;
@@ -695,22 +674,8 @@ pub async fn upgrade(
     settle(ctx.clone()).await?;
 
     let mut problems = vec![];
-    let pods_after = uids(
-        pods.list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .map(|p| p.metadata)
-            .collect(),
-    );
-    let pvcs_after = uids(
-        pvcs.list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .map(|p| p.metadata)
-            .collect(),
-    );
+    let pods_after = live_uids(&pods).await?;
+    let pvcs_after = live_uids(&pvcs).await?;
     if pods_before != pods_after {
         problems.push(format!(
             "pods changed across the upgrade: {pods_before:?} -> {pods_after:?}"
@@ -732,6 +697,27 @@ pub async fn upgrade(
         candidate: candidate.clone(),
         problems,
     })
+}
+
+/// Name -> UID of the objects of `api` that are not being deleted.
+async fn live_uids<K>(api: &kube::Api<K>) -> Result<BTreeMap<String, String>, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    Ok(api
+        .list(&Default::default())
+        .await?
+        .items
+        .iter()
+        .map(kube::Resource::meta)
+        .filter(|m| m.deletion_timestamp.is_none())
+        .map(|m| {
+            (
+                m.name.clone().unwrap_or_default(),
+                m.uid.clone().unwrap_or_default(),
+            )
+        })
+        .collect())
 }
 
 async fn profile_nodes(ctx: &crate::scenario::Ctx) -> anyhow::Result<i64> {

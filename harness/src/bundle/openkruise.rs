@@ -94,16 +94,11 @@ impl std::fmt::Debug for InstallOptions {
     }
 }
 
-/// Renders the release's `config/default` with the toolchain's kubectl.
-pub async fn render(
-    toolchain: &Toolchain,
-    kubectl: &Path,
-    tag: &str,
-) -> Result<Vec<Value>, BundleError> {
+/// Renders the release's `config/default` (from the module cache) with `kubectl kustomize`.
+pub async fn render(kubectl: &Path, tag: &str) -> Result<Vec<Value>, BundleError> {
     let go = GoEnv::detect().await?;
     let scratch = tempfile::tempdir().map_err(|e| BundleError::io(Path::new("tmp"), e))?;
     let files = go.download(scratch.path(), MODULE, tag, true).await?;
-    let _ = toolchain;
     let config = files.dir.join("config/default");
     let out = tokio::process::Command::new(kubectl)
         .arg("kustomize")
@@ -253,7 +248,7 @@ pub async fn install(
     let kubectl = kube_bins.path("kubectl");
     let (binary, mut docs) = tokio::try_join!(
         async { build(toolchain, &tag).await.map_err(BundleError::from) },
-        render(toolchain, &kubectl, &tag)
+        render(&kubectl, &tag)
     )?;
     docs.retain(|d| !SKIPPED_KINDS.contains(&kind(d)));
     if let Some(t) = options.transform {
