@@ -195,7 +195,7 @@ async fn a_workloadspread_spreads_a_deployment_over_two_zones(#[case] version: &
         }
         s
     };
-    create(
+    let ws = create(
         &spreads,
         json!({
             "apiVersion": "apps.kruise.io/v1alpha1",
@@ -207,6 +207,13 @@ async fn a_workloadspread_spreads_a_deployment_over_two_zones(#[case] version: &
             }
         }),
     )
+    .await;
+    // The admission webhook reads WorkloadSpreads from the manager's cache: pods created
+    // before the controller has seen the spread are admitted without it.
+    let generation = ws.metadata.generation;
+    wait_dyn(&spreads, "spread", "workloadspread observed", move |o| {
+        o.data["status"]["observedGeneration"].as_i64() == generation
+    })
     .await;
     let deployments = dyn_api(&client, "apps/v1", "Deployment").await;
     create(
