@@ -186,6 +186,7 @@ pub async fn run(runs: usize) -> anyhow::Result<ExitCode> {
     let plan = crate::run::plan(&all, &Filter::default(), kubernetes, &controller);
     let ledger = Ledger::builtin();
     let options = RunOptions::default();
+    let any = crate::cluster::any::Provider::Local(provider.clone());
     let (mut walls, mut shares) = (vec![], vec![]);
     for i in 0..runs {
         let mut reporters: Vec<Box<dyn crate::run::Reporter>> = vec![];
@@ -194,7 +195,7 @@ pub async fn run(runs: usize) -> anyhow::Result<ExitCode> {
         let env = Env {
             scenarios: &all,
             ledger: &ledger,
-            provider: &provider,
+            provider: &any,
             toolchain: &toolchain,
             options: &options,
         };

@@ -17,6 +17,15 @@ use crate::progress::Progress;
 use crate::toolchain::versions::{KUBERNETES_RELEASES, KWOK_VERSION};
 use crate::toolchain::{Cache, KubeVersion, Toolchain};
 
+/// Checks a command line (without the program name) against the CLI's flags and values,
+/// without running anything: the error is clap's own message.
+pub fn check_args<S: AsRef<str>>(args: &[S]) -> Result<(), String> {
+    let argv = std::iter::once("harness").chain(args.iter().map(AsRef::as_ref));
+    Cli::try_parse_from(argv)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 /// Exit code for an interrupted command.
 pub const EXIT_INTERRUPTED: u8 = 130;
 
@@ -112,6 +121,205 @@ struct RunArgs {
     /// A ledger of known bugs to use instead of the checked-in suites/ledger.yaml.
     #[arg(long)]
     ledger: Option<PathBuf>,
+    #[command(flatten)]
+    provider: ProviderArgs,
+}
+
+/// Where clusters come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProviderKind {
+    /// The embedded default: a control plane as local processes built from Go modules.
+    Local,
+    /// kind (needs Docker); the harness builds the kind release its node image belongs to.
+    Kind,
+    /// k3s in a container through testcontainers (needs Docker and the `k3s` cargo feature).
+    K3s,
+    /// A cluster you already have (`--kubeconfig`, `--context`); the harness creates only
+    /// namespaced test objects there and removes only those.
+    Existing,
+}
+
+#[derive(Debug, Args)]
+struct ProviderArgs {
+    /// Where the cluster comes from.
+    #[arg(long, value_enum, default_value_t = ProviderKind::Local)]
+    provider: ProviderKind,
+    /// Kubeconfig of the existing cluster (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+    /// Context of the existing cluster to use (required with --provider existing; the
+    /// current context is never used implicitly).
+    #[arg(long, value_name = "NAME")]
+    context: Option<String>,
+    /// The API server URL the context must point at; the run is refused if it points
+    /// elsewhere.
+    #[arg(long, value_name = "URL")]
+    server: Option<String>,
+    /// kind binary to use instead of building the kind release the node image belongs to.
+    #[arg(long, value_name = "PATH")]
+    kind_binary: Option<PathBuf>,
+}
+
+impl ProviderArgs {
+    /// Refuses flags that belong to another provider, and missing required ones.
+    fn validate(&self) -> anyhow::Result<()> {
+        let existing_only = [
+            ("--kubeconfig", self.kubeconfig.is_some()),
+            ("--context", self.context.is_some()),
+            ("--server", self.server.is_some()),
+        ];
+        if self.provider != ProviderKind::Existing {
+            if let Some((flag, _)) = existing_only.iter().find(|(_, set)| *set) {
+                bail!("{flag} is for --provider existing");
+            }
+        } else if self.context.is_none() {
+            bail!(
+                "--provider existing needs --context NAME: the current context is never used \
+                 implicitly (see `kubectl config get-contexts`)"
+            );
+        }
+        if self.kind_binary.is_some() && self.provider != ProviderKind::Kind {
+            bail!("--kind-binary is for --provider kind");
+        }
+        Ok(())
+    }
+
+    fn label(&self) -> &'static str {
+        match self.provider {
+            ProviderKind::Local => "local",
+            ProviderKind::Kind => "kind",
+            ProviderKind::K3s => "k3s",
+            ProviderKind::Existing => "existing",
+        }
+    }
+
+    fn kind_provider(&self, logs: PathBuf) -> crate::cluster::kind::KindProvider {
+        use crate::cluster::kind::{
+            CREATE_ATTEMPTS, KindBinary, KindOptions, KindProvider, ProcessRunner,
+        };
+        let binary = match &self.kind_binary {
+            Some(p) => KindBinary::Path(p.clone()),
+            None => KindBinary::Build(toolchain()),
+        };
+        KindProvider::new(
+            binary,
+            std::sync::Arc::new(ProcessRunner),
+            KindOptions {
+                root: providers_root().join("kind"),
+                logs,
+                attempts: CREATE_ATTEMPTS,
+                wait: Duration::from_secs(300),
+            },
+        )
+    }
+
+    fn existing_provider(&self) -> crate::cluster::existing::ExistingProvider {
+        crate::cluster::existing::ExistingProvider {
+            kubeconfig: self
+                .kubeconfig
+                .clone()
+                .unwrap_or_else(crate::cluster::existing::default_kubeconfig),
+            context: self.context.clone().unwrap_or_default(),
+            server: self.server.clone(),
+            root: providers_root().join("existing"),
+        }
+    }
+
+    /// The provider; `logs` is where kind exports cluster logs before deleting.
+    fn build(&self, logs: PathBuf) -> anyhow::Result<crate::cluster::any::Provider> {
+        use crate::cluster::any::Provider;
+        self.validate()?;
+        if matches!(self.provider, ProviderKind::Kind | ProviderKind::K3s) {
+            docker_ready().map_err(|why| {
+                anyhow::anyhow!(
+                    "--provider {}: Docker is needed and {why}; start Docker or use --provider \
+                     local (no Docker needed)",
+                    self.label()
+                )
+            })?;
+        }
+        Ok(match self.provider {
+            ProviderKind::Local => Provider::Local(provider(None)),
+            ProviderKind::Kind => Provider::Kind(self.kind_provider(logs)),
+            ProviderKind::Existing => Provider::Existing(self.existing_provider()),
+            ProviderKind::K3s => k3s_provider()?,
+        })
+    }
+
+    /// What the provider would do for cluster `name` of `profile`, for --dry-run.
+    fn dry_run(
+        &self,
+        name: &str,
+        profile: &Profile,
+        logs: &std::path::Path,
+    ) -> anyhow::Result<String> {
+        Ok(match self.provider {
+            ProviderKind::Local => unreachable!("the local dry run lists component processes"),
+            ProviderKind::Kind => {
+                let kind = self
+                    .kind_binary
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from("kind"));
+                crate::cluster::kind::KindProvider::plan_with(
+                    &kind,
+                    name,
+                    profile,
+                    &providers_root().join("kind").join(name),
+                    logs,
+                    Duration::from_secs(300),
+                )?
+                .to_string()
+            }
+            ProviderKind::K3s => crate::cluster::k3s::dry_run(profile),
+            ProviderKind::Existing => self.existing_provider().plan(name).join("\n") + "\n",
+        })
+    }
+}
+
+#[cfg(feature = "k3s")]
+fn k3s_provider() -> anyhow::Result<crate::cluster::any::Provider> {
+    Ok(crate::cluster::any::Provider::K3s(
+        crate::cluster::k3s::K3sProvider {
+            root: providers_root().join("k3s"),
+        },
+    ))
+}
+
+#[cfg(not(feature = "k3s"))]
+fn k3s_provider() -> anyhow::Result<crate::cluster::any::Provider> {
+    bail!(
+        "this harness was built without the k3s provider; build it with \
+         `cargo run -p harness --features k3s -- ...`"
+    )
+}
+
+/// Where non-local providers keep their cluster directories.
+fn providers_root() -> PathBuf {
+    crate::cluster::local::state::default_clusters_root()
+        .parent()
+        .map(|p| p.join("providers"))
+        .unwrap_or_else(|| PathBuf::from("harness-providers"))
+}
+
+/// Whether a Docker daemon answers (`docker info`).
+fn docker_ready() -> Result<(), String> {
+    let out = std::process::Command::new("docker")
+        .args(["info", "--format", "{{.ServerVersion}}"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("`docker` could not be run ({e})"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        Err(format!(
+            "the daemon does not answer (`docker info`: {})",
+            err.lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no output")
+                .trim()
+        ))
+    }
 }
 
 #[derive(Debug, Args)]
@@ -131,6 +339,9 @@ struct SelectArgs {
     /// Scenarios at once per cluster.
     #[arg(long, default_value_t = 2)]
     parallel: usize,
+    /// Cells (Kubernetes version x release) at once, each with its own clusters.
+    #[arg(long, default_value_t = 2)]
+    cells_parallel: usize,
     /// Where reports go (`<dir>/<id>/`, `<dir>/latest`).
     #[arg(long, default_value = "reports")]
     report_dir: PathBuf,
@@ -181,8 +392,9 @@ struct QualifyArgs {
 
 #[derive(Debug, Subcommand)]
 enum ClusterCommand {
-    /// Start a local cluster and keep it running until Ctrl-C (or detach with --detach).
-    Up(UpArgs),
+    /// Start a cluster and keep it running until Ctrl-C (a local one can detach with
+    /// --detach).
+    Up(Box<UpArgs>),
     /// Stop a cluster and remove its directory.
     Down {
         /// Cluster name.
@@ -190,6 +402,16 @@ enum ClusterCommand {
     },
     /// List clusters with their state and kubeconfig.
     List,
+    /// Write the kind config of every profile the suites use (kind-configs/), or check that
+    /// the files there are current.
+    Configs {
+        /// The directory.
+        #[arg(long, default_value = "kind-configs")]
+        dir: PathBuf,
+        /// Only compare; exit 1 and name the files that differ.
+        #[arg(long)]
+        check: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -244,11 +466,14 @@ struct UpArgs {
     /// Keep the cluster directory (logs, certificates) after it stops.
     #[arg(long)]
     keep_dir: bool,
-    /// Print the processes that would run, with their arguments, and start nothing.
+    /// Print the processes or commands that would run, with their arguments, and start
+    /// nothing.
     #[arg(long)]
     dry_run: bool,
     #[command(flatten)]
     controller: ControllerArgs,
+    #[command(flatten)]
+    provider: ProviderArgs,
 }
 
 #[derive(Debug, Args)]
@@ -263,14 +488,7 @@ struct ControllerArgs {
 }
 
 impl ControllerArgs {
-    fn options(
-        &self,
-    ) -> anyhow::Result<
-        Option<(
-            crate::bundle::ControllerRef,
-            crate::bundle::openkruise::InstallOptions,
-        )>,
-    > {
+    fn options(&self) -> anyhow::Result<ControllerChoice> {
         let Some(c) = &self.controller else {
             if !self.controller_gates.is_empty() {
                 bail!("--controller-gates needs --controller");
@@ -289,6 +507,7 @@ impl ControllerArgs {
             reference.clone(),
             crate::bundle::openkruise::InstallOptions {
                 version: Some(reference.version.clone()),
+                checkout: reference.checkout.clone(),
                 gates,
                 ..Default::default()
             },
@@ -486,8 +705,12 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
     if plan.clusters.is_empty() && plan.skipped.is_empty() {
         bail!("select scenarios: the filters match none (see `harness run --list`)");
     }
+    args.provider.validate()?;
     if args.dry_run {
-        println!("Kubernetes {kubernetes}, {controller}");
+        println!(
+            "Kubernetes {kubernetes}, {controller}, provider {}",
+            args.provider.label()
+        );
         for c in &plan.clusters {
             println!(
                 "cluster {}: apiserver gates {:?}, controller gates {:?}, {} nodes",
@@ -517,6 +740,10 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or_default(),
         rand::random::<u16>()
     );
+    // The provider is checked before anything is written.
+    let provider = args
+        .provider
+        .build(args.report_dir.join(&run_id).join("cluster-logs"))?;
     let files = crate::report::Files::new(&args.report_dir, &run_id).with_context(|| {
         format!(
             "create the report directory in {}",
@@ -529,7 +756,6 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
         Box::new(files),
     ];
     let tc = toolchain();
-    let provider = provider(None);
     let options = RunOptions {
         parallel: args.parallel,
         repeat: args.repeat,
@@ -578,8 +804,8 @@ async fn matrix_cells(
     controllers: Vec<crate::bundle::ControllerRef>,
     prefix: &str,
 ) -> anyhow::Result<crate::matrix::MatrixReport> {
-    if select.parallel == 0 {
-        bail!("--parallel must be at least 1");
+    if select.parallel == 0 || select.cells_parallel == 0 {
+        bail!("--parallel and --cells-parallel must be at least 1");
     }
     for c in &controllers {
         if let Some(note) = c.note() {
@@ -593,7 +819,7 @@ async fn matrix_cells(
         bail!("select scenarios: the filters match none (see `harness run --list`)");
     }
     let tc = toolchain();
-    let provider = provider(None);
+    let provider = crate::cluster::any::Provider::Local(provider(None));
     let options = crate::run::RunOptions {
         parallel: select.parallel,
         ..Default::default()
@@ -610,6 +836,7 @@ async fn matrix_cells(
             toolchain: &tc,
             options: &options,
             progress: &progress,
+            cells_parallel: select.cells_parallel,
         },
         &versions,
         &controllers,
@@ -747,11 +974,49 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::from(EXIT_REGRESSION)
             })
         }
-        Command::Cluster(ClusterCommand::Up(args)) => cluster_up(args).await,
+        Command::Cluster(ClusterCommand::Up(args)) => cluster_up(*args).await,
         Command::Cluster(ClusterCommand::Down { name }) => {
             provider(None).down(&name)?;
             println!("cluster `{name}` removed");
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Cluster(ClusterCommand::Configs { dir, check }) => {
+            let files = crate::run::kind_configs(&crate::suites::all())?;
+            let mut stale = vec![];
+            if !check {
+                std::fs::create_dir_all(&dir)
+                    .with_context(|| format!("create {}", dir.display()))?;
+            }
+            for (name, text) in &files {
+                let path = dir.join(name);
+                let current = std::fs::read_to_string(&path).ok();
+                if current.as_deref() == Some(text.as_str()) {
+                    continue;
+                }
+                if check {
+                    stale.push(path.display().to_string());
+                } else {
+                    let tmp = dir.join(format!(".{name}.tmp"));
+                    std::fs::write(&tmp, text)
+                        .and_then(|_| std::fs::rename(&tmp, &path))
+                        .with_context(|| format!("write {}", path.display()))?;
+                    println!("wrote {}", path.display());
+                }
+            }
+            if stale.is_empty() {
+                println!(
+                    "{} kind configs in {} are current",
+                    files.len(),
+                    dir.display()
+                );
+                Ok(ExitCode::SUCCESS)
+            } else {
+                eprintln!(
+                    "out of date (regenerate with `harness cluster configs`): {}",
+                    stale.join(", ")
+                );
+                Ok(ExitCode::from(EXIT_REGRESSION))
+            }
         }
         Command::Cluster(ClusterCommand::List) => {
             let clusters = provider(None).list();
@@ -828,7 +1093,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 if let Some(note) = c.note() {
                     eprintln!("note: {note}");
                 }
-                let path = crate::bundle::openkruise::build(&tc, &c.version).await?;
+                let path = crate::bundle::openkruise::build_ref(&tc, c).await?;
                 println!("{c}\t{}", path.display());
             }
             if !controllers.is_empty() && kubernetes.is_empty() {
@@ -895,6 +1160,57 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+type ControllerChoice = Option<(
+    crate::bundle::ControllerRef,
+    crate::bundle::openkruise::InstallOptions,
+)>;
+
+/// `cluster up` with kind, k3s or an existing cluster: runs until Ctrl-C, then removes what it
+/// created (kind: logs exported first).
+async fn cluster_up_elsewhere(
+    args: UpArgs,
+    profile: Profile,
+    controller: ControllerChoice,
+) -> anyhow::Result<ExitCode> {
+    if args.apiserver_port.is_some() || args.detach || args.keep_dir {
+        bail!("--apiserver-port, --detach and --keep-dir are for --provider local");
+    }
+    let logs = providers_root().join("logs");
+    if args.dry_run {
+        print!("{}", args.provider.dry_run(&args.name, &profile, &logs)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let provider = args.provider.build(logs)?;
+    eprintln!(
+        "starting cluster `{}` with the {} provider ...",
+        args.name,
+        provider.label()
+    );
+    let mut cluster = provider
+        .create(&args.name, &profile)
+        .await
+        .with_context(|| format!("start cluster `{}`", args.name))?;
+    let mut manager = None;
+    if let Some((reference, options)) = &controller {
+        let m = cluster
+            .install_controller(&toolchain(), options)
+            .await
+            .with_context(|| format!("install {reference}"))?;
+        eprintln!("{reference} ready");
+        manager = Some(m);
+    }
+    println!("{}", cluster.kubeconfig().display());
+    eprintln!("cluster `{}` is running; Ctrl-C to remove it", args.name);
+    loop {
+        if let Some(m) = &manager {
+            m.check()
+                .await
+                .with_context(|| format!("cluster `{}`", args.name))?;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
 async fn cluster_up(args: UpArgs) -> anyhow::Result<ExitCode> {
     let profile = args.profile.profile()?;
     let controller = args.controller.options()?;
@@ -913,6 +1229,10 @@ async fn cluster_up(args: UpArgs) -> anyhow::Result<ExitCode> {
             "use cluster name `{}`: only letters, digits, `-` and `_` are allowed",
             args.name
         );
+    }
+    args.provider.validate()?;
+    if args.provider.provider != ProviderKind::Local {
+        return cluster_up_elsewhere(args, profile, controller).await;
     }
     let provider = provider(args.apiserver_port);
     if args.dry_run {

@@ -201,13 +201,15 @@ pub struct MatrixEnv<'a> {
     /// Known bugs.
     pub ledger: &'a Ledger,
     /// Makes clusters.
-    pub provider: &'a LocalProvider,
+    pub provider: &'a crate::cluster::any::Provider,
     /// Builds binaries.
     pub toolchain: &'a Toolchain,
     /// How each cell runs.
     pub options: &'a RunOptions,
     /// Progress.
     pub progress: &'a Progress,
+    /// Cells run at once (each with its own clusters).
+    pub cells_parallel: usize,
 }
 
 /// Builds every binary the cells need first, two builds at a time.
@@ -225,11 +227,11 @@ async fn prebuild(env: MatrixEnv<'_>, versions: &[KubeVersion], controllers: &[C
     });
     let ctrl = controllers.iter().map(|c| {
         let tc = env.toolchain.clone();
-        let tag = c.version.clone();
+        let c = c.clone();
         async move {
-            if let Err(e) = openkruise::build(&tc, &tag).await {
+            if let Err(e) = openkruise::build_ref(&tc, &c).await {
                 env.progress
-                    .line(&format!("warning: openkruise {tag} did not build: {e}"));
+                    .line(&format!("warning: {c} did not build: {e}"));
             }
         }
         .boxed_local()
@@ -269,35 +271,47 @@ pub async fn run_matrix(
         id: id.into(),
         cells: vec![],
     };
-    for v in versions {
-        for c in controllers {
-            let slug = format!("k8s-{}_{}-{}", v, c.controller.name(), c.version);
-            let plan = crate::run::plan(env.scenarios, env.filter, *v, c);
-            let files = Files::new(dir, &slug)?;
-            let mut reporters: Vec<Box<dyn Reporter>> =
-                vec![Box::new(Terminal::default()), Box::new(files)];
-            let results = crate::run::execute(
-                &plan,
-                Env {
-                    scenarios: env.scenarios,
-                    ledger: env.ledger,
-                    provider: env.provider,
-                    toolchain: env.toolchain,
-                    options: env.options,
-                },
-                &format!("{id}-{}-{}", v.minor, c.version.replace('.', "")),
-                &mut reporters,
-            )
-            .await;
-            report.cells.push(CellReport {
-                kubernetes: *v,
-                controller: c.clone(),
-                dir: slug,
-                worst: worst(&results),
-                results,
-            });
-            write_matrix(dir, &report)?;
-        }
+    let order: Vec<(KubeVersion, ControllerRef)> = versions
+        .iter()
+        .flat_map(|v| controllers.iter().map(move |c| (*v, c.clone())))
+        .collect();
+    let cells = order.iter().cloned().map(|(v, c)| async move {
+        let slug = format!("k8s-{}_{}-{}", v, c.controller.name(), c.slug());
+        let plan = crate::run::plan(env.scenarios, env.filter, v, &c);
+        let files = Files::new(dir, &slug)?;
+        let mut reporters: Vec<Box<dyn Reporter>> =
+            vec![Box::new(Terminal::default()), Box::new(files)];
+        let results = crate::run::execute(
+            &plan,
+            Env {
+                scenarios: env.scenarios,
+                ledger: env.ledger,
+                provider: env.provider,
+                toolchain: env.toolchain,
+                options: env.options,
+            },
+            &format!("{id}-{}-{}", v.minor, c.slug().replace('.', "")),
+            &mut reporters,
+        )
+        .await;
+        Ok::<_, std::io::Error>(CellReport {
+            kubernetes: v,
+            controller: c,
+            dir: slug,
+            worst: worst(&results),
+            results,
+        })
+    });
+    let mut finished = futures::stream::iter(cells).buffer_unordered(env.cells_parallel.max(1));
+    while let Some(cell) = finished.next().await {
+        report.cells.push(cell?);
+        // Grid order, whatever order cells finish in.
+        report.cells.sort_by_key(|c| {
+            order
+                .iter()
+                .position(|(v, r)| *v == c.kubernetes && *r == c.controller)
+        });
+        write_matrix(dir, &report)?;
     }
     let _ = std::fs::remove_file(dir.join("latest"));
     Ok(report)
@@ -549,11 +563,12 @@ pub async fn upgrade(
 
     let profile = crate::run::scenario_profile(kubernetes);
     let mut cluster = provider.create(name, &profile).await?;
-    let install = |version: &str| openkruise::InstallOptions {
-        version: Some(version.into()),
+    let install = |r: &ControllerRef| openkruise::InstallOptions {
+        version: Some(r.version.clone()),
+        checkout: r.checkout.clone(),
         ..Default::default()
     };
-    openkruise::install(&mut cluster, toolchain, &install(&baseline.version)).await?;
+    openkruise::install(&mut cluster, toolchain, &install(baseline)).await?;
     let client = cluster.client();
     let ns = "upgrade";
     let nss: Api<Namespace> = Api::all(client.clone());
@@ -669,8 +684,7 @@ pub async fn upgrade(
 
     // The candidate replaces the baseline: its CRDs, webhook configurations and manager.
     cluster.stop_component("kruise-manager")?;
-    let manager =
-        openkruise::install(&mut cluster, toolchain, &install(&candidate.version)).await?;
+    let manager = openkruise::install(&mut cluster, toolchain, &install(candidate)).await?;
     settle(ctx.clone()).await?;
 
     let mut problems = vec![];

@@ -78,6 +78,22 @@ pub enum BundleError {
         /// The first denial.
         first: String,
     },
+    /// The controller is not installed as the run needs (existing provider).
+    #[error("use the installed controller: {detail}")]
+    NotInstalled {
+        /// What is wrong and how to fix it.
+        detail: String,
+    },
+    /// The in-cluster manager restarted or its pod is gone.
+    #[error("{name} {version}: {detail}")]
+    ManagerRestarted {
+        /// Process name.
+        name: String,
+        /// Release.
+        version: String,
+        /// Which pod, how often, and the last termination.
+        detail: String,
+    },
     /// A file operation failed.
     #[error("access {}", path.display())]
     Io {
@@ -125,6 +141,11 @@ impl Manager {
     /// Fails if the manager exited (with its log tail) or its log shows RBAC denials of its own
     /// ServiceAccount.
     pub fn check(&self, _cluster: &LocalCluster) -> Result<(), BundleError> {
+        self.check_process()
+    }
+
+    /// [`Manager::check`] without a cluster at hand.
+    pub fn check_process(&self) -> Result<(), BundleError> {
         if !self.record.alive() {
             return Err(BundleError::ManagerExited {
                 name: self.name.clone(),
@@ -143,6 +164,122 @@ impl Manager {
             });
         }
         Ok(())
+    }
+}
+
+/// A manager running as a Deployment inside the cluster (kind, k3s, existing).
+#[derive(Clone)]
+pub struct InClusterManager {
+    /// Process name (`kruise-manager`).
+    pub name: String,
+    /// Release tag.
+    pub version: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// Label selector of its pods.
+    pub selector: String,
+    /// Its feature gates (empty when the harness did not install it).
+    pub gates: BTreeMap<String, bool>,
+    /// A client of the cluster.
+    pub client: kube::Client,
+}
+
+impl std::fmt::Debug for InClusterManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InClusterManager")
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .field("namespace", &self.namespace)
+            .finish()
+    }
+}
+
+impl InClusterManager {
+    /// Fails if a manager container restarted (with its last termination), or its current log
+    /// shows RBAC denials of its own ServiceAccount.
+    pub async fn check(&self) -> Result<(), BundleError> {
+        use k8s_openapi::api::core::v1::Pod;
+        use kube::api::{Api, ListParams, LogParams};
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
+        let list = pods
+            .list(&ListParams::default().labels(&self.selector))
+            .await
+            .map_err(BundleError::kube(format!(
+                "list {} pods in {}",
+                self.name, self.namespace
+            )))?;
+        for p in &list.items {
+            let pod = p.metadata.name.clone().unwrap_or_default();
+            for cs in p
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.clone())
+                .unwrap_or_default()
+            {
+                if cs.restart_count > 0 {
+                    let last = cs
+                        .last_state
+                        .and_then(|s| s.terminated)
+                        .map(|t| format!("exit {} ({})", t.exit_code, t.reason.unwrap_or_default()))
+                        .unwrap_or_default();
+                    return Err(BundleError::ManagerRestarted {
+                        name: self.name.clone(),
+                        version: self.version.clone(),
+                        detail: format!(
+                            "container {} of pod {pod} restarted {} time(s); last: {last}",
+                            cs.name, cs.restart_count
+                        ),
+                    });
+                }
+            }
+            let log = pods
+                .logs(
+                    &pod,
+                    &LogParams {
+                        container: Some("manager".into()),
+                        ..Default::default()
+                    },
+                )
+                .await
+                .unwrap_or_default();
+            let denials = forbidden_lines(&log);
+            if let Some(first) = denials.first() {
+                return Err(BundleError::ManagerForbidden {
+                    name: self.name.clone(),
+                    version: self.version.clone(),
+                    count: denials.len(),
+                    first: first.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A controller installed into a cluster, wherever its manager runs.
+#[derive(Debug, Clone)]
+pub enum Deployed {
+    /// A local process (local provider).
+    Local(Manager),
+    /// A Deployment in the cluster (kind, k3s, existing).
+    InCluster(InClusterManager),
+}
+
+impl Deployed {
+    /// Fails if the manager exited, restarted, or was denied by its RBAC.
+    pub async fn check(&self) -> Result<(), BundleError> {
+        match self {
+            Deployed::Local(m) => m.check_process(),
+            Deployed::InCluster(m) => m.check().await,
+        }
+    }
+
+    /// The manager's log file, when it runs as a local process.
+    pub fn log(&self) -> Option<&Path> {
+        match self {
+            Deployed::Local(m) => Some(&m.log),
+            Deployed::InCluster(_) => None,
+        }
     }
 }
 
@@ -170,13 +307,18 @@ impl Controller {
     }
 }
 
-/// A controller at a release tag: `openkruise@v1.9.0`.
+/// A controller at a release tag (`openkruise@v1.9.0`), a commit (`openkruise@4c2bbcec`) or a
+/// local checkout (`openkruise@./kruise`, `openkruise@/src/kruise`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ControllerRef {
     /// Which controller.
     pub controller: Controller,
-    /// Release tag, e.g. `v1.9.0`.
+    /// Release tag (`v1.9.0`) or commit; for a checkout, what `git describe` says of it (or
+    /// `checkout`).
     pub version: String,
+    /// The local checkout the controller is built from, if it is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkout: Option<PathBuf>,
 }
 
 /// A controller reference that does not parse.
@@ -196,8 +338,26 @@ pub enum RefError {
         /// Name part.
         name: String,
     },
+    /// A path that is not a checkout of the controller's module.
+    #[error(
+        "parse controller `{given}`: {} is not a checkout of {module} ({why})",
+        path.display()
+    )]
+    NotACheckout {
+        /// Input.
+        given: String,
+        /// The path.
+        path: PathBuf,
+        /// The module expected.
+        module: String,
+        /// What is wrong.
+        why: String,
+    },
     /// A tag that is not a release tag.
-    #[error("parse controller `{given}`: `{tag}` is not a release tag like v1.9.0")]
+    #[error(
+        "parse controller `{given}`: `{tag}` is not a release tag like v1.9.0, a commit (7 to 40 \
+         hex digits) or a checkout path (starting with `/` or `.`)"
+    )]
     BadTag {
         /// Input.
         given: String,
@@ -212,7 +372,30 @@ impl ControllerRef {
         Self {
             controller: Controller::OpenKruise,
             version: openkruise::DEFAULT_VERSION.into(),
+            checkout: None,
         }
+    }
+
+    /// A name safe in file and cluster names: the version, or `checkout-<describe>`.
+    pub fn slug(&self) -> String {
+        let raw = match &self.checkout {
+            Some(_) => format!("checkout-{}", self.version),
+            None => self.version.clone(),
+        };
+        raw.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect()
+    }
+
+    /// Whether it names a release tag (not a commit or a checkout).
+    pub fn is_release(&self) -> bool {
+        self.checkout.is_none() && is_release_tag(&self.version)
     }
 
     /// A note for the user about this release, if any (e.g. a tag that aliases another).
@@ -239,15 +422,38 @@ impl FromStr for ControllerRef {
                 });
             }
         };
-        let valid = tag.strip_prefix('v').is_some_and(|rest| {
-            let core = rest.split('-').next().unwrap_or("");
-            let parts: Vec<&str> = core.split('.').collect();
-            parts.len() == 3
-                && parts
-                    .iter()
-                    .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
-        });
-        if !valid {
+        if tag.starts_with('/') || tag.starts_with('.') {
+            let module = match controller {
+                Controller::OpenKruise => openkruise::MODULE,
+            };
+            let not = |why: String| RefError::NotACheckout {
+                given: s.into(),
+                path: PathBuf::from(tag),
+                module: module.into(),
+                why,
+            };
+            let dir = std::fs::canonicalize(tag).map_err(|e| not(e.to_string()))?;
+            let go_mod = std::fs::read_to_string(dir.join("go.mod"))
+                .map_err(|e| not(format!("read go.mod: {e}")))?;
+            let declared = go_mod
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("module "))
+                .map(str::trim)
+                .unwrap_or_default();
+            if declared != module {
+                return Err(not(format!("its go.mod declares `{declared}`")));
+            }
+            return Ok(Self {
+                controller,
+                version: describe(&dir),
+                checkout: Some(dir),
+            });
+        }
+        let commit = (7..=40).contains(&tag.len())
+            && tag
+                .chars()
+                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c));
+        if !is_release_tag(tag) && !commit {
             return Err(RefError::BadTag {
                 given: s.into(),
                 tag: tag.into(),
@@ -256,13 +462,50 @@ impl FromStr for ControllerRef {
         Ok(Self {
             controller,
             version: tag.into(),
+            checkout: None,
         })
     }
 }
 
+/// `v1.9.0`, `v1.9.0-rc.1`: a release tag.
+pub fn is_release_tag(tag: &str) -> bool {
+    tag.strip_prefix('v').is_some_and(|rest| {
+        let core = rest.split('-').next().unwrap_or("");
+        let parts: Vec<&str> = core.split('.').collect();
+        parts.len() == 3
+            && parts
+                .iter()
+                .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+    })
+}
+
+/// What `git describe --tags --always --dirty` says of a checkout, or `checkout`.
+fn describe(dir: &Path) -> String {
+    std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["describe", "--tags", "--always", "--dirty"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| "checkout".into())
+}
+
 impl fmt::Display for ControllerRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}@{}", self.controller.name(), self.version)
+        match &self.checkout {
+            Some(dir) => write!(
+                f,
+                "{}@{} ({})",
+                self.controller.name(),
+                dir.display(),
+                self.version
+            ),
+            None => write!(f, "{}@{}", self.controller.name(), self.version),
+        }
     }
 }
 
@@ -295,6 +538,33 @@ mod tests {
                 .to_string()
                 .contains("not a release tag")
         );
+        let commit: ControllerRef = "openkruise@4c2bbcec".parse().unwrap();
+        assert!(!commit.is_release());
+        assert!(r.is_release());
+    }
+
+    #[test]
+    fn a_checkout_must_be_the_controllers_module() {
+        let tmp = tempfile::tempdir().unwrap();
+        let given = format!("openkruise@{}", tmp.path().display());
+        let e = given.parse::<ControllerRef>().unwrap_err().to_string();
+        assert!(e.contains("read go.mod"), "{e}");
+        std::fs::write(tmp.path().join("go.mod"), "module example.com/other\n").unwrap();
+        let e = given.parse::<ControllerRef>().unwrap_err().to_string();
+        assert!(e.contains("declares `example.com/other`"), "{e}");
+        std::fs::write(
+            tmp.path().join("go.mod"),
+            "module github.com/openkruise/kruise\n\ngo 1.23\n",
+        )
+        .unwrap();
+        let r: ControllerRef = given.parse().unwrap();
+        assert_eq!(
+            r.checkout.as_deref(),
+            Some(tmp.path().canonicalize().unwrap().as_path())
+        );
+        assert_eq!(r.version, "checkout");
+        assert_eq!(r.slug(), "checkout-checkout");
+        assert!(!r.is_release());
     }
 
     #[test]

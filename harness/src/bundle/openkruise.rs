@@ -59,6 +59,10 @@ pub fn tag_note(tag: &str) -> Option<String> {
 /// manager exit at start).
 pub fn has_gate(tag: &str, gate: &str) -> bool {
     use crate::run::ledger::version_key;
+    if !super::is_release_tag(tag) {
+        // A commit or a checkout: newer than every release the table knows.
+        return true;
+    }
     match gate {
         "RecreatePodWhenChangeVCTInCloneSetGate" => version_key(tag) >= version_key("v1.7.0"),
         _ => true,
@@ -70,11 +74,57 @@ pub async fn build(toolchain: &Toolchain, tag: &str) -> Result<PathBuf, Toolchai
     toolchain.module_main(MODULE, tag, BINARY, true).await
 }
 
+/// Builds the manager from a local checkout, with the checkout's own `go.mod` (read-only: the
+/// checkout is not modified), into `<cache>/checkouts/<hash>/kruise-manager`. It is rebuilt
+/// every time (Go's build cache makes that cheap), so the binary always matches the tree.
+pub async fn build_checkout(toolchain: &Toolchain, dir: &Path) -> Result<PathBuf, ToolchainError> {
+    use std::hash::{Hash, Hasher};
+    let go = GoEnv::detect().await?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    dir.hash(&mut h);
+    let out = toolchain
+        .cache()
+        .root()
+        .join("checkouts")
+        .join(format!("{:016x}", h.finish()));
+    std::fs::create_dir_all(&out).map_err(|e| ToolchainError::io(&out, e))?;
+    let tmp = out.join(format!(".{BINARY}.{:08x}.tmp", rand::random::<u32>()));
+    let mut cmd = go.command(dir);
+    cmd.env("GOFLAGS", "-mod=readonly -buildvcs=false")
+        .env("GOSUMDB", "off")
+        .args(["build", "-v", "-trimpath", "-o"])
+        .arg(&tmp)
+        .arg(".");
+    eprintln!("building {BINARY} from {} ...", dir.display());
+    let what = format!("go build of {BINARY} in {}", dir.display());
+    let built = crate::toolchain::go::run_streaming(cmd, &what, 40, |_| {}).await;
+    if let Err(e) = built {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    let binary = out.join(BINARY);
+    std::fs::rename(&tmp, &binary).map_err(|e| ToolchainError::io(&binary, e))?;
+    Ok(binary)
+}
+
+/// The manager for `reference`: a release or commit from the module proxy, or a checkout.
+pub async fn build_ref(
+    toolchain: &Toolchain,
+    reference: &super::ControllerRef,
+) -> Result<PathBuf, ToolchainError> {
+    match &reference.checkout {
+        Some(dir) => build_checkout(toolchain, dir).await,
+        None => build(toolchain, &reference.version).await,
+    }
+}
+
 /// How to install.
 #[derive(Clone, Default)]
 pub struct InstallOptions {
-    /// Release tag (default [`DEFAULT_VERSION`]).
+    /// Release tag or commit (default [`DEFAULT_VERSION`]).
     pub version: Option<String>,
+    /// A local checkout to build and take the manifests from instead of the module proxy.
+    pub checkout: Option<PathBuf>,
     /// Manager feature gates in addition to `KruiseDaemon=false`.
     pub gates: BTreeMap<String, bool>,
     /// Edits the rendered manifests before they are applied (tests use it to take a permission
@@ -99,7 +149,24 @@ pub async fn render(kubectl: &Path, tag: &str) -> Result<Vec<Value>, BundleError
     let go = GoEnv::detect().await?;
     let scratch = tempfile::tempdir().map_err(|e| BundleError::io(Path::new("tmp"), e))?;
     let files = go.download(scratch.path(), MODULE, tag, true).await?;
-    let config = files.dir.join("config/default");
+    render_dir(kubectl, &files.dir).await
+}
+
+/// [`render`] for what `options` names: a checkout's own `config/default`, or the release's.
+pub async fn render_for(
+    kubectl: &Path,
+    tag: &str,
+    options: &InstallOptions,
+) -> Result<Vec<Value>, BundleError> {
+    match &options.checkout {
+        Some(dir) => render_dir(kubectl, dir).await,
+        None => render(kubectl, tag).await,
+    }
+}
+
+/// Renders `<root>/config/default` with `kubectl kustomize`.
+pub async fn render_dir(kubectl: &Path, root: &Path) -> Result<Vec<Value>, BundleError> {
+    let config = root.join("config/default");
     let out = tokio::process::Command::new(kubectl)
         .arg("kustomize")
         .arg(&config)
@@ -247,8 +314,14 @@ pub async fn install(
         .await?;
     let kubectl = kube_bins.path("kubectl");
     let (binary, mut docs) = tokio::try_join!(
-        async { build(toolchain, &tag).await.map_err(BundleError::from) },
-        render(&kubectl, &tag)
+        async {
+            match &options.checkout {
+                Some(dir) => build_checkout(toolchain, dir).await,
+                None => build(toolchain, &tag).await,
+            }
+            .map_err(BundleError::from)
+        },
+        render_for(&kubectl, &tag, options)
     )?;
     docs.retain(|d| !SKIPPED_KINDS.contains(&kind(d)));
     if let Some(t) = options.transform {
@@ -351,8 +424,7 @@ pub async fn install(
         health: free_port()?,
         pprof: free_port()?,
     };
-    let mut gates = BTreeMap::from([("KruiseDaemon".to_string(), false)]);
-    gates.extend(options.gates.clone());
+    let gates = manager_gates(&options.gates);
     let spec = manager_spec(&binary, &kubeconfig, &certs, &log_dir, &ports, &gates);
     let record = cluster.spawn_component(&spec)?;
     let manager = Manager {
@@ -371,6 +443,304 @@ pub async fn install(
         "openkruise ready"
     );
     Ok(manager)
+}
+
+/// The release's manager image (kind and k3s nodes pull it).
+pub fn manager_image(tag: &str) -> String {
+    format!("openkruise/kruise-manager:{tag}")
+}
+
+/// The feature-gate argument the manager gets on every provider: `KruiseDaemon=false` plus
+/// `gates`.
+pub fn manager_gates(gates: &BTreeMap<String, bool>) -> BTreeMap<String, bool> {
+    let mut all = BTreeMap::from([("KruiseDaemon".to_string(), false)]);
+    all.extend(gates.clone());
+    all
+}
+
+/// `--feature-gates=A=true,B=false`, the same on every provider.
+pub fn gate_arg(gates: &BTreeMap<String, bool>) -> String {
+    format!(
+        "--feature-gates={}",
+        gates
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    )
+}
+
+/// The release's manifests for a cluster with real nodes (kind, k3s): the manager Deployment
+/// on the release image with the same gates as on the local provider (its own
+/// `--feature-gates` replaced), and no kruise-daemon DaemonSet (`KruiseDaemon=false`).
+pub fn in_cluster_manifests(
+    mut docs: Vec<Value>,
+    tag: &str,
+    gates: &BTreeMap<String, bool>,
+) -> Vec<Value> {
+    docs.retain(|d| kind(d) != "DaemonSet");
+    for d in docs.iter_mut().filter(|d| kind(d) == "Deployment") {
+        if let Some(containers) = d["spec"]["template"]["spec"]["containers"].as_array_mut() {
+            for c in containers.iter_mut().filter(|c| c["name"] == "manager") {
+                c["image"] = json!(manager_image(tag));
+                c["imagePullPolicy"] = json!("IfNotPresent");
+                let mut args: Vec<Value> = c["args"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|a| {
+                        !a.as_str()
+                            .unwrap_or_default()
+                            .starts_with("--feature-gates")
+                    })
+                    .collect();
+                args.push(json!(gate_arg(gates)));
+                c["args"] = json!(args);
+            }
+        }
+    }
+    docs
+}
+
+async fn apply_all(
+    client: &kube::Client,
+    docs: &[Value],
+    timeout: Duration,
+) -> Result<(), BundleError> {
+    for d in docs.iter().filter(|d| kind(d) == "Namespace") {
+        apply(client, d).await?;
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut names = vec![];
+    for d in docs
+        .iter()
+        .filter(|d| kind(d) == "CustomResourceDefinition")
+    {
+        apply(client, d).await?;
+        names.push(
+            d["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
+    }
+    for name in &names {
+        let established = await_condition(crds.clone(), name, conditions::is_crd_established());
+        tokio::time::timeout(timeout, established)
+            .await
+            .map_err(|_| BundleError::NotReady {
+                what: format!("CRD {name} established"),
+                timeout,
+                last: "not established".into(),
+            })?
+            .map_err(|e| BundleError::Wait(e.to_string()))?;
+    }
+    for d in docs
+        .iter()
+        .filter(|d| !matches!(kind(d), "Namespace" | "CustomResourceDefinition"))
+    {
+        apply(client, d).await?;
+    }
+    Ok(())
+}
+
+/// Installs OpenKruise into a cluster with real nodes (kind, k3s) as the release ships it: its
+/// manifests with the manager Deployment on the release image ([`in_cluster_manifests`]),
+/// then waits for the rollout, webhook CA bundles, and a smoke CloneSet.
+pub async fn install_in_cluster(
+    client: &kube::Client,
+    toolchain: &Toolchain,
+    options: &InstallOptions,
+) -> Result<super::InClusterManager, BundleError> {
+    let tag = options
+        .version
+        .clone()
+        .unwrap_or_else(|| DEFAULT_VERSION.into());
+    let timeout = options.timeout.unwrap_or(Duration::from_secs(300));
+    if let Some(dir) = &options.checkout {
+        return Err(BundleError::NotInstalled {
+            detail: format!(
+                "a checkout ({}) runs on the local provider only: on kind and k3s the manager \
+                 runs from the release image",
+                dir.display()
+            ),
+        });
+    }
+    let kubectl = toolchain
+        .kubernetes(crate::toolchain::KubeVersion::default_version())
+        .await?
+        .path("kubectl");
+    let gates = manager_gates(&options.gates);
+    let mut docs = in_cluster_manifests(render_for(&kubectl, &tag, options).await?, &tag, &gates);
+    if let Some(t) = options.transform {
+        t(&mut docs);
+    }
+    apply_all(client, &docs, timeout).await?;
+    let manager = super::InClusterManager {
+        name: BINARY.into(),
+        version: tag,
+        namespace: NAMESPACE.into(),
+        selector: "control-plane=controller-manager".into(),
+        gates,
+        client: client.clone(),
+    };
+    wait_in_cluster(client, &manager, timeout).await?;
+    Ok(manager)
+}
+
+/// Uses the OpenKruise already installed in an existing cluster: its manager Deployment must
+/// run the release the run asked for (`options.version`); nothing is installed or changed.
+pub async fn verify_installed(
+    client: &kube::Client,
+    options: &InstallOptions,
+) -> Result<super::InClusterManager, BundleError> {
+    let tag = options
+        .version
+        .clone()
+        .unwrap_or_else(|| DEFAULT_VERSION.into());
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let d = deployments
+        .get_opt("kruise-controller-manager")
+        .await
+        .map_err(BundleError::kube(
+            "read kruise-system/kruise-controller-manager",
+        ))?
+        .ok_or_else(|| BundleError::NotInstalled {
+            detail: "there is no Deployment kruise-system/kruise-controller-manager; install the \
+                     release first (the existing provider never installs into a cluster it did \
+                     not create)"
+                .into(),
+        })?;
+    let image = d
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|s| s.containers.iter().find(|c| c.name == "manager"))
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default();
+    let running = image.rsplit(':').next().unwrap_or_default();
+    if running != tag {
+        return Err(BundleError::NotInstalled {
+            detail: format!(
+                "the cluster runs {image}, not {tag}; pass --controller openkruise@{running} or \
+                 install {tag}"
+            ),
+        });
+    }
+    let manager = super::InClusterManager {
+        name: BINARY.into(),
+        version: tag,
+        namespace: NAMESPACE.into(),
+        selector: "control-plane=controller-manager".into(),
+        gates: BTreeMap::new(),
+        client: client.clone(),
+    };
+    wait_in_cluster(
+        client,
+        &manager,
+        options.timeout.unwrap_or(Duration::from_secs(120)),
+    )
+    .await?;
+    Ok(manager)
+}
+
+/// Whether every webhook of both configurations has a CA bundle (the in-cluster manager
+/// writes them itself).
+pub async fn webhooks_have_ca(client: &kube::Client) -> Result<(), String> {
+    let mwc: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let vwc: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let m = mwc
+        .get(MUTATING_WEBHOOKS)
+        .await
+        .map_err(|e| e.to_string())?;
+    let v = vwc
+        .get(VALIDATING_WEBHOOKS)
+        .await
+        .map_err(|e| e.to_string())?;
+    let all = m
+        .webhooks
+        .unwrap_or_default()
+        .into_iter()
+        .map(|w| (w.name, w.client_config))
+        .chain(
+            v.webhooks
+                .unwrap_or_default()
+                .into_iter()
+                .map(|w| (w.name, w.client_config)),
+        );
+    for (name, cc) in all {
+        if cc.ca_bundle.as_ref().is_none_or(|b| b.0.is_empty()) {
+            return Err(format!("webhook {name} has no caBundle yet"));
+        }
+    }
+    Ok(())
+}
+
+async fn wait_in_cluster(
+    client: &kube::Client,
+    manager: &super::InClusterManager,
+    timeout: Duration,
+) -> Result<(), BundleError> {
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let deadline = Instant::now() + timeout;
+    let mut step = "manager rollout";
+    let mut last = String::from("nothing yet");
+    let mut smoke_ns: Option<String> = None;
+    let result = loop {
+        let outcome: Result<bool, String> = match step {
+            "manager rollout" => match deployments.get("kruise-controller-manager").await {
+                Ok(d) => {
+                    let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+                    let s = d.status.unwrap_or_default();
+                    if s.observed_generation >= d.metadata.generation
+                        && s.updated_replicas == Some(want)
+                        && s.available_replicas == Some(want)
+                    {
+                        Ok(true)
+                    } else {
+                        Err(format!(
+                            "updated {:?} available {:?} of {want}",
+                            s.updated_replicas, s.available_replicas
+                        ))
+                    }
+                }
+                Err(e) => Err(e.to_string()),
+            },
+            "webhook configurations" => webhooks_have_ca(client).await.map(|_| true),
+            _ => smoke(client, &mut smoke_ns).await,
+        };
+        match outcome {
+            Ok(true) => {
+                step = match step {
+                    "manager rollout" => "webhook configurations",
+                    "webhook configurations" => "smoke CloneSet",
+                    _ => break Ok(()),
+                };
+                continue;
+            }
+            Ok(false) => {}
+            Err(e) => last = e,
+        }
+        if let Err(e) = manager.check().await {
+            break Err(e);
+        }
+        if Instant::now() >= deadline {
+            break Err(BundleError::NotReady {
+                what: format!("openkruise {} ({step})", manager.version),
+                timeout,
+                last,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    if let Some(ns) = smoke_ns {
+        let nss: Api<Namespace> = Api::all(client.clone());
+        let _ = nss.delete(&ns, &DeleteParams::background()).await;
+    }
+    result
 }
 
 /// The manager's loopback ports.
@@ -395,11 +765,6 @@ pub fn manager_spec(
     ports: &Ports,
     gates: &BTreeMap<String, bool>,
 ) -> ComponentSpec {
-    let gates = gates
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",");
     ComponentSpec {
         name: "kruise-manager".into(),
         binary: binary.to_path_buf(),
@@ -412,7 +777,7 @@ pub fn manager_spec(
             "--enable-leader-election=true".into(),
             format!("--leader-election-namespace={NAMESPACE}"),
             format!("--protection-log-path={}", log_dir.display()),
-            format!("--feature-gates={gates}"),
+            gate_arg(gates),
         ],
         env: vec![
             ("KUBECONFIG".into(), kubeconfig.display().to_string()),

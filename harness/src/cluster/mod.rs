@@ -3,6 +3,10 @@
 //! Start with [`local::LocalProvider`], the embedded default: a real control plane as local
 //! processes built from Go modules.
 
+pub mod any;
+pub mod existing;
+pub mod k3s;
+pub mod kind;
 pub mod local;
 
 use std::collections::BTreeMap;

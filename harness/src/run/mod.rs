@@ -6,7 +6,7 @@
 pub mod ledger;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -17,8 +17,9 @@ use serde::{Deserialize, Serialize};
 use self::ledger::{Ledger, Verdict};
 use crate::bundle::ControllerRef;
 use crate::bundle::openkruise::{self, InstallOptions};
-use crate::cluster::local::{LocalCluster, LocalProvider};
-use crate::cluster::{Cluster, ClusterProvider, Profile, ZONE_LABEL};
+use crate::cluster::any::Provider;
+use crate::cluster::existing::OWNER_LABEL;
+use crate::cluster::{Profile, ZONE_LABEL};
 use crate::scenario::{Ctx, Facts, Scenario, Timeouts, invariants};
 use crate::toolchain::{KubeVersion, Toolchain};
 
@@ -93,6 +94,46 @@ pub fn scenario_profile(kubernetes: KubeVersion) -> Profile {
         n.labels.insert("node-type".into(), t.into());
     }
     p
+}
+
+/// The cluster profiles the scenarios need at `kubernetes` (one per set of apiserver gates),
+/// named `default` or after their gates: what `kind-configs/` holds.
+pub fn cluster_profiles(scenarios: &[Scenario], kubernetes: KubeVersion) -> Vec<Profile> {
+    let mut by_gates: BTreeMap<String, Profile> = BTreeMap::new();
+    for s in scenarios {
+        if s.requires.unmet(kubernetes).is_some() {
+            continue;
+        }
+        let mut p = scenario_profile(kubernetes);
+        p.feature_gates = s.requires.apiserver_gates.clone();
+        p.name = if p.feature_gates.is_empty() {
+            "default".into()
+        } else {
+            p.feature_gates
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("+")
+        };
+        by_gates.entry(p.name.clone()).or_insert(p);
+    }
+    by_gates.into_values().collect()
+}
+
+/// The files of `kind-configs/`: `<profile>.yaml` for every [`cluster_profiles`] entry at the
+/// default Kubernetes version.
+pub fn kind_configs(
+    scenarios: &[Scenario],
+) -> Result<Vec<(String, String)>, crate::cluster::kind::KindError> {
+    cluster_profiles(scenarios, KubeVersion::default_version())
+        .iter()
+        .map(|p| {
+            Ok((
+                format!("{}.yaml", p.name),
+                crate::cluster::kind::config_yaml(p)?,
+            ))
+        })
+        .collect()
 }
 
 /// Groups the selected scenarios by the profile they need.
@@ -307,14 +348,14 @@ pub struct Env<'a> {
     /// Known bugs.
     pub ledger: &'a Ledger,
     /// Makes clusters.
-    pub provider: &'a LocalProvider,
+    pub provider: &'a Provider,
     /// Builds controllers.
     pub toolchain: &'a Toolchain,
     /// How to run.
     pub options: &'a RunOptions,
 }
 
-/// Runs a plan with the local provider; returns every result.
+/// Runs a plan with the provider of `env`; returns every result.
 pub async fn execute(
     plan: &Plan,
     env: Env<'_>,
@@ -369,17 +410,19 @@ pub async fn execute(
         let name = format!("{run_id}-{i}");
         let setup = async {
             let mut c = provider.create(&name, &pc.profile).await?;
-            let m = openkruise::install(
-                &mut c,
-                toolchain,
-                &InstallOptions {
-                    version: Some(plan.controller.version.clone()),
-                    gates: pc.controller_gates.clone(),
-                    ..Default::default()
-                },
-            )
-            .await?;
-            anyhow::Ok((c, m))
+            let m = c
+                .install_controller(
+                    toolchain,
+                    &InstallOptions {
+                        version: Some(plan.controller.version.clone()),
+                        checkout: plan.controller.checkout.clone(),
+                        gates: pc.controller_gates.clone(),
+                        ..Default::default()
+                    },
+                )
+                .await?;
+            let client = c.client().await?;
+            anyhow::Ok((c, m, client))
         }
         .await;
         let selected: Vec<&Scenario> = pc
@@ -387,7 +430,7 @@ pub async fn execute(
             .iter()
             .filter_map(|n| scenarios.iter().find(|s| s.name == n))
             .collect();
-        let (cluster, manager) = match setup {
+        let (cluster, manager, client) = match setup {
             Ok(x) => x,
             Err(e) => {
                 let reason = format!("{e:#}");
@@ -442,12 +485,13 @@ pub async fn execute(
         }
         let mut stream = futures::stream::iter(jobs.into_iter().map(|(s, attempt)| {
             let facts = facts.clone();
-            let cluster = &cluster;
+            let owner = cluster.name().to_string();
+            let client = client.clone();
             let manager = &manager;
             let profile = pc.profile.name.clone();
             async move {
                 run_one(
-                    s, attempt, &profile, cluster, manager, facts, ledger, plan, options,
+                    s, attempt, &profile, &owner, client, manager, facts, ledger, plan, options,
                 )
                 .await
             }
@@ -461,16 +505,12 @@ pub async fn execute(
         }
         drop(stream);
         if failed && options.keep_cluster_on_failure {
-            if let Ok(state) = cluster.detach() {
-                eprintln!(
-                    "kept cluster `{}` for inspection: KUBECONFIG={} (end it with `harness cluster down {}`)",
-                    state.name,
-                    state.kubeconfig.display(),
-                    state.name
-                );
+            match cluster.keep_for_inspection() {
+                Ok(msg) => eprintln!("{msg}"),
+                Err(e) => eprintln!("warning: {e:#}"),
             }
         } else if let Err(e) = cluster.destroy() {
-            eprintln!("warning: {e}");
+            eprintln!("warning: {e:#}");
         }
     }
     emit(
@@ -490,15 +530,15 @@ async fn run_one(
     s: &Scenario,
     attempt: usize,
     profile: &str,
-    cluster: &LocalCluster,
-    manager: &crate::bundle::Manager,
+    owner: &str,
+    client: kube::Client,
+    manager: &crate::bundle::Deployed,
     facts: Facts,
     ledger: &Ledger,
     plan: &Plan,
     options: &RunOptions,
 ) -> ScenarioResult {
     let t = Instant::now();
-    let client = cluster.client();
     let short: String = s
         .name
         .rsplit('/')
@@ -508,7 +548,9 @@ async fn run_one(
         .take(40)
         .collect();
     let namespace = format!("h-{short}-{:05x}", rand::random::<u32>() & 0xfffff);
-    let log_offset = std::fs::metadata(&manager.log)
+    let log_offset = manager
+        .log()
+        .and_then(|l| std::fs::metadata(l).ok())
         .map(|m| m.len())
         .unwrap_or(0);
     let nss: Api<Namespace> = Api::all(client.clone());
@@ -517,8 +559,11 @@ async fn run_one(
     let created = nss
         .create(
             &PostParams::default(),
-            &serde_json::from_value(serde_json::json!({"metadata": {"name": namespace}}))
-                .expect("valid"),
+            &serde_json::from_value(serde_json::json!({"metadata": {
+                "name": namespace,
+                "labels": {OWNER_LABEL: owner},
+            }}))
+            .expect("valid"),
         )
         .await;
     if let Err(e) = created {
@@ -551,7 +596,7 @@ async fn run_one(
             Ok(_) => {}
             Err(e) => failures.push(format!("invariant check: list events: {e}")),
         }
-        if let Err(e) = manager.check(cluster) {
+        if let Err(e) = manager.check().await {
             failures.push(format!("invariant: {e}"));
         }
     }
@@ -563,7 +608,7 @@ async fn run_one(
         failure.as_deref(),
     );
     let diagnostics = if failure.is_some() || verdict.fails_run() {
-        Some(collect(&client, &namespace, &manager.log, log_offset).await)
+        Some(collect(&client, &namespace, manager.log(), log_offset).await)
     } else {
         None
     };
@@ -593,7 +638,7 @@ async fn run_one(
 async fn collect(
     client: &kube::Client,
     namespace: &str,
-    log: &PathBuf,
+    log: Option<&Path>,
     offset: u64,
 ) -> Diagnostics {
     use k8s_openapi::api::core::v1::Event as KEvent;
@@ -647,7 +692,8 @@ async fn collect(
             }
         }
     }
-    let manager_log = std::fs::read(log)
+    let manager_log = log
+        .and_then(|l| std::fs::read(l).ok())
         .map(|b| {
             let start = (offset as usize).min(b.len());
             let text = String::from_utf8_lossy(&b[start..]).into_owned();

@@ -104,7 +104,7 @@ pub enum ToolchainError {
 }
 
 impl ToolchainError {
-    fn io(path: &Path, source: std::io::Error) -> Self {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
         Self::Io {
             path: path.to_path_buf(),
             source,

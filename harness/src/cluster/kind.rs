@@ -1,0 +1,633 @@
+//! The kind provider, for hosts with Docker: start with [`KindProvider`].
+//!
+//! A [`Profile`] becomes a kind config ([`config_yaml`]): its feature gates and runtime-config,
+//! one control-plane node, one worker per profile node with that node's labels, and the node
+//! image for the Kubernetes version from [`NODE_IMAGES`], pinned by digest together with the
+//! kind release it was built for (node images do not carry across kind releases, so the harness
+//! runs that kind release, built from Go modules like every other binary).
+//!
+//! Every `kind` invocation goes through a [`CommandRunner`], so the provider's logic (retries on
+//! known transient failures, logs exported before every delete, delete on every exit path) is
+//! tested without Docker by a fake runner.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{Cluster, ClusterProvider, Profile};
+use crate::toolchain::{KubeVersion, Toolchain, ToolchainError};
+
+/// A kind node image, pinned by digest, and the kind release it belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeImage {
+    /// Kubernetes minor, `1.32`.
+    pub minor: &'static str,
+    /// The kind release that built the image, `v0.29.0`.
+    pub kind_release: &'static str,
+    /// The image, tag and digest.
+    pub image: &'static str,
+}
+
+/// Node images per Kubernetes minor, taken from the kind release notes.
+pub const NODE_IMAGES: &[NodeImage] = &[
+    NodeImage {
+        minor: "1.29",
+        kind_release: "v0.27.0",
+        image: "kindest/node:v1.29.14@sha256:8703bd94ee24e51b778d5556ae310c6c0fa67d761fae6379c8e0bb480e6fea29",
+    },
+    NodeImage {
+        minor: "1.32",
+        kind_release: "v0.29.0",
+        image: "kindest/node:v1.32.5@sha256:e3b2327e3a5ab8c76f5ece68936e4cafaa82edf58486b769727ab0b3b97a5b0d",
+    },
+    NodeImage {
+        minor: "1.37",
+        kind_release: "v0.33.0",
+        image: "kindest/node:v1.37.0@sha256:a1ed56cfb0e7b93589bdf97c8cd566405a265939e3620fc4f5de89adff580ae5",
+    },
+];
+
+/// How many times `kind create cluster` is tried when it fails in a known transient way.
+pub const CREATE_ATTEMPTS: usize = 3;
+
+/// Failure messages of `kind create cluster` that a retry can cure (image pulls, a slow
+/// node boot, a kubeadm phase timing out on a loaded host).
+pub const TRANSIENT_FAILURES: &[&str] = &[
+    "i/o timeout",
+    "TLS handshake timeout",
+    "connection reset by peer",
+    "context deadline exceeded",
+    "failed to pull image",
+    "error pulling image",
+    "could not find a log line that matches",
+    "failed to init node with kubeadm",
+    "failed to join node with kubeadm",
+    "timed out waiting for the condition",
+];
+
+/// Errors of the kind provider.
+#[derive(Debug, thiserror::Error)]
+pub enum KindError {
+    /// No pinned image for the version.
+    #[error(
+        "kind has no pinned node image for Kubernetes {given}; known: {known} (add a line to \
+         NODE_IMAGES in harness/src/cluster/kind.rs with the digest from that kind release's notes)"
+    )]
+    UnknownVersion {
+        /// The version asked for.
+        given: String,
+        /// The known minors with their kind releases.
+        known: String,
+    },
+    /// kind could not be built.
+    #[error("prepare kind")]
+    Toolchain(#[from] ToolchainError),
+    /// A kind command could not be started at all.
+    #[error("run `{command}`: {source} (is kind installed, or pass --kind-binary)")]
+    Spawn {
+        /// The command line.
+        command: String,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `kind create cluster` failed.
+    #[error(
+        "create kind cluster `{name}` failed after {attempts} attempt(s); logs exported to {}; \
+         the partial cluster was deleted; last lines of kind's output:\n{tail}",
+        logs.display()
+    )]
+    Create {
+        /// Cluster name.
+        name: String,
+        /// Attempts made.
+        attempts: usize,
+        /// Where the logs went.
+        logs: PathBuf,
+        /// The tail of the last attempt's stderr.
+        tail: String,
+    },
+    /// Another kind command failed.
+    #[error("`{command}` failed: {tail}")]
+    Command {
+        /// The command line.
+        command: String,
+        /// The tail of its stderr.
+        tail: String,
+    },
+    /// Teardown steps failed.
+    #[error("tear down kind cluster `{name}`: {}", errors.join("; "))]
+    Teardown {
+        /// Cluster name.
+        name: String,
+        /// Every failed step.
+        errors: Vec<String>,
+    },
+    /// A file operation failed.
+    #[error("access {}", path.display())]
+    Io {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> KindError + '_ {
+    move |source| KindError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The pinned image for `version`'s minor.
+pub fn node_image(version: KubeVersion) -> Result<&'static NodeImage, KindError> {
+    let minor = format!("{}.{}", version.major, version.minor);
+    NODE_IMAGES
+        .iter()
+        .find(|i| i.minor == minor)
+        .ok_or_else(|| KindError::UnknownVersion {
+            given: minor,
+            known: NODE_IMAGES
+                .iter()
+                .map(|i| format!("{} (kind {})", i.minor, i.kind_release))
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// The kind config for `profile`: gates, runtime-config, the API server on 127.0.0.1, one
+/// control-plane node and one labelled worker per profile node, all on the pinned image.
+pub fn config(profile: &Profile) -> Result<Value, KindError> {
+    let image = node_image(profile.kubernetes)?.image;
+    let mut nodes = vec![json!({"role": "control-plane", "image": image})];
+    for n in &profile.nodes {
+        nodes.push(json!({"role": "worker", "image": image, "labels": n.labels}));
+    }
+    let mut c = json!({
+        "kind": "Cluster",
+        "apiVersion": "kind.x-k8s.io/v1alpha4",
+        "networking": {"apiServerAddress": "127.0.0.1"},
+        "nodes": nodes,
+    });
+    if !profile.feature_gates.is_empty() {
+        c["featureGates"] = json!(profile.feature_gates);
+    }
+    if !profile.runtime_config.is_empty() {
+        c["runtimeConfig"] = json!(profile.runtime_config);
+    }
+    Ok(c)
+}
+
+/// [`config`] as the YAML file kind reads, with a header naming the profile.
+pub fn config_yaml(profile: &Profile) -> Result<String, KindError> {
+    let c = config(profile)?;
+    let body = serde_saphyr::to_string(&c).expect("a JSON value serializes");
+    Ok(format!(
+        "# kind config for profile `{}` (Kubernetes {}), generated by `harness cluster configs`.\n\
+         # Do not edit: a test regenerates it and fails on any difference.\n{body}",
+        profile.name, profile.kubernetes
+    ))
+}
+
+/// One command: program and arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandLine {
+    /// The program.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+}
+
+impl std::fmt::Display for CommandLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.program.display())?;
+        for a in &self.args {
+            write!(f, " {a}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What a finished command left.
+#[derive(Debug, Clone, Default)]
+pub struct CommandOutput {
+    /// Exit status 0.
+    pub success: bool,
+    /// Its standard error (kind reports there).
+    pub stderr: String,
+}
+
+/// Runs commands; the real one starts processes, tests use a fake.
+pub trait CommandRunner: Send + Sync {
+    /// Runs `cmd` to completion.
+    fn run(&self, cmd: &CommandLine) -> std::io::Result<CommandOutput>;
+}
+
+/// Runs commands as child processes, their stdout passed through to stderr as progress.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ProcessRunner;
+
+impl CommandRunner for ProcessRunner {
+    fn run(&self, cmd: &CommandLine) -> std::io::Result<CommandOutput> {
+        let out = std::process::Command::new(&cmd.program)
+            .args(&cmd.args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::inherit())
+            .stderr(std::process::Stdio::piped())
+            .output()?;
+        Ok(CommandOutput {
+            success: out.status.success(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
+    }
+}
+
+/// Where kind comes from.
+#[derive(Debug, Clone)]
+pub enum KindBinary {
+    /// Build the kind release the node image belongs to with Go (cached like every binary).
+    Build(Toolchain),
+    /// Use this binary.
+    Path(PathBuf),
+}
+
+/// Settings of the kind provider.
+#[derive(Clone)]
+pub struct KindOptions {
+    /// Where cluster directories (config, kubeconfig) go.
+    pub root: PathBuf,
+    /// Where logs are exported before every delete (`<logs>/<cluster>/`).
+    pub logs: PathBuf,
+    /// Attempts of `kind create cluster` on transient failures.
+    pub attempts: usize,
+    /// `--wait` for the control plane.
+    pub wait: Duration,
+}
+
+/// Makes kind clusters.
+#[derive(Clone)]
+pub struct KindProvider {
+    binary: KindBinary,
+    runner: Arc<dyn CommandRunner>,
+    options: KindOptions,
+}
+
+impl std::fmt::Debug for KindProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KindProvider")
+            .field("binary", &self.binary)
+            .field("root", &self.options.root)
+            .finish()
+    }
+}
+
+/// The commands for one cluster, in the order the provider runs them on success.
+#[derive(Debug, Clone)]
+pub struct KindPlan {
+    /// The config file's contents.
+    pub config: String,
+    /// `kind create cluster ...`
+    pub create: CommandLine,
+    /// `kind export logs ...`
+    pub export_logs: CommandLine,
+    /// `kind delete cluster ...`
+    pub delete: CommandLine,
+}
+
+impl std::fmt::Display for KindPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "# kind-config.yaml")?;
+        write!(f, "{}", self.config)?;
+        writeln!(
+            f,
+            "# commands (export logs and delete also run after a failed create)"
+        )?;
+        writeln!(f, "{}", self.create)?;
+        writeln!(f, "{}", self.export_logs)?;
+        writeln!(f, "{}", self.delete)
+    }
+}
+
+impl KindProvider {
+    /// A provider running `kind` through `runner`.
+    pub fn new(binary: KindBinary, runner: Arc<dyn CommandRunner>, options: KindOptions) -> Self {
+        Self {
+            binary,
+            runner,
+            options,
+        }
+    }
+
+    /// The commands for cluster `name` of `profile`, with `kind` as the program and the
+    /// cluster directory `dir`.
+    pub fn plan_with(
+        kind: &Path,
+        name: &str,
+        profile: &Profile,
+        dir: &Path,
+        logs: &Path,
+        wait: Duration,
+    ) -> Result<KindPlan, KindError> {
+        let config = config_yaml(profile)?;
+        let kubeconfig = dir.join("kubeconfig").display().to_string();
+        let line = |args: &[&str]| CommandLine {
+            program: kind.to_path_buf(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+        };
+        Ok(KindPlan {
+            config,
+            create: line(&[
+                "create",
+                "cluster",
+                "--name",
+                name,
+                "--config",
+                &dir.join("kind-config.yaml").display().to_string(),
+                "--kubeconfig",
+                &kubeconfig,
+                "--retain",
+                "--wait",
+                &format!("{}s", wait.as_secs()),
+            ]),
+            export_logs: line(&[
+                "export",
+                "logs",
+                &logs.join(name).display().to_string(),
+                "--name",
+                name,
+            ]),
+            delete: line(&[
+                "delete",
+                "cluster",
+                "--name",
+                name,
+                "--kubeconfig",
+                &kubeconfig,
+            ]),
+        })
+    }
+
+    /// The kind binary for `profile`: the given one, or the release its image belongs to.
+    pub async fn kind_binary(&self, profile: &Profile) -> Result<PathBuf, KindError> {
+        let image = node_image(profile.kubernetes)?;
+        match &self.binary {
+            KindBinary::Path(p) => Ok(p.clone()),
+            KindBinary::Build(t) => Ok(t
+                .go_install(
+                    "sigs.k8s.io/kind",
+                    "sigs.k8s.io/kind",
+                    image.kind_release,
+                    "kind",
+                )
+                .await?),
+        }
+    }
+
+    /// Its settings.
+    pub fn options(&self) -> &KindOptions {
+        &self.options
+    }
+
+    fn run(&self, cmd: &CommandLine) -> Result<CommandOutput, KindError> {
+        self.runner.run(cmd).map_err(|source| KindError::Spawn {
+            command: cmd.to_string(),
+            source,
+        })
+    }
+
+    /// Exports logs, then deletes; both are always tried. Returns the failures.
+    fn export_then_delete(&self, plan: &KindPlan) -> Vec<String> {
+        let mut errors = vec![];
+        for cmd in [&plan.export_logs, &plan.delete] {
+            match self.run(cmd) {
+                Ok(o) if o.success => {}
+                Ok(o) => errors.push(format!("`{cmd}`: {}", tail(&o.stderr, 5))),
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        errors
+    }
+
+    fn create_blocking(
+        &self,
+        kind: &Path,
+        name: &str,
+        profile: &Profile,
+    ) -> Result<KindCluster, KindError> {
+        let dir = self.options.root.join(name);
+        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        let plan = Self::plan_with(
+            kind,
+            name,
+            profile,
+            &dir,
+            &self.options.logs,
+            self.options.wait,
+        )?;
+        let config_path = dir.join("kind-config.yaml");
+        std::fs::write(&config_path, &plan.config).map_err(io_err(&config_path))?;
+        let attempts = self.options.attempts.max(1);
+        for attempt in 1..=attempts {
+            let out = match self.run(&plan.create) {
+                Ok(o) => o,
+                Err(e) => {
+                    let _ = std::fs::remove_dir_all(&dir);
+                    return Err(e);
+                }
+            };
+            if out.success {
+                return Ok(KindCluster {
+                    name: name.to_string(),
+                    dir: dir.clone(),
+                    kubeconfig: dir.join("kubeconfig"),
+                    plan,
+                    provider: self.clone(),
+                    done: false,
+                });
+            }
+            let last = out.stderr;
+            // --retain kept the nodes: their logs first, then the partial cluster goes.
+            for e in self.export_then_delete(&plan) {
+                tracing::warn!(cluster = name, "{e}");
+            }
+            let transient = TRANSIENT_FAILURES.iter().any(|t| last.contains(t));
+            if !transient || attempt == attempts {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(KindError::Create {
+                    name: name.into(),
+                    attempts: attempt,
+                    logs: self.options.logs.join(name),
+                    tail: tail(&last, 20),
+                });
+            }
+            tracing::warn!(
+                cluster = name,
+                attempt,
+                "kind create failed in a known transient way; retrying"
+            );
+        }
+        unreachable!("the loop returns on the last attempt")
+    }
+}
+
+fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+impl ClusterProvider for KindProvider {
+    type Cluster = KindCluster;
+    type Error = KindError;
+
+    async fn create(&self, name: &str, profile: &Profile) -> Result<KindCluster, KindError> {
+        let kind = self.kind_binary(profile).await?;
+        let this = self.clone();
+        let (name, profile) = (name.to_string(), profile.clone());
+        tokio::task::spawn_blocking(move || this.create_blocking(&kind, &name, &profile))
+            .await
+            .expect("kind create does not panic")
+    }
+}
+
+/// A kind cluster the harness created; deleted (logs exported first) when destroyed or
+/// dropped.
+pub struct KindCluster {
+    name: String,
+    dir: PathBuf,
+    kubeconfig: PathBuf,
+    plan: KindPlan,
+    provider: KindProvider,
+    done: bool,
+}
+
+impl std::fmt::Debug for KindCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KindCluster")
+            .field("name", &self.name)
+            .field("kubeconfig", &self.kubeconfig)
+            .finish()
+    }
+}
+
+impl KindCluster {
+    /// The commands this cluster was made with and will be removed with.
+    pub fn plan(&self) -> &KindPlan {
+        &self.plan
+    }
+
+    /// A client with the cluster's admin kubeconfig.
+    pub async fn client(&self) -> Result<kube::Client, super::local::LocalError> {
+        super::local::admin_client(&self.kubeconfig).await
+    }
+
+    fn teardown(&mut self) -> Result<(), KindError> {
+        if self.done {
+            return Ok(());
+        }
+        self.done = true;
+        let mut errors = self.provider.export_then_delete(&self.plan);
+        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+            errors.push(format!("remove {}: {e}", self.dir.display()));
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(KindError::Teardown {
+                name: self.name.clone(),
+                errors,
+            })
+        }
+    }
+}
+
+impl Cluster for KindCluster {
+    type Error = KindError;
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    fn export_logs(&self, dest: &Path) -> Result<(), KindError> {
+        let mut cmd = self.plan.export_logs.clone();
+        cmd.args[2] = dest.display().to_string();
+        let out = self.provider.run(&cmd)?;
+        if out.success {
+            Ok(())
+        } else {
+            Err(KindError::Command {
+                command: cmd.to_string(),
+                tail: tail(&out.stderr, 5),
+            })
+        }
+    }
+
+    fn destroy(mut self) -> Result<(), KindError> {
+        self.teardown()
+    }
+}
+
+impl Drop for KindCluster {
+    fn drop(&mut self) {
+        if let Err(e) = self.teardown() {
+            eprintln!("warning: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_supported_version_has_a_pinned_image() {
+        for v in KubeVersion::supported() {
+            let i = node_image(v).unwrap();
+            assert!(i.image.contains("@sha256:"), "{i:?}");
+            assert!(
+                i.image.contains(&format!(":v{}.{}.", v.major, v.minor)),
+                "{i:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unknown_version_names_the_known_ones() {
+        let v = KubeVersion {
+            major: 1,
+            minor: 30,
+            patch: 0,
+        };
+        let e = node_image(v).unwrap_err().to_string();
+        assert!(e.contains("Kubernetes 1.30"), "{e}");
+        assert!(e.contains("1.32 (kind v0.29.0)"), "{e}");
+    }
+
+    #[test]
+    fn the_config_carries_gates_runtime_config_and_labelled_workers() {
+        let mut p = Profile::new(KubeVersion::default_version());
+        p.add_gates(&["InPlacePodVerticalScaling=true"]).unwrap();
+        p.add_runtime_config(&["api/all=true"]).unwrap();
+        let c = config(&p).unwrap();
+        assert_eq!(c["featureGates"]["InPlacePodVerticalScaling"], json!(true));
+        assert_eq!(c["runtimeConfig"]["api/all"], json!("true"));
+        assert_eq!(c["networking"]["apiServerAddress"], json!("127.0.0.1"));
+        let nodes = c["nodes"].as_array().unwrap();
+        assert_eq!(nodes.len(), 5);
+        assert_eq!(nodes[0]["role"], json!("control-plane"));
+        assert_eq!(
+            nodes[2]["labels"][super::super::ZONE_LABEL],
+            json!("zone-b")
+        );
+        let yaml = config_yaml(&p).unwrap();
+        let back: Value = serde_saphyr::from_str(&yaml).unwrap();
+        assert_eq!(back, c, "the YAML reads back as the config");
+    }
+}
