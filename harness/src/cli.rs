@@ -1071,11 +1071,24 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Gc => {
             let removed = provider(None).gc()?;
-            if removed.is_empty() {
+            // kind clusters of killed runs: their logs exported, then deleted.
+            let kind = ProviderArgs {
+                provider: ProviderKind::Kind,
+                kubeconfig: None,
+                context: None,
+                server: None,
+                kind_binary: None,
+            }
+            .kind_provider(providers_root().join("logs"))
+            .gc()?;
+            if removed.is_empty() && kind.is_empty() {
                 println!("nothing to remove");
             }
             for name in removed {
                 println!("removed cluster `{name}`");
+            }
+            for name in kind {
+                println!("removed kind cluster `{name}`");
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -243,3 +243,33 @@ async fn the_existing_provider_keeps_the_contract_and_deletes_only_its_own_names
     assert_eq!(phase(nss.get_opt("another-run").await.unwrap()), "Active");
     assert_ne!(phase(nss.get_opt("ours").await.unwrap()), "Active");
 }
+
+#[tokio::test]
+async fn gc_removes_kind_clusters_of_killed_runs_only() {
+    let fake = FakeKind::scripted(&[Ok(()), Ok(())]);
+    let root = tempfile::tempdir().unwrap();
+    let p = kind(&fake, root.path());
+    let killed = p.create("killed", &default_profile()).await.unwrap();
+    let alive = p.create("alive", &default_profile()).await.unwrap();
+    // A SIGKILLed run drops nothing; its owner record names a process that is gone.
+    std::mem::forget(killed);
+    let owner_path = root.path().join("clusters/killed/owner.json");
+    let mut owner: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&owner_path).unwrap()).unwrap();
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    owner["owner"]["pid"] = serde_json::json!(child.id());
+    child.wait().unwrap();
+    std::fs::write(&owner_path, serde_json::to_vec(&owner).unwrap()).unwrap();
+
+    let before = fake.verbs().len();
+    assert_eq!(p.gc().unwrap(), ["killed"]);
+    assert_eq!(fake.verbs()[before..], ["export", "delete"]);
+    assert!(!root.path().join("clusters/killed").exists());
+    assert!(root.path().join("logs/killed/kind-version.txt").is_file());
+    assert!(
+        root.path().join("clusters/alive").is_dir(),
+        "a live run's cluster is left alone"
+    );
+    assert!(p.gc().unwrap().is_empty());
+    drop(alive);
+}

@@ -268,6 +268,17 @@ pub struct KindOptions {
     pub wait: Duration,
 }
 
+/// Who made a kind cluster, kept in its directory so `gc` can remove what a killed run left.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct KindOwner {
+    /// The harness process that created it.
+    pub owner: super::local::process::ProcRecord,
+    /// The kind binary it was created with.
+    pub kind: PathBuf,
+    /// Cluster name.
+    pub name: String,
+}
+
 /// Makes kind clusters.
 #[derive(Clone)]
 pub struct KindProvider {
@@ -296,6 +307,51 @@ pub struct KindPlan {
     pub export_logs: CommandLine,
     /// `kind delete cluster ...`
     pub delete: CommandLine,
+}
+
+impl KindPlan {
+    fn teardown_only(kind: &Path, name: &str, dir: &Path, logs: &Path) -> Self {
+        let (export_logs, delete) = teardown_commands(kind, name, dir, logs);
+        Self {
+            config: String::new(),
+            create: CommandLine {
+                program: kind.to_path_buf(),
+                args: vec![],
+            },
+            export_logs,
+            delete,
+        }
+    }
+}
+
+fn teardown_commands(
+    kind: &Path,
+    name: &str,
+    dir: &Path,
+    logs: &Path,
+) -> (CommandLine, CommandLine) {
+    let line = |args: &[&str]| CommandLine {
+        program: kind.to_path_buf(),
+        args: args.iter().map(|s| s.to_string()).collect(),
+    };
+    let kubeconfig = dir.join("kubeconfig").display().to_string();
+    (
+        line(&[
+            "export",
+            "logs",
+            &logs.join(name).display().to_string(),
+            "--name",
+            name,
+        ]),
+        line(&[
+            "delete",
+            "cluster",
+            "--name",
+            name,
+            "--kubeconfig",
+            &kubeconfig,
+        ]),
+    )
 }
 
 impl std::fmt::Display for KindPlan {
@@ -334,6 +390,7 @@ impl KindProvider {
     ) -> Result<KindPlan, KindError> {
         let config = config_yaml(profile)?;
         let kubeconfig = dir.join("kubeconfig").display().to_string();
+        let (export_logs, delete) = teardown_commands(kind, name, dir, logs);
         let line = |args: &[&str]| CommandLine {
             program: kind.to_path_buf(),
             args: args.iter().map(|s| s.to_string()).collect(),
@@ -353,21 +410,8 @@ impl KindProvider {
                 "--wait",
                 &format!("{}s", wait.as_secs()),
             ]),
-            export_logs: line(&[
-                "export",
-                "logs",
-                &logs.join(name).display().to_string(),
-                "--name",
-                name,
-            ]),
-            delete: line(&[
-                "delete",
-                "cluster",
-                "--name",
-                name,
-                "--kubeconfig",
-                &kubeconfig,
-            ]),
+            export_logs,
+            delete,
         })
     }
 
@@ -412,6 +456,46 @@ impl KindProvider {
         errors
     }
 
+    /// Removes the clusters whose creating process is gone (killed with SIGKILL, say): logs
+    /// exported, then `kind delete cluster`, then the directory. Returns their names.
+    pub fn gc(&self) -> Result<Vec<String>, KindError> {
+        let mut removed = vec![];
+        let mut errors = vec![];
+        let Ok(entries) = std::fs::read_dir(&self.options.root) else {
+            return Ok(removed);
+        };
+        for e in entries.flatten() {
+            let dir = e.path();
+            let Ok(text) = std::fs::read(dir.join("owner.json")) else {
+                continue;
+            };
+            let Ok(owner) = serde_json::from_slice::<KindOwner>(&text) else {
+                continue;
+            };
+            if owner.owner.alive() {
+                continue;
+            }
+            let plan = KindPlan::teardown_only(&owner.kind, &owner.name, &dir, &self.options.logs);
+            let failed = self.export_then_delete(&plan);
+            if failed.is_empty() {
+                if let Err(e) = std::fs::remove_dir_all(&dir) {
+                    errors.push(format!("remove {}: {e}", dir.display()));
+                }
+                removed.push(owner.name);
+            } else {
+                errors.extend(failed);
+            }
+        }
+        if !errors.is_empty() {
+            return Err(KindError::Teardown {
+                name: "gc".into(),
+                errors,
+            });
+        }
+        removed.sort();
+        Ok(removed)
+    }
+
     fn create_blocking(
         &self,
         kind: &Path,
@@ -430,6 +514,17 @@ impl KindProvider {
         )?;
         let config_path = dir.join("kind-config.yaml");
         std::fs::write(&config_path, &plan.config).map_err(io_err(&config_path))?;
+        let owner_path = dir.join("owner.json");
+        let owner = KindOwner {
+            owner: super::local::process::ProcRecord::current("harness"),
+            kind: kind.to_path_buf(),
+            name: name.to_string(),
+        };
+        std::fs::write(
+            &owner_path,
+            serde_json::to_vec_pretty(&owner).expect("serializes"),
+        )
+        .map_err(io_err(&owner_path))?;
         let attempts = self.options.attempts.max(1);
         for attempt in 1..=attempts {
             let out = match self.run(&plan.create) {
