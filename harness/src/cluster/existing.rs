@@ -221,7 +221,7 @@ impl ClusterProvider for ExistingProvider {
     async fn create(
         &self,
         name: &str,
-        _profile: &Profile,
+        profile: &Profile,
     ) -> Result<ExistingCluster, ExistingError> {
         let kc = self.one_context()?;
         let dir = self.root.join(name);
@@ -254,13 +254,37 @@ impl ClusterProvider for ExistingProvider {
             done: false,
         };
         let client = cluster.client().await?;
-        client
+        let version = client
             .apiserver_version()
             .await
             .map_err(|e| ExistingError::Unreachable {
                 context: self.context.clone(),
                 detail: e.to_string(),
             })?;
+        let minor: String = version
+            .minor
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        if version.major != profile.kubernetes.major.to_string()
+            || minor != profile.kubernetes.minor.to_string()
+        {
+            tracing::warn!(
+                context = self.context,
+                "the cluster runs Kubernetes {}, the run was asked for {}: results are \
+                 classified against the ledger as {}",
+                version.git_version,
+                profile.kubernetes,
+                profile.kubernetes
+            );
+        }
+        if !profile.feature_gates.is_empty() {
+            tracing::warn!(
+                context = self.context,
+                "the profile asks for feature gates {:?}; an existing cluster runs with its own",
+                profile.feature_gates
+            );
+        }
         Ok(cluster)
     }
 }
