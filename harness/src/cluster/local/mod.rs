@@ -564,11 +564,37 @@ fn node_ready(node: Option<&Node>) -> bool {
 
 /// A free port on 127.0.0.1 (released before returning; bind it soon).
 pub fn free_port() -> Result<u16, LocalError> {
+    // Ports are picked below the kernel's ephemeral range, so that no outgoing connection
+    // (of this or any process) can take one between now and the component binding it, and
+    // never handed out twice by this process (clusters of parallel cells start at once).
+    static HANDED_OUT: Mutex<std::collections::BTreeSet<u16>> =
+        Mutex::new(std::collections::BTreeSet::new());
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (low, high) = (10000u16, ephemeral_low.saturating_sub(1));
+    let mut handed = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
+    if high > low {
+        for _ in 0..500 {
+            let p = rand::random_range(low..=high);
+            if handed.contains(&p) {
+                continue;
+            }
+            if TcpListener::bind(("127.0.0.1", p)).is_ok() {
+                handed.insert(p);
+                return Ok(p);
+            }
+        }
+    }
     let l = TcpListener::bind(("127.0.0.1", 0))
         .map_err(|e| LocalError::io(Path::new("127.0.0.1:0"), e))?;
-    l.local_addr()
+    let p = l
+        .local_addr()
         .map(|a| a.port())
-        .map_err(|e| LocalError::io(Path::new("127.0.0.1:0"), e))
+        .map_err(|e| LocalError::io(Path::new("127.0.0.1:0"), e))?;
+    handed.insert(p);
+    Ok(p)
 }
 
 fn allocate_ports(apiserver: Option<u16>) -> Result<Ports, LocalError> {
