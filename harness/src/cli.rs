@@ -36,7 +36,8 @@ pub const EXIT_INTERRUPTED: u8 = 130;
     about = "Conformance test harness for Kubernetes workload controllers",
     long_about = "Conformance test harness for Kubernetes workload controllers.\n\n\
         Brings up real Kubernetes control planes as local processes (built from pinned Go \
-        modules, no Docker needed), with the feature gates a profile asks for.\n\n\
+        modules, no Docker needed), with the feature gates a profile asks for; or uses kind, \
+        k3s or an existing cluster (--provider).\n\n\
         Exit codes: 0 success, 1 failure (for `run`: a regression or an unexpected pass), \
         2 bad usage, 3 infrastructure error (a cluster or controller did not start), \
         130 interrupted."
@@ -48,7 +49,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run conformance scenarios against a controller on a local cluster. With no arguments:
+    /// Run conformance scenarios against a controller (on local clusters unless --provider
+    /// says otherwise). With no arguments:
     /// every suite on Kubernetes 1.32 with OpenKruise v1.9.0.
     Run(RunArgs),
     /// Run the scenarios on every cell of a version matrix (Kubernetes x controller releases).
