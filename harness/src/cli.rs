@@ -1,7 +1,8 @@
 //! The command-line layer: parses arguments with clap, calls the library, prints results and
 //! maps errors to exit codes. Start with [`main`].
 //!
-//! Exit codes: 0 success, 1 failure, 2 bad usage, 130 interrupted (Ctrl-C / SIGTERM).
+//! Exit codes: 0 success, 1 failure or error, 2 a command line clap refuses, 130 interrupted
+//! (Ctrl-C / SIGTERM).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -38,9 +39,9 @@ pub const EXIT_INTERRUPTED: u8 = 130;
         Brings up real Kubernetes control planes as local processes (built from pinned Go \
         modules, no Docker needed), with the feature gates a profile asks for; or uses kind, \
         k3s or an existing cluster (--provider).\n\n\
-        Exit codes: 0 success, 1 failure (for `run`: a regression or an unexpected pass), \
-        2 bad usage, 3 infrastructure error (a cluster or controller did not start), \
-        130 interrupted."
+        Exit codes: 0 success; 1 failure (for `run`: a regression or an unexpected pass) or \
+        error (bad input included); 2 a command line that does not parse; 3 infrastructure \
+        error (a cluster or controller did not start); 130 interrupted."
 )]
 struct Cli {
     #[command(subcommand)]
