@@ -88,3 +88,24 @@ async fn a_checkout_qualifies_against_a_release() {
         "the checkout is left as it was"
     );
 }
+
+/// A commit goes to the Go module proxy as a version query, like a tag. The proxy of the
+/// project's own machine refuses commits that are not releases (403), so there the run must end
+/// with the proxy's refusal naming the commit; where the proxy serves commits, it builds.
+#[test]
+fn a_commit_is_fetched_as_a_version_query() {
+    const COMMIT: &str = "4c2bbcec10dc2dd9f16b52e16d00ac908e8144ad"; // v1.9.0
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["toolchain", "build", "--controller"])
+        .arg(format!("openkruise@{COMMIT}"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        assert!(
+            stderr.contains(&format!("github.com/openkruise/kruise@{COMMIT}"))
+                && stderr.contains("not available"),
+            "a failure must be the proxy refusing the commit:\n{stderr}"
+        );
+    }
+}
