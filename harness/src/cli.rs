@@ -196,26 +196,6 @@ impl ProviderArgs {
         }
     }
 
-    fn kind_provider(&self, logs: PathBuf) -> crate::cluster::kind::KindProvider {
-        use crate::cluster::kind::{
-            CREATE_ATTEMPTS, KindBinary, KindOptions, KindProvider, ProcessRunner,
-        };
-        let binary = match &self.kind_binary {
-            Some(p) => KindBinary::Path(p.clone()),
-            None => KindBinary::Build(toolchain()),
-        };
-        KindProvider::new(
-            binary,
-            std::sync::Arc::new(ProcessRunner),
-            KindOptions {
-                root: providers_root().join("kind"),
-                logs,
-                attempts: CREATE_ATTEMPTS,
-                wait: Duration::from_secs(300),
-            },
-        )
-    }
-
     fn existing_provider(&self) -> crate::cluster::existing::ExistingProvider {
         crate::cluster::existing::ExistingProvider {
             kubeconfig: self
@@ -243,7 +223,7 @@ impl ProviderArgs {
         }
         Ok(match self.provider {
             ProviderKind::Local => Provider::Local(provider(None)),
-            ProviderKind::Kind => Provider::Kind(self.kind_provider(logs)),
+            ProviderKind::Kind => Provider::Kind(kind_provider(self.kind_binary.clone(), logs)),
             ProviderKind::Existing => Provider::Existing(self.existing_provider()),
             ProviderKind::K3s => k3s_provider()?,
         })
@@ -277,6 +257,30 @@ impl ProviderArgs {
             ProviderKind::Existing => self.existing_provider().plan(name).join("\n") + "\n",
         })
     }
+}
+
+/// The kind provider: `kind_binary`, or the kind release each node image belongs to, built.
+fn kind_provider(
+    kind_binary: Option<PathBuf>,
+    logs: PathBuf,
+) -> crate::cluster::kind::KindProvider {
+    use crate::cluster::kind::{
+        CREATE_ATTEMPTS, KindBinary, KindOptions, KindProvider, ProcessRunner,
+    };
+    let binary = match kind_binary {
+        Some(p) => KindBinary::Path(p),
+        None => KindBinary::Build(toolchain()),
+    };
+    KindProvider::new(
+        binary,
+        std::sync::Arc::new(ProcessRunner),
+        KindOptions {
+            root: providers_root().join("kind"),
+            logs,
+            attempts: CREATE_ATTEMPTS,
+            wait: Duration::from_secs(300),
+        },
+    )
 }
 
 #[cfg(feature = "k3s")]
@@ -1075,15 +1079,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Gc => {
             let removed = provider(None).gc()?;
             // kind clusters of killed runs: their logs exported, then deleted.
-            let kind = ProviderArgs {
-                provider: ProviderKind::Kind,
-                kubeconfig: None,
-                context: None,
-                server: None,
-                kind_binary: None,
-            }
-            .kind_provider(providers_root().join("logs"))
-            .gc()?;
+            let kind = kind_provider(None, providers_root().join("logs")).gc()?;
             if removed.is_empty() && kind.is_empty() {
                 println!("nothing to remove");
             }

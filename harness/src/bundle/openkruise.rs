@@ -10,8 +10,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
+use futures::{FutureExt, TryFutureExt};
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
@@ -329,48 +331,7 @@ pub async fn install(
     }
     let client = cluster.client();
 
-    // Namespaces and CRDs first; the manager's discovery needs the CRDs established.
-    for d in docs.iter().filter(|d| kind(d) == "Namespace") {
-        apply(&client, d).await?;
-    }
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut crd_names = vec![];
-    for d in docs
-        .iter()
-        .filter(|d| kind(d) == "CustomResourceDefinition")
-    {
-        forget_previous_manager_url(&crds, d).await?;
-        apply(&client, d).await?;
-        crd_names.push(
-            d["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-        );
-    }
-    for name in &crd_names {
-        let established = await_condition(crds.clone(), name, conditions::is_crd_established());
-        tokio::time::timeout(timeout, established)
-            .await
-            .map_err(|_| BundleError::NotReady {
-                what: format!("CRD {name} established"),
-                timeout,
-                last: "not established".into(),
-            })?
-            .map_err(|e| BundleError::Wait(e.to_string()))?;
-    }
-    for d in docs
-        .iter()
-        .filter(|d| !matches!(kind(d), "Namespace" | "CustomResourceDefinition"))
-    {
-        if matches!(
-            kind(d),
-            "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration"
-        ) {
-            replace_webhook_configuration(&client, d).await?;
-        }
-        apply(&client, d).await?;
-    }
+    apply_all(&client, &docs, timeout).await?;
 
     // The manager's own identity: a token of its ServiceAccount.
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), NAMESPACE);
@@ -503,6 +464,10 @@ pub fn in_cluster_manifests(
     docs
 }
 
+/// Applies a release's manifests: namespaces, then CRDs (waited on until Established: the
+/// manager's discovery needs them), then the rest. On an upgrade the previous manager's
+/// conversion-webhook URLs and webhook configurations are replaced; on a fresh cluster those
+/// steps find nothing to do.
 async fn apply_all(
     client: &kube::Client,
     docs: &[Value],
@@ -517,6 +482,7 @@ async fn apply_all(
         .iter()
         .filter(|d| kind(d) == "CustomResourceDefinition")
     {
+        forget_previous_manager_url(&crds, d).await?;
         apply(client, d).await?;
         names.push(
             d["metadata"]["name"]
@@ -540,6 +506,12 @@ async fn apply_all(
         .iter()
         .filter(|d| !matches!(kind(d), "Namespace" | "CustomResourceDefinition"))
     {
+        if matches!(
+            kind(d),
+            "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration"
+        ) {
+            replace_webhook_configuration(client, d).await?;
+        }
         apply(client, d).await?;
     }
     Ok(())
@@ -649,6 +621,18 @@ pub async fn verify_installed(
 /// Whether every webhook of both configurations has a CA bundle (the in-cluster manager
 /// writes them itself).
 pub async fn webhooks_have_ca(client: &kube::Client) -> Result<(), String> {
+    for (name, cc) in webhook_client_configs(client).await? {
+        if cc.ca_bundle.as_ref().is_none_or(|b| b.0.is_empty()) {
+            return Err(format!("webhook {name} has no caBundle yet"));
+        }
+    }
+    Ok(())
+}
+
+/// Every webhook of the release's two webhook configurations, with its client config.
+async fn webhook_client_configs(
+    client: &kube::Client,
+) -> Result<Vec<(String, WebhookClientConfig)>, String> {
     let mwc: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     let vwc: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     let m = mwc
@@ -659,8 +643,7 @@ pub async fn webhooks_have_ca(client: &kube::Client) -> Result<(), String> {
         .get(VALIDATING_WEBHOOKS)
         .await
         .map_err(|e| e.to_string())?;
-    let all = m
-        .webhooks
+    Ok(m.webhooks
         .unwrap_or_default()
         .into_iter()
         .map(|w| (w.name, w.client_config))
@@ -669,13 +652,8 @@ pub async fn webhooks_have_ca(client: &kube::Client) -> Result<(), String> {
                 .unwrap_or_default()
                 .into_iter()
                 .map(|w| (w.name, w.client_config)),
-        );
-    for (name, cc) in all {
-        if cc.ca_bundle.as_ref().is_none_or(|b| b.0.is_empty()) {
-            return Err(format!("webhook {name} has no caBundle yet"));
-        }
-    }
-    Ok(())
+        )
+        .collect())
 }
 
 async fn wait_in_cluster(
@@ -685,14 +663,16 @@ async fn wait_in_cluster(
 ) -> Result<(), BundleError> {
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
         Api::namespaced(client.clone(), NAMESPACE);
-    let deadline = Instant::now() + timeout;
-    let mut step = "manager rollout";
-    let mut last = String::from("nothing yet");
-    let mut smoke_ns: Option<String> = None;
-    let result = loop {
-        let outcome: Result<bool, String> = match step {
-            "manager rollout" => match deployments.get("kruise-controller-manager").await {
-                Ok(d) => {
+    let deployments = &deployments;
+    let steps: Vec<Step<'_>> = vec![
+        (
+            "manager rollout",
+            Box::new(move || {
+                async move {
+                    let d = deployments
+                        .get("kruise-controller-manager")
+                        .await
+                        .map_err(|e| e.to_string())?;
                     let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
                     let s = d.status.unwrap_or_default();
                     if s.observed_generation >= d.metadata.generation
@@ -707,40 +687,21 @@ async fn wait_in_cluster(
                         ))
                     }
                 }
-                Err(e) => Err(e.to_string()),
-            },
-            "webhook configurations" => webhooks_have_ca(client).await.map(|_| true),
-            _ => smoke(client, &mut smoke_ns).await,
-        };
-        match outcome {
-            Ok(true) => {
-                step = match step {
-                    "manager rollout" => "webhook configurations",
-                    "webhook configurations" => "smoke CloneSet",
-                    _ => break Ok(()),
-                };
-                continue;
-            }
-            Ok(false) => {}
-            Err(e) => last = e,
-        }
-        if let Err(e) = manager.check().await {
-            break Err(e);
-        }
-        if Instant::now() >= deadline {
-            break Err(BundleError::NotReady {
-                what: format!("openkruise {} ({step})", manager.version),
-                timeout,
-                last,
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+                .boxed()
+            }),
+        ),
+        (
+            "webhook configurations",
+            Box::new(move || webhooks_have_ca(client).map_ok(|_| true).boxed()),
+        ),
+    ];
+    let ready = Readiness {
+        client,
+        version: &manager.version,
+        timeout,
+        interval: Duration::from_millis(500),
     };
-    if let Some(ns) = smoke_ns {
-        let nss: Api<Namespace> = Api::all(client.clone());
-        let _ = nss.delete(&ns, &DeleteParams::background()).await;
-    }
-    result
+    ready.wait(steps, || manager.check().boxed()).await
 }
 
 /// The manager's loopback ports.
@@ -809,28 +770,7 @@ async fn http_get_status(port: u16, path: &str) -> Result<u16, String> {
 /// Whether every webhook of both configurations points at the manager's URL with a CA.
 pub async fn webhooks_patched(client: &kube::Client, port: u16) -> Result<(), String> {
     let prefix = format!("https://127.0.0.1:{port}/");
-    let mwc: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let vwc: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let m = mwc
-        .get(MUTATING_WEBHOOKS)
-        .await
-        .map_err(|e| e.to_string())?;
-    let v = vwc
-        .get(VALIDATING_WEBHOOKS)
-        .await
-        .map_err(|e| e.to_string())?;
-    let configs = m
-        .webhooks
-        .unwrap_or_default()
-        .into_iter()
-        .map(|w| (w.name, w.client_config))
-        .chain(
-            v.webhooks
-                .unwrap_or_default()
-                .into_iter()
-                .map(|w| (w.name, w.client_config)),
-        );
-    for (name, cc) in configs {
+    for (name, cc) in webhook_client_configs(client).await? {
         let url = cc.url.unwrap_or_default();
         if !url.starts_with(&prefix) {
             return Err(format!("webhook {name} has url {url:?}, want {prefix}..."));
@@ -847,52 +787,100 @@ async fn wait_ready(
     manager: &Manager,
     timeout: Duration,
 ) -> Result<(), BundleError> {
-    let client = cluster.client();
-    let deadline = Instant::now() + timeout;
-    let mut step = "manager /readyz";
-    let mut last = String::from("nothing yet");
-    let mut smoke_ns: Option<String> = None;
-    let result = loop {
-        if let Err(e) = manager.check(cluster) {
-            break Err(e);
-        }
-        let outcome: Result<bool, String> = match step {
-            "manager /readyz" => match http_get_status(manager.health_port, "/readyz").await {
-                Ok(200) => Ok(true),
-                Ok(code) => Err(format!("HTTP {code}")),
-                Err(e) => Err(e),
-            },
-            "webhook configurations" => webhooks_patched(&client, manager.webhook_port)
-                .await
-                .map(|_| true),
-            _ => smoke(&client, &mut smoke_ns).await,
-        };
-        match outcome {
-            Ok(true) => {
-                step = match step {
-                    "manager /readyz" => "webhook configurations",
-                    "webhook configurations" => "smoke CloneSet",
-                    _ => break Ok(()),
-                };
-                continue;
-            }
-            Ok(false) => {}
-            Err(e) => last = e,
-        }
-        if Instant::now() >= deadline {
-            break Err(BundleError::NotReady {
-                what: format!("openkruise {} ({step})", manager.version),
-                timeout,
-                last,
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    let client = &cluster.client();
+    let steps: Vec<Step<'_>> = vec![
+        (
+            "manager /readyz",
+            Box::new(move || {
+                async move {
+                    match http_get_status(manager.health_port, "/readyz").await? {
+                        200 => Ok(true),
+                        code => Err(format!("HTTP {code}")),
+                    }
+                }
+                .boxed()
+            }),
+        ),
+        (
+            "webhook configurations",
+            Box::new(move || {
+                webhooks_patched(client, manager.webhook_port)
+                    .map_ok(|_| true)
+                    .boxed()
+            }),
+        ),
+    ];
+    let ready = Readiness {
+        client,
+        version: &manager.version,
+        timeout,
+        interval: Duration::from_millis(200),
     };
-    if let Some(ns) = smoke_ns {
-        let nss: Api<Namespace> = Api::all(client);
-        let _ = nss.delete(&ns, &DeleteParams::background()).await;
+    ready
+        .wait(steps, || {
+            futures::future::ready(manager.check_process()).boxed()
+        })
+        .await
+}
+
+/// A named readiness probe: `Ok(true)` when the step is done, `Err` with what it saw.
+type Step<'a> = (
+    &'static str,
+    Box<dyn Fn() -> BoxFuture<'a, Result<bool, String>> + Send + Sync + 'a>,
+);
+
+/// How a manager is waited on, wherever it runs.
+struct Readiness<'a> {
+    client: &'a kube::Client,
+    version: &'a str,
+    timeout: Duration,
+    interval: Duration,
+}
+
+impl Readiness<'_> {
+    /// Runs `steps` in order, then a smoke CloneSet; `alive` is asked whenever a step is not
+    /// done yet, so a manager that exited or restarted is reported as such, not as a timeout.
+    async fn wait<'b>(
+        &self,
+        steps: Vec<Step<'b>>,
+        alive: impl Fn() -> BoxFuture<'b, Result<(), BundleError>>,
+    ) -> Result<(), BundleError> {
+        let deadline = Instant::now() + self.timeout;
+        let mut done = 0;
+        let mut last = String::from("nothing yet");
+        let mut smoke_ns: Option<String> = None;
+        let result = loop {
+            let (step, outcome) = match steps.get(done) {
+                Some((name, probe)) => (*name, probe().await),
+                None => ("smoke CloneSet", smoke(self.client, &mut smoke_ns).await),
+            };
+            match outcome {
+                Ok(true) if done == steps.len() => break Ok(()),
+                Ok(true) => {
+                    done += 1;
+                    continue;
+                }
+                Ok(false) => {}
+                Err(e) => last = e,
+            }
+            if let Err(e) = alive().await {
+                break Err(e);
+            }
+            if Instant::now() >= deadline {
+                break Err(BundleError::NotReady {
+                    what: format!("openkruise {} ({step})", self.version),
+                    timeout: self.timeout,
+                    last,
+                });
+            }
+            tokio::time::sleep(self.interval).await;
+        };
+        if let Some(ns) = smoke_ns {
+            let nss: Api<Namespace> = Api::all(self.client.clone());
+            let _ = nss.delete(&ns, &DeleteParams::background()).await;
+        }
+        result
     }
-    result
 }
 
 /// Creates (once) and checks a one-replica CloneSet: `Ok(true)` once it is admitted and ready.

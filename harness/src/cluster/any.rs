@@ -90,7 +90,6 @@ impl AnyCluster {
     pub async fn client(&self) -> anyhow::Result<kube::Client> {
         Ok(match self {
             AnyCluster::Local(c) => c.client(),
-            AnyCluster::Existing(c) => c.client().await?,
             _ => super::local::admin_client(self.kubeconfig()).await?,
         })
     }

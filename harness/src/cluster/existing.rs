@@ -334,29 +334,18 @@ impl ExistingCluster {
         }
         self.done = true;
         let mut errors = vec![];
-        // Namespaces labelled by this run only; a blocking runtime of its own, since teardown
-        // also runs from Drop.
-        let owned = std::thread::scope(|s| {
-            s.spawn(|| {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map_err(|e| e.to_string())?;
-                rt.block_on(async {
-                    let names = self.owned_namespaces().await.map_err(|e| e.to_string())?;
-                    let client = self.client().await.map_err(|e| e.to_string())?;
-                    let nss: Api<Namespace> = Api::all(client);
-                    let mut failed = vec![];
-                    for n in &names {
-                        if let Err(e) = nss.delete(n, &DeleteParams::background()).await {
-                            failed.push(format!("delete namespace {n}: {e}"));
-                        }
-                    }
-                    Ok::<_, String>(failed)
-                })
-            })
-            .join()
-            .unwrap_or_else(|_| Err("cleanup thread panicked".into()))
+        // Namespaces labelled by this run only.
+        let owned = on_own_runtime(async {
+            let names = self.owned_namespaces().await.map_err(|e| e.to_string())?;
+            let client = self.client().await.map_err(|e| e.to_string())?;
+            let nss: Api<Namespace> = Api::all(client);
+            let mut failed = vec![];
+            for n in &names {
+                if let Err(e) = nss.delete(n, &DeleteParams::background()).await {
+                    failed.push(format!("delete namespace {n}: {e}"));
+                }
+            }
+            Ok(failed)
         });
         match owned {
             Ok(failed) => errors.extend(failed),
@@ -374,6 +363,24 @@ impl ExistingCluster {
             })
         }
     }
+}
+
+/// Runs `fut` to completion on a runtime of its own in a scoped thread: the [`Cluster`] trait's
+/// methods are synchronous and also run from `Drop`, possibly inside another runtime.
+fn on_own_runtime<T: Send>(
+    fut: impl std::future::Future<Output = Result<T, String>> + Send,
+) -> Result<T, String> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?
+                .block_on(fut)
+        })
+        .join()
+        .unwrap_or_else(|_| Err("the cleanup thread panicked".into()))
+    })
 }
 
 impl Cluster for ExistingCluster {
@@ -394,43 +401,33 @@ impl Cluster for ExistingCluster {
             path: dest.to_path_buf(),
             source,
         })?;
-        let out = std::thread::scope(|s| {
-            s.spawn(|| {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
+        let out = on_own_runtime(async {
+            let client = self.client().await.map_err(|e| e.to_string())?;
+            let version = client
+                .apiserver_version()
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut text = format!(
+                "context: {}\nserver version: {}\n",
+                self.context, version.git_version
+            );
+            for ns in self.owned_namespaces().await.map_err(|e| e.to_string())? {
+                let events: Api<k8s_openapi::api::core::v1::Event> =
+                    Api::namespaced(client.clone(), &ns);
+                let list = events
+                    .list(&ListParams::default())
+                    .await
                     .map_err(|e| e.to_string())?;
-                rt.block_on(async {
-                    let client = self.client().await.map_err(|e| e.to_string())?;
-                    let version = client
-                        .apiserver_version()
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    let mut text = format!(
-                        "context: {}\nserver version: {}\n",
-                        self.context, version.git_version
-                    );
-                    for ns in self.owned_namespaces().await.map_err(|e| e.to_string())? {
-                        let events: Api<k8s_openapi::api::core::v1::Event> =
-                            Api::namespaced(client.clone(), &ns);
-                        let list = events
-                            .list(&ListParams::default())
-                            .await
-                            .map_err(|e| e.to_string())?;
-                        for e in list.items {
-                            text.push_str(&format!(
-                                "{ns} {} {}: {}\n",
-                                e.reason.unwrap_or_default(),
-                                e.involved_object.name.unwrap_or_default(),
-                                e.message.unwrap_or_default()
-                            ));
-                        }
-                    }
-                    Ok::<_, String>(text)
-                })
-            })
-            .join()
-            .unwrap_or_else(|_| Err("log export thread panicked".into()))
+                for e in list.items {
+                    text.push_str(&format!(
+                        "{ns} {} {}: {}\n",
+                        e.reason.unwrap_or_default(),
+                        e.involved_object.name.unwrap_or_default(),
+                        e.message.unwrap_or_default()
+                    ));
+                }
+            }
+            Ok(text)
         });
         let text = out.map_err(|detail| ExistingError::Unreachable {
             context: self.context.clone(),

@@ -309,48 +309,45 @@ pub struct KindPlan {
     pub delete: CommandLine,
 }
 
-impl KindPlan {
-    fn teardown_only(kind: &Path, name: &str, dir: &Path, logs: &Path) -> Self {
-        let (export_logs, delete) = teardown_commands(kind, name, dir, logs);
+impl CommandLine {
+    fn kind(kind: &Path, args: &[&str]) -> Self {
         Self {
-            config: String::new(),
-            create: CommandLine {
-                program: kind.to_path_buf(),
-                args: vec![],
-            },
-            export_logs,
-            delete,
+            program: kind.to_path_buf(),
+            args: args.iter().map(|s| s.to_string()).collect(),
         }
     }
 }
 
+/// `kind export logs` and `kind delete cluster` for cluster `name` in `dir`.
 fn teardown_commands(
     kind: &Path,
     name: &str,
     dir: &Path,
     logs: &Path,
 ) -> (CommandLine, CommandLine) {
-    let line = |args: &[&str]| CommandLine {
-        program: kind.to_path_buf(),
-        args: args.iter().map(|s| s.to_string()).collect(),
-    };
     let kubeconfig = dir.join("kubeconfig").display().to_string();
     (
-        line(&[
-            "export",
-            "logs",
-            &logs.join(name).display().to_string(),
-            "--name",
-            name,
-        ]),
-        line(&[
-            "delete",
-            "cluster",
-            "--name",
-            name,
-            "--kubeconfig",
-            &kubeconfig,
-        ]),
+        CommandLine::kind(
+            kind,
+            &[
+                "export",
+                "logs",
+                &logs.join(name).display().to_string(),
+                "--name",
+                name,
+            ],
+        ),
+        CommandLine::kind(
+            kind,
+            &[
+                "delete",
+                "cluster",
+                "--name",
+                name,
+                "--kubeconfig",
+                &kubeconfig,
+            ],
+        ),
     )
 }
 
@@ -391,25 +388,24 @@ impl KindProvider {
         let config = config_yaml(profile)?;
         let kubeconfig = dir.join("kubeconfig").display().to_string();
         let (export_logs, delete) = teardown_commands(kind, name, dir, logs);
-        let line = |args: &[&str]| CommandLine {
-            program: kind.to_path_buf(),
-            args: args.iter().map(|s| s.to_string()).collect(),
-        };
         Ok(KindPlan {
             config,
-            create: line(&[
-                "create",
-                "cluster",
-                "--name",
-                name,
-                "--config",
-                &dir.join("kind-config.yaml").display().to_string(),
-                "--kubeconfig",
-                &kubeconfig,
-                "--retain",
-                "--wait",
-                &format!("{}s", wait.as_secs()),
-            ]),
+            create: CommandLine::kind(
+                kind,
+                &[
+                    "create",
+                    "cluster",
+                    "--name",
+                    name,
+                    "--config",
+                    &dir.join("kind-config.yaml").display().to_string(),
+                    "--kubeconfig",
+                    &kubeconfig,
+                    "--retain",
+                    "--wait",
+                    &format!("{}s", wait.as_secs()),
+                ],
+            ),
             export_logs,
             delete,
         })
@@ -444,9 +440,9 @@ impl KindProvider {
     }
 
     /// Exports logs, then deletes; both are always tried. Returns the failures.
-    fn export_then_delete(&self, plan: &KindPlan) -> Vec<String> {
+    fn export_then_delete(&self, export_logs: &CommandLine, delete: &CommandLine) -> Vec<String> {
         let mut errors = vec![];
-        for cmd in [&plan.export_logs, &plan.delete] {
+        for cmd in [export_logs, delete] {
             match self.run(cmd) {
                 Ok(o) if o.success => {}
                 Ok(o) => errors.push(format!("`{cmd}`: {}", tail(&o.stderr, 5))),
@@ -475,8 +471,9 @@ impl KindProvider {
             if owner.owner.alive() {
                 continue;
             }
-            let plan = KindPlan::teardown_only(&owner.kind, &owner.name, &dir, &self.options.logs);
-            let failed = self.export_then_delete(&plan);
+            let (export_logs, delete) =
+                teardown_commands(&owner.kind, &owner.name, &dir, &self.options.logs);
+            let failed = self.export_then_delete(&export_logs, &delete);
             if failed.is_empty() {
                 if let Err(e) = std::fs::remove_dir_all(&dir) {
                     errors.push(format!("remove {}: {e}", dir.display()));
@@ -546,7 +543,7 @@ impl KindProvider {
             }
             let last = out.stderr;
             // --retain kept the nodes: their logs first, then the partial cluster goes.
-            for e in self.export_then_delete(&plan) {
+            for e in self.export_then_delete(&plan.export_logs, &plan.delete) {
                 tracing::warn!(cluster = name, "{e}");
             }
             let transient = TRANSIENT_FAILURES.iter().any(|t| last.contains(t));
@@ -624,7 +621,9 @@ impl KindCluster {
             return Ok(());
         }
         self.done = true;
-        let mut errors = self.provider.export_then_delete(&self.plan);
+        let mut errors = self
+            .provider
+            .export_then_delete(&self.plan.export_logs, &self.plan.delete);
         if let Err(e) = std::fs::remove_dir_all(&self.dir) {
             errors.push(format!("remove {}: {e}", self.dir.display()));
         }

@@ -96,6 +96,13 @@ pub fn scenario_profile(kubernetes: KubeVersion) -> Profile {
     p
 }
 
+/// The cluster a scenario needs: the scenario layout with its apiserver gates.
+fn cluster_profile(s: &Scenario, kubernetes: KubeVersion) -> Profile {
+    let mut p = scenario_profile(kubernetes);
+    p.feature_gates = s.requires.apiserver_gates.clone();
+    p
+}
+
 /// The cluster profiles the scenarios need at `kubernetes` (one per set of apiserver gates),
 /// named `default` or after their gates: what `kind-configs/` holds.
 pub fn cluster_profiles(scenarios: &[Scenario], kubernetes: KubeVersion) -> Vec<Profile> {
@@ -104,8 +111,7 @@ pub fn cluster_profiles(scenarios: &[Scenario], kubernetes: KubeVersion) -> Vec<
         if s.requires.unmet(kubernetes).is_some() {
             continue;
         }
-        let mut p = scenario_profile(kubernetes);
-        p.feature_gates = s.requires.apiserver_gates.clone();
+        let mut p = cluster_profile(s, kubernetes);
         p.name = if p.feature_gates.is_empty() {
             "default".into()
         } else {
@@ -163,8 +169,7 @@ pub fn plan(
                 dropped.push(format!("{g} (not in {controller})"));
             }
         }
-        let mut profile = scenario_profile(kubernetes);
-        profile.feature_gates = s.requires.apiserver_gates.clone();
+        let profile = cluster_profile(s, kubernetes);
         let key = (
             serde_json::to_string(&profile.feature_gates).expect("serializes"),
             serde_json::to_string(&gates).expect("serializes"),

@@ -569,10 +569,13 @@ pub fn free_port() -> Result<u16, LocalError> {
     // never handed out twice by this process (clusters of parallel cells start at once).
     static HANDED_OUT: Mutex<std::collections::BTreeSet<u16>> =
         Mutex::new(std::collections::BTreeSet::new());
-    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32768);
+    static EPHEMERAL_LOW: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+    let ephemeral_low = *EPHEMERAL_LOW.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+            .unwrap_or(32768)
+    });
     let (low, high) = (10000u16, ephemeral_low.saturating_sub(1));
     let mut handed = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
     if high > low {
