@@ -944,7 +944,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 q.upgrades.push(u);
             }
             let dir = args.select.report_dir.join(&report.id);
-            std::fs::write(dir.join("qualify.json"), serde_json::to_vec_pretty(&q)?)?;
+            q.write(&dir)?;
             println!("qualify {candidate} against {baseline}");
             for (title, list) in [("REGRESSION", &q.regressions), ("FIX", &q.fixes)] {
                 for c in list.iter() {
@@ -968,17 +968,25 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     );
                 }
             }
+            for c in &q.infra_errors {
+                println!(
+                    "INFRA-ERROR Kubernetes {}  {}  ({} -> {})",
+                    c.kubernetes, c.scenario, c.baseline, c.candidate
+                );
+            }
             println!(
-                "{} regression(s), {} fix(es), {} unchanged",
+                "{} regression(s), {} fix(es), {} unchanged, {} not compared (infrastructure error)",
                 q.regressions.len(),
                 q.fixes.len(),
-                q.unchanged.len()
+                q.unchanged.len(),
+                q.infra_errors.len()
             );
-            let upgrade_failed = q.upgrades.iter().any(|u| !u.problems.is_empty());
-            Ok(if q.regressions.is_empty() && !upgrade_failed {
-                ExitCode::SUCCESS
-            } else {
+            Ok(if q.failed() {
                 ExitCode::from(EXIT_REGRESSION)
+            } else if !q.infra_errors.is_empty() {
+                ExitCode::from(EXIT_INFRA)
+            } else {
+                ExitCode::SUCCESS
             })
         }
         Command::Cluster(ClusterCommand::Up(args)) => cluster_up(*args).await,
@@ -1146,9 +1154,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("cache: {}", tc.cache().root().display());
             for i in tc.cache().list() {
                 println!(
-                    "  {}\tGo {}\tbuilt in {}s\t{}",
+                    "  {}\t{}\tbuilt in {}s\t{}",
                     i.manifest.key,
-                    i.manifest.go_version,
+                    i.manifest.built_with,
                     i.manifest.build_seconds,
                     i.dir.display()
                 );

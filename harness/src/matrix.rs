@@ -323,9 +323,7 @@ fn write_matrix(dir: &Path, report: &MatrixReport) -> std::io::Result<()> {
         ("matrix.json", json),
         ("matrix.html", matrix_html(report).into_bytes()),
     ] {
-        let tmp = dir.join(format!(".{name}.tmp"));
-        std::fs::write(&tmp, body)?;
-        std::fs::rename(&tmp, dir.join(name))?;
+        crate::report::atomic_write(&dir.join(name), &body)?;
     }
     Ok(())
 }
@@ -424,12 +422,40 @@ pub struct Qualification {
     pub fixes: Vec<Change>,
     /// Same on both.
     pub unchanged: Vec<Change>,
+    /// Either side did not run because its cluster or controller did not start: nothing can
+    /// be said of the candidate there.
+    #[serde(default)]
+    pub infra_errors: Vec<Change>,
 }
 
-fn failed(r: &ScenarioResult) -> Option<bool> {
+impl Qualification {
+    /// Writes `qualify.json` into `dir`, atomically like every other report.
+    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+        let body = serde_json::to_vec_pretty(self).expect("the qualification serializes");
+        crate::report::atomic_write(&dir.join("qualify.json"), &body)
+    }
+
+    /// Whether the candidate may not ship: a regression or a failed upgrade.
+    pub fn failed(&self) -> bool {
+        !self.regressions.is_empty() || self.upgrades.iter().any(|u| !u.problems.is_empty())
+    }
+}
+
+/// What one side of a comparison says, raw (the ledger aside).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Passed,
+    Failed,
+    Skipped,
+    Infra,
+}
+
+fn side(r: &ScenarioResult) -> Side {
     match &r.outcome {
-        Outcome::Skipped { .. } => None,
-        _ => Some(r.failure.is_some()),
+        Outcome::Skipped { .. } => Side::Skipped,
+        Outcome::InfraError { .. } => Side::Infra,
+        Outcome::Judged(_) if r.failure.is_some() => Side::Failed,
+        Outcome::Judged(_) => Side::Passed,
     }
 }
 
@@ -462,9 +488,10 @@ pub fn compare(
                 baseline: br.outcome.label().into(),
                 candidate: cr.outcome.label().into(),
             };
-            match (failed(br), failed(cr)) {
-                (Some(false), Some(true)) => q.regressions.push(change),
-                (Some(true), Some(false)) => q.fixes.push(change),
+            match (side(br), side(cr)) {
+                (Side::Infra, _) | (_, Side::Infra) => q.infra_errors.push(change),
+                (Side::Passed, Side::Failed) => q.regressions.push(change),
+                (Side::Failed, Side::Passed) => q.fixes.push(change),
                 _ => q.unchanged.push(change),
             }
         }
@@ -475,6 +502,93 @@ pub fn compare(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn result(scenario: &str, outcome: Outcome) -> ScenarioResult {
+        let failure = match &outcome {
+            Outcome::Judged(Verdict::Fail | Verdict::ExpectedFail { .. }) => Some("boom".into()),
+            Outcome::InfraError { reason } => Some(reason.clone()),
+            _ => None,
+        };
+        ScenarioResult {
+            scenario: scenario.into(),
+            suite: "s".into(),
+            attempt: 1,
+            profile: "default".into(),
+            outcome,
+            failure,
+            seconds: 1.0,
+            diagnostics: None,
+        }
+    }
+
+    #[test]
+    fn an_infra_error_of_either_side_is_no_regression_and_no_fix() {
+        let k: KubeVersion = "1.32".parse().unwrap();
+        let (base, cand): (ControllerRef, ControllerRef) = (
+            "openkruise@v1.8.3".parse().unwrap(),
+            "openkruise@v1.9.0".parse().unwrap(),
+        );
+        let infra = || Outcome::InfraError {
+            reason: "manager did not start".into(),
+        };
+        let cell = |controller: &ControllerRef, results| CellReport {
+            kubernetes: k,
+            controller: controller.clone(),
+            dir: String::new(),
+            worst: String::new(),
+            results,
+        };
+        let report = MatrixReport {
+            id: "m".into(),
+            cells: vec![
+                cell(
+                    &base,
+                    vec![
+                        result("a", Outcome::Judged(Verdict::Pass)),
+                        result("b", infra()),
+                        result("c", Outcome::Judged(Verdict::Pass)),
+                        result("d", Outcome::Judged(Verdict::Fail)),
+                    ],
+                ),
+                cell(
+                    &cand,
+                    vec![
+                        result("a", infra()),
+                        result("b", Outcome::Judged(Verdict::Pass)),
+                        result("c", Outcome::Judged(Verdict::Fail)),
+                        result("d", Outcome::Judged(Verdict::Pass)),
+                    ],
+                ),
+            ],
+        };
+        let q = compare(&report, &base, &cand);
+        let names = |l: &[Change]| l.iter().map(|c| c.scenario.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&q.infra_errors), ["a", "b"]);
+        assert_eq!(names(&q.regressions), ["c"]);
+        assert_eq!(names(&q.fixes), ["d"]);
+        assert!(q.unchanged.is_empty());
+    }
+
+    #[test]
+    fn qualify_json_is_replaced_never_rewritten_in_place() {
+        // A reader holding the previous file (here: a second link to it) keeps a whole file.
+        let tmp = tempfile::tempdir().unwrap();
+        let old = tmp.path().join("held-by-a-reader.json");
+        std::fs::write(&old, b"{\"previous\": true}").unwrap();
+        std::fs::hard_link(&old, tmp.path().join("qualify.json")).unwrap();
+        let q = Qualification::default();
+        q.write(tmp.path()).unwrap();
+        assert_eq!(std::fs::read(&old).unwrap(), b"{\"previous\": true}");
+        let back: Qualification =
+            serde_json::from_slice(&std::fs::read(tmp.path().join("qualify.json")).unwrap())
+                .unwrap();
+        assert!(back.regressions.is_empty() && !back.failed());
+        let names: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names.len(), 2, "no temporary file is left: {names:?}");
+    }
 
     #[test]
     fn versions_expand_ranges_over_supported_releases() {

@@ -192,8 +192,11 @@ impl Reporter for Files {
     }
 }
 
-fn atomic_write(path: &Path, body: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
+/// Writes `body` to `path` through a temporary file renamed into place, so a reader (or a
+/// crash) never sees half a file.
+pub fn atomic_write(path: &Path, body: &[u8]) -> std::io::Result<()> {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
     let mut f = std::fs::File::create(&tmp)?;
     f.write_all(body)?;
     f.sync_all()?;

@@ -1,5 +1,6 @@
 //! The committed OpenKruise types are what kopium generates from the default release's own
-//! CRDs. Needs `kopium` on PATH (`.ci/run` installs it); `HARNESS_UPDATE_GOLDEN=1` rewrites.
+//! CRDs (kopium is built into the harness cache on first use); `HARNESS_UPDATE_GOLDEN=1`
+//! rewrites them.
 
 use std::path::Path;
 use std::process::Command;
@@ -11,6 +12,7 @@ use harness::toolchain::{Cache, KubeVersion, Toolchain};
 #[tokio::test]
 async fn generated_kruise_types_match_the_release_crds() {
     let toolchain = Toolchain::new(Cache::from_env(), Progress::plain());
+    let kopium = toolchain.kopium().await.unwrap();
     let kubectl = toolchain
         .kubernetes(KubeVersion::default_version())
         .await
@@ -29,11 +31,11 @@ async fn generated_kruise_types_match_the_release_crds() {
             .unwrap_or_else(|| panic!("the release ships {crd}"));
         let file = format!("{crd}.yaml");
         std::fs::write(work.path().join(&file), serde_json::to_string(doc).unwrap()).unwrap();
-        let out = Command::new("kopium")
+        let out = Command::new(&kopium)
             .current_dir(work.path())
             .args(["-f", &file, "--api-version", API_VERSION])
             .output()
-            .expect("kopium is installed (cargo install kopium --locked)");
+            .expect("kopium runs");
         assert!(
             out.status.success(),
             "{}",

@@ -4,6 +4,8 @@
 use std::path::Path;
 use std::process::Command;
 
+use harness::progress::Progress;
+use harness::toolchain::{Cache, Toolchain, host};
 use serde_json::Value;
 
 struct Run {
@@ -195,10 +197,12 @@ fn an_unknown_bad_combination_is_a_regression_and_its_diagnostics_render() {
 
     // The HTML report renders in a real browser and shows the failure's diagnostics.
     let html = run.dir.join("report.html");
-    let chromium = ["chromium", "chromium-browser"]
-        .iter()
-        .find(|b| Command::new(b).arg("--version").output().is_ok())
-        .expect("chromium is installed (.ci/run installs Debian's chromium)");
+    let chromium = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(
+            Toolchain::new(Cache::from_env(), Progress::plain()).debian_binary(host::CHROMIUM),
+        )
+        .expect("chromium is on PATH or installed with apt-get");
     let profile = tempfile::tempdir().unwrap();
     let out = Command::new(chromium)
         .args([

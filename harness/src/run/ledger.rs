@@ -43,9 +43,14 @@ pub fn version_key(v: &str) -> Vec<u64> {
 }
 
 impl Range {
-    /// Whether `v` is inside (comparing only as many components as the bound has).
+    /// Whether `v` is inside (comparing only as many components as the bound has). Something
+    /// that is not a version (a commit such as `4c2bbcec`) lies inside no bounded range: where
+    /// it stands among the releases is unknown, so no known bug is predicted for it.
     pub fn contains(&self, v: &str) -> bool {
         let key = version_key(v);
+        if key.len() < 2 {
+            return self.min.is_none() && self.max.is_none();
+        }
         let cut = |bound: &str| {
             let b = version_key(bound);
             (key.iter().take(b.len()).copied().collect::<Vec<_>>(), b)
@@ -184,6 +189,29 @@ mod tests {
         };
         assert!(c.contains("v1.7.0"));
         assert!(!c.contains("v1.8.0"));
+    }
+
+    #[test]
+    fn a_commit_lies_inside_no_bounded_range() {
+        let old = Range {
+            min: None,
+            max: Some("v1.7.4".into()),
+        };
+        let new = Range {
+            min: Some("v1.8.0".into()),
+            max: None,
+        };
+        for commit in ["4c2bbcec", "4c2bbcec10dc", "1234567"] {
+            assert!(!old.contains(commit), "{commit}");
+            assert!(!new.contains(commit), "{commit}");
+            assert!(Range::default().contains(commit), "{commit}");
+        }
+        let k132: KubeVersion = "1.32".parse().unwrap();
+        assert_eq!(ledger().expected("s", "4c2bbcec", k132), None);
+        assert_eq!(
+            ledger().classify("s", "4c2bbcec", k132, None),
+            Verdict::Pass
+        );
     }
 
     #[test]

@@ -53,8 +53,10 @@ pub struct Manifest {
     pub key: BuildKey,
     /// The binaries in the directory.
     pub binaries: Vec<String>,
-    /// The Go version that built them.
-    pub go_version: String,
+    /// What built them (`Go 1.26.8`, `cargo 1.91.0`, `apt-get`); older caches recorded only
+    /// the Go version.
+    #[serde(alias = "go_version")]
+    pub built_with: String,
     /// Seconds the build took.
     pub build_seconds: u64,
 }
@@ -265,7 +267,7 @@ mod tests {
         Manifest {
             key: key.clone(),
             binaries: vec!["tool".into()],
-            go_version: "1.26.8".into(),
+            built_with: "Go 1.26.8".into(),
             build_seconds: 1,
         }
     }

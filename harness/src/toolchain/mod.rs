@@ -7,6 +7,7 @@
 
 pub mod cache;
 pub mod go;
+pub mod host;
 pub mod recipes;
 pub mod versions;
 
@@ -91,6 +92,14 @@ pub enum ToolchainError {
         key: BuildKey,
         /// The missing binary.
         binary: String,
+    },
+    /// A tool the harness needs is missing and cannot be installed from here.
+    #[error("find {tool}: it is not installed; {fix}")]
+    ToolMissing {
+        /// The tool.
+        tool: String,
+        /// How to install it.
+        fix: String,
     },
     /// A file operation in the cache failed.
     #[error("access {}", path.display())]
@@ -235,7 +244,7 @@ impl Toolchain {
         .await
     }
 
-    /// Returns the install for `key`, running `prepare` + the recipe's build under the lock
+    /// Returns the install for `key`, running `prepare` + the recipe's Go build under the lock
     /// if it is not cached yet.
     pub async fn ensure<F, Fut>(
         &self,
@@ -246,33 +255,55 @@ impl Toolchain {
         F: FnOnce(GoEnv, PathBuf) -> Fut,
         Fut: std::future::Future<Output = Result<go::GoRecipe, ToolchainError>>,
     {
-        if let Some(i) = self.cache.lookup(key) {
-            return Ok(i);
-        }
-        let cache = self.cache.clone();
-        let k = key.clone();
-        let progress = self.progress.clone();
-        let lock = tokio::task::spawn_blocking(move || {
-            cache.lock(&k, || {
-                progress.line(&format!("waiting for another build of {k} to finish"))
-            })
+        self.ensure_built(key, |staging| async move {
+            let go = GoEnv::detect().await?;
+            let src = staging.join("src");
+            self.build(key, go, &staging, &src, prepare).await
         })
         .await
-        .expect("lock task does not panic")?;
+    }
+
+    /// Returns the install for `key`; if it is not cached, takes the key's lock and runs
+    /// `build` on a fresh staging directory (`bin/` receives the binaries), then installs it
+    /// atomically. A failed build leaves nothing behind.
+    pub async fn ensure_built<F, Fut>(
+        &self,
+        key: &BuildKey,
+        build: F,
+    ) -> Result<Installed, ToolchainError>
+    where
+        F: FnOnce(PathBuf) -> Fut,
+        Fut: std::future::Future<Output = Result<cache::Manifest, ToolchainError>>,
+    {
         if let Some(i) = self.cache.lookup(key) {
             return Ok(i);
         }
-        let go = GoEnv::detect().await?;
+        let lock = self.lock(key).await?;
+        if let Some(i) = self.cache.lookup(key) {
+            return Ok(i);
+        }
         let staging = self.cache.staging(key, &lock)?;
-        let src = staging.join("src");
-        let result = self.build(key, go, &staging, &src, prepare).await;
-        match result {
+        match build(staging.clone()).await {
             Ok(manifest) => self.cache.install(&staging, manifest, &lock),
             Err(e) => {
                 let _ = cache::make_writable_and_remove(&staging);
                 Err(e)
             }
         }
+    }
+
+    /// Takes the cache lock of `key` without blocking the runtime, saying so if it waits.
+    pub(crate) async fn lock(&self, key: &BuildKey) -> Result<cache::BuildLock, ToolchainError> {
+        let cache = self.cache.clone();
+        let k = key.clone();
+        let progress = self.progress.clone();
+        tokio::task::spawn_blocking(move || {
+            cache.lock(&k, || {
+                progress.line(&format!("waiting for another build of {k} to finish"))
+            })
+        })
+        .await
+        .expect("lock task does not panic")
     }
 
     async fn build<F, Fut>(
@@ -343,7 +374,7 @@ impl Toolchain {
         Ok(cache::Manifest {
             key: key.clone(),
             binaries: recipe.outputs.clone(),
-            go_version: go.version.to_string(),
+            built_with: format!("Go {}", go.version),
             build_seconds: started.elapsed().as_secs(),
         })
     }
