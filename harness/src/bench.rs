@@ -10,7 +10,8 @@ use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use kube::api::{Api, ListParams};
 use kube::runtime::wait::await_condition;
 
-use crate::cluster::local::{LocalOptions, LocalProvider, admin_client};
+use crate::cluster::admin_client;
+use crate::cluster::local::{LocalOptions, LocalProvider};
 use crate::cluster::{Cluster, ClusterProvider, Profile};
 use crate::progress::Progress;
 use crate::toolchain::{Cache, KubeVersion, Toolchain};
@@ -131,7 +132,7 @@ pub async fn cluster_up(
 /// `harness bench bundle`: time from a ready cluster to a ready controller bundle.
 pub async fn bundle(
     runs: usize,
-    reference: crate::bundle::ControllerRef,
+    reference: crate::controller::ControllerRef,
 ) -> anyhow::Result<ExitCode> {
     let Setup {
         progress,
@@ -141,16 +142,15 @@ pub async fn bundle(
     } = Setup::new(runs)?;
     let profile = Profile::new(KubeVersion::default_version());
     provider.binaries(&profile).await?;
-    crate::bundle::openkruise::build(&toolchain, &reference.version).await?;
-    let options = crate::bundle::openkruise::InstallOptions {
-        version: Some(reference.version.clone()),
-        ..Default::default()
-    };
+    let controller = reference.controller();
+    controller.prepare(&toolchain).await?;
+    let no_gates = Default::default();
     let mut times = vec![];
     for i in 0..runs {
         let mut c = provider.create(&format!("bench-{i}"), &profile).await?;
         let t = Instant::now();
-        crate::bundle::openkruise::install(&mut c, &toolchain, &options).await?;
+        let host = crate::controller::Host::Processes(&mut c);
+        controller.install(host, &toolchain, &no_gates).await?;
         let d = t.elapsed();
         c.destroy()?;
         progress.line(&format!(
@@ -179,9 +179,9 @@ pub async fn run(runs: usize) -> anyhow::Result<ExitCode> {
         provider,
     } = Setup::new(runs)?;
     let kubernetes = KubeVersion::default_version();
-    let controller = crate::bundle::ControllerRef::default_ref();
+    let controller = crate::controller::ControllerRef::default_ref();
     provider.binaries(&Profile::new(kubernetes)).await?;
-    crate::bundle::openkruise::build(&toolchain, &controller.version).await?;
+    controller.controller().prepare(&toolchain).await?;
     let all = crate::suites::all();
     let plan = crate::run::plan(&all, &Filter::default(), kubernetes, &controller);
     let ledger = Ledger::builtin();

@@ -7,13 +7,13 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 
 use crate::cluster::local::{LocalOptions, LocalProvider};
-use crate::cluster::{Cluster, ClusterProvider, Profile, parse_key_values};
+use crate::cluster::{Profile, parse_key_values};
 use crate::progress::Progress;
 use crate::toolchain::versions::{KUBERNETES_RELEASES, KWOK_VERSION};
 use crate::toolchain::{Cache, KubeVersion, Toolchain};
@@ -495,14 +495,13 @@ struct ControllerArgs {
 }
 
 impl ControllerArgs {
-    fn options(&self) -> anyhow::Result<ControllerChoice> {
+    fn choice(&self) -> anyhow::Result<Option<crate::up::ControllerChoice>> {
         let Some(c) = &self.controller else {
             if !self.controller_gates.is_empty() {
                 bail!("--controller-gates needs --controller");
             }
             return Ok(None);
         };
-        let reference: crate::bundle::ControllerRef = c.parse()?;
         let mut gates = BTreeMap::new();
         for (k, v) in parse_key_values(&self.controller_gates)? {
             let b = v.parse::<bool>().with_context(|| {
@@ -510,15 +509,10 @@ impl ControllerArgs {
             })?;
             gates.insert(k, b);
         }
-        Ok(Some((
-            reference.clone(),
-            crate::bundle::openkruise::InstallOptions {
-                version: Some(reference.version.clone()),
-                checkout: reference.checkout.clone(),
-                gates,
-                ..Default::default()
-            },
-        )))
+        Ok(Some(crate::up::ControllerChoice {
+            reference: c.parse()?,
+            gates,
+        }))
     }
 }
 
@@ -665,9 +659,9 @@ pub const EXIT_REGRESSION: u8 = 1;
 pub const EXIT_INFRA: u8 = 3;
 
 async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
-    use crate::run::{Filter, Outcome, RunOptions, ledger::Ledger};
+    use crate::run::{Filter, RunOptions, ledger::Ledger};
     let kubernetes: KubeVersion = args.kubernetes.parse()?;
-    let controller: crate::bundle::ControllerRef = args.controller.parse()?;
+    let controller: crate::controller::ControllerRef = args.controller.parse()?;
     if let Some(note) = controller.note() {
         eprintln!("note: {note}");
     }
@@ -738,15 +732,7 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let run_id = format!(
-        "{}-{:04x}",
-        time::OffsetDateTime::now_utc()
-            .format(time::macros::format_description!(
-                "[year][month][day]-[hour][minute][second]"
-            ))
-            .unwrap_or_default(),
-        rand::random::<u16>()
-    );
+    let run_id = crate::run::new_id("");
     // The provider is checked before anything is written.
     let provider = args
         .provider
@@ -767,6 +753,7 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
         parallel: args.parallel,
         repeat: args.repeat,
         keep_cluster_on_failure: args.keep_cluster_on_failure,
+        logs_dir: Some(dir.join("cluster-logs")),
         ..Default::default()
     };
     let env = crate::run::Env {
@@ -778,37 +765,22 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let results = crate::run::execute(&plan, env, &run_id, &mut reporters).await;
     eprintln!("reports: {}", dir.display());
-    let infra = results
-        .iter()
-        .any(|r| matches!(r.outcome, Outcome::InfraError { .. }));
-    let failed = results
-        .iter()
-        .any(|r| matches!(&r.outcome, Outcome::Judged(v) if v.fails_run()));
-    Ok(if failed {
-        ExitCode::from(EXIT_REGRESSION)
-    } else if infra {
-        ExitCode::from(EXIT_INFRA)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(exit_code(crate::run::Status::of(&results)))
 }
 
-fn new_id(prefix: &str) -> String {
-    format!(
-        "{prefix}-{}-{:04x}",
-        time::OffsetDateTime::now_utc()
-            .format(time::macros::format_description!(
-                "[year][month][day]-[hour][minute][second]"
-            ))
-            .unwrap_or_default(),
-        rand::random::<u16>()
-    )
+/// The documented exit code of a run's status.
+fn exit_code(status: crate::run::Status) -> ExitCode {
+    match status {
+        crate::run::Status::Passed => ExitCode::SUCCESS,
+        crate::run::Status::Failed => ExitCode::from(EXIT_REGRESSION),
+        crate::run::Status::InfraError => ExitCode::from(EXIT_INFRA),
+    }
 }
 
 async fn matrix_cells(
     select: &SelectArgs,
     versions: Vec<KubeVersion>,
-    controllers: Vec<crate::bundle::ControllerRef>,
+    controllers: Vec<crate::controller::ControllerRef>,
     prefix: &str,
 ) -> anyhow::Result<crate::matrix::MatrixReport> {
     if select.parallel == 0 || select.cells_parallel == 0 {
@@ -832,7 +804,7 @@ async fn matrix_cells(
         ..Default::default()
     };
     let progress = Progress::stderr();
-    let id = new_id(prefix);
+    let id = crate::run::new_id(prefix);
     let dir = select.report_dir.join(&id);
     let report = crate::matrix::run_matrix(
         crate::matrix::MatrixEnv {
@@ -888,30 +860,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     c.worst
                 );
             }
-            let failed = report.cells.iter().any(|c| {
-                c.results
-                    .iter()
-                    .any(|r| matches!(&r.outcome, crate::run::Outcome::Judged(v) if v.fails_run()))
-            });
-            let infra = report.cells.iter().any(|c| {
-                c.results
-                    .iter()
-                    .any(|r| matches!(r.outcome, crate::run::Outcome::InfraError { .. }))
-            });
-            Ok(if failed {
-                ExitCode::from(EXIT_REGRESSION)
-            } else if infra {
-                ExitCode::from(EXIT_INFRA)
-            } else {
-                ExitCode::SUCCESS
-            })
+            Ok(exit_code(crate::run::Status::of(
+                report.cells.iter().flat_map(|c| &c.results),
+            )))
         }
         Command::Qualify(args) => {
-            let candidate: crate::bundle::ControllerRef = args.candidate.parse()?;
-            let baseline: crate::bundle::ControllerRef = if args.baseline.contains('@') {
+            let candidate: crate::controller::ControllerRef = args.candidate.parse()?;
+            let baseline: crate::controller::ControllerRef = if args.baseline.contains('@') {
                 args.baseline.parse()?
             } else {
-                format!("{}@{}", candidate.controller.name(), args.baseline).parse()?
+                format!("{}@{}", candidate.kind.name(), args.baseline).parse()?
             };
             if baseline == candidate {
                 bail!("qualify {candidate}: the baseline is the candidate itself");
@@ -1066,21 +1024,33 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             cluster,
             controller,
         }) => {
-            let Some((reference, options)) = controller.options()? else {
+            let Some(choice) = controller.choice()? else {
                 bail!("name the controller with --controller, e.g. openkruise@v1.9.0");
             };
-            if let Some(note) = reference.note() {
+            if let Some(note) = choice.reference.note() {
                 eprintln!("note: {note}");
             }
             let provider = provider(None);
             let mut c = provider.attach(&cluster).await?;
-            let manager =
-                crate::bundle::openkruise::install(&mut c, &toolchain(), &options).await?;
+            let installed = choice
+                .reference
+                .controller()
+                .install(
+                    crate::controller::Host::Processes(&mut c),
+                    &toolchain(),
+                    &choice.gates,
+                )
+                .await?;
             c.detach()?;
+            let logs: Vec<String> = installed
+                .logs()
+                .iter()
+                .map(|l| l.display().to_string())
+                .collect();
             println!(
-                "{reference} ready in cluster `{cluster}`: webhook 127.0.0.1:{}, log {}",
-                manager.webhook_port,
-                manager.log.display()
+                "{} ready in cluster `{cluster}` (logs: {})",
+                choice.reference,
+                logs.join(", ")
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -1105,7 +1075,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             controllers,
         }) => {
             let tc = toolchain();
-            let controllers: Vec<crate::bundle::ControllerRef> = controllers
+            let controllers: Vec<crate::controller::ControllerRef> = controllers
                 .iter()
                 .map(|c| c.parse())
                 .collect::<Result<_, _>>()?;
@@ -1113,7 +1083,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 if let Some(note) = c.note() {
                     eprintln!("note: {note}");
                 }
-                let path = crate::bundle::openkruise::build_ref(&tc, c).await?;
+                let path = crate::controller::openkruise::build_ref(&tc, c).await?;
                 println!("{c}\t{}", path.display());
             }
             if !controllers.is_empty() && kubernetes.is_empty() {
@@ -1173,77 +1143,24 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             crate::bench::bundle(runs, controller.parse()?).await
         }
         Command::Provisioner { kubeconfig } => {
-            let client = crate::cluster::local::admin_client(&kubeconfig).await?;
+            let client = crate::cluster::admin_client(&kubeconfig).await?;
             crate::cluster::local::provisioner::run(client).await?;
             Ok(ExitCode::SUCCESS)
         }
     }
 }
 
-type ControllerChoice = Option<(
-    crate::bundle::ControllerRef,
-    crate::bundle::openkruise::InstallOptions,
-)>;
-
-/// `cluster up` with kind, k3s or an existing cluster: runs until Ctrl-C, then removes what it
-/// created (kind: logs exported first).
-async fn cluster_up_elsewhere(
-    args: UpArgs,
-    profile: Profile,
-    controller: ControllerChoice,
-) -> anyhow::Result<ExitCode> {
-    if args.apiserver_port.is_some() || args.detach || args.keep_dir {
-        bail!("--apiserver-port, --detach and --keep-dir are for --provider local");
-    }
-    let logs = providers_root().join("logs");
-    if args.dry_run {
-        print!("{}", args.provider.dry_run(&args.name, &profile, &logs)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    let provider = args.provider.build(logs)?;
-    eprintln!(
-        "starting cluster `{}` with the {} provider ...",
-        args.name,
-        provider.label()
-    );
-    let mut cluster = provider
-        .create(&args.name, &profile)
-        .await
-        .with_context(|| format!("start cluster `{}`", args.name))?;
-    let mut manager = None;
-    if let Some((reference, options)) = &controller {
-        let m = cluster
-            .install_controller(&toolchain(), options)
-            .await
-            .with_context(|| format!("install {reference}"))?;
-        eprintln!("{reference} ready");
-        manager = Some(m);
-    }
-    println!("{}", cluster.kubeconfig().display());
-    eprintln!("cluster `{}` is running; Ctrl-C to remove it", args.name);
-    loop {
-        if let Some(m) = &manager {
-            m.check()
-                .await
-                .with_context(|| format!("cluster `{}`", args.name))?;
-        }
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
-}
-
 async fn cluster_up(args: UpArgs) -> anyhow::Result<ExitCode> {
     let profile = args.profile.profile()?;
-    let controller = args.controller.options()?;
-    if let Some((reference, _)) = &controller
-        && let Some(note) = reference.note()
-    {
+    let controller = args.controller.choice()?;
+    if let Some(note) = controller.as_ref().and_then(|c| c.reference.note()) {
         eprintln!("note: {note}");
     }
-    if !args
-        .name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        || args.name.is_empty()
+    if args.name.is_empty()
+        || !args
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
     {
         bail!(
             "use cluster name `{}`: only letters, digits, `-` and `_` are allowed",
@@ -1251,53 +1168,50 @@ async fn cluster_up(args: UpArgs) -> anyhow::Result<ExitCode> {
         );
     }
     args.provider.validate()?;
-    if args.provider.provider != ProviderKind::Local {
-        return cluster_up_elsewhere(args, profile, controller).await;
+    let local = args.provider.provider == ProviderKind::Local;
+    if !local && (args.apiserver_port.is_some() || args.detach || args.keep_dir) {
+        bail!("--apiserver-port, --detach and --keep-dir are for --provider local");
     }
-    let provider = provider(args.apiserver_port);
+    let logs = providers_root().join("logs");
     if args.dry_run {
-        let binaries = provider.binaries(&profile).await?;
-        for spec in provider.plan(&args.name, &profile, &binaries) {
-            println!("{spec}");
+        if local {
+            let provider = provider(args.apiserver_port);
+            let binaries = provider.binaries(&profile).await?;
+            for spec in provider.plan(&args.name, &profile, &binaries) {
+                println!("{spec}");
+            }
+        } else {
+            print!("{}", args.provider.dry_run(&args.name, &profile, &logs)?);
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let mut cluster = provider
-        .create(&args.name, &profile)
-        .await
-        .with_context(|| format!("start cluster `{}`", args.name))?;
-    cluster.keep_dir(args.keep_dir);
-    let mut manager = None;
-    if let Some((reference, options)) = &controller {
-        let m = crate::bundle::openkruise::install(&mut cluster, &toolchain(), options)
-            .await
-            .with_context(|| format!("install {reference}"))?;
-        eprintln!("{reference} ready (log {})", m.log.display());
-        manager = Some(m);
+    let provider = match args.provider.provider {
+        ProviderKind::Local => crate::cluster::any::Provider::Local(provider(args.apiserver_port)),
+        _ => args.provider.build(logs)?,
+    };
+    eprintln!(
+        "starting cluster `{}` with the {} provider ...",
+        args.name,
+        provider.label()
+    );
+    let mut session = crate::up::Session::start(
+        &provider,
+        &toolchain(),
+        &args.name,
+        &profile,
+        controller.as_ref(),
+    )
+    .await?;
+    if let Some(i) = &session.installation {
+        let logs: Vec<String> = i.logs().iter().map(|l| l.display().to_string()).collect();
+        eprintln!("{} ready (logs: {})", i.reference, logs.join(", "));
     }
-    println!("{}", cluster.kubeconfig().display());
+    println!("{}", session.cluster.kubeconfig().display());
+    session.keep_dir(args.keep_dir);
     if args.detach {
-        let state = cluster.detach()?;
-        eprintln!(
-            "cluster `{}` left running; end it with `harness cluster down {}`",
-            state.name, state.name
-        );
+        eprintln!("{}", session.detach()?);
         return Ok(ExitCode::SUCCESS);
     }
-    eprintln!("cluster `{}` is running; Ctrl-C to stop it", args.name);
-    let started = Instant::now();
-    loop {
-        if let Some(m) = &manager {
-            m.check(&cluster)
-                .with_context(|| format!("cluster `{}`", args.name))?;
-        }
-        if let Err(e) = cluster.check_alive() {
-            return Err(anyhow::Error::new(e).context(format!(
-                "cluster `{}` failed after {:.0?}",
-                args.name,
-                Duration::from_secs(started.elapsed().as_secs())
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    eprintln!("cluster `{}` is running; Ctrl-C to remove it", args.name);
+    Err(session.supervise(Duration::from_millis(500)).await)
 }

@@ -5,9 +5,9 @@
 //! the embedded default), and [`cli`] is the thin command-line layer over them.
 
 pub mod bench;
-pub mod bundle;
 pub mod cli;
 pub mod cluster;
+pub mod controller;
 pub mod kruise;
 pub mod matrix;
 pub mod progress;
@@ -16,3 +16,5 @@ pub mod run;
 pub mod scenario;
 pub mod suites;
 pub mod toolchain;
+pub mod up;
+pub mod wait;

@@ -10,8 +10,8 @@ use std::path::Path;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
-use crate::bundle::{ControllerRef, openkruise};
 use crate::cluster::local::LocalProvider;
+use crate::controller::{ControllerRef, Host};
 use crate::progress::Progress;
 use crate::report::{Files, Terminal};
 use crate::run::ledger::{Ledger, Verdict};
@@ -57,7 +57,7 @@ pub fn parse_versions(spec: &str) -> Result<Vec<KubeVersion>, MatrixError> {
     let mut out = vec![];
     for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         if let Some((lo, hi)) = part.split_once("..") {
-            let key = |s: &str| crate::run::ledger::version_key(s);
+            let key = |s: &str| crate::toolchain::versions::version_key(s);
             let (lo, hi) = (key(lo), key(hi));
             if lo.len() < 2 || hi.len() < 2 {
                 return Err(err(format!("`{part}` is not a range like 1.27..1.37")));
@@ -109,7 +109,7 @@ pub fn parse_controllers(spec: &str) -> Result<Vec<ControllerRef>, MatrixError> 
         };
         let r: ControllerRef =
             full.parse()
-                .map_err(|e: crate::bundle::RefError| MatrixError::Controllers {
+                .map_err(|e: crate::controller::RefError| MatrixError::Controllers {
                     given: spec.into(),
                     detail: e.to_string(),
                 })?;
@@ -229,7 +229,7 @@ async fn prebuild(env: MatrixEnv<'_>, versions: &[KubeVersion], controllers: &[C
         let tc = env.toolchain.clone();
         let c = c.clone();
         async move {
-            if let Err(e) = openkruise::build_ref(&tc, &c).await {
+            if let Err(e) = c.controller().prepare(&tc).await {
                 env.progress
                     .line(&format!("warning: {c} did not build: {e}"));
             }
@@ -276,9 +276,13 @@ pub async fn run_matrix(
         .flat_map(|v| controllers.iter().map(move |c| (*v, c.clone())))
         .collect();
     let cells = order.iter().cloned().map(|(v, c)| async move {
-        let slug = format!("k8s-{}_{}-{}", v, c.controller.name(), c.slug());
+        let slug = format!("k8s-{}_{}-{}", v, c.kind.name(), c.slug());
         let plan = crate::run::plan(env.scenarios, env.filter, v, &c);
         let files = Files::new(dir, &slug)?;
+        let options = RunOptions {
+            logs_dir: Some(files.dir().join("cluster-logs")),
+            ..env.options.clone()
+        };
         let mut reporters: Vec<Box<dyn Reporter>> =
             vec![Box::new(Terminal::default()), Box::new(files)];
         let results = crate::run::execute(
@@ -288,7 +292,7 @@ pub async fn run_matrix(
                 ledger: env.ledger,
                 provider: env.provider,
                 toolchain: env.toolchain,
-                options: env.options,
+                options: &options,
             },
             &format!("{id}-{}-{}", v.minor, c.slug().replace('.', "")),
             &mut reporters,
@@ -677,12 +681,11 @@ pub async fn upgrade(
 
     let profile = crate::run::scenario_profile(kubernetes);
     let mut cluster = provider.create(name, &profile).await?;
-    let install = |r: &ControllerRef| openkruise::InstallOptions {
-        version: Some(r.version.clone()),
-        checkout: r.checkout.clone(),
-        ..Default::default()
-    };
-    openkruise::install(&mut cluster, toolchain, &install(baseline)).await?;
+    let no_gates = BTreeMap::new();
+    baseline
+        .controller()
+        .install(Host::Processes(&mut cluster), toolchain, &no_gates)
+        .await?;
     let client = cluster.client();
     let ns = "upgrade";
     let nss: Api<Namespace> = Api::all(client.clone());
@@ -798,7 +801,10 @@ pub async fn upgrade(
 
     // The candidate replaces the baseline: its CRDs, webhook configurations and manager.
     cluster.stop_component("kruise-manager")?;
-    let manager = openkruise::install(&mut cluster, toolchain, &install(candidate)).await?;
+    let upgraded = candidate
+        .controller()
+        .install(Host::Processes(&mut cluster), toolchain, &no_gates)
+        .await?;
     settle(ctx.clone()).await?;
 
     let mut problems = vec![];
@@ -815,7 +821,7 @@ pub async fn upgrade(
         }
     }
     problems.extend(crate::scenario::invariants::orphans(&client, ns).await?);
-    if let Err(e) = manager.check(&cluster) {
+    if let Err(e) = upgraded.check().await {
         problems.push(e.to_string());
     }
     cluster.destroy()?;

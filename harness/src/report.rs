@@ -42,6 +42,9 @@ impl Reporter for Terminal {
                 eprintln!("cluster {profile}: ready with the controller in {seconds:.1}s")
             }
             Event::ScenarioStarted { .. } => {}
+            Event::ClusterLogs { profile, dir } => {
+                eprintln!("cluster {profile}: logs kept in {}", dir.display())
+            }
             Event::ScenarioFinished(r) => {
                 eprintln!(
                     "  {:<16} {} ({:.1}s)",
@@ -115,6 +118,8 @@ pub struct JsonReport {
     pub counts: BTreeMap<&'static str, usize>,
     /// Every result, ordered by suite, scenario, attempt.
     pub results: Vec<ScenarioResult>,
+    /// Log files of clusters kept after a failure, by profile, relative to the run directory.
+    pub cluster_logs: BTreeMap<String, Vec<String>>,
 }
 
 /// Writes `report.json`, `junit.xml` and `report.html` into a run directory.
@@ -125,6 +130,7 @@ pub struct Files {
     plan: Option<Plan>,
     results: BTreeMap<Key, ScenarioResult>,
     seconds: Option<f64>,
+    cluster_logs: BTreeMap<String, Vec<String>>,
 }
 
 impl Files {
@@ -143,6 +149,7 @@ impl Files {
             plan: None,
             results: BTreeMap::new(),
             seconds: None,
+            cluster_logs: BTreeMap::new(),
         })
     }
 
@@ -160,7 +167,31 @@ impl Files {
             seconds: self.seconds,
             counts: counts(self.results.values()),
             results: self.results.values().cloned().collect(),
+            cluster_logs: self.cluster_logs.clone(),
         }
+    }
+
+    /// Records the log files under `dir` (relative to the run directory when inside it).
+    fn add_cluster_logs(&mut self, profile: &str, dir: &Path) {
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| {
+                        let p = e.path();
+                        p.strip_prefix(&self.dir)
+                            .unwrap_or(&p)
+                            .to_string_lossy()
+                            .into_owned()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        files.sort();
+        self.cluster_logs
+            .entry(profile.to_string())
+            .or_default()
+            .extend(files);
     }
 
     fn write_all(&self) -> std::io::Result<()> {
@@ -182,6 +213,7 @@ impl Reporter for Files {
                 self.results.insert(key(r), r.clone());
             }
             Event::RunFinished { seconds } => self.seconds = Some(*seconds),
+            Event::ClusterLogs { profile, dir } => self.add_cluster_logs(profile, dir),
             Event::ClusterStarting { .. }
             | Event::ClusterReady { .. }
             | Event::ScenarioStarted { .. } => return,
@@ -190,6 +222,21 @@ impl Reporter for Files {
             eprintln!("warning: write reports in {}: {err}", self.dir.display());
         }
     }
+}
+
+/// The "Cluster logs" list of a failure: links to its cluster's exported log files.
+fn log_links(files: Option<&Vec<String>>) -> String {
+    let Some(files) = files.filter(|f| !f.is_empty()) else {
+        return String::new();
+    };
+    let items: String = files
+        .iter()
+        .map(|f| {
+            let name = f.rsplit('/').next().unwrap_or(f);
+            format!("<li><a href=\"{}\">{}</a></li>", esc(f), esc(name))
+        })
+        .collect();
+    format!("<h4>Cluster logs</h4><ul class=\"cluster-logs\">{items}</ul>")
 }
 
 /// Writes `body` to `path` through a temporary file renamed into place, so a reader (or a
@@ -301,14 +348,15 @@ pub fn html(r: &JsonReport) -> String {
         if let Some(f) = &x.failure {
             let d = x.diagnostics.clone().unwrap_or_default();
             details.push_str(&format!(
-                "<section id=\"d{i}\" class=\"diag\"><h3>{} — {}</h3><h4>Failure</h4><pre class=\"failure\">{}</pre><h4>Events</h4><pre>{}</pre><h4>Objects</h4><details><summary>YAML</summary><pre>{}</pre></details><h4>Controller log (scenario window)</h4><details><summary>{} lines</summary><pre>{}</pre></details></section>\n",
+                "<section id=\"d{i}\" class=\"diag\"><h3>{} — {}</h3><h4>Failure</h4><pre class=\"failure\">{}</pre><h4>Events</h4><pre>{}</pre><h4>Objects</h4><details><summary>YAML</summary><pre>{}</pre></details><h4>Controller log (scenario window)</h4><details><summary>{} lines</summary><pre>{}</pre></details>{}</section>\n",
                 esc(&x.scenario),
                 x.outcome.label(),
                 esc(f),
                 esc(&d.events.join("\n")),
                 esc(&d.objects),
                 d.manager_log.lines().count(),
-                esc(&d.manager_log)
+                esc(&d.manager_log),
+                log_links(r.cluster_logs.get(&x.profile))
             ));
         }
     }
@@ -425,9 +473,37 @@ mod tests {
             seconds: Some(1.0),
             counts: counts(rs.iter()),
             results: rs,
+            cluster_logs: BTreeMap::new(),
         });
         assert!(h.contains("x &lt;y&gt;"));
         assert!(h.contains("href=\"#d0\""));
         assert!(h.contains("Warning FailedCreate &lt;boom&gt;"));
+    }
+
+    #[test]
+    fn exported_cluster_logs_are_linked_from_the_failures_of_their_profile() {
+        let root = tempfile::tempdir().unwrap();
+        let mut files = Files::new(root.path(), "r").unwrap();
+        let logs = files.dir().join("cluster-logs").join("r-0");
+        std::fs::create_dir_all(&logs).unwrap();
+        std::fs::write(logs.join("kube-apiserver.log"), "started").unwrap();
+        let failed = result("b", Outcome::Judged(Verdict::Fail), Some("boom"));
+        files.event(&Event::ScenarioFinished(failed.clone()));
+        files.event(&Event::ClusterLogs {
+            profile: failed.profile.clone(),
+            dir: logs,
+        });
+        let dir = files.dir().to_path_buf();
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap();
+        assert_eq!(
+            json["cluster_logs"][&failed.profile][0],
+            "cluster-logs/r-0/kube-apiserver.log"
+        );
+        let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+        assert!(
+            html.contains("<a href=\"cluster-logs/r-0/kube-apiserver.log\">kube-apiserver.log</a>"),
+            "{html}"
+        );
     }
 }

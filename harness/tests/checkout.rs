@@ -15,7 +15,7 @@ async fn checkout() -> tempfile::TempDir {
     let files = go
         .download(
             scratch.path(),
-            harness::bundle::openkruise::MODULE,
+            harness::controller::openkruise::MODULE,
             "v1.9.0",
             true,
         )

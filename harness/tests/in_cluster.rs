@@ -6,10 +6,10 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use harness::bundle::openkruise::{
+use harness::controller::openkruise::{
     self, BINARY, DEFAULT_VERSION, NAMESPACE, gate_arg, in_cluster_manifests, manager_gates,
 };
-use harness::bundle::{BundleError, InClusterManager};
+use harness::controller::{Component, ControllerError, InClusterManager};
 use harness::progress::Progress;
 use harness::toolchain::{Cache, KubeVersion, Toolchain};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
@@ -131,7 +131,7 @@ async fn a_restarted_in_cluster_manager_is_reported() {
     .await
     .unwrap();
     let e = manager.check().await.unwrap_err();
-    assert!(matches!(e, BundleError::ManagerRestarted { .. }), "{e}");
+    assert!(matches!(e, ControllerError::ManagerRestarted { .. }), "{e}");
     let msg = e.to_string();
     assert!(msg.contains("restarted 1 time(s)"), "{msg}");
     assert!(msg.contains("exit 2 (Error)"), "{msg}");

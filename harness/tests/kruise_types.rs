@@ -18,10 +18,12 @@ async fn generated_kruise_types_match_the_release_crds() {
         .await
         .unwrap()
         .path("kubectl");
-    let docs =
-        harness::bundle::openkruise::render(&kubectl, harness::bundle::openkruise::DEFAULT_VERSION)
-            .await
-            .unwrap();
+    let docs = harness::controller::openkruise::render(
+        &kubectl,
+        harness::controller::openkruise::DEFAULT_VERSION,
+    )
+    .await
+    .unwrap();
     let work = tempfile::tempdir().unwrap();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/kruise");
     for (crd, stem) in GENERATED {

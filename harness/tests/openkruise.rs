@@ -7,8 +7,8 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{create, dyn_api, kruise_cluster, wait_dyn};
-use harness::bundle::BundleError;
-use harness::bundle::openkruise::InstallOptions;
+use harness::controller::ControllerError;
+use harness::controller::openkruise::InstallOptions;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use rstest::rstest;
@@ -53,7 +53,7 @@ async fn pods_with(client: &kube::Client, selector: &str) -> Vec<Pod> {
 }
 
 #[rstest]
-#[case::default_release(harness::bundle::openkruise::DEFAULT_VERSION)]
+#[case::default_release(harness::controller::openkruise::DEFAULT_VERSION)]
 #[case::older_release(OLDER)]
 #[tokio::test]
 async fn a_cloneset_becomes_ready_and_scales(#[case] version: &str) {
@@ -73,11 +73,11 @@ async fn a_cloneset_becomes_ready_and_scales(#[case] version: &str) {
         wait_dyn(&api, "web", &format!("{n} ready"), ready_replicas(n)).await;
         assert_eq!(pods_with(&client, "app=web").await.len() as i64, n);
     }
-    m.check(&c).unwrap();
+    m.check_process().unwrap();
 }
 
 #[rstest]
-#[case::default_release(harness::bundle::openkruise::DEFAULT_VERSION)]
+#[case::default_release(harness::controller::openkruise::DEFAULT_VERSION)]
 #[case::older_release(OLDER)]
 #[tokio::test]
 async fn a_sidecarset_injects_into_matching_pods_created_afterwards(#[case] version: &str) {
@@ -124,11 +124,11 @@ async fn a_sidecarset_injects_into_matching_pods_created_afterwards(#[case] vers
     for p in pods_with(&client, "app=without").await {
         assert_eq!(names(&p), ["main"]);
     }
-    m.check(&c).unwrap();
+    m.check_process().unwrap();
 }
 
 #[rstest]
-#[case::default_release(harness::bundle::openkruise::DEFAULT_VERSION)]
+#[case::default_release(harness::controller::openkruise::DEFAULT_VERSION)]
 #[case::older_release(OLDER)]
 #[tokio::test]
 async fn an_advanced_daemonset_runs_one_pod_per_node(#[case] version: &str) {
@@ -172,11 +172,11 @@ async fn an_advanced_daemonset_runs_one_pod_per_node(#[case] version: &str) {
     on.sort();
     on.dedup();
     assert_eq!(on.len() as i64, node_count, "one pod per node: {on:?}");
-    m.check(&c).unwrap();
+    m.check_process().unwrap();
 }
 
 #[rstest]
-#[case::default_release(harness::bundle::openkruise::DEFAULT_VERSION)]
+#[case::default_release(harness::controller::openkruise::DEFAULT_VERSION)]
 #[case::older_release(OLDER)]
 #[tokio::test]
 async fn a_workloadspread_spreads_a_deployment_over_two_zones(#[case] version: &str) {
@@ -272,7 +272,7 @@ async fn a_workloadspread_spreads_a_deployment_over_two_zones(#[case] version: &
         per_zone,
         BTreeMap::from([("zone-a".to_string(), 2), ("zone-b".to_string(), 3)])
     );
-    m.check(&c).unwrap();
+    m.check_process().unwrap();
 }
 
 #[expect(
@@ -294,7 +294,7 @@ fn without_pod_permissions(docs: &mut Vec<serde_json::Value>) {
 }
 
 #[rstest]
-#[case::default_release(harness::bundle::openkruise::DEFAULT_VERSION)]
+#[case::default_release(harness::controller::openkruise::DEFAULT_VERSION)]
 #[case::older_release(OLDER)]
 #[tokio::test]
 async fn a_permission_taken_from_the_manager_is_reported(#[case] version: &str) {
@@ -304,7 +304,7 @@ async fn a_permission_taken_from_the_manager_is_reported(#[case] version: &str) 
         harness::toolchain::Cache::from_env(),
         harness::progress::Progress::plain(),
     );
-    let err = harness::bundle::openkruise::install(
+    let err = harness::controller::openkruise::install(
         &mut c,
         &toolchain,
         &InstallOptions {
@@ -316,7 +316,7 @@ async fn a_permission_taken_from_the_manager_is_reported(#[case] version: &str) 
     .await
     .unwrap_err();
     match &err {
-        BundleError::ManagerForbidden { first, count, .. } => {
+        ControllerError::ManagerForbidden { first, count, .. } => {
             assert!(*count >= 1);
             assert!(first.contains("pods"), "{first}");
             assert!(
@@ -329,12 +329,12 @@ async fn a_permission_taken_from_the_manager_is_reported(#[case] version: &str) 
 }
 
 #[rstest]
-#[case::default_release(harness::bundle::openkruise::DEFAULT_VERSION)]
+#[case::default_release(harness::controller::openkruise::DEFAULT_VERSION)]
 #[case::older_release(OLDER)]
 #[tokio::test]
 async fn a_manager_stopped_mid_run_is_detected(#[case] version: &str) {
     let (c, m, _root) = kruise_cluster(version, InstallOptions::default()).await;
-    m.check(&c).unwrap();
+    m.check_process().unwrap();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(m.record.pid as i32),
         nix::sys::signal::Signal::SIGKILL,
@@ -343,7 +343,7 @@ async fn a_manager_stopped_mid_run_is_detected(#[case] version: &str) {
     // Both the manager's own check and the cluster's process watchdog notice the exit.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let (err, cluster_err) = loop {
-        if let (Err(e), Err(ce)) = (m.check(&c), c.check_alive()) {
+        if let (Err(e), Err(ce)) = (m.check_process(), c.check_alive()) {
             break (e, ce);
         }
         assert!(

@@ -230,6 +230,21 @@ fn an_unknown_bad_combination_is_a_regression_and_its_diagnostics_render() {
         "with its diagnostics"
     );
     assert!(dom.contains("href=\"#d0\""), "linked from the table");
+    // The failed cluster's component logs outlive it, linked from the failure.
+    let logs = run.report["cluster_logs"].as_object().unwrap();
+    let files: Vec<&str> = logs
+        .values()
+        .flat_map(|l| l.as_array().unwrap())
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    for component in ["kube-apiserver.log", "kruise-manager.log"] {
+        let f = files
+            .iter()
+            .find(|f| f.ends_with(component))
+            .unwrap_or_else(|| panic!("{component} kept: {files:?}"));
+        assert!(run.dir.join(f).is_file(), "{f}");
+        assert!(dom.contains(&format!("href=\"{f}\"")), "{f} linked");
+    }
 }
 
 #[test]

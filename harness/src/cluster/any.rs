@@ -7,9 +7,6 @@ use super::existing::{ExistingCluster, ExistingProvider};
 use super::kind::{KindCluster, KindProvider};
 use super::local::{LocalCluster, LocalProvider};
 use super::{Cluster, ClusterProvider, Profile};
-use crate::bundle::Deployed;
-use crate::bundle::openkruise::{self, InstallOptions};
-use crate::toolchain::Toolchain;
 
 /// A provider chosen at run time.
 #[derive(Debug, Clone)]
@@ -90,7 +87,7 @@ impl AnyCluster {
     pub async fn client(&self) -> anyhow::Result<kube::Client> {
         Ok(match self {
             AnyCluster::Local(c) => c.client(),
-            _ => super::local::admin_client(self.kubeconfig()).await?,
+            _ => super::admin_client(self.kubeconfig()).await?,
         })
     }
 
@@ -139,28 +136,5 @@ impl AnyCluster {
                 ))
             }
         }
-    }
-
-    /// Installs (kind, k3s) or finds (existing) the controller, as the provider allows.
-    pub async fn install_controller(
-        &mut self,
-        toolchain: &Toolchain,
-        options: &InstallOptions,
-    ) -> anyhow::Result<Deployed> {
-        Ok(match self {
-            AnyCluster::Local(c) => {
-                Deployed::Local(openkruise::install(c, toolchain, options).await?)
-            }
-            AnyCluster::Existing(c) => {
-                let client = c.client().await?;
-                Deployed::InCluster(openkruise::verify_installed(&client, options).await?)
-            }
-            other => {
-                let client = other.client().await?;
-                Deployed::InCluster(
-                    openkruise::install_in_cluster(&client, toolchain, options).await?,
-                )
-            }
-        })
     }
 }

@@ -15,8 +15,7 @@ use kube::config::Kubeconfig;
 
 use super::{Cluster, ClusterProvider, Profile};
 
-/// The label on every namespace the harness creates, valued with the cluster name it used.
-pub const OWNER_LABEL: &str = "conformance-harness/owner";
+pub use super::OWNER_LABEL;
 
 /// Errors of the existing provider.
 #[derive(Debug, thiserror::Error)]
@@ -302,7 +301,7 @@ pub struct ExistingCluster {
 impl ExistingCluster {
     /// A client for the context.
     pub async fn client(&self) -> Result<kube::Client, ExistingError> {
-        super::local::admin_client(&self.kubeconfig)
+        super::admin_client(&self.kubeconfig)
             .await
             .map_err(|e| ExistingError::Unreachable {
                 context: self.context.clone(),

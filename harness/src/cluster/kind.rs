@@ -612,8 +612,8 @@ impl KindCluster {
     }
 
     /// A client with the cluster's admin kubeconfig.
-    pub async fn client(&self) -> Result<kube::Client, super::local::LocalError> {
-        super::local::admin_client(&self.kubeconfig).await
+    pub async fn client(&self) -> Result<kube::Client, super::client::KubeconfigError> {
+        super::admin_client(&self.kubeconfig).await
     }
 
     fn teardown(&mut self) -> Result<(), KindError> {

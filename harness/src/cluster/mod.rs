@@ -4,6 +4,7 @@
 //! processes built from Go modules.
 
 pub mod any;
+pub mod client;
 pub mod existing;
 pub mod k3s;
 pub mod kind;
@@ -25,6 +26,12 @@ pub struct NodeSpec {
     /// Labels (zone, node type, ...).
     pub labels: BTreeMap<String, String>,
 }
+
+pub use client::admin_client;
+
+/// The label on every namespace the harness creates, valued with the name of the cluster it
+/// used (so the existing provider deletes only those).
+pub const OWNER_LABEL: &str = "conformance-harness/owner";
 
 /// The zone label nodes carry.
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::toolchain::KubeVersion;
+use crate::toolchain::versions::version_key;
 
 /// One known bug.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,15 +32,6 @@ pub struct Range {
     /// Highest, inclusive.
     #[serde(default)]
     pub max: Option<String>,
-}
-
-/// Parses `v1.7.4`, `1.32` or `1.32.5` into comparable numbers.
-pub fn version_key(v: &str) -> Vec<u64> {
-    v.trim()
-        .trim_start_matches('v')
-        .split(['.', '-'])
-        .map_while(|p| p.parse().ok())
-        .collect()
 }
 
 impl Range {

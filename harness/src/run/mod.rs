@@ -6,7 +6,7 @@
 pub mod ledger;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -15,11 +15,11 @@ use kube::api::{Api, DeleteParams, PostParams};
 use serde::{Deserialize, Serialize};
 
 use self::ledger::{Ledger, Verdict};
-use crate::bundle::ControllerRef;
-use crate::bundle::openkruise::{self, InstallOptions};
-use crate::cluster::any::Provider;
-use crate::cluster::existing::OWNER_LABEL;
-use crate::cluster::{Profile, ZONE_LABEL};
+use tracing::Instrument;
+
+use crate::cluster::any::{AnyCluster, Provider};
+use crate::cluster::{OWNER_LABEL, Profile, ZONE_LABEL};
+use crate::controller::{ControllerRef, Host, Installation};
 use crate::scenario::{Ctx, Facts, Scenario, Timeouts, invariants};
 use crate::toolchain::{KubeVersion, Toolchain};
 
@@ -151,6 +151,7 @@ pub fn plan(
 ) -> Plan {
     let mut groups: BTreeMap<(String, String), PlannedCluster> = BTreeMap::new();
     let mut skipped = vec![];
+    let implementation = controller.controller();
     for s in scenarios.iter().filter(|s| filter.selects(s)) {
         if let Some(reason) = s.requires.unmet(kubernetes) {
             skipped.push(Skip {
@@ -163,7 +164,7 @@ pub fn plan(
         let mut gates = BTreeMap::new();
         let mut dropped = vec![];
         for (g, v) in &s.requires.controller_gates {
-            if openkruise::has_gate(&controller.version, g) {
+            if implementation.has_gate(g) {
                 gates.insert(g.clone(), *v);
             } else {
                 dropped.push(format!("{g} (not in {controller})"));
@@ -222,6 +223,9 @@ pub struct RunOptions {
     pub timeouts: Timeouts,
     /// Bound on one scenario body.
     pub scenario_timeout: Duration,
+    /// Where a cluster's logs are exported when one of its scenarios fails or its controller
+    /// does not start (`<logs_dir>/<cluster>/`); `None` keeps no logs.
+    pub logs_dir: Option<PathBuf>,
 }
 
 impl Default for RunOptions {
@@ -232,6 +236,7 @@ impl Default for RunOptions {
             keep_cluster_on_failure: false,
             timeouts: Timeouts::default(),
             scenario_timeout: Duration::from_secs(300),
+            logs_dir: None,
         }
     }
 }
@@ -300,6 +305,48 @@ impl Outcome {
     }
 }
 
+/// How a run's results end it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Nothing failed the run (expected failures and skips included).
+    Passed,
+    /// A regression or an unexpected pass.
+    Failed,
+    /// Nothing failed, but a cluster or controller did not start.
+    InfraError,
+}
+
+impl Status {
+    /// The status of `results`: a failure outweighs an infrastructure error.
+    pub fn of<'a>(results: impl IntoIterator<Item = &'a ScenarioResult>) -> Self {
+        let mut status = Status::Passed;
+        for r in results {
+            match &r.outcome {
+                Outcome::Judged(v) if v.fails_run() => return Status::Failed,
+                Outcome::InfraError { .. } => status = Status::InfraError,
+                Outcome::Judged(_) | Outcome::Skipped { .. } => {}
+            }
+        }
+        status
+    }
+}
+
+/// A run id: `<prefix>-YYYYMMDD-HHMMSS-xxxx` (without the prefix when it is empty), UTC, with
+/// four random hex digits so two runs started in the same second differ.
+pub fn new_id(prefix: &str) -> String {
+    let stamp = time::OffsetDateTime::now_utc()
+        .format(time::macros::format_description!(
+            "[year][month][day]-[hour][minute][second]"
+        ))
+        .unwrap_or_default();
+    let id = format!("{stamp}-{:04x}", rand::random::<u16>());
+    if prefix.is_empty() {
+        id
+    } else {
+        format!("{prefix}-{id}")
+    }
+}
+
 /// Everything reporters hear about.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
@@ -332,6 +379,13 @@ pub enum Event {
     },
     /// A scenario is done (or skipped).
     ScenarioFinished(ScenarioResult),
+    /// A cluster's logs were exported after a failure.
+    ClusterLogs {
+        /// Profile.
+        profile: String,
+        /// Where they are.
+        dir: PathBuf,
+    },
     /// The run is done.
     RunFinished {
         /// Seconds.
@@ -367,253 +421,285 @@ pub async fn execute(
     run_id: &str,
     reporters: &mut [Box<dyn Reporter>],
 ) -> Vec<ScenarioResult> {
-    let Env {
-        scenarios,
-        ledger,
-        provider,
-        toolchain,
-        options,
-    } = env;
+    let span = tracing::info_span!("run", run = run_id, controller = %plan.controller, kubernetes = %plan.kubernetes);
+    let _enter = span.enter();
     let started = Instant::now();
-    let emit = |reporters: &mut [Box<dyn Reporter>], e: Event| {
-        for r in reporters.iter_mut() {
-            r.event(&e);
-        }
-    };
-    emit(
+    let mut out = Emitter {
         reporters,
-        Event::RunStarted {
-            run_id: run_id.into(),
-            plan: plan.clone(),
-        },
-    );
-    let mut results = vec![];
+        results: vec![],
+    };
+    out.emit(Event::RunStarted {
+        run_id: run_id.into(),
+        plan: plan.clone(),
+    });
     for skip in &plan.skipped {
-        let r = ScenarioResult {
-            scenario: skip.scenario.clone(),
-            suite: skip.suite.clone(),
-            attempt: 1,
-            profile: "-".into(),
-            outcome: Outcome::Skipped {
-                reason: skip.reason.clone(),
-            },
-            failure: None,
-            seconds: 0.0,
-            diagnostics: None,
-        };
-        emit(reporters, Event::ScenarioFinished(r.clone()));
-        results.push(r);
+        let reason = skip.reason.clone();
+        out.finish(unrun(
+            &skip.scenario,
+            &skip.suite,
+            "-",
+            Outcome::Skipped { reason },
+        ));
     }
     for (i, pc) in plan.clusters.iter().enumerate() {
-        emit(
-            reporters,
-            Event::ClusterStarting {
-                profile: pc.profile.name.clone(),
-            },
-        );
-        let t = Instant::now();
         let name = format!("{run_id}-{i}");
-        let setup = async {
-            let mut c = provider.create(&name, &pc.profile).await?;
-            let m = c
-                .install_controller(
-                    toolchain,
-                    &InstallOptions {
-                        version: Some(plan.controller.version.clone()),
-                        checkout: plan.controller.checkout.clone(),
-                        gates: pc.controller_gates.clone(),
-                        ..Default::default()
-                    },
-                )
-                .await?;
-            let client = c.client().await?;
-            anyhow::Ok((c, m, client))
-        }
-        .await;
-        let selected: Vec<&Scenario> = pc
-            .scenarios
-            .iter()
-            .filter_map(|n| scenarios.iter().find(|s| s.name == n))
-            .collect();
-        let (cluster, manager, client) = match setup {
-            Ok(x) => x,
-            Err(e) => {
-                let reason = format!("{e:#}");
-                for s in &selected {
-                    let r = ScenarioResult {
-                        scenario: s.name.into(),
-                        suite: s.suite.into(),
-                        attempt: 1,
-                        profile: pc.profile.name.clone(),
-                        outcome: Outcome::InfraError {
-                            reason: reason.clone(),
-                        },
-                        failure: Some(reason.clone()),
-                        seconds: 0.0,
-                        diagnostics: None,
-                    };
-                    emit(reporters, Event::ScenarioFinished(r.clone()));
-                    results.push(r);
-                }
-                continue;
-            }
-        };
-        emit(
-            reporters,
-            Event::ClusterReady {
-                profile: pc.profile.name.clone(),
-                seconds: t.elapsed().as_secs_f64(),
-            },
-        );
-        let facts = Facts {
-            kubernetes: plan.kubernetes,
-            controller: plan.controller.clone(),
-            zones: pc.profile.nodes.iter().fold(BTreeMap::new(), |mut m, n| {
-                m.entry(n.labels.get(ZONE_LABEL).cloned().unwrap_or_default())
-                    .or_insert_with(Vec::new)
-                    .push(n.name.clone());
-                m
-            }),
-        };
-        let jobs: Vec<(&Scenario, usize)> = selected
-            .iter()
-            .flat_map(|s| (1..=options.repeat.max(1)).map(move |a| (*s, a)))
-            .collect();
-        for (s, a) in &jobs {
-            emit(
-                reporters,
-                Event::ScenarioStarted {
-                    scenario: s.name.into(),
-                    attempt: *a,
-                },
-            );
-        }
-        let mut stream = futures::stream::iter(jobs.into_iter().map(|(s, attempt)| {
-            let facts = facts.clone();
-            let owner = cluster.name().to_string();
-            let client = client.clone();
-            let manager = &manager;
-            let profile = pc.profile.name.clone();
-            async move {
-                run_one(
-                    s, attempt, &profile, &owner, client, manager, facts, ledger, plan, options,
-                )
-                .await
-            }
-        }))
-        .buffer_unordered(options.parallel.max(1));
-        let mut failed = false;
-        while let Some(r) = stream.next().await {
-            failed |= matches!(&r.outcome, Outcome::Judged(v) if v.fails_run());
-            emit(reporters, Event::ScenarioFinished(r.clone()));
-            results.push(r);
-        }
-        drop(stream);
-        if failed && options.keep_cluster_on_failure {
-            match cluster.keep_for_inspection() {
-                Ok(msg) => eprintln!("{msg}"),
-                Err(e) => eprintln!("warning: {e:#}"),
-            }
-        } else if let Err(e) = cluster.destroy() {
-            eprintln!("warning: {e:#}");
-        }
+        run_cluster(plan, pc, &name, env, &mut out)
+            .instrument(tracing::info_span!("cluster", cluster = %name, profile = %pc.profile.name))
+            .await;
     }
-    emit(
-        reporters,
-        Event::RunFinished {
-            seconds: started.elapsed().as_secs_f64(),
-        },
-    );
-    results
+    out.emit(Event::RunFinished {
+        seconds: started.elapsed().as_secs_f64(),
+    });
+    out.results
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one call site, all inputs distinct"
-)]
-async fn run_one(
-    s: &Scenario,
-    attempt: usize,
-    profile: &str,
-    owner: &str,
+/// Sends events to the reporters and keeps the results.
+struct Emitter<'r> {
+    reporters: &'r mut [Box<dyn Reporter>],
+    results: Vec<ScenarioResult>,
+}
+
+impl Emitter<'_> {
+    fn emit(&mut self, e: Event) {
+        for r in self.reporters.iter_mut() {
+            r.event(&e);
+        }
+    }
+
+    fn finish(&mut self, r: ScenarioResult) {
+        self.emit(Event::ScenarioFinished(r.clone()));
+        self.results.push(r);
+    }
+}
+
+/// A result for a scenario that did not run.
+fn unrun(scenario: &str, suite: &str, profile: &str, outcome: Outcome) -> ScenarioResult {
+    let failure = match &outcome {
+        Outcome::InfraError { reason } => Some(reason.clone()),
+        _ => None,
+    };
+    ScenarioResult {
+        scenario: scenario.into(),
+        suite: suite.into(),
+        attempt: 1,
+        profile: profile.into(),
+        outcome,
+        failure,
+        seconds: 0.0,
+        diagnostics: None,
+    }
+}
+
+/// A cluster with the controller installed, ready for scenarios.
+struct Cell {
+    cluster: AnyCluster,
+    installation: Installation,
     client: kube::Client,
-    manager: &crate::bundle::Deployed,
-    facts: Facts,
-    ledger: &Ledger,
+}
+
+/// Makes the cluster and installs the controller. If the install fails, the cluster's logs
+/// are exported (when the run keeps logs) before it is destroyed.
+async fn bring_up(
     plan: &Plan,
-    options: &RunOptions,
-) -> ScenarioResult {
+    pc: &PlannedCluster,
+    name: &str,
+    env: Env<'_>,
+) -> anyhow::Result<Cell> {
+    let mut cluster = env.provider.create(name, &pc.profile).await?;
+    let controller = plan.controller.controller();
+    let installed = async {
+        let host = Host::of(&mut cluster).await?;
+        controller
+            .install(host, env.toolchain, &pc.controller_gates)
+            .await
+    }
+    .await;
+    let installation = match installed {
+        Ok(i) => i,
+        Err(e) => {
+            export_logs(&cluster, env.options, &pc.profile.name);
+            return Err(e.into());
+        }
+    };
+    let client = cluster.client().await?;
+    Ok(Cell {
+        cluster,
+        installation,
+        client,
+    })
+}
+
+/// Copies the cluster's logs into `<logs_dir>/<cluster>/`, if the run keeps logs.
+fn export_logs(cluster: &AnyCluster, options: &RunOptions, profile: &str) -> Option<PathBuf> {
+    let dir = options.logs_dir.as_ref()?.join(cluster.name());
+    match cluster.export_logs(&dir) {
+        Ok(()) => {
+            tracing::info!(profile, dir = %dir.display(), "cluster logs exported");
+            Some(dir)
+        }
+        Err(e) => {
+            eprintln!(
+                "warning: export the logs of cluster {}: {e:#}",
+                cluster.name()
+            );
+            None
+        }
+    }
+}
+
+/// Runs the scenarios of one planned cluster on a cluster of their own, then ends it.
+async fn run_cluster(
+    plan: &Plan,
+    pc: &PlannedCluster,
+    name: &str,
+    env: Env<'_>,
+    out: &mut Emitter<'_>,
+) {
+    let profile = pc.profile.name.clone();
+    out.emit(Event::ClusterStarting {
+        profile: profile.clone(),
+    });
     let t = Instant::now();
-    let short: String = s
-        .name
-        .rsplit('/')
-        .next()
-        .unwrap_or(s.name)
-        .chars()
-        .take(40)
+    let selected: Vec<&Scenario> = pc
+        .scenarios
+        .iter()
+        .filter_map(|n| env.scenarios.iter().find(|s| s.name == n))
         .collect();
-    let namespace = format!("h-{short}-{:05x}", rand::random::<u32>() & 0xfffff);
-    let log_offset = manager
-        .log()
+    let cell = match bring_up(plan, pc, name, env).await {
+        Ok(cell) => cell,
+        Err(e) => {
+            let reason = format!("{e:#}");
+            for s in &selected {
+                let infra = Outcome::InfraError {
+                    reason: reason.clone(),
+                };
+                out.finish(unrun(s.name, s.suite, &profile, infra));
+            }
+            return;
+        }
+    };
+    out.emit(Event::ClusterReady {
+        profile: profile.clone(),
+        seconds: t.elapsed().as_secs_f64(),
+    });
+    let failed = run_scenarios_on(&cell, plan, pc, &selected, env, out).await;
+    let Cell { cluster, .. } = cell;
+    if failed && let Some(dir) = export_logs(&cluster, env.options, &profile) {
+        out.emit(Event::ClusterLogs { profile, dir });
+    }
+    if failed && env.options.keep_cluster_on_failure {
+        match cluster.keep_for_inspection() {
+            Ok(msg) => eprintln!("{msg}"),
+            Err(e) => eprintln!("warning: {e:#}"),
+        }
+    } else if let Err(e) = cluster.destroy() {
+        eprintln!("warning: {e:#}");
+    }
+}
+
+/// Runs `selected` (each `repeat` times, `parallel` at once) on a ready cell; returns whether
+/// any result fails the run.
+async fn run_scenarios_on(
+    cell: &Cell,
+    plan: &Plan,
+    pc: &PlannedCluster,
+    selected: &[&Scenario],
+    env: Env<'_>,
+    out: &mut Emitter<'_>,
+) -> bool {
+    let facts = Facts {
+        kubernetes: plan.kubernetes,
+        controller: plan.controller.clone(),
+        zones: pc.profile.nodes.iter().fold(BTreeMap::new(), |mut m, n| {
+            m.entry(n.labels.get(ZONE_LABEL).cloned().unwrap_or_default())
+                .or_insert_with(Vec::new)
+                .push(n.name.clone());
+            m
+        }),
+    };
+    let jobs: Vec<(&Scenario, usize)> = selected
+        .iter()
+        .flat_map(|s| (1..=env.options.repeat.max(1)).map(move |a| (*s, a)))
+        .collect();
+    for (s, a) in &jobs {
+        out.emit(Event::ScenarioStarted {
+            scenario: s.name.into(),
+            attempt: *a,
+        });
+    }
+    let unit = Unit {
+        profile: &pc.profile.name,
+        owner: cell.cluster.name(),
+        client: &cell.client,
+        installation: &cell.installation,
+        plan,
+        env,
+    };
+    let mut stream = futures::stream::iter(jobs.into_iter().map(|(s, attempt)| {
+        let facts = facts.clone();
+        let span = tracing::info_span!("scenario", scenario = s.name, attempt);
+        run_one(s, attempt, facts, unit).instrument(span)
+    }))
+    .buffer_unordered(env.options.parallel.max(1));
+    let mut failed = false;
+    while let Some(r) = stream.next().await {
+        failed |= matches!(&r.outcome, Outcome::Judged(v) if v.fails_run());
+        out.finish(r);
+    }
+    failed
+}
+
+/// What every scenario of one cell shares.
+#[derive(Clone, Copy)]
+struct Unit<'a> {
+    profile: &'a str,
+    owner: &'a str,
+    client: &'a kube::Client,
+    installation: &'a Installation,
+    plan: &'a Plan,
+    env: Env<'a>,
+}
+
+/// Runs one scenario in a namespace of its own: its body, then the invariants; classifies the
+/// result and collects diagnostics before cleanup.
+async fn run_one(s: &Scenario, attempt: usize, facts: Facts, unit: Unit<'_>) -> ScenarioResult {
+    let t = Instant::now();
+    let namespace = namespace_name(s.name);
+    let log = unit.installation.logs().first().map(|p| p.to_path_buf());
+    let log_offset = log
+        .as_deref()
         .and_then(|l| std::fs::metadata(l).ok())
         .map(|m| m.len())
         .unwrap_or(0);
-    let nss: Api<Namespace> = Api::all(client.clone());
-    let mut failures: Vec<String> = vec![];
-    let mut cleanup: Option<crate::scenario::Cleanup> = None;
-    let created = nss
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(serde_json::json!({"metadata": {
-                "name": namespace,
-                "labels": {OWNER_LABEL: owner},
-            }}))
-            .expect("valid"),
-        )
-        .await;
-    if let Err(e) = created {
-        failures.push(format!("create namespace {namespace}: {e}"));
-    } else {
-        let ctx = Ctx {
-            namespace: namespace.clone(),
-            client: client.clone(),
-            facts,
-            timeouts: options.timeouts,
-            cleanup: Default::default(),
-        };
-        cleanup = Some(ctx.cleanup.clone());
-        match tokio::time::timeout(options.scenario_timeout, (s.body)(ctx)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => failures.push(format!("{e:#}")),
-            Err(_) => failures.push(format!(
-                "scenario did not finish within {:?}",
-                options.scenario_timeout
-            )),
+    let nss: Api<Namespace> = Api::all(unit.client.clone());
+    let ns = serde_json::from_value(serde_json::json!({"metadata": {
+        "name": namespace,
+        "labels": {OWNER_LABEL: unit.owner},
+    }}))
+    .expect("a valid namespace");
+    let (failures, cleanup) = match nss.create(&PostParams::default(), &ns).await {
+        Err(e) => (vec![format!("create namespace {namespace}: {e}")], None),
+        Ok(_) => {
+            let ctx = Ctx {
+                namespace: namespace.clone(),
+                client: unit.client.clone(),
+                facts,
+                timeouts: unit.env.options.timeouts,
+                cleanup: Default::default(),
+            };
+            let cleanup = ctx.cleanup.clone();
+            (body_and_invariants(s, ctx, unit).await, Some(cleanup))
         }
-        // Invariants, whatever the body asked.
-        match invariants::orphans(&client, &namespace).await {
-            Ok(o) if !o.is_empty() => failures.push(format!("invariant: {}", o.join("; "))),
-            Ok(_) => {}
-            Err(e) => failures.push(format!("invariant check: list pods and PVCs: {e}")),
-        }
-        match invariants::unexpected_warnings(&client, &namespace, s.allowed_warnings).await {
-            Ok(w) if !w.is_empty() => failures.push(format!("invariant: {}", w.join("; "))),
-            Ok(_) => {}
-            Err(e) => failures.push(format!("invariant check: list events: {e}")),
-        }
-        if let Err(e) = manager.check().await {
-            failures.push(format!("invariant: {e}"));
-        }
-    }
+    };
     let failure = (!failures.is_empty()).then(|| failures.join("\n"));
-    let verdict = ledger.classify(
+    let verdict = unit.env.ledger.classify(
         s.name,
-        &plan.controller.version,
-        plan.kubernetes,
+        &unit.plan.controller.version,
+        unit.plan.kubernetes,
         failure.as_deref(),
     );
     let diagnostics = if failure.is_some() || verdict.fails_run() {
-        Some(collect(&client, &namespace, manager.log(), log_offset).await)
+        Some(collect(unit.client, &namespace, log.as_deref(), log_offset).await)
     } else {
         None
     };
@@ -625,18 +711,57 @@ async fn run_one(
         cleanup_errors.push(format!("delete namespace {namespace}: {e}"));
     }
     for e in cleanup_errors {
-        tracing::warn!(scenario = s.name, "cleanup: {e}");
+        tracing::warn!("cleanup: {e}");
     }
     ScenarioResult {
         scenario: s.name.into(),
         suite: s.suite.into(),
         attempt,
-        profile: profile.into(),
+        profile: unit.profile.into(),
         outcome: Outcome::Judged(verdict),
         failure,
         seconds: t.elapsed().as_secs_f64(),
         diagnostics,
     }
+}
+
+/// `h-<scenario's last part, at most 40 characters>-<5 random hex digits>`.
+fn namespace_name(scenario: &str) -> String {
+    let short: String = scenario
+        .rsplit('/')
+        .next()
+        .unwrap_or(scenario)
+        .chars()
+        .take(40)
+        .collect();
+    format!("h-{short}-{:05x}", rand::random::<u32>() & 0xfffff)
+}
+
+/// Runs the body (bounded by the scenario timeout), then the invariants whatever the body
+/// did; returns every failure.
+async fn body_and_invariants(s: &Scenario, ctx: Ctx, unit: Unit<'_>) -> Vec<String> {
+    let mut failures = vec![];
+    let (client, namespace) = (ctx.client.clone(), ctx.namespace.clone());
+    let bound = unit.env.options.scenario_timeout;
+    match tokio::time::timeout(bound, (s.body)(ctx)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => failures.push(format!("{e:#}")),
+        Err(_) => failures.push(format!("scenario did not finish within {bound:?}")),
+    }
+    match invariants::orphans(&client, &namespace).await {
+        Ok(o) if !o.is_empty() => failures.push(format!("invariant: {}", o.join("; "))),
+        Ok(_) => {}
+        Err(e) => failures.push(format!("invariant check: list pods and PVCs: {e}")),
+    }
+    match invariants::unexpected_warnings(&client, &namespace, s.allowed_warnings).await {
+        Ok(w) if !w.is_empty() => failures.push(format!("invariant: {}", w.join("; "))),
+        Ok(_) => {}
+        Err(e) => failures.push(format!("invariant check: list events: {e}")),
+    }
+    if let Err(e) = unit.installation.check().await {
+        failures.push(format!("invariant: {e}"));
+    }
+    failures
 }
 
 /// Events, objects and the manager's log lines since `offset`.

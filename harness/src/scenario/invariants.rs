@@ -1,6 +1,6 @@
 //! Checks run after every scenario, whatever it asked: no orphaned pods or PVCs in its
 //! namespace, no unexpected Warning events. (That the manager neither exited nor restarted is
-//! checked by the runner with [`crate::bundle::Manager::check`].)
+//! checked by the runner with [`crate::controller::Manager::check`].)
 
 use std::collections::BTreeMap;
 

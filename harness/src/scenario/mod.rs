@@ -4,7 +4,8 @@
 //! after every scenario.
 
 pub mod invariants;
-pub mod wait;
+
+pub use crate::wait;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -14,7 +15,7 @@ use std::time::Duration;
 use kube::api::{Api, DynamicObject, GroupVersionKind, PostParams};
 use serde::{Deserialize, Serialize};
 
-use crate::bundle::ControllerRef;
+use crate::controller::ControllerRef;
 use crate::toolchain::KubeVersion;
 
 /// A scenario body.

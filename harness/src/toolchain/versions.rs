@@ -144,6 +144,15 @@ impl fmt::Display for KubeVersion {
     }
 }
 
+/// Parses `v1.7.4`, `1.32` or `1.32.5` into comparable numbers.
+pub fn version_key(v: &str) -> Vec<u64> {
+    v.trim()
+        .trim_start_matches('v')
+        .split(['.', '-'])
+        .map_while(|p| p.parse().ok())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

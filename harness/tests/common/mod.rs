@@ -60,15 +60,19 @@ where
 /// A cluster with OpenKruise `version` installed (manager gates `gates`).
 pub async fn kruise_cluster(
     version: &str,
-    options: harness::bundle::openkruise::InstallOptions,
-) -> (LocalCluster, harness::bundle::Manager, tempfile::TempDir) {
+    options: harness::controller::openkruise::InstallOptions,
+) -> (
+    LocalCluster,
+    harness::controller::Manager,
+    tempfile::TempDir,
+) {
     let (mut c, root) = cluster(&default_profile()).await;
     let toolchain = Toolchain::new(Cache::from_env(), Progress::plain());
-    let options = harness::bundle::openkruise::InstallOptions {
+    let options = harness::controller::openkruise::InstallOptions {
         version: Some(version.to_string()),
         ..options
     };
-    let m = harness::bundle::openkruise::install(&mut c, &toolchain, &options)
+    let m = harness::controller::openkruise::install(&mut c, &toolchain, &options)
         .await
         .unwrap_or_else(|e| panic!("install openkruise {version}: {e}"));
     (c, m, root)

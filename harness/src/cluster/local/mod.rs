@@ -26,7 +26,7 @@ use kube::runtime::wait::await_condition;
 use self::components::{Binaries, ComponentSpec, Inputs, Layout, Ports};
 use self::process::{ProcRecord, Process};
 use self::state::ClusterState;
-use super::{Cluster, ClusterProvider, Profile};
+use super::{Cluster, ClusterProvider, Profile, admin_client};
 use crate::progress::Progress;
 use crate::toolchain::{Toolchain, ToolchainError};
 
@@ -108,14 +108,8 @@ pub enum LocalError {
         source: kube::Error,
     },
     /// The kubeconfig could not be loaded.
-    #[error("load kubeconfig {}", path.display())]
-    Kubeconfig {
-        /// Path.
-        path: PathBuf,
-        /// Cause.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
+    #[error(transparent)]
+    Kubeconfig(#[from] super::client::KubeconfigError),
     /// Certificate generation failed.
     #[error("generate certificates")]
     Pki(#[source] rcgen::Error),
@@ -633,23 +627,6 @@ fn allocate_ports(apiserver: Option<u16>) -> Result<Ports, LocalError> {
     })
 }
 
-/// A client from a kubeconfig file.
-pub async fn admin_client(kubeconfig: &Path) -> Result<kube::Client, LocalError> {
-    let err = |e: Box<dyn std::error::Error + Send + Sync>| LocalError::Kubeconfig {
-        path: kubeconfig.to_path_buf(),
-        source: e,
-    };
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| err(Box::new(e)))?;
-    let mut config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .map_err(|e| err(Box::new(e)))?;
-    config.connect_timeout = Some(Duration::from_secs(5));
-    // No read timeout: watches may be quiet for minutes.
-    config.read_timeout = None;
-    kube::Client::try_from(config).map_err(|e| err(Box::new(e)))
-}
-
 fn pem_to_der(pem: &str) -> Vec<u8> {
     use base64::Engine;
     let body: String = pem
@@ -672,9 +649,11 @@ fn loopback_client(port: u16, ca_pem: &str) -> Result<kube::Client, LocalError> 
     config.root_cert = Some(vec![pem_to_der(ca_pem)]);
     config.connect_timeout = Some(Duration::from_secs(2));
     config.read_timeout = Some(Duration::from_secs(5));
-    kube::Client::try_from(config).map_err(|e| LocalError::Kubeconfig {
-        path: PathBuf::from(format!("127.0.0.1:{port}")),
-        source: Box::new(e),
+    kube::Client::try_from(config).map_err(|e| {
+        LocalError::Kubeconfig(super::client::KubeconfigError {
+            path: PathBuf::from(format!("127.0.0.1:{port}")),
+            source: Box::new(e),
+        })
     })
 }
 

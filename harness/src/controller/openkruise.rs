@@ -1,6 +1,6 @@
 //! OpenKruise as it ships: the manager built from `github.com/openkruise/kruise@<tag>`, and that
 //! release's own `config/default` (CRDs, namespace, RBAC, webhook configurations) rendered with
-//! `kubectl kustomize`. Start with [`install`].
+//! `kubectl kustomize`. Start with [`OpenKruise`], its [`Controller`] implementation.
 //!
 //! On the local provider the manager runs as a local process: `WEBHOOK_HOST=127.0.0.1`, a free
 //! `WEBHOOK_PORT`, certificates in the cluster's directory, and a kubeconfig holding a token of
@@ -24,7 +24,7 @@ use kube::api::{
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::{Value, json};
 
-use super::{BundleError, Manager};
+use super::{Component, Controller, ControllerError, ControllerRef, Host, Installation, Manager};
 use crate::cluster::local::components::ComponentSpec;
 use crate::cluster::local::pki::{Credentials, render_kubeconfig};
 use crate::cluster::local::{LocalCluster, free_port};
@@ -60,7 +60,7 @@ pub fn tag_note(tag: &str) -> Option<String> {
 /// Whether release `tag` has manager feature gate `gate` (passing an unknown gate makes the
 /// manager exit at start).
 pub fn has_gate(tag: &str, gate: &str) -> bool {
-    use crate::run::ledger::version_key;
+    use crate::toolchain::versions::version_key;
     if !super::is_release_tag(tag) {
         // A commit or a checkout: newer than every release the table knows.
         return true;
@@ -120,6 +120,82 @@ pub async fn build_ref(
     }
 }
 
+/// OpenKruise at one version, as a [`Controller`]: on the local provider its manager runs as a
+/// local process ([`install`]), on kind and k3s as the release's Deployment
+/// ([`install_in_cluster`]), and on an existing cluster it must already run
+/// ([`verify_installed`]).
+#[derive(Debug, Clone)]
+pub struct OpenKruise {
+    reference: ControllerRef,
+    /// Edits the rendered manifests before they are applied.
+    pub transform: Option<fn(&mut Vec<Value>)>,
+    /// Bound for readiness (default: 120 s local, 300 s in-cluster).
+    pub timeout: Option<Duration>,
+}
+
+impl OpenKruise {
+    /// OpenKruise as `reference` names it.
+    pub fn new(reference: ControllerRef) -> Self {
+        Self {
+            reference,
+            transform: None,
+            timeout: None,
+        }
+    }
+
+    fn options(&self, gates: &BTreeMap<String, bool>) -> InstallOptions {
+        InstallOptions {
+            version: Some(self.reference.version.clone()),
+            checkout: self.reference.checkout.clone(),
+            gates: gates.clone(),
+            transform: self.transform,
+            timeout: self.timeout,
+        }
+    }
+}
+
+impl Controller for OpenKruise {
+    fn reference(&self) -> &ControllerRef {
+        &self.reference
+    }
+
+    fn has_gate(&self, gate: &str) -> bool {
+        self.reference.checkout.is_some() || has_gate(&self.reference.version, gate)
+    }
+
+    fn prepare<'a>(
+        &'a self,
+        toolchain: &'a Toolchain,
+    ) -> BoxFuture<'a, Result<(), ControllerError>> {
+        Box::pin(async move {
+            build_ref(toolchain, &self.reference).await?;
+            Ok(())
+        })
+    }
+
+    fn install<'a>(
+        &'a self,
+        host: Host<'a>,
+        toolchain: &'a Toolchain,
+        gates: &'a BTreeMap<String, bool>,
+    ) -> BoxFuture<'a, Result<Installation, ControllerError>> {
+        Box::pin(async move {
+            let options = self.options(gates);
+            let manager: Box<dyn Component> = match host {
+                Host::Processes(cluster) => Box::new(install(cluster, toolchain, &options).await?),
+                Host::Pods(client) => {
+                    Box::new(install_in_cluster(&client, toolchain, &options).await?)
+                }
+                Host::Preinstalled(client) => Box::new(verify_installed(&client, &options).await?),
+            };
+            Ok(Installation {
+                reference: self.reference.clone(),
+                components: vec![manager],
+            })
+        })
+    }
+}
+
 /// How to install.
 #[derive(Clone, Default)]
 pub struct InstallOptions {
@@ -147,9 +223,9 @@ impl std::fmt::Debug for InstallOptions {
 }
 
 /// Renders the release's `config/default` (from the module cache) with `kubectl kustomize`.
-pub async fn render(kubectl: &Path, tag: &str) -> Result<Vec<Value>, BundleError> {
+pub async fn render(kubectl: &Path, tag: &str) -> Result<Vec<Value>, ControllerError> {
     let go = GoEnv::detect().await?;
-    let scratch = tempfile::tempdir().map_err(|e| BundleError::io(Path::new("tmp"), e))?;
+    let scratch = tempfile::tempdir().map_err(|e| ControllerError::io(Path::new("tmp"), e))?;
     let files = go.download(scratch.path(), MODULE, tag, true).await?;
     render_dir(kubectl, &files.dir).await
 }
@@ -159,7 +235,7 @@ pub async fn render_for(
     kubectl: &Path,
     tag: &str,
     options: &InstallOptions,
-) -> Result<Vec<Value>, BundleError> {
+) -> Result<Vec<Value>, ControllerError> {
     match &options.checkout {
         Some(dir) => render_dir(kubectl, dir).await,
         None => render(kubectl, tag).await,
@@ -167,25 +243,26 @@ pub async fn render_for(
 }
 
 /// Renders `<root>/config/default` with `kubectl kustomize`.
-pub async fn render_dir(kubectl: &Path, root: &Path) -> Result<Vec<Value>, BundleError> {
+pub async fn render_dir(kubectl: &Path, root: &Path) -> Result<Vec<Value>, ControllerError> {
     let config = root.join("config/default");
     let out = tokio::process::Command::new(kubectl)
         .arg("kustomize")
         .arg(&config)
         .output()
         .await
-        .map_err(|e| BundleError::io(kubectl, e))?;
+        .map_err(|e| ControllerError::io(kubectl, e))?;
     if !out.status.success() {
-        return Err(BundleError::Render {
+        return Err(ControllerError::Render {
             dir: config,
             detail: String::from_utf8_lossy(&out.stderr).into_owned(),
         });
     }
     let text = String::from_utf8_lossy(&out.stdout);
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).map_err(|e| BundleError::Render {
-        dir: config.clone(),
-        detail: e.to_string(),
-    })?;
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(&text).map_err(|e| ControllerError::Render {
+            dir: config.clone(),
+            detail: e.to_string(),
+        })?;
     Ok(docs.into_iter().filter(|d| d.is_object()).collect())
 }
 
@@ -194,7 +271,7 @@ fn kind(v: &Value) -> &str {
 }
 
 /// Server-side applies one manifest.
-async fn apply(client: &kube::Client, doc: &Value) -> Result<(), BundleError> {
+async fn apply(client: &kube::Client, doc: &Value) -> Result<(), ControllerError> {
     let (group, version) = match doc["apiVersion"]
         .as_str()
         .unwrap_or_default()
@@ -214,7 +291,7 @@ async fn apply(client: &kube::Client, doc: &Value) -> Result<(), BundleError> {
     let what = format!("{} {}", kind(doc), name);
     let (ar, caps) = kube::discovery::pinned_kind(client, &gvk)
         .await
-        .map_err(BundleError::kube(format!("discover {what}")))?;
+        .map_err(ControllerError::kube(format!("discover {what}")))?;
     let api: Api<DynamicObject> = match (caps.scope, doc["metadata"]["namespace"].as_str()) {
         (kube::discovery::Scope::Namespaced, Some(ns)) => {
             Api::namespaced_with(client.clone(), ns, &ar)
@@ -230,7 +307,7 @@ async fn apply(client: &kube::Client, doc: &Value) -> Result<(), BundleError> {
         &Patch::Apply(doc),
     )
     .await
-    .map_err(BundleError::kube(format!("apply {what}")))?;
+    .map_err(ControllerError::kube(format!("apply {what}")))?;
     Ok(())
 }
 
@@ -239,7 +316,7 @@ async fn apply(client: &kube::Client, doc: &Value) -> Result<(), BundleError> {
 async fn forget_previous_manager_url(
     crds: &Api<CustomResourceDefinition>,
     doc: &Value,
-) -> Result<(), BundleError> {
+) -> Result<(), ControllerError> {
     let name = doc["metadata"]["name"].as_str().unwrap_or_default();
     let service = &doc["spec"]["conversion"]["webhook"]["clientConfig"]["service"];
     if service.is_null() {
@@ -248,7 +325,7 @@ async fn forget_previous_manager_url(
     let Some(live) = crds
         .get_opt(name)
         .await
-        .map_err(BundleError::kube(format!("read CRD {name}")))?
+        .map_err(ControllerError::kube(format!("read CRD {name}")))?
     else {
         return Ok(());
     };
@@ -263,7 +340,7 @@ async fn forget_previous_manager_url(
         let body = json!({"spec": {"conversion": {"webhook": {"clientConfig": {"url": null, "service": service}}}}});
         crds.patch(name, &PatchParams::default(), &Patch::Merge(&body))
             .await
-            .map_err(BundleError::kube(format!(
+            .map_err(ControllerError::kube(format!(
                 "reset the conversion webhook of CRD {name}"
             )))?;
     }
@@ -275,7 +352,7 @@ async fn forget_previous_manager_url(
 async fn replace_webhook_configuration(
     client: &kube::Client,
     doc: &Value,
-) -> Result<(), BundleError> {
+) -> Result<(), ControllerError> {
     let name = doc["metadata"]["name"].as_str().unwrap_or_default();
     let result = match kind(doc) {
         "MutatingWebhookConfiguration" => {
@@ -290,7 +367,7 @@ async fn replace_webhook_configuration(
     match result {
         Ok(()) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(BundleError::Kube {
+        Err(e) => Err(ControllerError::Kube {
             action: format!("replace {} {name}", kind(doc)),
             source: e,
         }),
@@ -304,7 +381,7 @@ pub async fn install(
     cluster: &mut LocalCluster,
     toolchain: &Toolchain,
     options: &InstallOptions,
-) -> Result<Manager, BundleError> {
+) -> Result<Manager, ControllerError> {
     let tag = options
         .version
         .clone()
@@ -321,7 +398,7 @@ pub async fn install(
                 Some(dir) => build_checkout(toolchain, dir).await,
                 None => build(toolchain, &tag).await,
             }
-            .map_err(BundleError::from)
+            .map_err(ControllerError::from)
         },
         render_for(&kubectl, &tag, options)
     )?;
@@ -349,7 +426,7 @@ pub async fn install(
             },
         )
         .await
-        .map_err(BundleError::kube(
+        .map_err(ControllerError::kube(
             "request a token for kruise-system/kruise-manager",
         ))?
         .status
@@ -360,12 +437,12 @@ pub async fn install(
     let certs = work.join("certs");
     let log_dir = work.join("log");
     for d in [&certs, &log_dir] {
-        std::fs::create_dir_all(d).map_err(|e| BundleError::io(d, e))?;
+        std::fs::create_dir_all(d).map_err(|e| ControllerError::io(d, e))?;
     }
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&log_dir, std::fs::Permissions::from_mode(0o755))
-            .map_err(|e| BundleError::io(&log_dir, e))?;
+            .map_err(|e| ControllerError::io(&log_dir, e))?;
     }
     let kubeconfig = layout.kubeconfig("kruise-manager");
     std::fs::write(
@@ -377,7 +454,7 @@ pub async fn install(
             "kruise-manager",
         ),
     )
-    .map_err(|e| BundleError::io(&kubeconfig, e))?;
+    .map_err(|e| ControllerError::io(&kubeconfig, e))?;
 
     let ports = Ports {
         webhook: free_port()?,
@@ -472,7 +549,7 @@ async fn apply_all(
     client: &kube::Client,
     docs: &[Value],
     timeout: Duration,
-) -> Result<(), BundleError> {
+) -> Result<(), ControllerError> {
     for d in docs.iter().filter(|d| kind(d) == "Namespace") {
         apply(client, d).await?;
     }
@@ -495,12 +572,12 @@ async fn apply_all(
         let established = await_condition(crds.clone(), name, conditions::is_crd_established());
         tokio::time::timeout(timeout, established)
             .await
-            .map_err(|_| BundleError::NotReady {
+            .map_err(|_| ControllerError::NotReady {
                 what: format!("CRD {name} established"),
                 timeout,
                 last: "not established".into(),
             })?
-            .map_err(|e| BundleError::Wait(e.to_string()))?;
+            .map_err(|e| ControllerError::Wait(e.to_string()))?;
     }
     for d in docs
         .iter()
@@ -524,14 +601,14 @@ pub async fn install_in_cluster(
     client: &kube::Client,
     toolchain: &Toolchain,
     options: &InstallOptions,
-) -> Result<super::InClusterManager, BundleError> {
+) -> Result<super::InClusterManager, ControllerError> {
     let tag = options
         .version
         .clone()
         .unwrap_or_else(|| DEFAULT_VERSION.into());
     let timeout = options.timeout.unwrap_or(Duration::from_secs(300));
     if let Some(dir) = &options.checkout {
-        return Err(BundleError::NotInstalled {
+        return Err(ControllerError::NotInstalled {
             detail: format!(
                 "a checkout ({}) runs on the local provider only: on kind and k3s the manager \
                  runs from the release image",
@@ -566,7 +643,7 @@ pub async fn install_in_cluster(
 pub async fn verify_installed(
     client: &kube::Client,
     options: &InstallOptions,
-) -> Result<super::InClusterManager, BundleError> {
+) -> Result<super::InClusterManager, ControllerError> {
     let tag = options
         .version
         .clone()
@@ -576,10 +653,10 @@ pub async fn verify_installed(
     let d = deployments
         .get_opt("kruise-controller-manager")
         .await
-        .map_err(BundleError::kube(
+        .map_err(ControllerError::kube(
             "read kruise-system/kruise-controller-manager",
         ))?
-        .ok_or_else(|| BundleError::NotInstalled {
+        .ok_or_else(|| ControllerError::NotInstalled {
             detail: "there is no Deployment kruise-system/kruise-controller-manager; install the \
                      release first (the existing provider never installs into a cluster it did \
                      not create)"
@@ -594,7 +671,7 @@ pub async fn verify_installed(
         .unwrap_or_default();
     let running = image.rsplit(':').next().unwrap_or_default();
     if running != tag {
-        return Err(BundleError::NotInstalled {
+        return Err(ControllerError::NotInstalled {
             detail: format!(
                 "the cluster runs {image}, not {tag}; pass --controller openkruise@{running} or \
                  install {tag}"
@@ -660,7 +737,7 @@ async fn wait_in_cluster(
     client: &kube::Client,
     manager: &super::InClusterManager,
     timeout: Duration,
-) -> Result<(), BundleError> {
+) -> Result<(), ControllerError> {
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
         Api::namespaced(client.clone(), NAMESPACE);
     let deployments = &deployments;
@@ -786,7 +863,7 @@ async fn wait_ready(
     cluster: &LocalCluster,
     manager: &Manager,
     timeout: Duration,
-) -> Result<(), BundleError> {
+) -> Result<(), ControllerError> {
     let client = &cluster.client();
     let steps: Vec<Step<'_>> = vec![
         (
@@ -843,8 +920,8 @@ impl Readiness<'_> {
     async fn wait<'b>(
         &self,
         steps: Vec<Step<'b>>,
-        alive: impl Fn() -> BoxFuture<'b, Result<(), BundleError>>,
-    ) -> Result<(), BundleError> {
+        alive: impl Fn() -> BoxFuture<'b, Result<(), ControllerError>>,
+    ) -> Result<(), ControllerError> {
         let deadline = Instant::now() + self.timeout;
         let mut done = 0;
         let mut last = String::from("nothing yet");
@@ -867,7 +944,7 @@ impl Readiness<'_> {
                 break Err(e);
             }
             if Instant::now() >= deadline {
-                break Err(BundleError::NotReady {
+                break Err(ControllerError::NotReady {
                     what: format!("openkruise {} ({step})", self.version),
                     timeout: self.timeout,
                     last,

@@ -1,5 +1,9 @@
-//! Controllers under test: a [`ControllerRef`] names one at a release; start with
-//! [`openkruise`] for how OpenKruise is built and installed as it ships.
+//! Controllers under test. Start with the [`Controller`] trait: what a controller needs built,
+//! how it installs into a cluster of any provider (a [`Host`]), and its feature gates per
+//! version. An install yields an [`Installation`] of running [`Component`]s, each checked after
+//! every scenario for exits, restarts and RBAC denials. A [`ControllerRef`]
+//! (`openkruise@v1.9.0`) names one on the command line; [`ControllerRef::controller`] gives its
+//! implementation. [`openkruise`] is the first: its manager, built and installed as it ships.
 
 pub mod openkruise;
 
@@ -11,13 +15,105 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use futures::future::BoxFuture;
+
+use crate::cluster::any::AnyCluster;
 use crate::cluster::local::process::{ProcRecord, log_tail};
 use crate::cluster::local::{LocalCluster, LocalError};
-use crate::toolchain::ToolchainError;
+use crate::toolchain::{Toolchain, ToolchainError};
+
+/// Where a controller's components can run: what the cluster offers.
+pub enum Host<'a> {
+    /// Beside a local control plane, as local processes (the local provider).
+    Processes(&'a mut LocalCluster),
+    /// As pods of the cluster, from release images (kind, k3s).
+    Pods(kube::Client),
+    /// A cluster the harness did not make (existing): nothing is installed, the controller
+    /// must already run there at the version asked for.
+    Preinstalled(kube::Client),
+}
+
+impl<'a> Host<'a> {
+    /// What `cluster` offers.
+    pub async fn of(cluster: &'a mut AnyCluster) -> Result<Host<'a>, ControllerError> {
+        let client = |e: anyhow::Error| ControllerError::NotInstalled {
+            detail: format!("connect to the cluster: {e:#}"),
+        };
+        Ok(match cluster {
+            AnyCluster::Local(c) => Host::Processes(c),
+            AnyCluster::Existing(_) => Host::Preinstalled(cluster.client().await.map_err(client)?),
+            other => Host::Pods(other.client().await.map_err(client)?),
+        })
+    }
+}
+
+/// A controller under test at one version. Implementations are cheap values; building and
+/// installing happen in [`Controller::prepare`] and [`Controller::install`].
+pub trait Controller: fmt::Debug + Send + Sync {
+    /// What it is: name, version, checkout.
+    fn reference(&self) -> &ControllerRef;
+
+    /// Whether this version has controller feature gate `gate` (passing a gate a version does
+    /// not know may stop it from starting, so the planner leaves such gates out).
+    fn has_gate(&self, gate: &str) -> bool;
+
+    /// Builds (or finds in the cache) everything an install needs, so a matrix can build
+    /// ahead of its cells.
+    fn prepare<'a>(
+        &'a self,
+        toolchain: &'a Toolchain,
+    ) -> BoxFuture<'a, Result<(), ControllerError>>;
+
+    /// Installs into `host` with `gates` and waits until ready. Installing over an earlier
+    /// install of the same controller replaces it: that is an upgrade (the caller stops the
+    /// earlier components first).
+    fn install<'a>(
+        &'a self,
+        host: Host<'a>,
+        toolchain: &'a Toolchain,
+        gates: &'a BTreeMap<String, bool>,
+    ) -> BoxFuture<'a, Result<Installation, ControllerError>>;
+}
+
+/// One running part of an installed controller (OpenKruise: its manager).
+pub trait Component: fmt::Debug + Send + Sync {
+    /// Its name (`kruise-manager`).
+    fn name(&self) -> &str;
+
+    /// Fails if it exited, restarted, or was denied by the RBAC it ships.
+    fn check(&self) -> BoxFuture<'_, Result<(), ControllerError>>;
+
+    /// Its log file, when it runs as a local process.
+    fn log(&self) -> Option<&Path>;
+}
+
+/// A controller installed into a cluster: its running components.
+#[derive(Debug)]
+pub struct Installation {
+    /// What was installed.
+    pub reference: ControllerRef,
+    /// Its components.
+    pub components: Vec<Box<dyn Component>>,
+}
+
+impl Installation {
+    /// Fails with the first component that exited, restarted or was denied by its RBAC.
+    pub async fn check(&self) -> Result<(), ControllerError> {
+        for c in &self.components {
+            c.check().await?;
+        }
+        Ok(())
+    }
+
+    /// The log files of the components that run as local processes.
+    pub fn logs(&self) -> Vec<&Path> {
+        self.components.iter().filter_map(|c| c.log()).collect()
+    }
+}
 
 /// Errors of installing or watching a controller.
 #[derive(Debug, thiserror::Error)]
-pub enum BundleError {
+pub enum ControllerError {
     /// Building the manager failed.
     #[error("build the controller")]
     Toolchain(#[from] ToolchainError),
@@ -105,7 +201,7 @@ pub enum BundleError {
     },
 }
 
-impl BundleError {
+impl ControllerError {
     pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
         Self::Io {
             path: path.to_path_buf(),
@@ -137,17 +233,26 @@ pub struct Manager {
     pub gates: BTreeMap<String, bool>,
 }
 
+impl Component for Manager {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn check(&self) -> BoxFuture<'_, Result<(), ControllerError>> {
+        Box::pin(async move { self.check_process() })
+    }
+
+    fn log(&self) -> Option<&Path> {
+        Some(&self.log)
+    }
+}
+
 impl Manager {
     /// Fails if the manager exited (with its log tail) or its log shows RBAC denials of its own
     /// ServiceAccount.
-    pub fn check(&self, _cluster: &LocalCluster) -> Result<(), BundleError> {
-        self.check_process()
-    }
-
-    /// [`Manager::check`] without a cluster at hand.
-    pub fn check_process(&self) -> Result<(), BundleError> {
+    pub fn check_process(&self) -> Result<(), ControllerError> {
         if !self.record.alive() {
-            return Err(BundleError::ManagerExited {
+            return Err(ControllerError::ManagerExited {
                 name: self.name.clone(),
                 version: self.version.clone(),
                 log: self.log.clone(),
@@ -156,7 +261,7 @@ impl Manager {
         }
         let denials = forbidden_lines(&std::fs::read_to_string(&self.log).unwrap_or_default());
         if let Some(first) = denials.first() {
-            return Err(BundleError::ManagerForbidden {
+            return Err(ControllerError::ManagerForbidden {
                 name: self.name.clone(),
                 version: self.version.clone(),
                 count: denials.len(),
@@ -194,17 +299,31 @@ impl std::fmt::Debug for InClusterManager {
     }
 }
 
+impl Component for InClusterManager {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn check(&self) -> BoxFuture<'_, Result<(), ControllerError>> {
+        Box::pin(self.check_pods())
+    }
+
+    fn log(&self) -> Option<&Path> {
+        None
+    }
+}
+
 impl InClusterManager {
     /// Fails if a manager container restarted (with its last termination), or its current log
     /// shows RBAC denials of its own ServiceAccount.
-    pub async fn check(&self) -> Result<(), BundleError> {
+    pub async fn check_pods(&self) -> Result<(), ControllerError> {
         use k8s_openapi::api::core::v1::Pod;
         use kube::api::{Api, ListParams, LogParams};
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
         let list = pods
             .list(&ListParams::default().labels(&self.selector))
             .await
-            .map_err(BundleError::kube(format!(
+            .map_err(ControllerError::kube(format!(
                 "list {} pods in {}",
                 self.name, self.namespace
             )))?;
@@ -222,7 +341,7 @@ impl InClusterManager {
                         .and_then(|s| s.terminated)
                         .map(|t| format!("exit {} ({})", t.exit_code, t.reason.unwrap_or_default()))
                         .unwrap_or_default();
-                    return Err(BundleError::ManagerRestarted {
+                    return Err(ControllerError::ManagerRestarted {
                         name: self.name.clone(),
                         version: self.version.clone(),
                         detail: format!(
@@ -244,7 +363,7 @@ impl InClusterManager {
                 .unwrap_or_default();
             let denials = forbidden_lines(&log);
             if let Some(first) = denials.first() {
-                return Err(BundleError::ManagerForbidden {
+                return Err(ControllerError::ManagerForbidden {
                     name: self.name.clone(),
                     version: self.version.clone(),
                     count: denials.len(),
@@ -256,33 +375,6 @@ impl InClusterManager {
     }
 }
 
-/// A controller installed into a cluster, wherever its manager runs.
-#[derive(Debug, Clone)]
-pub enum Deployed {
-    /// A local process (local provider).
-    Local(Manager),
-    /// A Deployment in the cluster (kind, k3s, existing).
-    InCluster(InClusterManager),
-}
-
-impl Deployed {
-    /// Fails if the manager exited, restarted, or was denied by its RBAC.
-    pub async fn check(&self) -> Result<(), BundleError> {
-        match self {
-            Deployed::Local(m) => m.check_process(),
-            Deployed::InCluster(m) => m.check().await,
-        }
-    }
-
-    /// The manager's log file, when it runs as a local process.
-    pub fn log(&self) -> Option<&Path> {
-        match self {
-            Deployed::Local(m) => Some(&m.log),
-            Deployed::InCluster(_) => None,
-        }
-    }
-}
-
 /// Log lines where the API server refused the manager's ServiceAccount.
 pub fn forbidden_lines(log: &str) -> Vec<String> {
     log.lines()
@@ -291,18 +383,18 @@ pub fn forbidden_lines(log: &str) -> Vec<String> {
         .collect()
 }
 
-/// A controller the harness knows how to install.
+/// The controllers the harness knows how to build and install.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum Controller {
+pub enum ControllerKind {
     /// OpenKruise (github.com/openkruise/kruise).
     OpenKruise,
 }
 
-impl Controller {
+impl ControllerKind {
     /// Its name on the command line.
     pub fn name(&self) -> &'static str {
         match self {
-            Controller::OpenKruise => "openkruise",
+            ControllerKind::OpenKruise => "openkruise",
         }
     }
 }
@@ -312,7 +404,8 @@ impl Controller {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ControllerRef {
     /// Which controller.
-    pub controller: Controller,
+    #[serde(rename = "controller")]
+    pub kind: ControllerKind,
     /// Release tag (`v1.9.0`) or commit; for a checkout, what `git describe` says of it (or
     /// `checkout`).
     pub version: String,
@@ -370,7 +463,7 @@ impl ControllerRef {
     /// The default controller under test: OpenKruise v1.9.0.
     pub fn default_ref() -> Self {
         Self {
-            controller: Controller::OpenKruise,
+            kind: ControllerKind::OpenKruise,
             version: openkruise::DEFAULT_VERSION.into(),
             checkout: None,
         }
@@ -400,8 +493,15 @@ impl ControllerRef {
 
     /// A note for the user about this release, if any (e.g. a tag that aliases another).
     pub fn note(&self) -> Option<String> {
-        match self.controller {
-            Controller::OpenKruise => openkruise::tag_note(&self.version),
+        match self.kind {
+            ControllerKind::OpenKruise => openkruise::tag_note(&self.version),
+        }
+    }
+
+    /// Its implementation.
+    pub fn controller(&self) -> Box<dyn Controller> {
+        match self.kind {
+            ControllerKind::OpenKruise => Box::new(openkruise::OpenKruise::new(self.clone())),
         }
     }
 }
@@ -413,8 +513,8 @@ impl FromStr for ControllerRef {
         let (name, tag) = s
             .split_once('@')
             .ok_or_else(|| RefError::Malformed { given: s.into() })?;
-        let controller = match name {
-            "openkruise" | "kruise" => Controller::OpenKruise,
+        let kind = match name {
+            "openkruise" | "kruise" => ControllerKind::OpenKruise,
             _ => {
                 return Err(RefError::Unknown {
                     given: s.into(),
@@ -423,8 +523,8 @@ impl FromStr for ControllerRef {
             }
         };
         if tag.starts_with('/') || tag.starts_with('.') {
-            let module = match controller {
-                Controller::OpenKruise => openkruise::MODULE,
+            let module = match kind {
+                ControllerKind::OpenKruise => openkruise::MODULE,
             };
             let not = |why: String| RefError::NotACheckout {
                 given: s.into(),
@@ -444,7 +544,7 @@ impl FromStr for ControllerRef {
                 return Err(not(format!("its go.mod declares `{declared}`")));
             }
             return Ok(Self {
-                controller,
+                kind,
                 version: describe(&dir),
                 checkout: Some(dir),
             });
@@ -460,7 +560,7 @@ impl FromStr for ControllerRef {
             });
         }
         Ok(Self {
-            controller,
+            kind,
             version: tag.into(),
             checkout: None,
         })
@@ -500,11 +600,11 @@ impl fmt::Display for ControllerRef {
             Some(dir) => write!(
                 f,
                 "{}@{} ({})",
-                self.controller.name(),
+                self.kind.name(),
                 dir.display(),
                 self.version
             ),
-            None => write!(f, "{}@{}", self.controller.name(), self.version),
+            None => write!(f, "{}@{}", self.kind.name(), self.version),
         }
     }
 }

@@ -1,0 +1,103 @@
+//! A cluster kept up for a person (`harness cluster up`): [`Session::start`] makes the cluster
+//! with any provider and installs the controller through its [`Controller`] implementation;
+//! [`Session::supervise`] then watches both until one fails (the caller races it with Ctrl-C).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use crate::cluster::Profile;
+use crate::cluster::any::{AnyCluster, Provider};
+use crate::controller::{ControllerRef, Host, Installation};
+use crate::toolchain::Toolchain;
+
+/// A controller to install, with its feature gates.
+#[derive(Debug, Clone)]
+pub struct ControllerChoice {
+    /// Which controller, at which version.
+    pub reference: ControllerRef,
+    /// Its feature gates.
+    pub gates: BTreeMap<String, bool>,
+}
+
+/// A running cluster, with the controller installed if one was asked for.
+#[derive(Debug)]
+pub struct Session {
+    /// The cluster.
+    pub cluster: AnyCluster,
+    /// The installed controller.
+    pub installation: Option<Installation>,
+    started: Instant,
+}
+
+impl Session {
+    /// Makes cluster `name` of `profile` and installs `controller` into it.
+    pub async fn start(
+        provider: &Provider,
+        toolchain: &Toolchain,
+        name: &str,
+        profile: &Profile,
+        controller: Option<&ControllerChoice>,
+    ) -> anyhow::Result<Self> {
+        let mut cluster = provider
+            .create(name, profile)
+            .await
+            .with_context(|| format!("start cluster `{name}`"))?;
+        let mut installation = None;
+        if let Some(c) = controller {
+            let implementation = c.reference.controller();
+            let host = Host::of(&mut cluster).await?;
+            let i = implementation
+                .install(host, toolchain, &c.gates)
+                .await
+                .with_context(|| format!("install {}", c.reference))?;
+            installation = Some(i);
+        }
+        Ok(Self {
+            cluster,
+            installation,
+            started: Instant::now(),
+        })
+    }
+
+    /// Returns (with the error) once the controller exits, restarts or is denied by its RBAC,
+    /// or a local cluster's component exits; checked every `every`.
+    pub async fn supervise(&self, every: Duration) -> anyhow::Error {
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tick.tick().await;
+            if let Some(i) = &self.installation
+                && let Err(e) = i.check().await
+            {
+                return self.failed(e.into());
+            }
+            if let AnyCluster::Local(c) = &self.cluster
+                && let Err(e) = c.check_alive()
+            {
+                return self.failed(e.into());
+            }
+        }
+    }
+
+    /// Keeps (or not) a local cluster's directory when it ends; other providers keep none.
+    pub fn keep_dir(&mut self, keep: bool) {
+        if let AnyCluster::Local(c) = &mut self.cluster {
+            c.keep_dir(keep);
+        }
+    }
+
+    /// Leaves a local cluster running and says how to end it (other providers' clusters are
+    /// removed: only local ones outlive the harness).
+    pub fn detach(self) -> anyhow::Result<String> {
+        self.cluster.keep_for_inspection()
+    }
+
+    fn failed(&self, e: anyhow::Error) -> anyhow::Error {
+        e.context(format!(
+            "cluster `{}` failed after {:.0?}",
+            self.cluster.name(),
+            Duration::from_secs(self.started.elapsed().as_secs())
+        ))
+    }
+}

@@ -1,0 +1,133 @@
+//! The library's layers only point down: a module never uses a module of a layer above it
+//! (unit tests at the end of a file aside). A source scan, no compiler needed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Each top-level module and its layer, from the bottom.
+const LAYERS: &[(&str, u8)] = &[
+    ("progress", 0),
+    ("kruise", 0),
+    ("wait", 0),
+    ("toolchain", 1),
+    ("cluster", 2),
+    ("controller", 3),
+    ("scenario", 4),
+    ("suites", 5),
+    ("run", 6),
+    ("up", 6),
+    ("report", 7),
+    ("matrix", 8),
+    ("bench", 8),
+    ("cli", 9),
+];
+
+fn layer(module: &str) -> Option<u8> {
+    LAYERS.iter().find(|(m, _)| *m == module).map(|(_, l)| *l)
+}
+
+/// The top-level module a source file belongs to.
+fn module_of(root: &Path, file: &Path) -> Option<String> {
+    if let Ok(rel) = file.strip_prefix(root.join("suites")) {
+        return rel.to_str().map(|_| "suites".to_string());
+    }
+    let rel = file.strip_prefix(root.join("harness/src")).ok()?;
+    let first = rel.components().next()?.as_os_str().to_str()?;
+    Some(first.trim_end_matches(".rs").to_string())
+}
+
+/// The top-level modules named as `crate::<module>` in the code of `text` (comments and the
+/// trailing test module skipped).
+fn uses(text: &str) -> Vec<(usize, String)> {
+    let mut out = vec![];
+    for (i, line) in text.lines().enumerate() {
+        let code = line.trim_start();
+        if code.starts_with("#[cfg(test)]") {
+            break;
+        }
+        if code.starts_with("//") {
+            continue;
+        }
+        let code = code.split("//").next().unwrap_or_default();
+        let mut rest = code;
+        while let Some(at) = rest.find("crate::") {
+            rest = &rest[at + "crate::".len()..];
+            if let Some(group) = rest.strip_prefix('{') {
+                let inner = group.split('}').next().unwrap_or_default();
+                for part in inner.split(',') {
+                    let name: String = part
+                        .trim()
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    if !name.is_empty() {
+                        out.push((i + 1, name));
+                    }
+                }
+            } else {
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                out.push((i + 1, name));
+            }
+        }
+    }
+    out
+}
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn modules_only_use_layers_below_or_their_own() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut files = vec![];
+    sources(&root.join("harness/src"), &mut files);
+    sources(&root.join("suites"), &mut files);
+    files.sort();
+    let mut violations = vec![];
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for file in &files {
+        let module = module_of(root, file).unwrap();
+        if module == "lib" || module == "main" {
+            continue;
+        }
+        let own = layer(&module)
+            .unwrap_or_else(|| panic!("{}: module `{module}` has no layer", file.display()));
+        *seen.entry(module.clone()).or_default() += 1;
+        let text = std::fs::read_to_string(file).unwrap();
+        for (line, used) in uses(&text) {
+            let Some(theirs) = layer(&used) else {
+                panic!("{}:{line}: `crate::{used}` has no layer", file.display());
+            };
+            if theirs > own {
+                violations.push(format!(
+                    "{}:{line}: {module} (layer {own}) uses {used} (layer {theirs})",
+                    file.strip_prefix(root).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "imports that point up:\n{}",
+        violations.join("\n")
+    );
+    assert!(seen.len() >= 10, "the scan read the modules: {seen:?}");
+}
+
+#[test]
+fn the_scan_sees_grouped_and_plain_uses_and_skips_comments_and_tests() {
+    let text = "use crate::{cluster::Profile, run};\n// crate::cli\nlet x = crate::matrix::f(); // crate::bench\n#[cfg(test)]\nuse crate::cli;\n";
+    let names: Vec<String> = uses(text).into_iter().map(|(_, n)| n).collect();
+    assert_eq!(names, ["cluster", "run", "matrix"]);
+}
