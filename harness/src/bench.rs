@@ -1,20 +1,20 @@
 //! Benchmarks run by `harness bench`: each measures the harness against a peer in the same run,
 //! interleaved run by run, and reports medians.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use kube::api::{Api, ListParams};
-use kube::runtime::wait::await_condition;
 
 use crate::cluster::admin_client;
 use crate::cluster::local::{LocalOptions, LocalProvider};
 use crate::cluster::{Cluster, ClusterProvider, Profile};
 use crate::progress::Progress;
 use crate::toolchain::{Cache, KubeVersion, Toolchain};
+use crate::wait::{self, Check};
 
 /// The median of some durations (zero for none).
 pub fn median(mut xs: Vec<Duration>) -> Duration {
@@ -243,6 +243,40 @@ fn fmt_runs(xs: &[Duration]) -> String {
         .join(" ")
 }
 
+/// Runs kwokctl (the peer) with its work dir and kubectl set.
+struct Kwokctl<'a> {
+    binary: &'a Path,
+    kubectl: PathBuf,
+    work: &'a Path,
+}
+
+impl Kwokctl<'_> {
+    const NAME: &'static str = "bench";
+
+    async fn run(&self, args: &[String]) -> anyhow::Result<()> {
+        let out = tokio::process::Command::new(self.binary)
+            .env("KWOK_WORKDIR", self.work)
+            .env("KWOK_KUBECTL_BINARY", &self.kubectl)
+            .args(["--name", Self::NAME])
+            .args(args)
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output()
+            .await
+            .with_context(|| format!("run kwokctl {}", args[..2].join(" ")))?;
+        if !out.status.success() {
+            bail!(
+                "kwokctl {} failed: {}",
+                args[..2].join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Brings up the peer's cluster with the same binaries and `nodes` nodes; returns the time
+/// until its nodes are Ready and the default service account exists, after deleting it.
 async fn kwokctl_up(
     kwokctl: &Path,
     kube: &crate::toolchain::KubeBinaries,
@@ -256,129 +290,98 @@ async fn kwokctl_up(
         &config,
         "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokctlConfiguration\noptions:\n  bindAddress: 127.0.0.1\n",
     )?;
-    let name = "bench";
     // kwokctl adds a context to this file; keep it away from the user's ~/.kube/config.
-    let user_kubeconfig = work.join("user-kubeconfig");
-    let run = |args: Vec<String>| {
-        let mut cmd = tokio::process::Command::new(kwokctl);
-        cmd.env("KWOK_WORKDIR", work)
-            .env("KWOK_KUBECTL_BINARY", kube.path("kubectl"))
-            .args(args)
-            .stdin(Stdio::null())
-            .kill_on_drop(true);
-        cmd
+    let user_kubeconfig = work.join("user-kubeconfig").display().to_string();
+    let peer = Kwokctl {
+        binary: kwokctl,
+        kubectl: kube.path("kubectl"),
+        work,
     };
-    let s = |x: &str| x.to_string();
-    let p = |x: &Path| x.display().to_string();
+    let p = |x: PathBuf| x.display().to_string();
+    let mut create: Vec<String> = ["-c", &p(config), "create", "cluster", "--runtime", "binary"]
+        .map(String::from)
+        .to_vec();
+    for (flag, binary) in [
+        ("--kube-apiserver-binary", kube.path("kube-apiserver")),
+        (
+            "--kube-controller-manager-binary",
+            kube.path("kube-controller-manager"),
+        ),
+        ("--kube-scheduler-binary", kube.path("kube-scheduler")),
+        ("--etcd-binary", kube.path("etcd")),
+        ("--kwok-controller-binary", kwok.to_path_buf()),
+    ] {
+        create.extend([flag.to_string(), p(binary)]);
+    }
+    create.extend(
+        [
+            "--extra-args",
+            "kube-apiserver=advertise-address=127.0.0.1",
+            "--kubeconfig",
+            &user_kubeconfig,
+        ]
+        .map(String::from),
+    );
     let t = Instant::now();
-    let out = run(vec![
-        s("--name"),
-        s(name),
-        s("-c"),
-        p(&config),
-        s("create"),
-        s("cluster"),
-        s("--runtime"),
-        s("binary"),
-        s("--kube-apiserver-binary"),
-        p(&kube.path("kube-apiserver")),
-        s("--kube-controller-manager-binary"),
-        p(&kube.path("kube-controller-manager")),
-        s("--kube-scheduler-binary"),
-        p(&kube.path("kube-scheduler")),
-        s("--etcd-binary"),
-        p(&kube.path("etcd")),
-        s("--kwok-controller-binary"),
-        p(kwok),
-        s("--extra-args"),
-        s("kube-apiserver=advertise-address=127.0.0.1"),
-        s("--kubeconfig"),
-        p(&user_kubeconfig),
-    ])
-    .output()
-    .await
-    .context("run kwokctl create cluster")?;
     let result = async {
-        if !out.status.success() {
-            bail!(
-                "kwokctl create cluster failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        let scale = run(vec![
-            s("--name"),
-            s(name),
-            s("scale"),
-            s("node"),
-            s("--replicas"),
-            nodes.to_string(),
-        ])
-        .output()
-        .await?;
-        if !scale.status.success() {
-            bail!(
-                "kwokctl scale node failed: {}",
-                String::from_utf8_lossy(&scale.stderr)
-            );
-        }
-        let client =
-            admin_client(&work.join("clusters").join(name).join("kubeconfig.yaml")).await?;
-        let api: Api<Node> = Api::all(client.clone());
-        let wait = async {
-            loop {
-                let list = api.list(&ListParams::default()).await?;
-                let ready = list
-                    .items
-                    .iter()
-                    .filter(|n| {
-                        n.status
-                            .as_ref()
-                            .and_then(|s| s.conditions.as_ref())
-                            .is_some_and(|c| {
-                                c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-                            })
-                    })
-                    .count();
-                if ready >= nodes {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            let sas: Api<ServiceAccount> = Api::namespaced(client, "default");
-            await_condition(sas, "default", |o: Option<&ServiceAccount>| o.is_some()).await?;
-            anyhow::Ok(())
-        };
-        tokio::time::timeout(Duration::from_secs(180), wait)
-            .await
-            .context("kwokctl cluster not ready in 180s")??;
+        peer.run(&create).await?;
+        let scale = ["scale", "node", "--replicas", &nodes.to_string()].map(String::from);
+        peer.run(&scale).await?;
+        let kubeconfig = work
+            .join("clusters")
+            .join(Kwokctl::NAME)
+            .join("kubeconfig.yaml");
+        peer_ready(&admin_client(&kubeconfig).await?, nodes).await?;
         Ok(t.elapsed())
     }
     .await;
-    let del = run(vec![
-        s("--name"),
-        s(name),
-        s("delete"),
-        s("cluster"),
-        s("--kubeconfig"),
-        p(&user_kubeconfig),
-    ])
-    .output()
-    .await;
-    match del {
-        Ok(d) if d.status.success() => {}
-        Ok(d) => {
-            return Err(anyhow::anyhow!(
-                "kwokctl delete cluster failed: {}",
-                String::from_utf8_lossy(&d.stderr)
-            ));
-        }
-        Err(e) => return Err(anyhow::Error::new(e).context("run kwokctl delete cluster")),
-    }
+    let delete = ["delete", "cluster", "--kubeconfig", &user_kubeconfig].map(String::from);
+    peer.run(&delete).await?;
     let left = processes_under(work);
     if !left.is_empty() {
         bail!("kwokctl delete cluster left processes running: {left:?}");
     }
     result
+}
+
+/// The peer's readiness, judged as the harness judges its own: `nodes` nodes Ready (listed
+/// every 100 ms, as node names are the peer's) and the default service account present.
+async fn peer_ready(client: &kube::Client, nodes: usize) -> anyhow::Result<()> {
+    let bound = Duration::from_secs(180);
+    let api: Api<Node> = Api::all(client.clone());
+    let what = format!("{nodes} kwokctl nodes Ready");
+    wait::poll(&what, bound, Duration::from_millis(100), || async {
+        let list = match api.list(&ListParams::default()).await {
+            Ok(l) => l,
+            Err(e) => return Check::Failed(format!("list nodes: {e}")),
+        };
+        let ready = list
+            .items
+            .iter()
+            .filter(|n| {
+                n.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .count();
+        Check::when(ready >= nodes, || format!("{ready} of {nodes} Ready"))
+    })
+    .await?;
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+    wait::until(
+        &sas,
+        "default",
+        "service account default/default",
+        bound,
+        |sa| {
+            Box::pin(std::future::ready(Check::when(sa.is_some(), || {
+                "absent".into()
+            })))
+        },
+    )
+    .await?;
+    Ok(())
 }
 
 /// Pids whose command line mentions `dir` (to prove a peer cleaned up after itself).

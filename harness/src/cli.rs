@@ -669,33 +669,17 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
         bail!("--parallel and --repeat must be at least 1");
     }
     let ledger = match &args.ledger {
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("read the ledger {}", p.display()))?;
-            Ledger::parse(&text, &p.display().to_string())?
-        }
+        Some(p) => Ledger::load(p)?,
         None => Ledger::builtin(),
     };
     let all = crate::suites::all();
-    let known_suites: Vec<&str> = {
-        let mut v: Vec<&str> = all.iter().map(|s| s.suite).collect();
-        v.dedup();
-        v
-    };
-    for s in &args.suite {
-        if !known_suites.contains(&s.as_str()) {
-            bail!(
-                "use suite `{s}`: there is no such suite; known: {}",
-                known_suites.join(", ")
-            );
-        }
-    }
     let filter = Filter {
         suites: args.suite.clone(),
         focus: args.focus.clone(),
         skip: args.skip.clone(),
         labels: args.labels.clone(),
     };
+    filter.check_suites(&all)?;
     if args.list {
         for s in all.iter().filter(|s| filter.selects(s)) {
             println!("{}\t[{}]\t{}", s.name, s.labels.join(","), s.summary);
@@ -708,28 +692,7 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     args.provider.validate()?;
     if args.dry_run {
-        println!(
-            "Kubernetes {kubernetes}, {controller}, provider {}",
-            args.provider.label()
-        );
-        for c in &plan.clusters {
-            println!(
-                "cluster {}: apiserver gates {:?}, controller gates {:?}, {} nodes",
-                c.profile.name,
-                c.profile.feature_gates,
-                c.controller_gates,
-                c.profile.nodes.len()
-            );
-            for d in &c.dropped_gates {
-                println!("  note: gate {d} left out");
-            }
-            for s in &c.scenarios {
-                println!("  {s}");
-            }
-        }
-        for s in &plan.skipped {
-            println!("skip {}: {}", s.scenario, s.reason);
-        }
+        println!("{}", plan.describe(args.provider.label()));
         return Ok(ExitCode::SUCCESS);
     }
     let run_id = crate::run::new_id("");
@@ -831,308 +794,31 @@ async fn matrix_cells(
     Ok(report)
 }
 
+/// Calls the library for one command; errors become exit code 1 in [`main`].
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => run_scenarios(args).await,
-        Command::Matrix(args) => {
-            let file = if args.kubernetes.is_none() || args.controllers.is_none() {
-                Some(crate::matrix::MatrixFile::load(&args.matrix_file)?)
-            } else {
-                None
-            };
-            let versions = crate::matrix::parse_versions(
-                args.kubernetes
-                    .as_deref()
-                    .unwrap_or_else(|| &file.as_ref().expect("loaded").kubernetes),
-            )?;
-            let controllers = crate::matrix::parse_controllers(
-                args.controllers
-                    .as_deref()
-                    .unwrap_or_else(|| &file.as_ref().expect("loaded").controllers),
-            )?;
-            let report = matrix_cells(&args.select, versions, controllers, "matrix").await?;
-            println!("{:<10} {:<22} WORST", "KUBERNETES", "RELEASE");
-            for c in &report.cells {
-                println!(
-                    "{:<10} {:<22} {}",
-                    c.kubernetes.to_string(),
-                    c.controller.to_string(),
-                    c.worst
-                );
-            }
-            Ok(exit_code(crate::run::Status::of(
-                report.cells.iter().flat_map(|c| &c.results),
-            )))
-        }
-        Command::Qualify(args) => {
-            let candidate: crate::controller::ControllerRef = args.candidate.parse()?;
-            let baseline: crate::controller::ControllerRef = if args.baseline.contains('@') {
-                args.baseline.parse()?
-            } else {
-                format!("{}@{}", candidate.kind.name(), args.baseline).parse()?
-            };
-            if baseline == candidate {
-                bail!("qualify {candidate}: the baseline is the candidate itself");
-            }
-            let versions = crate::matrix::parse_versions(&args.kubernetes)?;
-            let report = matrix_cells(
-                &args.select,
-                versions,
-                vec![baseline.clone(), candidate.clone()],
-                "qualify",
-            )
-            .await?;
-            let mut q = crate::matrix::compare(&report, &baseline, &candidate);
-            let provider = provider(None);
-            let tc = toolchain();
-            for v in crate::matrix::parse_versions(&args.kubernetes)? {
-                let name = format!("{}-upgrade-{}", report.id, v.minor);
-                let u =
-                    match crate::matrix::upgrade(&provider, &tc, v, &baseline, &candidate, &name)
-                        .await
-                    {
-                        Ok(u) => u,
-                        Err(e) => crate::matrix::UpgradeReport {
-                            kubernetes: v,
-                            baseline: baseline.clone(),
-                            candidate: candidate.clone(),
-                            problems: vec![format!("{e:#}")],
-                        },
-                    };
-                q.upgrades.push(u);
-            }
-            let dir = args.select.report_dir.join(&report.id);
-            q.write(&dir)?;
-            println!("qualify {candidate} against {baseline}");
-            for (title, list) in [("REGRESSION", &q.regressions), ("FIX", &q.fixes)] {
-                for c in list.iter() {
-                    println!(
-                        "{title:<11} Kubernetes {}  {}  ({} -> {})",
-                        c.kubernetes, c.scenario, c.baseline, c.candidate
-                    );
-                }
-            }
-            for u in &q.upgrades {
-                if u.problems.is_empty() {
-                    println!(
-                        "UPGRADE     Kubernetes {}  {baseline} -> {candidate}: clean",
-                        u.kubernetes
-                    );
-                } else {
-                    println!(
-                        "UPGRADE     Kubernetes {}  {baseline} -> {candidate}: FAILED: {}",
-                        u.kubernetes,
-                        u.problems.join("; ")
-                    );
-                }
-            }
-            for c in &q.infra_errors {
-                println!(
-                    "INFRA-ERROR Kubernetes {}  {}  ({} -> {})",
-                    c.kubernetes, c.scenario, c.baseline, c.candidate
-                );
-            }
-            println!(
-                "{} regression(s), {} fix(es), {} unchanged, {} not compared (infrastructure error)",
-                q.regressions.len(),
-                q.fixes.len(),
-                q.unchanged.len(),
-                q.infra_errors.len()
-            );
-            Ok(if q.failed() {
-                ExitCode::from(EXIT_REGRESSION)
-            } else if !q.infra_errors.is_empty() {
-                ExitCode::from(EXIT_INFRA)
-            } else {
-                ExitCode::SUCCESS
-            })
-        }
+        Command::Matrix(args) => matrix(args).await,
+        Command::Qualify(args) => qualify(args).await,
         Command::Cluster(ClusterCommand::Up(args)) => cluster_up(*args).await,
         Command::Cluster(ClusterCommand::Down { name }) => {
             provider(None).down(&name)?;
             println!("cluster `{name}` removed");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Cluster(ClusterCommand::Configs { dir, check }) => {
-            let files = crate::run::kind_configs(&crate::suites::all())?;
-            let mut stale = vec![];
-            if !check {
-                std::fs::create_dir_all(&dir)
-                    .with_context(|| format!("create {}", dir.display()))?;
-            }
-            for (name, text) in &files {
-                let path = dir.join(name);
-                let current = std::fs::read_to_string(&path).ok();
-                if current.as_deref() == Some(text.as_str()) {
-                    continue;
-                }
-                if check {
-                    stale.push(path.display().to_string());
-                } else {
-                    let tmp = dir.join(format!(".{name}.tmp"));
-                    std::fs::write(&tmp, text)
-                        .and_then(|_| std::fs::rename(&tmp, &path))
-                        .with_context(|| format!("write {}", path.display()))?;
-                    println!("wrote {}", path.display());
-                }
-            }
-            if stale.is_empty() {
-                println!(
-                    "{} kind configs in {} are current",
-                    files.len(),
-                    dir.display()
-                );
-                Ok(ExitCode::SUCCESS)
-            } else {
-                eprintln!(
-                    "out of date (regenerate with `harness cluster configs`): {}",
-                    stale.join(", ")
-                );
-                Ok(ExitCode::from(EXIT_REGRESSION))
-            }
-        }
-        Command::Cluster(ClusterCommand::List) => {
-            let clusters = provider(None).list();
-            if clusters.is_empty() {
-                println!("no clusters");
-            }
-            for s in clusters {
-                let alive = s.alive_processes().len();
-                let status = if alive == s.processes.len() && s.ready {
-                    "running"
-                } else if alive == 0 {
-                    "dead (run `harness gc`)"
-                } else {
-                    "degraded"
-                };
-                println!(
-                    "{}\tKubernetes {}\t{}\t{}\t{}",
-                    s.name,
-                    s.profile.kubernetes,
-                    status,
-                    if s.owner.is_some() {
-                        "attached"
-                    } else {
-                        "detached"
-                    },
-                    s.kubeconfig.display()
-                );
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Cluster(ClusterCommand::Configs { dir, check }) => cluster_configs(dir, check),
+        Command::Cluster(ClusterCommand::List) => cluster_list(),
         Command::Bundle(BundleCommand::Install {
             cluster,
             controller,
-        }) => {
-            let Some(choice) = controller.choice()? else {
-                bail!("name the controller with --controller, e.g. openkruise@v1.9.0");
-            };
-            if let Some(note) = choice.reference.note() {
-                eprintln!("note: {note}");
-            }
-            let provider = provider(None);
-            let mut c = provider.attach(&cluster).await?;
-            let installed = choice
-                .reference
-                .controller()
-                .install(
-                    crate::controller::Host::Processes(&mut c),
-                    &toolchain(),
-                    &choice.gates,
-                )
-                .await?;
-            c.detach()?;
-            let logs: Vec<String> = installed
-                .logs()
-                .iter()
-                .map(|l| l.display().to_string())
-                .collect();
-            println!(
-                "{} ready in cluster `{cluster}` (logs: {})",
-                choice.reference,
-                logs.join(", ")
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Gc => {
-            let removed = provider(None).gc()?;
-            // kind clusters of killed runs: their logs exported, then deleted.
-            let kind = kind_provider(None, providers_root().join("logs")).gc()?;
-            if removed.is_empty() && kind.is_empty() {
-                println!("nothing to remove");
-            }
-            for name in removed {
-                println!("removed cluster `{name}`");
-            }
-            for name in kind {
-                println!("removed kind cluster `{name}`");
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        }) => bundle_install(cluster, controller).await,
+        Command::Gc => gc(),
         Command::Toolchain(ToolchainCommand::Build {
             kubernetes,
             kwokctl,
             controllers,
-        }) => {
-            let tc = toolchain();
-            let controllers: Vec<crate::controller::ControllerRef> = controllers
-                .iter()
-                .map(|c| c.parse())
-                .collect::<Result<_, _>>()?;
-            for c in &controllers {
-                if let Some(note) = c.note() {
-                    eprintln!("note: {note}");
-                }
-                let path = crate::controller::openkruise::build_ref(&tc, c).await?;
-                println!("{c}\t{}", path.display());
-            }
-            if !controllers.is_empty() && kubernetes.is_empty() {
-                return Ok(ExitCode::SUCCESS);
-            }
-            let versions: Vec<KubeVersion> = if kubernetes.iter().any(|k| k == "all") {
-                KubeVersion::supported()
-            } else if kubernetes.is_empty() {
-                vec![KubeVersion::default_version()]
-            } else {
-                kubernetes
-                    .iter()
-                    .map(|k| k.parse())
-                    .collect::<Result<_, _>>()?
-            };
-            let kwok = tc.kwok().await?;
-            println!("kwok {KWOK_VERSION}\t{}", kwok.display());
-            if kwokctl {
-                println!("kwokctl {KWOK_VERSION}\t{}", tc.kwokctl().await?.display());
-            }
-            for v in versions {
-                let b = tc.kubernetes(v).await?;
-                println!("kubernetes {}\t{}", v.tag(), b.install.dir.display());
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Toolchain(ToolchainCommand::List) => {
-            let tc = toolchain();
-            println!("supported Kubernetes versions (minor -> pinned release):");
-            for r in KUBERNETES_RELEASES {
-                let default = if r.minor == crate::toolchain::versions::DEFAULT_KUBERNETES {
-                    " (default)"
-                } else {
-                    ""
-                };
-                println!("  {} -> {}{default}", r.minor, r.tag);
-            }
-            println!("cache: {}", tc.cache().root().display());
-            for i in tc.cache().list() {
-                println!(
-                    "  {}\t{}\tbuilt in {}s\t{}",
-                    i.manifest.key,
-                    i.manifest.built_with,
-                    i.manifest.build_seconds,
-                    i.dir.display()
-                );
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        }) => toolchain_build(kubernetes, kwokctl, controllers).await,
+        Command::Toolchain(ToolchainCommand::List) => toolchain_list(),
         Command::Bench(BenchCommand::ClusterUp {
             runs,
             kubernetes,
@@ -1148,6 +834,236 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
+    let file = if args.kubernetes.is_none() || args.controllers.is_none() {
+        Some(crate::matrix::MatrixFile::load(&args.matrix_file)?)
+    } else {
+        None
+    };
+    let versions = crate::matrix::parse_versions(
+        args.kubernetes
+            .as_deref()
+            .unwrap_or_else(|| &file.as_ref().expect("loaded").kubernetes),
+    )?;
+    let controllers = crate::matrix::parse_controllers(
+        args.controllers
+            .as_deref()
+            .unwrap_or_else(|| &file.as_ref().expect("loaded").controllers),
+    )?;
+    let report = matrix_cells(&args.select, versions, controllers, "matrix").await?;
+    println!("{:<10} {:<22} WORST", "KUBERNETES", "RELEASE");
+    for c in &report.cells {
+        println!(
+            "{:<10} {:<22} {}",
+            c.kubernetes.to_string(),
+            c.controller.to_string(),
+            c.worst
+        );
+    }
+    Ok(exit_code(crate::run::Status::of(
+        report.cells.iter().flat_map(|c| &c.results),
+    )))
+}
+
+async fn qualify(args: QualifyArgs) -> anyhow::Result<ExitCode> {
+    let candidate: crate::controller::ControllerRef = args.candidate.parse()?;
+    let baseline: crate::controller::ControllerRef = if args.baseline.contains('@') {
+        args.baseline.parse()?
+    } else {
+        format!("{}@{}", candidate.kind.name(), args.baseline).parse()?
+    };
+    if baseline == candidate {
+        bail!("qualify {candidate}: the baseline is the candidate itself");
+    }
+    let versions = crate::matrix::parse_versions(&args.kubernetes)?;
+    let report = matrix_cells(
+        &args.select,
+        versions,
+        vec![baseline.clone(), candidate.clone()],
+        "qualify",
+    )
+    .await?;
+    let dir = args.select.report_dir.join(&report.id);
+    let q = crate::qualify::qualify(
+        &report,
+        &provider(None),
+        &toolchain(),
+        &baseline,
+        &candidate,
+        &dir,
+    )
+    .await
+    .with_context(|| format!("write qualify.json in {}", dir.display()))?;
+    println!("{}", q.summary(&baseline, &candidate));
+    Ok(exit_code(q.status()))
+}
+
+fn cluster_configs(dir: PathBuf, check: bool) -> anyhow::Result<ExitCode> {
+    let files = crate::run::kind_configs(&crate::suites::all())?;
+    let sync = crate::cluster::kind::sync_configs(&dir, &files, check)?;
+    for path in &sync.written {
+        println!("wrote {}", path.display());
+    }
+    if sync.stale.is_empty() {
+        println!(
+            "{} kind configs in {} are current",
+            files.len(),
+            dir.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let stale: Vec<String> = sync.stale.iter().map(|p| p.display().to_string()).collect();
+    eprintln!(
+        "out of date (regenerate with `harness cluster configs`): {}",
+        stale.join(", ")
+    );
+    Ok(ExitCode::from(EXIT_REGRESSION))
+}
+
+fn cluster_list() -> anyhow::Result<ExitCode> {
+    let clusters = provider(None).list();
+    if clusters.is_empty() {
+        println!("no clusters");
+    }
+    for s in clusters {
+        let alive = s.alive_processes().len();
+        let status = if alive == s.processes.len() && s.ready {
+            "running"
+        } else if alive == 0 {
+            "dead (run `harness gc`)"
+        } else {
+            "degraded"
+        };
+        println!(
+            "{}\tKubernetes {}\t{}\t{}\t{}",
+            s.name,
+            s.profile.kubernetes,
+            status,
+            if s.owner.is_some() {
+                "attached"
+            } else {
+                "detached"
+            },
+            s.kubeconfig.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn bundle_install(cluster: String, controller: ControllerArgs) -> anyhow::Result<ExitCode> {
+    let Some(choice) = controller.choice()? else {
+        bail!("name the controller with --controller, e.g. openkruise@v1.9.0");
+    };
+    if let Some(note) = choice.reference.note() {
+        eprintln!("note: {note}");
+    }
+    let provider = provider(None);
+    let mut c = provider.attach(&cluster).await?;
+    let installed = choice
+        .reference
+        .controller()
+        .install(
+            crate::controller::Host::Processes(&mut c),
+            &toolchain(),
+            &choice.gates,
+        )
+        .await?;
+    c.detach()?;
+    let logs: Vec<String> = installed
+        .logs()
+        .iter()
+        .map(|l| l.display().to_string())
+        .collect();
+    println!(
+        "{} ready in cluster `{cluster}` (logs: {})",
+        choice.reference,
+        logs.join(", ")
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn gc() -> anyhow::Result<ExitCode> {
+    let removed = provider(None).gc()?;
+    // kind clusters of killed runs: their logs exported, then deleted.
+    let kind = kind_provider(None, providers_root().join("logs")).gc()?;
+    if removed.is_empty() && kind.is_empty() {
+        println!("nothing to remove");
+    }
+    for name in removed {
+        println!("removed cluster `{name}`");
+    }
+    for name in kind {
+        println!("removed kind cluster `{name}`");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn toolchain_build(
+    kubernetes: Vec<String>,
+    kwokctl: bool,
+    controllers: Vec<String>,
+) -> anyhow::Result<ExitCode> {
+    let tc = toolchain();
+    let controllers: Vec<crate::controller::ControllerRef> = controllers
+        .iter()
+        .map(|c| c.parse())
+        .collect::<Result<_, _>>()?;
+    for c in &controllers {
+        if let Some(note) = c.note() {
+            eprintln!("note: {note}");
+        }
+        let path = crate::controller::openkruise::build_ref(&tc, c).await?;
+        println!("{c}\t{}", path.display());
+    }
+    if !controllers.is_empty() && kubernetes.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let versions: Vec<KubeVersion> = if kubernetes.iter().any(|k| k == "all") {
+        KubeVersion::supported()
+    } else if kubernetes.is_empty() {
+        vec![KubeVersion::default_version()]
+    } else {
+        kubernetes
+            .iter()
+            .map(|k| k.parse())
+            .collect::<Result<_, _>>()?
+    };
+    let kwok = tc.kwok().await?;
+    println!("kwok {KWOK_VERSION}\t{}", kwok.display());
+    if kwokctl {
+        println!("kwokctl {KWOK_VERSION}\t{}", tc.kwokctl().await?.display());
+    }
+    for v in versions {
+        let b = tc.kubernetes(v).await?;
+        println!("kubernetes {}\t{}", v.tag(), b.install.dir.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn toolchain_list() -> anyhow::Result<ExitCode> {
+    let tc = toolchain();
+    println!("supported Kubernetes versions (minor -> pinned release):");
+    for r in KUBERNETES_RELEASES {
+        let default = if r.minor == crate::toolchain::versions::DEFAULT_KUBERNETES {
+            " (default)"
+        } else {
+            ""
+        };
+        println!("  {} -> {}{default}", r.minor, r.tag);
+    }
+    println!("cache: {}", tc.cache().root().display());
+    for i in tc.cache().list() {
+        println!(
+            "  {}\t{}\tbuilt in {}s\t{}",
+            i.manifest.key,
+            i.manifest.built_with,
+            i.manifest.build_seconds,
+            i.dir.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn cluster_up(args: UpArgs) -> anyhow::Result<ExitCode> {

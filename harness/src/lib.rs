@@ -11,6 +11,7 @@ pub mod controller;
 pub mod kruise;
 pub mod matrix;
 pub mod progress;
+pub mod qualify;
 pub mod report;
 pub mod run;
 pub mod scenario;

@@ -1,6 +1,10 @@
-//! Bounded waits over watched objects. [`until`] watches one object and re-evaluates a
-//! [`Check`] on every change (and on a one-second tick, for conditions that also look at other
-//! objects); on timeout it reports the last mismatch seen, never just "timed out".
+//! The one way the harness waits. A condition is a [`Check`] (met, pending with the mismatch,
+//! or failed for good), combined with [`Check::and`], [`Check::or`] and [`Check::not`].
+//! [`until`] re-evaluates a condition on every change of a watched object (and on a one-second
+//! tick, for conditions that also look at other objects); [`poll`] re-evaluates one on a fixed
+//! interval, for what has no watch (a TCP port, a health endpoint, a process). Every wait is
+//! bounded by a timeout given at the call site, runs in a `wait` tracing span, and on timeout
+//! reports the last mismatch seen, never just "timed out".
 
 use std::fmt::Debug;
 use std::time::Duration;
@@ -10,6 +14,7 @@ use futures::future::BoxFuture;
 use kube::Api;
 use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
+use tracing::Instrument;
 
 /// The verdict of one evaluation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,11 +37,42 @@ impl Check {
         }
     }
 
+    /// `Met` on `Ok`, `Pending` with the error otherwise.
+    pub fn from_result(r: Result<(), String>) -> Self {
+        match r {
+            Ok(()) => Check::Met,
+            Err(e) => Check::Pending(e),
+        }
+    }
+
     /// Both must hold; the first non-met verdict is returned.
     pub fn and(self, other: Check) -> Check {
         match self {
             Check::Met => other,
             not_met => not_met,
+        }
+    }
+
+    /// Either may hold: met if one is; failed only if both failed; otherwise pending with
+    /// what each side saw.
+    pub fn or(self, other: Check) -> Check {
+        match (self, other) {
+            (Check::Met, _) | (_, Check::Met) => Check::Met,
+            (Check::Failed(a), Check::Failed(b)) => Check::Failed(format!("{a}; and {b}")),
+            (Check::Pending(a), Check::Pending(b)) => Check::Pending(format!("{a}; and {b}")),
+            (Check::Pending(p), Check::Failed(_)) | (Check::Failed(_), Check::Pending(p)) => {
+                Check::Pending(p)
+            }
+        }
+    }
+
+    /// The condition must not hold: `mismatch` says what holding looks like. A failure stays a
+    /// failure.
+    pub fn not(self, mismatch: impl FnOnce() -> String) -> Check {
+        match self {
+            Check::Met => Check::Pending(mismatch()),
+            Check::Pending(_) => Check::Met,
+            failed @ Check::Failed(_) => failed,
         }
     }
 }
@@ -93,6 +129,47 @@ impl Drop for Timed {
     }
 }
 
+/// Waits until `check` is met, evaluating it now and then every `every`: for conditions with
+/// nothing to watch (a port accepting connections, a health endpoint, a process staying up).
+pub async fn poll<F, Fut>(
+    what: &str,
+    timeout: Duration,
+    every: Duration,
+    mut check: F,
+) -> Result<(), WaitError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Check>,
+{
+    let span = tracing::debug_span!("wait", what, ?timeout);
+    async move {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last = String::from("nothing observed yet");
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = tokio::time::sleep_until(deadline) => {
+                    return Err(WaitError::Timeout { what: what.into(), timeout, last });
+                }
+            }
+            match check().await {
+                Check::Met => return Ok(()),
+                Check::Pending(m) => last = m,
+                Check::Failed(reason) => {
+                    return Err(WaitError::Failed {
+                        what: what.into(),
+                        reason,
+                    });
+                }
+            }
+        }
+    }
+    .instrument(span)
+    .await
+}
+
 /// Waits until `check` is met for object `name` of `api` (None while it does not exist).
 pub async fn until<K, F>(
     api: &Api<K>,
@@ -100,6 +177,23 @@ pub async fn until<K, F>(
     what: &str,
     timeout: Duration,
     mut check: F,
+) -> Result<Option<K>, WaitError>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    F: FnMut(Option<K>) -> BoxFuture<'static, Check>,
+{
+    let span = tracing::debug_span!("wait", what, object = name, ?timeout);
+    watch_until(api, name, what, timeout, &mut check)
+        .instrument(span)
+        .await
+}
+
+async fn watch_until<K, F>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    timeout: Duration,
+    check: &mut F,
 ) -> Result<Option<K>, WaitError>
 where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
@@ -142,6 +236,76 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn or_is_met_by_either_and_fails_only_when_both_fail() {
+        let p = |s: &str| Check::Pending(s.into());
+        let f = |s: &str| Check::Failed(s.into());
+        assert_eq!(p("a").or(Check::Met), Check::Met);
+        assert_eq!(f("a").or(Check::Met), Check::Met);
+        assert_eq!(p("a").or(f("b")), p("a"));
+        assert_eq!(f("a").or(p("b")), p("b"));
+        assert_eq!(p("a").or(p("b")), p("a; and b"));
+        assert_eq!(f("a").or(f("b")), f("a; and b"));
+    }
+
+    #[test]
+    fn not_inverts_met_and_pending_and_keeps_failures() {
+        assert_eq!(
+            Check::Met.not(|| "still there".into()),
+            Check::Pending("still there".into())
+        );
+        assert_eq!(Check::Pending("gone".into()).not(|| "x".into()), Check::Met);
+        assert_eq!(
+            Check::Failed("api".into()).not(|| "x".into()),
+            Check::Failed("api".into())
+        );
+        assert_eq!(
+            Check::from_result(Err("e".into())),
+            Check::Pending("e".into())
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn poll_reports_the_last_mismatch_or_the_failure() {
+        let mut n = 0;
+        let e = poll(
+            "a port",
+            Duration::from_secs(1),
+            Duration::from_millis(100),
+            || {
+                n += 1;
+                std::future::ready(Check::Pending(format!("refused {n}")))
+            },
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("waiting for a port; last seen: refused"), "{e}");
+        assert!(n >= 10, "evaluated every 100ms: {n}");
+        let e = poll(
+            "a port",
+            Duration::from_secs(1),
+            Duration::from_millis(100),
+            || std::future::ready(Check::Failed("etcd exited".into())),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert_eq!(e, "a port: etcd exited");
+        let mut left = 3;
+        poll(
+            "a port",
+            Duration::from_secs(1),
+            Duration::from_millis(100),
+            || {
+                left -= 1;
+                std::future::ready(Check::when(left == 0, || "not yet".into()))
+            },
+        )
+        .await
+        .unwrap();
+    }
 
     #[test]
     fn and_keeps_the_first_unmet_verdict() {

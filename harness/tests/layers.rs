@@ -18,6 +18,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("up", 6),
     ("report", 7),
     ("matrix", 8),
+    ("qualify", 8),
     ("bench", 8),
     ("cli", 9),
 ];

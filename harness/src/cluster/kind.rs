@@ -676,6 +676,42 @@ impl Drop for KindCluster {
     }
 }
 
+/// What [`sync_configs`] did.
+#[derive(Debug, Default)]
+pub struct ConfigSync {
+    /// Files (re)written.
+    pub written: Vec<std::path::PathBuf>,
+    /// Files that differ from what the profiles generate (when only checking).
+    pub stale: Vec<std::path::PathBuf>,
+}
+
+/// Brings `dir` in line with `files` (name, text): with `check`, only lists the files that
+/// differ; otherwise rewrites them, each atomically.
+pub fn sync_configs(
+    dir: &Path,
+    files: &[(String, String)],
+    check: bool,
+) -> std::io::Result<ConfigSync> {
+    let mut out = ConfigSync::default();
+    if !check {
+        std::fs::create_dir_all(dir)?;
+    }
+    for (name, text) in files {
+        let path = dir.join(name);
+        if std::fs::read_to_string(&path).ok().as_deref() == Some(text.as_str()) {
+            continue;
+        }
+        if check {
+            out.stale.push(path);
+        } else {
+            let tmp = dir.join(format!(".{name}.tmp"));
+            std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, &path))?;
+            out.written.push(path);
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

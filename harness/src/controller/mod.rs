@@ -137,9 +137,9 @@ pub enum ControllerError {
         #[source]
         source: kube::Error,
     },
-    /// A watch failed.
-    #[error("watch: {0}")]
-    Wait(String),
+    /// A wait did not end well.
+    #[error(transparent)]
+    Wait(#[from] crate::wait::WaitError),
     /// Not ready in time.
     #[error("wait for {what}: not ready after {timeout:?}; last seen: {last}")]
     NotReady {

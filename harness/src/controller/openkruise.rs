@@ -21,7 +21,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{
     Api, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
-use kube::runtime::wait::{await_condition, conditions};
+use kube::runtime::wait::{Condition, conditions};
 use serde_json::{Value, json};
 
 use super::{Component, Controller, ControllerError, ControllerRef, Host, Installation, Manager};
@@ -29,6 +29,7 @@ use crate::cluster::local::components::ComponentSpec;
 use crate::cluster::local::pki::{Credentials, render_kubeconfig};
 use crate::cluster::local::{LocalCluster, free_port};
 use crate::toolchain::{GoEnv, Toolchain, ToolchainError};
+use crate::wait::{self, Check};
 
 /// The Go module.
 pub const MODULE: &str = "github.com/openkruise/kruise";
@@ -407,35 +408,11 @@ pub async fn install(
         t(&mut docs);
     }
     let client = cluster.client();
-
     apply_all(&client, &docs, timeout).await?;
-
-    // The manager's own identity: a token of its ServiceAccount.
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), NAMESPACE);
-    let token = sas
-        .create_token_request(
-            SERVICE_ACCOUNT,
-            &PostParams::default(),
-            &TokenRequest {
-                spec: TokenRequestSpec {
-                    audiences: vec![],
-                    expiration_seconds: Some(48 * 3600),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .map_err(ControllerError::kube(
-            "request a token for kruise-system/kruise-manager",
-        ))?
-        .status
-        .map(|s| s.token)
-        .unwrap_or_default();
+    let token = manager_token(&client).await?;
     let layout = cluster.layout().clone();
     let work = layout.work("kruise-manager");
-    let certs = work.join("certs");
-    let log_dir = work.join("log");
+    let (certs, log_dir) = (work.join("certs"), work.join("log"));
     for d in [&certs, &log_dir] {
         std::fs::create_dir_all(d).map_err(|e| ControllerError::io(d, e))?;
     }
@@ -445,17 +422,9 @@ pub async fn install(
             .map_err(|e| ControllerError::io(&log_dir, e))?;
     }
     let kubeconfig = layout.kubeconfig("kruise-manager");
-    std::fs::write(
-        &kubeconfig,
-        render_kubeconfig(
-            cluster.server(),
-            &cluster.ca_pem()?,
-            &Credentials::Token(token),
-            "kruise-manager",
-        ),
-    )
-    .map_err(|e| ControllerError::io(&kubeconfig, e))?;
-
+    let credentials = Credentials::Token(token);
+    let text = render_kubeconfig(cluster.server(), &cluster.ca_pem()?, &credentials, BINARY);
+    std::fs::write(&kubeconfig, text).map_err(|e| ControllerError::io(&kubeconfig, e))?;
     let ports = Ports {
         webhook: free_port()?,
         metrics: free_port()?,
@@ -481,6 +450,27 @@ pub async fn install(
         "openkruise ready"
     );
     Ok(manager)
+}
+
+/// A token of the manager's own ServiceAccount: its identity on the local provider, so it gets
+/// exactly the RBAC the release ships.
+async fn manager_token(client: &kube::Client) -> Result<String, ControllerError> {
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), NAMESPACE);
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![],
+            expiration_seconds: Some(48 * 3600),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let token = sas
+        .create_token_request(SERVICE_ACCOUNT, &PostParams::default(), &request)
+        .await
+        .map_err(ControllerError::kube(
+            "request a token for kruise-system/kruise-manager",
+        ))?;
+    Ok(token.status.map(|s| s.token).unwrap_or_default())
 }
 
 /// The release's manager image (kind and k3s nodes pull it).
@@ -569,15 +559,27 @@ async fn apply_all(
         );
     }
     for name in &names {
-        let established = await_condition(crds.clone(), name, conditions::is_crd_established());
-        tokio::time::timeout(timeout, established)
-            .await
-            .map_err(|_| ControllerError::NotReady {
-                what: format!("CRD {name} established"),
-                timeout,
-                last: "not established".into(),
-            })?
-            .map_err(|e| ControllerError::Wait(e.to_string()))?;
+        let what = format!("CRD {name} established");
+        wait::until(
+            &crds,
+            name,
+            &what,
+            timeout,
+            |crd: Option<CustomResourceDefinition>| {
+                let established = conditions::is_crd_established().matches_object(crd.as_ref());
+                let seen = crd
+                    .and_then(|c| c.status)
+                    .and_then(|s| s.conditions)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|c| format!("{}={}", c.type_, c.status))
+                    .collect::<Vec<_>>();
+                Box::pin(std::future::ready(Check::when(established, || {
+                    format!("conditions {seen:?}")
+                })))
+            },
+        )
+        .await?;
     }
     for d in docs
         .iter()
@@ -915,44 +917,48 @@ struct Readiness<'a> {
 }
 
 impl Readiness<'_> {
-    /// Runs `steps` in order, then a smoke CloneSet; `alive` is asked whenever a step is not
-    /// done yet, so a manager that exited or restarted is reported as such, not as a timeout.
+    /// Runs `steps` in order, then a smoke CloneSet, each a [`wait::poll`] within one overall
+    /// bound; `alive` is asked on every evaluation, so a manager that exited, restarted or was
+    /// denied by its RBAC is reported as such (its own error), not as a timeout.
     async fn wait<'b>(
         &self,
         steps: Vec<Step<'b>>,
         alive: impl Fn() -> BoxFuture<'b, Result<(), ControllerError>>,
     ) -> Result<(), ControllerError> {
         let deadline = Instant::now() + self.timeout;
-        let mut done = 0;
-        let mut last = String::from("nothing yet");
-        let mut smoke_ns: Option<String> = None;
-        let result = loop {
-            let (step, outcome) = match steps.get(done) {
-                Some((name, probe)) => (*name, probe().await),
-                None => ("smoke CloneSet", smoke(self.client, &mut smoke_ns).await),
-            };
-            match outcome {
-                Ok(true) if done == steps.len() => break Ok(()),
-                Ok(true) => {
-                    done += 1;
-                    continue;
+        let smoke_ns = tokio::sync::Mutex::new(None::<String>);
+        let dead = std::sync::Mutex::new(None::<ControllerError>);
+        let names = steps.iter().map(|(n, _)| *n).chain(["smoke CloneSet"]);
+        let mut result = Ok(());
+        for (i, name) in names.enumerate() {
+            let what = format!("openkruise {} ({name})", self.version);
+            let left = deadline.saturating_duration_since(Instant::now());
+            let waited = wait::poll(&what, left, self.interval, || async {
+                if let Err(e) = alive().await {
+                    let text = e.to_string();
+                    *dead.lock().expect("not poisoned") = Some(e);
+                    return Check::Failed(text);
                 }
-                Ok(false) => {}
-                Err(e) => last = e,
-            }
-            if let Err(e) = alive().await {
-                break Err(e);
-            }
-            if Instant::now() >= deadline {
-                break Err(ControllerError::NotReady {
-                    what: format!("openkruise {} ({step})", self.version),
-                    timeout: self.timeout,
-                    last,
+                let outcome = match steps.get(i) {
+                    Some((_, probe)) => probe().await,
+                    None => smoke(self.client, &mut *smoke_ns.lock().await).await,
+                };
+                match outcome {
+                    Ok(true) => Check::Met,
+                    Ok(false) => Check::Pending("not yet".into()),
+                    Err(e) => Check::Pending(e),
+                }
+            })
+            .await;
+            if let Err(e) = waited {
+                result = Err(match dead.lock().expect("not poisoned").take() {
+                    Some(typed) => typed,
+                    None => ControllerError::Wait(e),
                 });
+                break;
             }
-            tokio::time::sleep(self.interval).await;
-        };
-        if let Some(ns) = smoke_ns {
+        }
+        if let Some(ns) = smoke_ns.into_inner() {
             let nss: Api<Namespace> = Api::all(self.client.clone());
             let _ = nss.delete(&ns, &DeleteParams::background()).await;
         }

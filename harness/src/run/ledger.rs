@@ -113,6 +113,15 @@ impl Ledger {
         })
     }
 
+    /// Reads and parses a ledger file.
+    pub fn load(path: &std::path::Path) -> Result<Self, LedgerError> {
+        let text = std::fs::read_to_string(path).map_err(|e| LedgerError {
+            path: path.display().to_string(),
+            detail: e.to_string(),
+        })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
     /// The checked-in ledger.
     pub fn builtin() -> Self {
         Self::parse(BUILTIN, "suites/ledger.yaml").expect("the checked-in ledger parses")

@@ -142,6 +142,70 @@ pub fn kind_configs(
         .collect()
 }
 
+impl Plan {
+    /// The plan as `--dry-run` prints it: the cell and provider, each cluster with its gates
+    /// and scenarios, then the skipped scenarios with their reasons.
+    pub fn describe(&self, provider: &str) -> String {
+        let mut f = String::new();
+        let _ = self.write_to(&mut f, provider);
+        f
+    }
+
+    fn write_to(&self, f: &mut String, provider: &str) -> std::fmt::Result {
+        use std::fmt::Write;
+        write!(
+            f,
+            "Kubernetes {}, {}, provider {provider}",
+            self.kubernetes, self.controller
+        )?;
+        for c in &self.clusters {
+            write!(
+                f,
+                "\ncluster {}: apiserver gates {:?}, controller gates {:?}, {} nodes",
+                c.profile.name,
+                c.profile.feature_gates,
+                c.controller_gates,
+                c.profile.nodes.len()
+            )?;
+            for d in &c.dropped_gates {
+                write!(f, "\n  note: gate {d} left out")?;
+            }
+            for s in &c.scenarios {
+                write!(f, "\n  {s}")?;
+            }
+        }
+        for s in &self.skipped {
+            write!(f, "\nskip {}: {}", s.scenario, s.reason)?;
+        }
+        Ok(())
+    }
+}
+
+impl Filter {
+    /// Fails naming the known suites if a suite asked for does not exist.
+    pub fn check_suites(&self, scenarios: &[Scenario]) -> Result<(), UnknownSuite> {
+        let mut known: Vec<&str> = scenarios.iter().map(|s| s.suite).collect();
+        known.dedup();
+        match self.suites.iter().find(|s| !known.contains(&s.as_str())) {
+            None => Ok(()),
+            Some(s) => Err(UnknownSuite {
+                suite: s.clone(),
+                known: known.join(", "),
+            }),
+        }
+    }
+}
+
+/// A suite asked for that does not exist.
+#[derive(Debug, thiserror::Error)]
+#[error("use suite `{suite}`: there is no such suite; known: {known}")]
+pub struct UnknownSuite {
+    /// The suite asked for.
+    pub suite: String,
+    /// The suites there are.
+    pub known: String,
+}
+
 /// Groups the selected scenarios by the profile they need.
 pub fn plan(
     scenarios: &[Scenario],

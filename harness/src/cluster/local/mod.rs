@@ -21,7 +21,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use kube::api::{Api, PostParams};
-use kube::runtime::wait::await_condition;
 
 use self::components::{Binaries, ComponentSpec, Inputs, Layout, Ports};
 use self::process::{ProcRecord, Process};
@@ -29,6 +28,7 @@ use self::state::ClusterState;
 use super::{Cluster, ClusterProvider, Profile, admin_client};
 use crate::progress::Progress;
 use crate::toolchain::{Toolchain, ToolchainError};
+use crate::wait::{self, Check};
 
 /// Errors of the local provider.
 #[derive(Debug, thiserror::Error)]
@@ -107,6 +107,9 @@ pub enum LocalError {
         #[source]
         source: kube::Error,
     },
+    /// A wait on a component or object did not end well.
+    #[error(transparent)]
+    Wait(#[from] crate::wait::WaitError),
     /// The kubeconfig could not be loaded.
     #[error(transparent)]
     Kubeconfig(#[from] super::client::KubeconfigError),
@@ -293,142 +296,20 @@ impl LocalProvider {
         ));
         let started = Instant::now();
         let pki = pki::Pki::generate(&layout.pki())?;
-        std::fs::write(layout.admin_kubeconfig(), pki.kubeconfig(&server, "admin")?)
-            .map_err(|e| LocalError::io(&layout.admin_kubeconfig(), e))?;
-        for stem in [
-            "kube-controller-manager",
-            "kube-scheduler",
-            "kwok",
-            "provisioner",
-        ] {
-            let path = layout.kubeconfig(stem);
-            std::fs::create_dir_all(path.parent().expect("has parent"))
-                .map_err(|e| LocalError::io(&path, e))?;
-            std::fs::write(&path, pki.kubeconfig(&server, stem)?)
-                .map_err(|e| LocalError::io(&path, e))?;
-        }
-        std::fs::write(layout.kwok_config(), kwok::config())
-            .map_err(|e| LocalError::io(&layout.kwok_config(), e))?;
-        for c in ["kube-apiserver", "kwok"] {
-            let w = layout.work(c);
-            std::fs::create_dir_all(&w).map_err(|e| LocalError::io(&w, e))?;
-        }
+        write_component_files(&layout, &pki, &server)?;
         let inputs = Inputs {
             layout: &layout,
             ports: &ports,
             profile,
             binaries: &binaries,
         };
-        let timeout = self.options.ready_timeout;
-
-        task.set("etcd");
-        tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "etcd");
-        cluster.spawn(&components::etcd(inputs))?;
-        cluster
-            .wait_until("etcd to accept connections", timeout, || async {
-                std::net::TcpStream::connect(("127.0.0.1", ports.etcd_client))
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
-            })
-            .await?;
-
-        task.set("kube-apiserver");
-        tracing::info!(
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "kube-apiserver"
-        );
-        cluster.spawn(&components::kube_apiserver(inputs))?;
-        let client = admin_client(&layout.admin_kubeconfig()).await?;
-        cluster.client = Some(client.clone());
-        cluster
-            .wait_until("kube-apiserver /readyz", timeout, || {
-                let client = client.clone();
-                async move { get_ok(&client, "/readyz").await }
-            })
-            .await?;
-
-        task.set("controllers, scheduler, kwok, provisioner");
-        tracing::info!(
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "controllers, scheduler, kwok, provisioner"
-        );
-        for spec in [
-            components::kube_controller_manager(inputs),
-            components::kube_scheduler(inputs),
-            components::kwok(inputs),
-            components::provisioner(inputs),
-        ] {
-            cluster.spawn(&spec)?;
-        }
-        provisioner::create_default_storage_class(&client)
-            .await
-            .map_err(LocalError::kube("create the default StorageClass"))?;
-        let nodes: Api<Node> = Api::all(client.clone());
-        for n in &profile.nodes {
-            nodes
-                .create(&PostParams::default(), &kwok::node(n))
-                .await
-                .map_err(LocalError::kube(format!("create node {}", n.name)))?;
-        }
-
-        tracing::info!(
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "nodes created"
-        );
-        let ca = pki.ca_pem()?;
-        for (what, port) in [
-            ("kube-controller-manager /healthz", ports.controller_manager),
-            ("kube-scheduler /healthz", ports.scheduler),
-        ] {
-            let c = loopback_client(port, &ca)?;
-            cluster
-                .wait_until(what, timeout, || {
-                    let c = c.clone();
-                    async move { get_ok(&c, "/healthz").await }
-                })
-                .await?;
-        }
-        task.set("nodes Ready");
-        tracing::info!(
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "nodes Ready"
-        );
-        for n in &profile.nodes {
-            let cond = await_condition(nodes.clone(), &n.name, node_ready);
-            cluster
-                .wait_watch(&format!("node {} Ready", n.name), timeout, cond, || {
-                    let nodes = nodes.clone();
-                    let name = n.name.clone();
-                    async move {
-                        match nodes.get_opt(&name).await {
-                            Ok(Some(node)) => format!(
-                                "conditions {:?}",
-                                node.status
-                                    .and_then(|s| s.conditions)
-                                    .unwrap_or_default()
-                                    .iter()
-                                    .map(|c| format!("{}={}", c.type_, c.status))
-                                    .collect::<Vec<_>>()
-                            ),
-                            Ok(None) => "no such node".into(),
-                            Err(e) => e.to_string(),
-                        }
-                    }
-                })
-                .await?;
-        }
-        task.set("default service account");
-        tracing::info!(
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "default service account"
-        );
-        let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
-        let cond = await_condition(sas, "default", |o: Option<&ServiceAccount>| o.is_some());
-        cluster
-            .wait_watch("service account default/default", timeout, cond, || async {
-                "absent".to_string()
-            })
-            .await?;
+        let bring_up = BringUp {
+            inputs,
+            ca: pki.ca_pem()?,
+            timeout: self.options.ready_timeout,
+            task: &task,
+        };
+        bring_up.run(&mut cluster).await?;
         cluster.state.ready = true;
         cluster.save()?;
         task.finish(&format!(
@@ -546,7 +427,151 @@ impl ClusterProvider for LocalProvider {
     type Error = LocalError;
 
     async fn create(&self, name: &str, profile: &Profile) -> Result<LocalCluster, LocalError> {
-        self.start(name, profile).await
+        use tracing::Instrument;
+        let span = tracing::info_span!("cluster", cluster = name, kubernetes = %profile.kubernetes);
+        self.start(name, profile).instrument(span).await
+    }
+}
+
+/// Writes every component's kubeconfig (the admin's included), the kwok configuration and the
+/// components' work directories.
+fn write_component_files(layout: &Layout, pki: &pki::Pki, server: &str) -> Result<(), LocalError> {
+    std::fs::write(layout.admin_kubeconfig(), pki.kubeconfig(server, "admin")?)
+        .map_err(|e| LocalError::io(&layout.admin_kubeconfig(), e))?;
+    for stem in [
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kwok",
+        "provisioner",
+    ] {
+        let path = layout.kubeconfig(stem);
+        std::fs::create_dir_all(path.parent().expect("has parent"))
+            .map_err(|e| LocalError::io(&path, e))?;
+        std::fs::write(&path, pki.kubeconfig(server, stem)?)
+            .map_err(|e| LocalError::io(&path, e))?;
+    }
+    std::fs::write(layout.kwok_config(), kwok::config())
+        .map_err(|e| LocalError::io(&layout.kwok_config(), e))?;
+    for c in ["kube-apiserver", "kwok"] {
+        let w = layout.work(c);
+        std::fs::create_dir_all(&w).map_err(|e| LocalError::io(&w, e))?;
+    }
+    Ok(())
+}
+
+/// The bring-up of a local cluster, in phases: etcd, the apiserver, the other components and
+/// the nodes, then readiness. Each phase waits (bounded by `timeout`) before the next starts.
+struct BringUp<'a> {
+    inputs: Inputs<'a>,
+    ca: String,
+    timeout: Duration,
+    task: &'a crate::progress::Task,
+}
+
+impl BringUp<'_> {
+    async fn run(&self, cluster: &mut LocalCluster) -> Result<(), LocalError> {
+        let client = self.control_plane(cluster).await?;
+        self.components_and_nodes(cluster, &client).await?;
+        self.ready(cluster, &client).await
+    }
+
+    fn phase(&self, name: &str) {
+        self.task.set(name);
+        tracing::info!(phase = name, "cluster bring-up");
+    }
+
+    /// etcd, then kube-apiserver; returns the admin client once `/readyz` answers.
+    async fn control_plane(&self, cluster: &mut LocalCluster) -> Result<kube::Client, LocalError> {
+        let ports = self.inputs.ports;
+        self.phase("etcd");
+        cluster.spawn(&components::etcd(self.inputs))?;
+        cluster
+            .wait_until("etcd to accept connections", self.timeout, || async {
+                std::net::TcpStream::connect(("127.0.0.1", ports.etcd_client))
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            })
+            .await?;
+        self.phase("kube-apiserver");
+        cluster.spawn(&components::kube_apiserver(self.inputs))?;
+        let client = admin_client(&self.inputs.layout.admin_kubeconfig()).await?;
+        cluster.client = Some(client.clone());
+        cluster
+            .wait_until("kube-apiserver /readyz", self.timeout, || {
+                let client = client.clone();
+                async move { get_ok(&client, "/readyz").await }
+            })
+            .await?;
+        Ok(client)
+    }
+
+    /// The controller manager, scheduler, kwok and the provisioner with its StorageClass; the
+    /// profile's nodes.
+    async fn components_and_nodes(
+        &self,
+        cluster: &mut LocalCluster,
+        client: &kube::Client,
+    ) -> Result<(), LocalError> {
+        self.phase("controllers, scheduler, kwok, provisioner");
+        for spec in [
+            components::kube_controller_manager(self.inputs),
+            components::kube_scheduler(self.inputs),
+            components::kwok(self.inputs),
+            components::provisioner(self.inputs),
+        ] {
+            cluster.spawn(&spec)?;
+        }
+        provisioner::create_default_storage_class(client)
+            .await
+            .map_err(LocalError::kube("create the default StorageClass"))?;
+        let nodes: Api<Node> = Api::all(client.clone());
+        for n in &self.inputs.profile.nodes {
+            nodes
+                .create(&PostParams::default(), &kwok::node(n))
+                .await
+                .map_err(LocalError::kube(format!("create node {}", n.name)))?;
+        }
+        Ok(())
+    }
+
+    /// The components' health endpoints, every node Ready, the default service account.
+    async fn ready(&self, cluster: &LocalCluster, client: &kube::Client) -> Result<(), LocalError> {
+        let ports = self.inputs.ports;
+        for (what, port) in [
+            ("kube-controller-manager /healthz", ports.controller_manager),
+            ("kube-scheduler /healthz", ports.scheduler),
+        ] {
+            let c = loopback_client(port, &self.ca)?;
+            cluster
+                .wait_until(what, self.timeout, || {
+                    let c = c.clone();
+                    async move { get_ok(&c, "/healthz").await }
+                })
+                .await?;
+        }
+        self.phase("nodes Ready");
+        let nodes: Api<Node> = Api::all(client.clone());
+        for n in &self.inputs.profile.nodes {
+            cluster
+                .wait_node_ready(&nodes, &n.name, self.timeout)
+                .await?;
+        }
+        self.phase("default service account");
+        let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+        let what = "service account default/default";
+        wait::until(
+            &sas,
+            "default",
+            what,
+            self.timeout,
+            |sa: Option<ServiceAccount>| {
+                Box::pin(std::future::ready(Check::when(sa.is_some(), || {
+                    "absent".into()
+                })))
+            },
+        )
+        .await?;
+        Ok(())
     }
 }
 
@@ -737,64 +762,65 @@ impl LocalCluster {
         Ok(())
     }
 
-    /// Polls `check` until it succeeds, a component dies (reported with its log), or
-    /// `timeout` passes (reported with the last error seen).
+    /// Waits until `probe` succeeds (asked every 100 ms), failing at once when a component
+    /// exits (with its log) and, on timeout, with the last error the probe saw.
     async fn wait_until<F, Fut>(
         &self,
         what: &str,
         timeout: Duration,
-        mut check: F,
+        mut probe: F,
     ) -> Result<(), LocalError>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<(), String>>,
     {
-        let deadline = Instant::now() + timeout;
-        loop {
-            self.check_alive()?;
-            let last = match check().await {
-                Ok(()) => return Ok(()),
-                Err(e) => e,
-            };
-            if Instant::now() >= deadline {
-                return Err(LocalError::NotReady {
-                    what: what.into(),
-                    timeout,
-                    last,
-                });
+        wait::poll(what, timeout, Duration::from_millis(100), || {
+            let alive = self.check_alive();
+            let probed = probe();
+            async move {
+                match alive {
+                    Err(e) => Check::Failed(e.to_string()),
+                    Ok(()) => Check::from_result(probed.await),
+                }
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        })
+        .await
+        .map_err(LocalError::from)
     }
 
-    /// Waits on a watch-based condition, while checking the components stay alive.
-    async fn wait_watch<C, D, DF>(
+    /// Waits until node `name` is Ready (watched), failing at once when a component exits.
+    async fn wait_node_ready(
         &self,
-        what: &str,
+        nodes: &Api<Node>,
+        name: &str,
         timeout: Duration,
-        cond: C,
-        describe: D,
-    ) -> Result<(), LocalError>
-    where
-        C: std::future::Future,
-        D: FnOnce() -> DF,
-        DF: std::future::Future<Output = String>,
-    {
-        let watchdog = async {
-            loop {
-                if let Err(e) = self.check_alive() {
-                    return e;
+    ) -> Result<(), LocalError> {
+        let what = format!("node {name} Ready");
+        wait::until(nodes, name, &what, timeout, |node: Option<Node>| {
+            let alive = self.check_alive().map_err(|e| e.to_string());
+            Box::pin(async move {
+                if let Err(e) = alive {
+                    return Check::Failed(e);
                 }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        };
-        tokio::select! {
-            r = tokio::time::timeout(timeout, cond) => match r {
-                Ok(_) => Ok(()),
-                Err(_) => Err(LocalError::NotReady { what: what.into(), timeout, last: describe().await }),
-            },
-            e = watchdog => Err(e),
-        }
+                let conditions: Vec<String> = node
+                    .as_ref()
+                    .and_then(|n| n.status.as_ref())
+                    .and_then(|s| s.conditions.as_ref())
+                    .map(|cs| {
+                        cs.iter()
+                            .map(|c| format!("{}={}", c.type_, c.status))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                Check::when(node_ready(node.as_ref()), || match node {
+                    None => "no such node".into(),
+                    Some(_) => format!("conditions {conditions:?}"),
+                })
+            })
+        })
+        .await
+        .map(|_| ())
+        .map_err(LocalError::from)
     }
 
     /// An admin client.
