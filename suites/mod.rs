@@ -6,6 +6,7 @@ pub mod cloneset;
 pub mod common;
 pub mod daemonset;
 pub mod sidecarset;
+pub mod upgrade;
 pub mod workloadspread;
 
 use crate::scenario::Scenario;
@@ -17,5 +18,6 @@ pub fn all() -> Vec<Scenario> {
     v.extend(cloneset::scenarios());
     v.extend(sidecarset::scenarios());
     v.extend(daemonset::scenarios());
+    v.extend(upgrade::scenarios());
     v
 }

@@ -740,58 +740,82 @@ fn exit_code(status: crate::run::Status) -> ExitCode {
     }
 }
 
-async fn matrix_cells(
-    select: &SelectArgs,
-    versions: Vec<KubeVersion>,
-    controllers: Vec<crate::controller::ControllerRef>,
-    prefix: &str,
-) -> anyhow::Result<crate::matrix::MatrixReport> {
-    if select.parallel == 0 || select.cells_parallel == 0 {
-        bail!("--parallel and --cells-parallel must be at least 1");
+/// What `matrix` and `qualify` run with, from their selection flags.
+struct MatrixSetup {
+    scenarios: Vec<crate::scenario::Scenario>,
+    ledger: crate::run::ledger::Ledger,
+    filter: crate::run::Filter,
+    provider: crate::cluster::any::Provider,
+    toolchain: Toolchain,
+    options: crate::run::RunOptions,
+}
+
+impl MatrixSetup {
+    fn new(select: &SelectArgs) -> anyhow::Result<Self> {
+        if select.parallel == 0 || select.cells_parallel == 0 {
+            bail!("--parallel and --cells-parallel must be at least 1");
+        }
+        let scenarios = crate::suites::all();
+        let filter = select.filter();
+        if !scenarios.iter().any(|s| filter.selects(s)) {
+            bail!("select scenarios: the filters match none (see `harness run --list`)");
+        }
+        Ok(Self {
+            scenarios,
+            ledger: crate::run::ledger::Ledger::builtin(),
+            filter,
+            provider: crate::cluster::any::Provider::Local(provider(None)),
+            toolchain: toolchain(),
+            options: crate::run::RunOptions {
+                parallel: select.parallel,
+                ..Default::default()
+            },
+        })
     }
-    for c in &controllers {
-        if let Some(note) = c.note() {
-            eprintln!("note: {note}");
+
+    fn env(&self) -> crate::run::Env<'_> {
+        crate::run::Env {
+            scenarios: &self.scenarios,
+            ledger: &self.ledger,
+            provider: &self.provider,
+            toolchain: &self.toolchain,
+            options: &self.options,
         }
     }
-    let all = crate::suites::all();
-    let ledger = crate::run::ledger::Ledger::builtin();
-    let filter = select.filter();
-    if !all.iter().any(|s| filter.selects(s)) {
-        bail!("select scenarios: the filters match none (see `harness run --list`)");
-    }
-    let tc = toolchain();
-    let provider = crate::cluster::any::Provider::Local(provider(None));
-    let options = crate::run::RunOptions {
-        parallel: select.parallel,
-        ..Default::default()
-    };
-    let progress = Progress::stderr();
-    let id = crate::run::new_id(prefix);
-    let dir = select.report_dir.join(&id);
-    let report = crate::matrix::run_matrix(
-        crate::matrix::MatrixEnv {
-            scenarios: &all,
-            filter: &filter,
-            ledger: &ledger,
-            provider: &provider,
-            toolchain: &tc,
-            options: &options,
+
+    /// Runs the cells (every version with every controller) into `<report dir>/<id>/`.
+    async fn cells(
+        &self,
+        select: &SelectArgs,
+        versions: Vec<KubeVersion>,
+        controllers: Vec<crate::controller::ControllerRef>,
+        prefix: &str,
+    ) -> anyhow::Result<crate::matrix::MatrixReport> {
+        for note in controllers.iter().filter_map(|c| c.note()) {
+            eprintln!("note: {note}");
+        }
+        let progress = Progress::stderr();
+        let id = crate::run::new_id(prefix);
+        let dir = select.report_dir.join(&id);
+        let env = crate::matrix::MatrixEnv {
+            scenarios: &self.scenarios,
+            filter: &self.filter,
+            ledger: &self.ledger,
+            provider: &self.provider,
+            toolchain: &self.toolchain,
+            options: &self.options,
             progress: &progress,
             cells_parallel: select.cells_parallel,
-        },
-        &versions,
-        &controllers,
-        &id,
-        &dir,
-    )
-    .await
-    .with_context(|| format!("write reports in {}", dir.display()))?;
-    let latest = select.report_dir.join("latest");
-    let _ = std::fs::remove_file(&latest);
-    let _ = std::os::unix::fs::symlink(&id, &latest);
-    eprintln!("reports: {}", dir.display());
-    Ok(report)
+        };
+        let report = crate::matrix::run_matrix(env, &versions, &controllers, &id, &dir)
+            .await
+            .with_context(|| format!("write reports in {}", dir.display()))?;
+        let latest = select.report_dir.join("latest");
+        let _ = std::fs::remove_file(&latest);
+        let _ = std::os::unix::fs::symlink(&id, &latest);
+        eprintln!("reports: {}", dir.display());
+        Ok(report)
+    }
 }
 
 /// Calls the library for one command; errors become exit code 1 in [`main`].
@@ -852,7 +876,10 @@ async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
             .as_deref()
             .unwrap_or_else(|| &file.as_ref().expect("loaded").controllers),
     )?;
-    let report = matrix_cells(&args.select, versions, controllers, "matrix").await?;
+    let setup = MatrixSetup::new(&args.select)?;
+    let report = setup
+        .cells(&args.select, versions, controllers, "matrix")
+        .await?;
     println!("{:<10} {:<22} WORST", "KUBERNETES", "RELEASE");
     for c in &report.cells {
         println!(
@@ -878,24 +905,15 @@ async fn qualify(args: QualifyArgs) -> anyhow::Result<ExitCode> {
         bail!("qualify {candidate}: the baseline is the candidate itself");
     }
     let versions = crate::matrix::parse_versions(&args.kubernetes)?;
-    let report = matrix_cells(
-        &args.select,
-        versions,
-        vec![baseline.clone(), candidate.clone()],
-        "qualify",
-    )
-    .await?;
+    let setup = MatrixSetup::new(&args.select)?;
+    let controllers = vec![baseline.clone(), candidate.clone()];
+    let report = setup
+        .cells(&args.select, versions, controllers, "qualify")
+        .await?;
     let dir = args.select.report_dir.join(&report.id);
-    let q = crate::qualify::qualify(
-        &report,
-        &provider(None),
-        &toolchain(),
-        &baseline,
-        &candidate,
-        &dir,
-    )
-    .await
-    .with_context(|| format!("write qualify.json in {}", dir.display()))?;
+    let q = crate::qualify::qualify(&report, setup.env(), &baseline, &candidate, &dir)
+        .await
+        .with_context(|| format!("write qualify.json in {}", dir.display()))?;
     println!("{}", q.summary(&baseline, &candidate));
     Ok(exit_code(q.status()))
 }

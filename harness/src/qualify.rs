@@ -1,20 +1,19 @@
 //! Release qualification: may a candidate ship? [`compare`] turns a baseline's and a
 //! candidate's results on the same cells into regressions, fixes and unchanged results (an
-//! infrastructure error on either side is neither); [`upgrades`] checks, on each Kubernetes
-//! version, that workloads survive replacing the baseline with the candidate. The verdict is a
+//! infrastructure error on either side is neither); [`qualify`] also runs the upgrade
+//! scenarios (the `upgrade` suite), each installed at the baseline and upgraded to the
+//! candidate by its body, on each Kubernetes version. The verdict is a
 //! [`Qualification`], written to `qualify.json` atomically.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
-use futures::FutureExt;
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::local::LocalProvider;
-use crate::controller::{ControllerRef, Host};
+use crate::controller::ControllerRef;
 use crate::matrix::MatrixReport;
-use crate::run::{Outcome, ScenarioResult, Status};
-use crate::toolchain::{KubeVersion, Toolchain};
+use crate::report::{Files, Terminal};
+use crate::run::{Env, Filter, Outcome, Reporter, RunOptions, ScenarioResult, Status};
+use crate::toolchain::KubeVersion;
 
 /// One scenario's change between a baseline and a candidate on one Kubernetes version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,12 +105,12 @@ impl Qualification {
 }
 
 /// Qualifies `candidate` against `baseline` from a matrix `report` of both on the same cells:
-/// compares the results, checks the upgrade on every Kubernetes version of the report, and
-/// writes `qualify.json` into `dir`.
+/// compares the results, runs the upgrade scenarios on every Kubernetes version of the report
+/// (each installed at the baseline and upgraded to the candidate by its body; reports under
+/// `dir/upgrade-<version>/`), and writes `qualify.json` into `dir`.
 pub async fn qualify(
     report: &MatrixReport,
-    provider: &LocalProvider,
-    toolchain: &Toolchain,
+    env: Env<'_>,
     baseline: &ControllerRef,
     candidate: &ControllerRef,
     dir: &Path,
@@ -120,15 +119,38 @@ pub async fn qualify(
     let mut versions: Vec<KubeVersion> = report.cells.iter().map(|c| c.kubernetes).collect();
     versions.dedup();
     for v in versions {
-        let name = format!("{}-upgrade-{}", report.id, v.minor);
-        let checked = upgrade(provider, toolchain, v, baseline, candidate, &name).await;
-        q.upgrades.push(checked.unwrap_or_else(|e| UpgradeReport {
+        // Every upgrade scenario, whatever selected the cells' scenarios.
+        let every = Filter::default();
+        let plan = crate::run::plan_upgrade(env.scenarios, &every, v, baseline, candidate);
+        let id = format!("{}-upgrade-{}", report.id, v.minor);
+        let files = Files::new(dir, &format!("upgrade-{v}"))?;
+        let options = RunOptions {
+            logs_dir: Some(files.dir().join("cluster-logs")),
+            ..env.options.clone()
+        };
+        let mut reporters: Vec<Box<dyn Reporter>> =
+            vec![Box::new(Terminal::default()), Box::new(files)];
+        let env = Env {
+            options: &options,
+            ..env
+        };
+        let results = crate::run::execute(&plan, env, &id, &mut reporters).await;
+        let problems = results
+            .iter()
+            .filter(|r| Status::of([*r]) != Status::Passed)
+            .map(|r| {
+                let why = r.failure.as_deref().unwrap_or(r.outcome.label());
+                format!("{}: {why}", r.scenario)
+            })
+            .collect();
+        q.upgrades.push(UpgradeReport {
             kubernetes: v,
             baseline: baseline.clone(),
             candidate: candidate.clone(),
-            problems: vec![format!("{e:#}")],
-        }));
+            problems,
+        });
     }
+    let _ = std::fs::remove_file(dir.join("latest"));
     q.write(dir)?;
     Ok(q)
 }
@@ -202,203 +224,6 @@ pub struct UpgradeReport {
     pub candidate: ControllerRef,
     /// Problems found (empty when the upgrade is clean).
     pub problems: Vec<String>,
-}
-
-/// Installs `baseline`, creates a workload of each kind (a CloneSet with a volumeClaimTemplate,
-/// an Advanced DaemonSet, a SidecarSet injecting into a CloneSet, a WorkloadSpread over a
-/// Deployment), replaces the manager with `candidate` (its CRDs and webhooks too), and checks
-/// that the workloads settle with no pod recreated, no PVC lost and no orphan left.
-pub async fn upgrade(
-    provider: &LocalProvider,
-    toolchain: &Toolchain,
-    kubernetes: KubeVersion,
-    baseline: &ControllerRef,
-    candidate: &ControllerRef,
-    name: &str,
-) -> anyhow::Result<UpgradeReport> {
-    use crate::cluster::{Cluster, ClusterProvider};
-    use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod};
-    use kube::api::{Api, PostParams};
-    use serde_json::json;
-
-    let profile = crate::run::scenario_profile(kubernetes);
-    let mut cluster = provider.create(name, &profile).await?;
-    let no_gates = BTreeMap::new();
-    baseline
-        .controller()
-        .install(Host::Processes(&mut cluster), toolchain, &no_gates)
-        .await?;
-    let client = cluster.client();
-    let ns = "upgrade";
-    let nss: Api<Namespace> = Api::all(client.clone());
-    nss.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
-    )
-    .await?;
-    let ctx = crate::scenario::Ctx {
-        namespace: ns.into(),
-        client: client.clone(),
-        facts: crate::scenario::Facts {
-            kubernetes,
-            controller: baseline.clone(),
-            zones: BTreeMap::new(),
-        },
-        timeouts: Default::default(),
-        cleanup: Default::default(),
-    };
-    use crate::suites::common::*;
-    create(
-        &ctx,
-        with_data_volume(cloneset("data", 2, "InPlaceIfPossible"), "1Gi"),
-    )
-    .await?;
-    let mut ds = cloneset("agent", 0, "RollingUpdate");
-    ds["kind"] = json!("DaemonSet");
-    let spec = ds["spec"].as_object_mut().expect("object");
-    spec.remove("replicas");
-    spec.remove("updateStrategy");
-    create(&ctx, ds).await?;
-    create_observed(
-        &ctx,
-        json!({
-            "apiVersion": "apps.kruise.io/v1alpha1",
-            "kind": "SidecarSet",
-            "metadata": {"name": "upgrade-logger"},
-            "spec": {
-                "selector": {"matchLabels": {"app": "with-sidecar"}},
-                "containers": [{"name": "logger", "image": "busybox:1.36", "command": ["sleep", "3600"]}]
-            }
-        }),
-    )
-    .await?;
-    create_observed(
-        &ctx,
-        json!({
-            "apiVersion": "apps.kruise.io/v1alpha1",
-            "kind": "WorkloadSpread",
-            "metadata": {"name": "spread"},
-            "spec": {
-                "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "spread"},
-                "subsets": [
-                    {"name": "zone-a", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-a"), "maxReplicas": 1},
-                    {"name": "zone-b", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-b")}
-                ]
-            }
-        }),
-    )
-    .await?;
-    let mut dep = cloneset("spread", 2, "RollingUpdate");
-    dep["apiVersion"] = json!("apps/v1");
-    dep["kind"] = json!("Deployment");
-    dep["spec"]
-        .as_object_mut()
-        .expect("object")
-        .remove("updateStrategy");
-    create(&ctx, dep).await?;
-    create(&ctx, cloneset("with-sidecar", 2, "InPlaceIfPossible")).await?;
-
-    let settle = |ctx: crate::scenario::Ctx| async move {
-        rolled_out(&ctx, "apps.kruise.io/v1alpha1", "CloneSet", "data", 2, &[]).await?;
-        rolled_out(
-            &ctx,
-            "apps.kruise.io/v1alpha1",
-            "CloneSet",
-            "with-sidecar",
-            2,
-            &[],
-        )
-        .await?;
-        rolled_out(&ctx, "apps/v1", "Deployment", "spread", 2, &[]).await?;
-        let api = ctx.dyn_api("apps.kruise.io/v1alpha1", "DaemonSet").await?;
-        let nodes = profile_nodes(&ctx).await?;
-        crate::scenario::wait::until(
-            &api,
-            "agent",
-            "DaemonSet agent ready",
-            ctx.timeouts.converge,
-            move |o| {
-                async move {
-                    let Some(o) = o else {
-                        return crate::scenario::wait::Check::Pending("absent".into());
-                    };
-                    let s = crate::scenario::status(&o);
-                    crate::scenario::wait::Check::when(
-                        s["numberReady"].as_i64() == Some(nodes)
-                            && s["observedGeneration"].as_i64() == o.metadata.generation,
-                        || format!("status {s}"),
-                    )
-                }
-                .boxed()
-            },
-        )
-        .await?;
-        anyhow::Ok(())
-    };
-    settle(ctx.clone()).await?;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
-    let pods_before = live_uids(&pods).await?;
-    let pvcs_before = live_uids(&pvcs).await?;
-
-    // The candidate replaces the baseline: its CRDs, webhook configurations and manager.
-    cluster.stop_component("kruise-manager")?;
-    let upgraded = candidate
-        .controller()
-        .install(Host::Processes(&mut cluster), toolchain, &no_gates)
-        .await?;
-    settle(ctx.clone()).await?;
-
-    let mut problems = vec![];
-    let pods_after = live_uids(&pods).await?;
-    let pvcs_after = live_uids(&pvcs).await?;
-    if pods_before != pods_after {
-        problems.push(format!(
-            "pods changed across the upgrade: {pods_before:?} -> {pods_after:?}"
-        ));
-    }
-    for (name, uid) in &pvcs_before {
-        if pvcs_after.get(name) != Some(uid) {
-            problems.push(format!("PVC {name} was lost or recreated"));
-        }
-    }
-    problems.extend(crate::scenario::invariants::orphans(&client, ns).await?);
-    if let Err(e) = upgraded.check().await {
-        problems.push(e.to_string());
-    }
-    cluster.destroy()?;
-    Ok(UpgradeReport {
-        kubernetes,
-        baseline: baseline.clone(),
-        candidate: candidate.clone(),
-        problems,
-    })
-}
-
-/// Name -> UID of the objects of `api` that are not being deleted.
-async fn live_uids<K>(api: &kube::Api<K>) -> Result<BTreeMap<String, String>, kube::Error>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    Ok(api
-        .list(&Default::default())
-        .await?
-        .items
-        .iter()
-        .map(kube::Resource::meta)
-        .filter(|m| m.deletion_timestamp.is_none())
-        .map(|m| {
-            (
-                m.name.clone().unwrap_or_default(),
-                m.uid.clone().unwrap_or_default(),
-            )
-        })
-        .collect())
-}
-
-async fn profile_nodes(ctx: &crate::scenario::Ctx) -> anyhow::Result<i64> {
-    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(ctx.client.clone());
-    Ok(nodes.list(&Default::default()).await?.items.len() as i64)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ pub mod ledger;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -20,7 +21,7 @@ use tracing::Instrument;
 use crate::cluster::any::{AnyCluster, Provider};
 use crate::cluster::{OWNER_LABEL, Profile, ZONE_LABEL};
 use crate::controller::{ControllerRef, Host, Installation};
-use crate::scenario::{Ctx, Facts, Scenario, Timeouts, invariants};
+use crate::scenario::{Ctx, Facts, Scenario, Timeouts, Upgrade, invariants};
 use crate::toolchain::{KubeVersion, Toolchain};
 
 /// Which scenarios to run.
@@ -78,6 +79,9 @@ pub struct Plan {
     pub kubernetes: KubeVersion,
     /// Controller under test.
     pub controller: ControllerRef,
+    /// For qualification: the controller upgrade scenarios replace it with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upgrade_to: Option<ControllerRef>,
     /// Clusters in start order.
     pub clusters: Vec<PlannedCluster>,
     /// Scenarios whose requirements the cell does not meet.
@@ -213,10 +217,63 @@ pub fn plan(
     kubernetes: KubeVersion,
     controller: &ControllerRef,
 ) -> Plan {
-    let mut groups: BTreeMap<(String, String), PlannedCluster> = BTreeMap::new();
+    plan_with(scenarios, filter, kubernetes, controller, None)
+}
+
+/// The plan of qualification's upgrade check: only the scenarios that run across an upgrade,
+/// each on a cluster of its own installed at `baseline`, upgraded to `candidate` by its body.
+pub fn plan_upgrade(
+    scenarios: &[Scenario],
+    filter: &Filter,
+    kubernetes: KubeVersion,
+    baseline: &ControllerRef,
+    candidate: &ControllerRef,
+) -> Plan {
+    plan_with(scenarios, filter, kubernetes, baseline, Some(candidate))
+}
+
+/// The controller gates `s` asks for that the controller has, and the ones it lacks (named).
+fn controller_gates(
+    s: &Scenario,
+    controller: &dyn crate::controller::Controller,
+) -> (BTreeMap<String, bool>, Vec<String>) {
+    let mut gates = BTreeMap::new();
+    let mut dropped = vec![];
+    for (g, v) in &s.requires.controller_gates {
+        if controller.has_gate(g) {
+            gates.insert(g.clone(), *v);
+        } else {
+            dropped.push(format!("{g} (not in {})", controller.reference()));
+        }
+    }
+    (gates, dropped)
+}
+
+fn plan_with(
+    scenarios: &[Scenario],
+    filter: &Filter,
+    kubernetes: KubeVersion,
+    controller: &ControllerRef,
+    upgrade_to: Option<&ControllerRef>,
+) -> Plan {
+    let mut groups: BTreeMap<(String, String, String), PlannedCluster> = BTreeMap::new();
     let mut skipped = vec![];
     let implementation = controller.controller();
     for s in scenarios.iter().filter(|s| filter.selects(s)) {
+        match (s.requires.upgrade, upgrade_to.is_some()) {
+            (false, true) => continue,
+            // Upgrade scenarios are not part of a plain run; asked for by name, they say why.
+            (true, false) if filter.suites.is_empty() && filter.focus.is_empty() => continue,
+            (true, false) => {
+                skipped.push(Skip {
+                    scenario: s.name.into(),
+                    suite: s.suite.into(),
+                    reason: "runs across a controller upgrade: `harness qualify` runs it".into(),
+                });
+                continue;
+            }
+            _ => {}
+        }
         if let Some(reason) = s.requires.unmet(kubernetes) {
             skipped.push(Skip {
                 scenario: s.name.into(),
@@ -225,19 +282,14 @@ pub fn plan(
             });
             continue;
         }
-        let mut gates = BTreeMap::new();
-        let mut dropped = vec![];
-        for (g, v) in &s.requires.controller_gates {
-            if implementation.has_gate(g) {
-                gates.insert(g.clone(), *v);
-            } else {
-                dropped.push(format!("{g} (not in {controller})"));
-            }
-        }
+        let (gates, dropped) = controller_gates(s, implementation.as_ref());
         let profile = cluster_profile(s, kubernetes);
+        // An upgrade replaces the controller of the whole cluster: one cluster each.
+        let own = if s.requires.upgrade { s.name } else { "" };
         let key = (
             serde_json::to_string(&profile.feature_gates).expect("serializes"),
             serde_json::to_string(&gates).expect("serializes"),
+            own.to_string(),
         );
         let entry = groups.entry(key).or_insert_with(|| PlannedCluster {
             profile: profile.clone(),
@@ -269,6 +321,7 @@ pub fn plan(
     Plan {
         kubernetes,
         controller: controller.clone(),
+        upgrade_to: upgrade_to.cloned(),
         clusters: groups.into_values().collect(),
         skipped,
     }
@@ -554,11 +607,44 @@ fn unrun(scenario: &str, suite: &str, profile: &str, outcome: Outcome) -> Scenar
     }
 }
 
-/// A cluster with the controller installed, ready for scenarios.
+/// A cluster with the controller installed, ready for scenarios. Both are shared with the
+/// upgrade handle of upgrade scenarios, which replaces the installation.
 struct Cell {
-    cluster: AnyCluster,
-    installation: Installation,
+    name: String,
+    cluster: Arc<tokio::sync::Mutex<AnyCluster>>,
+    installation: Arc<tokio::sync::RwLock<Installation>>,
     client: kube::Client,
+}
+
+impl Cell {
+    /// The handle that replaces the installed controller with `to`, for upgrade scenarios:
+    /// local components are stopped first, then `to` installs over the same cluster.
+    fn upgrade_to(
+        &self,
+        to: &ControllerRef,
+        toolchain: &Toolchain,
+        gates: &BTreeMap<String, bool>,
+    ) -> Upgrade {
+        let (cluster, installation) = (self.cluster.clone(), self.installation.clone());
+        let (to, toolchain, gates) = (to.clone(), toolchain.clone(), gates.clone());
+        Upgrade(Arc::new(move || {
+            let (cluster, installation) = (cluster.clone(), installation.clone());
+            let (to, toolchain, gates) = (to.clone(), toolchain.clone(), gates.clone());
+            Box::pin(async move {
+                let mut cluster = cluster.lock().await;
+                let mut installation = installation.write().await;
+                if let AnyCluster::Local(c) = &mut *cluster {
+                    for component in &installation.components {
+                        c.stop_component(component.name())?;
+                    }
+                }
+                let host = Host::of(&mut cluster).await?;
+                *installation = to.controller().install(host, &toolchain, &gates).await?;
+                tracing::info!(to = %to, "controller upgraded");
+                Ok(())
+            })
+        }))
+    }
 }
 
 /// Makes the cluster and installs the controller. If the install fails, the cluster's logs
@@ -587,8 +673,9 @@ async fn bring_up(
     };
     let client = cluster.client().await?;
     Ok(Cell {
-        cluster,
-        installation,
+        name: name.to_string(),
+        cluster: Arc::new(tokio::sync::Mutex::new(cluster)),
+        installation: Arc::new(tokio::sync::RwLock::new(installation)),
         client,
     })
 }
@@ -647,7 +734,15 @@ async fn run_cluster(
         seconds: t.elapsed().as_secs_f64(),
     });
     let failed = run_scenarios_on(&cell, plan, pc, &selected, env, out).await;
-    let Cell { cluster, .. } = cell;
+    let Ok(cluster) = Arc::try_unwrap(cell.cluster) else {
+        // Still shared: the last handle's drop tears the cluster down.
+        eprintln!(
+            "warning: cluster {} is still in use; it ends when released",
+            cell.name
+        );
+        return;
+    };
+    let cluster = cluster.into_inner();
     if failed && let Some(dir) = export_logs(&cluster, env.options, &profile) {
         out.emit(Event::ClusterLogs { profile, dir });
     }
@@ -691,11 +786,16 @@ async fn run_scenarios_on(
             attempt: *a,
         });
     }
+    let upgrade = plan
+        .upgrade_to
+        .as_ref()
+        .map(|to| cell.upgrade_to(to, env.toolchain, &pc.controller_gates));
     let unit = Unit {
         profile: &pc.profile.name,
-        owner: cell.cluster.name(),
+        owner: &cell.name,
         client: &cell.client,
         installation: &cell.installation,
+        upgrade: upgrade.as_ref(),
         plan,
         env,
     };
@@ -719,7 +819,8 @@ struct Unit<'a> {
     profile: &'a str,
     owner: &'a str,
     client: &'a kube::Client,
-    installation: &'a Installation,
+    installation: &'a tokio::sync::RwLock<Installation>,
+    upgrade: Option<&'a Upgrade>,
     plan: &'a Plan,
     env: Env<'a>,
 }
@@ -729,7 +830,13 @@ struct Unit<'a> {
 async fn run_one(s: &Scenario, attempt: usize, facts: Facts, unit: Unit<'_>) -> ScenarioResult {
     let t = Instant::now();
     let namespace = namespace_name(s.name);
-    let log = unit.installation.logs().first().map(|p| p.to_path_buf());
+    let log = unit
+        .installation
+        .read()
+        .await
+        .logs()
+        .first()
+        .map(|p| p.to_path_buf());
     let log_offset = log
         .as_deref()
         .and_then(|l| std::fs::metadata(l).ok())
@@ -744,13 +851,13 @@ async fn run_one(s: &Scenario, attempt: usize, facts: Facts, unit: Unit<'_>) -> 
     let (failures, cleanup) = match nss.create(&PostParams::default(), &ns).await {
         Err(e) => (vec![format!("create namespace {namespace}: {e}")], None),
         Ok(_) => {
-            let ctx = Ctx {
-                namespace: namespace.clone(),
-                client: unit.client.clone(),
+            let mut ctx = Ctx::new(
+                &namespace,
+                unit.client.clone(),
                 facts,
-                timeouts: unit.env.options.timeouts,
-                cleanup: Default::default(),
-            };
+                unit.env.options.timeouts,
+            );
+            ctx.upgrade = unit.upgrade.cloned();
             let cleanup = ctx.cleanup.clone();
             (body_and_invariants(s, ctx, unit).await, Some(cleanup))
         }
@@ -822,7 +929,7 @@ async fn body_and_invariants(s: &Scenario, ctx: Ctx, unit: Unit<'_>) -> Vec<Stri
         Ok(_) => {}
         Err(e) => failures.push(format!("invariant check: list events: {e}")),
     }
-    if let Err(e) = unit.installation.check().await {
+    if let Err(e) = unit.installation.read().await.check().await {
         failures.push(format!("invariant: {e}"));
     }
     failures
@@ -919,7 +1026,10 @@ mod tests {
         // default, in-place vertical scaling, recreate-VCT gate.
         assert_eq!(p.clusters.len(), 3, "{:#?}", p.clusters);
         let total: usize = p.clusters.iter().map(|c| c.scenarios.len()).sum();
-        assert_eq!(total, all.len());
+        let upgrades = all.iter().filter(|s| s.requires.upgrade).count();
+        assert!(upgrades >= 1);
+        assert_eq!(total, all.len() - upgrades, "upgrade scenarios are qualify's");
+        assert!(p.skipped.is_empty());
         let old = plan(
             &all,
             &Filter::default(),
@@ -932,6 +1042,36 @@ mod tests {
             "without the gate the VCT scenarios share the default cluster"
         );
         assert!(old.clusters.iter().any(|c| !c.dropped_gates.is_empty()));
+    }
+
+    #[test]
+    fn upgrade_plans_hold_only_upgrade_scenarios_each_on_its_own_cluster() {
+        let all = crate::suites::all();
+        let k: KubeVersion = "1.32".parse().unwrap();
+        let (from, to) = (
+            "openkruise@v1.7.0".parse().unwrap(),
+            "openkruise@v1.9.0".parse().unwrap(),
+        );
+        let p = plan_upgrade(&all, &Filter::default(), k, &from, &to);
+        assert_eq!(p.upgrade_to, Some(to.clone()));
+        let upgrades: Vec<&str> = all
+            .iter()
+            .filter(|s| s.requires.upgrade)
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(p.clusters.len(), upgrades.len());
+        for c in &p.clusters {
+            assert_eq!(c.scenarios.len(), 1);
+            assert!(upgrades.contains(&c.scenarios[0].as_str()));
+        }
+        // Asked for by suite in a plain run, they are skipped with the reason.
+        let f = Filter {
+            suites: vec!["upgrade".into()],
+            ..Default::default()
+        };
+        let plain = plan(&all, &f, k, &from);
+        assert!(plain.clusters.is_empty());
+        assert!(plain.skipped[0].reason.contains("harness qualify"));
     }
 
     #[test]

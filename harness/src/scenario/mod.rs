@@ -10,8 +10,10 @@ pub use crate::wait;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use kube::api::{Api, DynamicObject, GroupVersionKind, PostParams};
 use serde::{Deserialize, Serialize};
 
@@ -32,6 +34,11 @@ pub struct Requirements {
     pub apiserver_gates: BTreeMap<String, bool>,
     /// Controller manager feature gates.
     pub controller_gates: BTreeMap<String, bool>,
+    /// It runs across a controller upgrade: installed at a baseline, its body calls
+    /// [`Ctx::upgrade_controller`] to replace it with a candidate. Only qualification
+    /// (`harness qualify`) has both; other runs skip it.
+    #[serde(default)]
+    pub upgrade: bool,
 }
 
 impl Requirements {
@@ -160,9 +167,39 @@ pub struct Ctx {
     pub timeouts: Timeouts,
     /// Deletions run after the scenario.
     pub cleanup: Cleanup,
+    /// Replaces the controller with the candidate, for scenarios that run across an upgrade.
+    pub upgrade: Option<Upgrade>,
 }
 
+/// Replaces the installed controller (its CRDs, webhook configurations and components) with
+/// another version, in the scenario's cluster. Given by the runner to upgrade scenarios.
+#[derive(Clone)]
+pub struct Upgrade(pub Arc<dyn Fn() -> BoxFuture<'static, anyhow::Result<()>> + Send + Sync>);
+
 impl Ctx {
+    /// A context for a scenario in `namespace` (which the caller creates and deletes).
+    pub fn new(namespace: &str, client: kube::Client, facts: Facts, timeouts: Timeouts) -> Self {
+        Self {
+            namespace: namespace.into(),
+            client,
+            facts,
+            timeouts,
+            cleanup: Cleanup::default(),
+            upgrade: None,
+        }
+    }
+
+    /// Replaces the controller with the candidate and waits until it is ready.
+    pub async fn upgrade_controller(&self) -> anyhow::Result<()> {
+        match &self.upgrade {
+            Some(Upgrade(upgrade)) => upgrade().await,
+            None => anyhow::bail!(
+                "upgrade the controller: this run has no upgrade target (`harness qualify` runs \
+                 upgrade scenarios)"
+            ),
+        }
+    }
+
     /// A typed API in the scenario's namespace.
     pub fn api<K>(&self) -> Api<K>
     where
