@@ -213,6 +213,15 @@ pub struct InstallOptions {
     pub timeout: Option<Duration>,
 }
 
+impl InstallOptions {
+    /// The release tag or commit to install ([`DEFAULT_VERSION`] unless given).
+    pub fn tag(&self) -> String {
+        self.version
+            .clone()
+            .unwrap_or_else(|| DEFAULT_VERSION.into())
+    }
+}
+
 impl std::fmt::Debug for InstallOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("InstallOptions")
@@ -383,10 +392,7 @@ pub async fn install(
     toolchain: &Toolchain,
     options: &InstallOptions,
 ) -> Result<Manager, ControllerError> {
-    let tag = options
-        .version
-        .clone()
-        .unwrap_or_else(|| DEFAULT_VERSION.into());
+    let tag = options.tag();
     let timeout = options.timeout.unwrap_or(Duration::from_secs(120));
     let started = Instant::now();
     let kube_bins = toolchain
@@ -604,10 +610,7 @@ pub async fn install_in_cluster(
     toolchain: &Toolchain,
     options: &InstallOptions,
 ) -> Result<super::InClusterManager, ControllerError> {
-    let tag = options
-        .version
-        .clone()
-        .unwrap_or_else(|| DEFAULT_VERSION.into());
+    let tag = options.tag();
     let timeout = options.timeout.unwrap_or(Duration::from_secs(300));
     if let Some(dir) = &options.checkout {
         return Err(ControllerError::NotInstalled {
@@ -646,10 +649,7 @@ pub async fn verify_installed(
     client: &kube::Client,
     options: &InstallOptions,
 ) -> Result<super::InClusterManager, ControllerError> {
-    let tag = options
-        .version
-        .clone()
-        .unwrap_or_else(|| DEFAULT_VERSION.into());
+    let tag = options.tag();
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
         Api::namespaced(client.clone(), NAMESPACE);
     let d = deployments
