@@ -90,7 +90,16 @@ impl Session {
     /// Leaves a local cluster running and says how to end it (other providers' clusters are
     /// removed: only local ones outlive the harness).
     pub fn detach(self) -> anyhow::Result<String> {
-        self.cluster.keep_for_inspection()
+        match self.cluster {
+            AnyCluster::Local(c) => {
+                let state = c.detach()?;
+                Ok(format!(
+                    "cluster `{}` left running; end it with `harness cluster down {}`",
+                    state.name, state.name
+                ))
+            }
+            other => other.keep_for_inspection(),
+        }
     }
 
     fn failed(&self, e: anyhow::Error) -> anyhow::Error {
