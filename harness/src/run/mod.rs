@@ -1028,7 +1028,11 @@ mod tests {
         let total: usize = p.clusters.iter().map(|c| c.scenarios.len()).sum();
         let upgrades = all.iter().filter(|s| s.requires.upgrade).count();
         assert!(upgrades >= 1);
-        assert_eq!(total, all.len() - upgrades, "upgrade scenarios are qualify's");
+        assert_eq!(
+            total,
+            all.len() - upgrades,
+            "upgrade scenarios are qualify's"
+        );
         assert!(p.skipped.is_empty());
         let old = plan(
             &all,

@@ -1,0 +1,206 @@
+//! Version-compatibility matrices. Start with [`run_matrix`]: every cell (Kubernetes version x
+//! controller release) runs the selected scenarios as `harness run` would, with its own
+//! reports; the matrix report ([`MatrixReport`], `matrix.json`) is drawn as a grid coloured by
+//! each cell's worst result ([`html`]). [`spec`] parses what a matrix is made of.
+
+pub mod html;
+pub mod spec;
+
+pub use html::matrix_html;
+pub use spec::{MatrixError, MatrixFile, parse_controllers, parse_versions};
+
+use std::path::Path;
+
+use futures::{FutureExt, StreamExt};
+use serde::{Deserialize, Serialize};
+
+use crate::controller::ControllerRef;
+use crate::progress::Progress;
+use crate::report::{Files, Terminal};
+use crate::run::ledger::{Ledger, Verdict};
+use crate::run::{Env, Filter, Outcome, Reporter, RunOptions, ScenarioResult};
+use crate::scenario::Scenario;
+use crate::toolchain::{KubeVersion, Toolchain};
+
+/// One cell's results.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CellReport {
+    /// Kubernetes version.
+    pub kubernetes: KubeVersion,
+    /// Controller.
+    pub controller: ControllerRef,
+    /// Its report directory, relative to the matrix directory.
+    pub dir: String,
+    /// Worst result label.
+    pub worst: String,
+    /// Results.
+    pub results: Vec<ScenarioResult>,
+}
+
+/// The matrix report (`matrix.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MatrixReport {
+    /// Matrix id.
+    pub id: String,
+    /// Cells, by Kubernetes version then controller.
+    pub cells: Vec<CellReport>,
+}
+
+fn rank(o: &Outcome) -> u8 {
+    match o {
+        Outcome::Skipped { .. } => 0,
+        Outcome::Judged(Verdict::Pass) => 1,
+        Outcome::Judged(Verdict::ExpectedFail { .. }) => 2,
+        Outcome::InfraError { .. } => 3,
+        Outcome::Judged(Verdict::UnexpectedPass { .. }) => 4,
+        Outcome::Judged(Verdict::Fail) => 5,
+    }
+}
+
+/// The worst outcome of some results.
+pub fn worst(results: &[ScenarioResult]) -> String {
+    results
+        .iter()
+        .max_by_key(|r| rank(&r.outcome))
+        .map(|r| r.outcome.label().to_string())
+        .unwrap_or_else(|| "empty".into())
+}
+
+/// Everything a matrix needs.
+#[derive(Clone, Copy)]
+pub struct MatrixEnv<'a> {
+    /// Scenarios.
+    pub scenarios: &'a [Scenario],
+    /// Selection.
+    pub filter: &'a Filter,
+    /// Known bugs.
+    pub ledger: &'a Ledger,
+    /// Makes clusters.
+    pub provider: &'a crate::cluster::any::Provider,
+    /// Builds binaries.
+    pub toolchain: &'a Toolchain,
+    /// How each cell runs.
+    pub options: &'a RunOptions,
+    /// Progress.
+    pub progress: &'a Progress,
+    /// Cells run at once (each with its own clusters).
+    pub cells_parallel: usize,
+}
+
+/// Builds every binary the cells need first, two builds at a time.
+async fn prebuild(env: MatrixEnv<'_>, versions: &[KubeVersion], controllers: &[ControllerRef]) {
+    let kube = versions.iter().map(|v| {
+        let tc = env.toolchain.clone();
+        let v = *v;
+        async move {
+            if let Err(e) = tc.kubernetes(v).await {
+                env.progress
+                    .line(&format!("warning: Kubernetes {v} did not build: {e}"));
+            }
+        }
+        .boxed_local()
+    });
+    let ctrl = controllers.iter().map(|c| {
+        let tc = env.toolchain.clone();
+        let c = c.clone();
+        async move {
+            if let Err(e) = c.controller().prepare(&tc).await {
+                env.progress
+                    .line(&format!("warning: {c} did not build: {e}"));
+            }
+        }
+        .boxed_local()
+    });
+    let kwok = {
+        let tc = env.toolchain.clone();
+        async move {
+            let _ = tc.kwok().await;
+        }
+        .boxed_local()
+    };
+    futures::stream::iter(std::iter::once(kwok).chain(kube).chain(ctrl))
+        .buffer_unordered(2)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+/// Runs every cell; a cell whose cluster cannot start is an infrastructure error and the
+/// others still run. Writes `matrix.json` and `matrix.html` under `dir`.
+pub async fn run_matrix(
+    env: MatrixEnv<'_>,
+    versions: &[KubeVersion],
+    controllers: &[ControllerRef],
+    id: &str,
+    dir: &Path,
+) -> std::io::Result<MatrixReport> {
+    std::fs::create_dir_all(dir)?;
+    env.progress.line(&format!(
+        "matrix {id}: {} Kubernetes version(s) x {} release(s); building what is missing",
+        versions.len(),
+        controllers.len()
+    ));
+    prebuild(env, versions, controllers).await;
+    let mut report = MatrixReport {
+        id: id.into(),
+        cells: vec![],
+    };
+    let order: Vec<(KubeVersion, ControllerRef)> = versions
+        .iter()
+        .flat_map(|v| controllers.iter().map(move |c| (*v, c.clone())))
+        .collect();
+    let cells = order.iter().cloned().map(|(v, c)| async move {
+        let slug = format!("k8s-{}_{}-{}", v, c.kind.name(), c.slug());
+        let plan = crate::run::plan(env.scenarios, env.filter, v, &c);
+        let files = Files::new(dir, &slug)?;
+        let options = RunOptions {
+            logs_dir: Some(files.dir().join("cluster-logs")),
+            ..env.options.clone()
+        };
+        let mut reporters: Vec<Box<dyn Reporter>> =
+            vec![Box::new(Terminal::default()), Box::new(files)];
+        let results = crate::run::execute(
+            &plan,
+            Env {
+                scenarios: env.scenarios,
+                ledger: env.ledger,
+                provider: env.provider,
+                toolchain: env.toolchain,
+                options: &options,
+            },
+            &format!("{id}-{}-{}", v.minor, c.slug().replace('.', "")),
+            &mut reporters,
+        )
+        .await;
+        Ok::<_, std::io::Error>(CellReport {
+            kubernetes: v,
+            controller: c,
+            dir: slug,
+            worst: worst(&results),
+            results,
+        })
+    });
+    let mut finished = futures::stream::iter(cells).buffer_unordered(env.cells_parallel.max(1));
+    while let Some(cell) = finished.next().await {
+        report.cells.push(cell?);
+        // Grid order, whatever order cells finish in.
+        report.cells.sort_by_key(|c| {
+            order
+                .iter()
+                .position(|(v, r)| *v == c.kubernetes && *r == c.controller)
+        });
+        write_matrix(dir, &report)?;
+    }
+    let _ = std::fs::remove_file(dir.join("latest"));
+    Ok(report)
+}
+
+fn write_matrix(dir: &Path, report: &MatrixReport) -> std::io::Result<()> {
+    let json = serde_json::to_vec_pretty(report).expect("serializes");
+    for (name, body) in [
+        ("matrix.json", json),
+        ("matrix.html", matrix_html(report).into_bytes()),
+    ] {
+        crate::report::atomic_write(&dir.join(name), &body)?;
+    }
+    Ok(())
+}
