@@ -109,9 +109,19 @@ pub enum WaitError {
     },
 }
 
-/// Total time this process has spent inside [`until`] (a metric for `harness bench run`: the
-/// share of scenario time spent waiting on the controller).
+/// Total time this process has spent inside [`until`] within [`measured`] futures (scenario
+/// bodies): a metric for `harness bench run`, the share of scenario time spent waiting on the
+/// controller. Waits of cluster bring-up and controller installs are not counted.
 static WAITED_MICROS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+tokio::task_local! {
+    static MEASURED: ();
+}
+
+/// Runs `f` with its [`until`] waits counted in [`waited`].
+pub async fn measured<F: std::future::Future>(f: F) -> F::Output {
+    MEASURED.scope((), f).await
+}
 
 /// See [`WAITED_MICROS`].
 pub fn waited() -> Duration {
@@ -122,6 +132,9 @@ struct Timed(std::time::Instant);
 
 impl Drop for Timed {
     fn drop(&mut self) {
+        if MEASURED.try_with(|_| ()).is_err() {
+            return;
+        }
         WAITED_MICROS.fetch_add(
             self.0.elapsed().as_micros() as u64,
             std::sync::atomic::Ordering::Relaxed,

@@ -914,7 +914,7 @@ async fn body_and_invariants(s: &Scenario, ctx: Ctx, unit: Unit<'_>) -> Vec<Stri
     let mut failures = vec![];
     let (client, namespace) = (ctx.client.clone(), ctx.namespace.clone());
     let bound = unit.env.options.scenario_timeout;
-    match tokio::time::timeout(bound, (s.body)(ctx)).await {
+    match tokio::time::timeout(bound, crate::wait::measured((s.body)(ctx))).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => failures.push(format!("{e:#}")),
         Err(_) => failures.push(format!("scenario did not finish within {bound:?}")),

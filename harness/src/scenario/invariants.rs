@@ -79,11 +79,14 @@ async fn orphaned(
 }
 
 /// Optimistic-concurrency conflicts between Kubernetes' own components (the object changed
-/// under them, or the scheduler's volume cache lagged one write): retried, not a finding.
+/// under them, or the scheduler's volume cache lagged one write), and a scheduling attempt of a
+/// pod the scheduler had already assumed onto a node (its cache refuses the second assume; the
+/// first binding stands): retried or moot, not a finding.
 pub fn transient(message: &str) -> bool {
     message
         .contains("the object has been modified; please apply your changes to the latest version")
         || (message.contains("VolumeBinding") && message.contains("is out of sync (stored:"))
+        || message.ends_with("is in the cache, so can't be assumed")
 }
 
 /// Warning events in `namespace` whose reason is not in `allowed` (transient conflicts aside).
@@ -125,8 +128,12 @@ mod tests {
         assert!(transient(
             "running Reserve plugin \"VolumeBinding\": v1.PersistentVolumeClaim \"ns/data\" is out of sync (stored: 412, assume: 408)"
         ));
+        assert!(transient(
+            "pod 8fe0c4ac-8836-4f0b-8a4e-c89be9e016d6(ns/sel-x6hww) is in the cache, so can't be assumed"
+        ));
         assert!(!transient(
             "Error creating: pods \"x\" is forbidden: quota exceeded"
         ));
+        assert!(!transient("0/4 nodes are available: 4 node(s) didn't match Pod's node affinity"));
     }
 }
