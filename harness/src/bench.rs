@@ -227,7 +227,10 @@ pub async fn run(runs: usize) -> anyhow::Result<ExitCode> {
     }
     println!(
         "default run (Kubernetes {kubernetes}, {controller}, {} scenarios, {} clusters), {runs} runs: wall median {:.1}s (runs {}); waiting on the controller: median {:.0}% of scenario time",
-        plan.clusters.iter().map(|c| c.scenarios.len()).sum::<usize>(),
+        plan.clusters
+            .iter()
+            .map(|c| c.scenarios.len())
+            .sum::<usize>(),
         plan.clusters.len(),
         median(walls.clone()).as_secs_f64(),
         fmt_runs(&walls),

@@ -134,6 +134,8 @@ mod tests {
         assert!(!transient(
             "Error creating: pods \"x\" is forbidden: quota exceeded"
         ));
-        assert!(!transient("0/4 nodes are available: 4 node(s) didn't match Pod's node affinity"));
+        assert!(!transient(
+            "0/4 nodes are available: 4 node(s) didn't match Pod's node affinity"
+        ));
     }
 }
