@@ -5,6 +5,7 @@
 
 pub mod invariants;
 pub mod wait;
+pub mod workload;
 
 use std::collections::BTreeMap;
 use std::future::Future;
