@@ -11,10 +11,7 @@ use serde_json::{Value, json};
 use crate::scenario::wait::{Check, until};
 use crate::scenario::{Ctx, status};
 
-/// The image workloads start with and the one they are updated to.
-pub const IMAGE_V1: &str = "nginx:1.25";
-/// See [`IMAGE_V1`].
-pub const IMAGE_V2: &str = "nginx:1.26";
+pub use crate::scenario::workload::{IMAGE_V1, IMAGE_V2};
 
 /// A CloneSet manifest.
 pub fn cloneset(name: &str, replicas: i64, strategy: &str) -> Value {

@@ -317,6 +317,7 @@ pub struct Spec<K> {
     data: Option<String>,
     labels: BTreeMap<String, String>,
     node_selector: BTreeMap<String, String>,
+    resources: Option<Value>,
     kind: PhantomData<K>,
 }
 
@@ -331,6 +332,7 @@ impl<K: Kind> Spec<K> {
             data: None,
             labels: BTreeMap::new(),
             node_selector: BTreeMap::new(),
+            resources: None,
             kind: PhantomData,
         }
     }
@@ -376,6 +378,12 @@ impl<K: Kind> Spec<K> {
         self
     }
 
+    /// Container 0's `resources` (requests and limits).
+    pub fn resources(mut self, resources: Value) -> Self {
+        self.resources = Some(resources);
+        self
+    }
+
     /// The selector of its pods, `app=<name>`.
     pub fn selector(&self) -> String {
         format!("app={}", self.name)
@@ -387,6 +395,9 @@ impl<K: Kind> Spec<K> {
         let mut labels = self.labels.clone();
         labels.insert("app".into(), self.name.clone());
         let mut pod = json!({"containers": [{"name": "main", "image": self.image}]});
+        if let Some(r) = &self.resources {
+            pod["containers"][0]["resources"] = r.clone();
+        }
         if !self.node_selector.is_empty() {
             pod["nodeSelector"] = json!(self.node_selector);
         }
