@@ -318,6 +318,7 @@ pub struct Spec<K> {
     labels: BTreeMap<String, String>,
     node_selector: BTreeMap<String, String>,
     resources: Option<Value>,
+    extra: serde_json::Map<String, Value>,
     kind: PhantomData<K>,
 }
 
@@ -333,6 +334,7 @@ impl<K: Kind> Spec<K> {
             labels: BTreeMap::new(),
             node_selector: BTreeMap::new(),
             resources: None,
+            extra: serde_json::Map::new(),
             kind: PhantomData,
         }
     }
@@ -412,6 +414,9 @@ impl<K: Kind> Spec<K> {
             let (field, value) = K::strategy(ty);
             spec[field] = value;
         }
+        for (k, v) in &self.extra {
+            spec[k] = v.clone();
+        }
         if let Some(size) = &self.data {
             spec["template"]["spec"]["containers"][0]["volumeMounts"] =
                 json!([{"name": "data", "mountPath": "/data"}]);
@@ -453,6 +458,22 @@ impl Spec<CloneSetKind> {
     /// `updateStrategy.type: ReCreate`.
     pub fn recreate(self) -> Self {
         self.strategy("ReCreate")
+    }
+}
+
+impl Spec<StatefulSetKind> {
+    /// Pods created and deleted in parallel, governed by the Service of its own name, and claims
+    /// deleted with the set or its scale-down.
+    pub fn parallel_owning_claims(mut self) -> Self {
+        let name = self.name.clone();
+        self.extra.insert("serviceName".into(), json!(name));
+        self.extra
+            .insert("podManagementPolicy".into(), json!("Parallel"));
+        self.extra.insert(
+            "persistentVolumeClaimRetentionPolicy".into(),
+            json!({"whenDeleted": "Delete", "whenScaled": "Delete"}),
+        );
+        self
     }
 }
 
