@@ -702,18 +702,17 @@ pub async fn upgrade(
         timeouts: Default::default(),
         cleanup: Default::default(),
     };
+    use crate::scenario::workload::{
+        AdvancedDaemonSet, CloneSet, CloneSetKind, Deployment, DeploymentKind, Handle,
+    };
     use crate::suites::common::*;
-    create(
-        &ctx,
-        with_data_volume(cloneset("data", 2, "InPlaceIfPossible"), "1Gi"),
-    )
-    .await?;
-    let mut ds = cloneset("agent", 0, "RollingUpdate");
-    ds["kind"] = json!("DaemonSet");
-    let spec = ds["spec"].as_object_mut().expect("object");
-    spec.remove("replicas");
-    spec.remove("updateStrategy");
-    create(&ctx, ds).await?;
+    CloneSet::new("data")
+        .replicas(2)
+        .in_place_if_possible()
+        .data_volume("1Gi")
+        .create(&ctx)
+        .await?;
+    AdvancedDaemonSet::new("agent").create(&ctx).await?;
     create_observed(
         &ctx,
         json!({
@@ -743,28 +742,21 @@ pub async fn upgrade(
         }),
     )
     .await?;
-    let mut dep = cloneset("spread", 2, "RollingUpdate");
-    dep["apiVersion"] = json!("apps/v1");
-    dep["kind"] = json!("Deployment");
-    dep["spec"]
-        .as_object_mut()
-        .expect("object")
-        .remove("updateStrategy");
-    create(&ctx, dep).await?;
-    create(&ctx, cloneset("with-sidecar", 2, "InPlaceIfPossible")).await?;
+    Deployment::new("spread").replicas(2).create(&ctx).await?;
+    CloneSet::new("with-sidecar")
+        .replicas(2)
+        .in_place_if_possible()
+        .create(&ctx)
+        .await?;
 
     let settle = |ctx: crate::scenario::Ctx| async move {
-        rolled_out(&ctx, "apps.kruise.io/v1alpha1", "CloneSet", "data", 2, &[]).await?;
-        rolled_out(
-            &ctx,
-            "apps.kruise.io/v1alpha1",
-            "CloneSet",
-            "with-sidecar",
-            2,
-            &[],
-        )
-        .await?;
-        rolled_out(&ctx, "apps/v1", "Deployment", "spread", 2, &[]).await?;
+        let t = ctx.timeouts.converge;
+        let data: Handle<CloneSetKind> = Handle::of(&ctx, "data");
+        let with_sidecar: Handle<CloneSetKind> = Handle::of(&ctx, "with-sidecar");
+        let spread: Handle<DeploymentKind> = Handle::of(&ctx, "spread");
+        data.wait_rolled_out(2, t, &[]).await?;
+        with_sidecar.wait_rolled_out(2, t, &[]).await?;
+        spread.wait_rolled_out(2, t, &[]).await?;
         let api = ctx.dyn_api("apps.kruise.io/v1alpha1", "DaemonSet").await?;
         let nodes = profile_nodes(&ctx).await?;
         crate::scenario::wait::until(
