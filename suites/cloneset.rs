@@ -8,6 +8,7 @@ use futures::FutureExt;
 use serde_json::json;
 
 use super::common::*;
+use crate::scenario::workload::{CloneSet, CloneSetKind, Handle};
 use crate::scenario::{Ctx, Requirements, Scenario};
 
 const GATE: &str = "RecreatePodWhenChangeVCTInCloneSetGate";
@@ -55,10 +56,18 @@ pub fn scenarios() -> Vec<Scenario> {
 const NAME: &str = "vct";
 const SELECTOR: &str = "app=vct";
 
-async fn start(ctx: &Ctx, strategy: &str) -> anyhow::Result<BTreeMap<String, String>> {
-    create(ctx, with_data_volume(cloneset(NAME, 2, strategy), "1Gi")).await?;
-    rolled_out(ctx, "apps.kruise.io/v1alpha1", "CloneSet", NAME, 2, &[]).await?;
-    pod_uids(ctx, SELECTOR).await
+async fn start(
+    ctx: &Ctx,
+    strategy: &str,
+) -> anyhow::Result<(Handle<CloneSetKind>, BTreeMap<String, String>)> {
+    let cs = CloneSet::new(NAME)
+        .replicas(2)
+        .strategy(strategy)
+        .data_volume("1Gi")
+        .create(ctx)
+        .await?;
+    cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
+    Ok((cs, pod_uids(ctx, SELECTOR).await?))
 }
 
 fn storage(c: &k8s_openapi::api::core::v1::PersistentVolumeClaim) -> String {
@@ -72,7 +81,7 @@ fn storage(c: &k8s_openapi::api::core::v1::PersistentVolumeClaim) -> String {
 }
 
 /// One update of the volumeClaimTemplate size and, optionally, the image.
-async fn update(ctx: &Ctx, image: Option<&str>, size: &str) -> anyhow::Result<()> {
+async fn update(cs: &Handle<CloneSetKind>, image: Option<&str>, size: &str) -> anyhow::Result<()> {
     let mut ops = vec![json!({
         "op": "replace",
         "path": "/spec/volumeClaimTemplates/0/spec/resources/requests/storage",
@@ -81,18 +90,18 @@ async fn update(ctx: &Ctx, image: Option<&str>, size: &str) -> anyhow::Result<()
     if let Some(image) = image {
         ops.push(json!({"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": image}));
     }
-    json_patch(ctx, "apps.kruise.io/v1alpha1", "CloneSet", NAME, json!(ops)).await
+    cs.json_patch(json!(ops)).await
 }
 
 async fn s2_together(ctx: Ctx) -> anyhow::Result<()> {
-    let before = start(&ctx, "InPlaceIfPossible").await?;
+    let (cs, before) = start(&ctx, "InPlaceIfPossible").await?;
     let old_claims: Vec<String> = claims(&ctx, SELECTOR)
         .await?
         .into_iter()
         .filter_map(|c| c.metadata.name)
         .collect();
-    update(&ctx, Some(IMAGE_V2), "2Gi").await?;
-    rolled_out(&ctx, "apps.kruise.io/v1alpha1", "CloneSet", NAME, 2, &[]).await?;
+    update(&cs, Some(IMAGE_V2), "2Gi").await?;
+    cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
     let after = pod_uids(&ctx, SELECTOR).await?;
     let kept: Vec<&String> = after
         .values()
@@ -132,9 +141,9 @@ async fn s2_together(ctx: Ctx) -> anyhow::Result<()> {
 }
 
 async fn s2_template_only(ctx: Ctx) -> anyhow::Result<()> {
-    let before = start(&ctx, "InPlaceIfPossible").await?;
-    update(&ctx, None, "2Gi").await?;
-    rolled_out(&ctx, "apps.kruise.io/v1alpha1", "CloneSet", NAME, 2, &[]).await?;
+    let (cs, before) = start(&ctx, "InPlaceIfPossible").await?;
+    update(&cs, None, "2Gi").await?;
+    cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
     // The revision did not move: no pod has anything to update to.
     let typed: kube::Api<crate::kruise::cloneset::CloneSet> = ctx.api();
     let status = typed
@@ -165,14 +174,14 @@ async fn s2_template_only(ctx: Ctx) -> anyhow::Result<()> {
 }
 
 async fn s2_in_place_only(ctx: Ctx) -> anyhow::Result<()> {
-    let before = start(&ctx, "InPlaceOnly").await?;
+    let (cs, before) = start(&ctx, "InPlaceOnly").await?;
     let claims_before: Vec<String> = claims(&ctx, SELECTOR)
         .await?
         .into_iter()
         .filter_map(|c| c.metadata.uid)
         .collect();
-    set_image(&ctx, "apps.kruise.io/v1alpha1", "CloneSet", NAME, IMAGE_V2).await?;
-    rolled_out(&ctx, "apps.kruise.io/v1alpha1", "CloneSet", NAME, 2, &[]).await?;
+    cs.set_image(IMAGE_V2).await?;
+    cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
     ensure!(
         before == pod_uids(&ctx, SELECTOR).await?,
         "pods were recreated under InPlaceOnly"

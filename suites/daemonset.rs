@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::common::*;
 use crate::scenario::wait::{Check, until};
+use crate::scenario::workload::{AdvancedDaemonSet, CloneSet, Deployment, Kind, Spec};
 use crate::scenario::{Ctx, Requirements, Scenario, status};
 
 /// The scenarios of this suite.
@@ -19,7 +20,7 @@ pub fn scenarios() -> Vec<Scenario> {
             labels: &["seed", "s5", "webhook", "selector"],
             requires: Requirements::default(),
             allowed_warnings: &[],
-            body: |ctx| selector_immutable(ctx, Workload::AdvancedDaemonSet).boxed(),
+            body: |ctx| selector_immutable_on(ctx, Workload::AdvancedDaemonSet).boxed(),
         },
         Scenario {
             name: "daemonset/cloneset-selector-is-immutable",
@@ -28,7 +29,7 @@ pub fn scenarios() -> Vec<Scenario> {
             labels: &["selector", "webhook"],
             requires: Requirements::default(),
             allowed_warnings: &[],
-            body: |ctx| selector_immutable(ctx, Workload::CloneSet).boxed(),
+            body: |ctx| selector_immutable_on(ctx, Workload::CloneSet).boxed(),
         },
         Scenario {
             name: "daemonset/native-deployment-selector-is-immutable",
@@ -37,9 +38,20 @@ pub fn scenarios() -> Vec<Scenario> {
             labels: &["selector", "control"],
             requires: Requirements::default(),
             allowed_warnings: &[],
-            body: |ctx| selector_immutable(ctx, Workload::Deployment).boxed(),
+            body: |ctx| selector_immutable_on(ctx, Workload::Deployment).boxed(),
         },
     ]
+}
+
+async fn selector_immutable_on(ctx: Ctx, w: Workload) -> anyhow::Result<()> {
+    let nodes = ctx.facts.zones.values().map(Vec::len).sum::<usize>() as i64;
+    match w {
+        Workload::AdvancedDaemonSet => {
+            selector_immutable(ctx, AdvancedDaemonSet::new(NAME), nodes).await
+        }
+        Workload::CloneSet => selector_immutable(ctx, CloneSet::new(NAME).recreate(), 2).await,
+        Workload::Deployment => selector_immutable(ctx, Deployment::new(NAME), 2).await,
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -49,70 +61,23 @@ enum Workload {
     Deployment,
 }
 
-async fn selector_immutable(ctx: Ctx, w: Workload) -> anyhow::Result<()> {
-    let name = "sel";
-    let (api_version, kind) = match w {
-        Workload::AdvancedDaemonSet => ("apps.kruise.io/v1alpha1", "DaemonSet"),
-        Workload::CloneSet => ("apps.kruise.io/v1alpha1", "CloneSet"),
-        Workload::Deployment => ("apps/v1", "Deployment"),
-    };
-    let mut m = cloneset(name, 2, "ReCreate");
-    m["apiVersion"] = json!(api_version);
-    m["kind"] = json!(kind);
-    m["spec"]["template"]["metadata"]["labels"]["tier"] = json!("node");
-    let spec = m["spec"].as_object_mut().expect("object");
-    match w {
-        Workload::AdvancedDaemonSet => {
-            spec.remove("replicas");
-            spec.remove("updateStrategy");
-        }
-        Workload::Deployment => {
-            spec.remove("updateStrategy");
-        }
-        Workload::CloneSet => {}
-    }
-    create(&ctx, m).await?;
-    let api = ctx.dyn_api(api_version, kind).await?;
-    let nodes = ctx.facts.zones.values().map(Vec::len).sum::<usize>() as i64;
-    let want = if matches!(w, Workload::AdvancedDaemonSet) {
-        nodes
-    } else {
-        2
-    };
-    until(
-        &api,
-        name,
-        &format!("{kind} {name} ready"),
-        ctx.timeouts.converge,
-        move |o| {
-            async move {
-                let Some(o) = o else {
-                    return Check::Pending("absent".into());
-                };
-                let s = status(&o);
-                let ready = s["numberReady"].as_i64().or(s["readyReplicas"].as_i64());
-                Check::when(ready == Some(want), || {
-                    format!("ready {ready:?}, want {want}")
-                })
-            }
-            .boxed()
-        },
-    )
-    .await?;
+const NAME: &str = "sel";
+
+async fn selector_immutable<K: Kind>(ctx: Ctx, w: Spec<K>, want: i64) -> anyhow::Result<()> {
+    let name = NAME;
+    let kind = K::api_resource().kind;
+    let w = w.replicas(2).label("tier", "node").create(&ctx).await?;
+    w.wait_rolled_out(want, ctx.timeouts.converge, &[]).await?;
+    let api = w.api();
     let before = pod_uids(&ctx, &format!("app={name}")).await?;
 
     // A new selector that still matches the (updated) template, and no longer the old pods.
-    let update = patch(
-        &ctx,
-        api_version,
-        kind,
-        name,
-        json!({"spec": {
+    let update = w
+        .patch(json!({"spec": {
             "selector": {"matchLabels": {"app": name, "release": "v2"}},
             "template": {"metadata": {"labels": {"release": "v2"}}}
-        }}),
-    )
-    .await;
+        }}))
+        .await;
     match update {
         Err(kube::Error::Api(e)) if e.code == 422 || e.code == 403 || e.code == 400 => {
             ensure!(

@@ -8,6 +8,7 @@ use futures::FutureExt;
 use serde_json::json;
 
 use super::common::*;
+use crate::scenario::workload::CloneSet;
 use crate::scenario::{Ctx, Requirements, Scenario};
 
 /// The scenarios of this suite.
@@ -41,14 +42,17 @@ async fn s3(ctx: Ctx) -> anyhow::Result<()> {
         }),
     )
     .await?;
-    let mut w = cloneset("app", 2, "InPlaceIfPossible");
-    w["spec"]["template"]["metadata"]["labels"]["harness-sidecar"] = json!(ctx.namespace);
-    w["spec"]["template"]["spec"]["containers"][0]["resources"] = json!({
-        "requests": {"cpu": "100m", "memory": "64Mi"},
-        "limits": {"cpu": "200m", "memory": "128Mi"}
-    });
-    create(&ctx, w).await?;
-    rolled_out(&ctx, "apps.kruise.io/v1alpha1", "CloneSet", "app", 2, &[]).await?;
+    let app = CloneSet::new("app")
+        .replicas(2)
+        .in_place_if_possible()
+        .label("harness-sidecar", &ctx.namespace)
+        .resources(json!({
+            "requests": {"cpu": "100m", "memory": "64Mi"},
+            "limits": {"cpu": "200m", "memory": "128Mi"}
+        }))
+        .create(&ctx)
+        .await?;
+    app.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
     let before = pod_uids(&ctx, "app=app").await?;
     for p in pods(&ctx, "app=app").await? {
         let names: Vec<String> = p
@@ -62,16 +66,9 @@ async fn s3(ctx: Ctx) -> anyhow::Result<()> {
             p.metadata.name
         );
     }
-    set_image(&ctx, "apps.kruise.io/v1alpha1", "CloneSet", "app", IMAGE_V2).await?;
-    rolled_out(
-        &ctx,
-        "apps.kruise.io/v1alpha1",
-        "CloneSet",
-        "app",
-        2,
-        &["FailedUpdatePodInPlace"],
-    )
-    .await?;
+    app.set_image(IMAGE_V2).await?;
+    app.wait_rolled_out(2, ctx.timeouts.converge, &["FailedUpdatePodInPlace"])
+        .await?;
     ensure!(
         before == pod_uids(&ctx, "app=app").await?,
         "pods were recreated instead of updated in place"

@@ -11,8 +11,11 @@ use kube::Api;
 use serde_json::json;
 
 use super::common::*;
-use crate::scenario::wait::{Check, until};
-use crate::scenario::{Ctx, Requirements, Scenario, status};
+use crate::scenario::workload::{
+    AdvancedDaemonSet, AdvancedDaemonSetKind, CloneSet, CloneSetKind, Deployment, DeploymentKind,
+    Handle,
+};
+use crate::scenario::{Ctx, Requirements, Scenario};
 
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
@@ -59,17 +62,13 @@ async fn workloads_survive(ctx: Ctx) -> anyhow::Result<()> {
 
 /// One workload of each kind the controller manages or acts on.
 async fn create_workloads(ctx: &Ctx) -> anyhow::Result<()> {
-    create(
-        ctx,
-        with_data_volume(cloneset("data", 2, "InPlaceIfPossible"), "1Gi"),
-    )
-    .await?;
-    let mut ds = cloneset("agent", 0, "RollingUpdate");
-    ds["kind"] = json!("DaemonSet");
-    let spec = ds["spec"].as_object_mut().expect("object");
-    spec.remove("replicas");
-    spec.remove("updateStrategy");
-    create(ctx, ds).await?;
+    CloneSet::new("data")
+        .replicas(2)
+        .in_place_if_possible()
+        .data_volume("1Gi")
+        .create(ctx)
+        .await?;
+    AdvancedDaemonSet::new("agent").create(ctx).await?;
     create_observed(
         ctx,
         json!({
@@ -99,56 +98,28 @@ async fn create_workloads(ctx: &Ctx) -> anyhow::Result<()> {
         }),
     )
     .await?;
-    let mut dep = cloneset("spread", 2, "RollingUpdate");
-    dep["apiVersion"] = json!("apps/v1");
-    dep["kind"] = json!("Deployment");
-    dep["spec"]
-        .as_object_mut()
-        .expect("object")
-        .remove("updateStrategy");
-    create(ctx, dep).await?;
-    create(ctx, cloneset("with-sidecar", 2, "InPlaceIfPossible")).await?;
-
+    Deployment::new("spread").replicas(2).create(ctx).await?;
+    CloneSet::new("with-sidecar")
+        .replicas(2)
+        .in_place_if_possible()
+        .create(ctx)
+        .await?;
     Ok(())
 }
 
-/// Every workload rolled out and ready.
+/// Every workload rolled out and ready (the Advanced DaemonSet on every node).
 async fn settle(ctx: &Ctx) -> anyhow::Result<()> {
+    let t = ctx.timeouts.converge;
     let nodes: Api<Node> = Api::all(ctx.client.clone());
     let nodes = nodes.list(&Default::default()).await?.items.len() as i64;
-    rolled_out(ctx, "apps.kruise.io/v1alpha1", "CloneSet", "data", 2, &[]).await?;
-    rolled_out(
-        ctx,
-        "apps.kruise.io/v1alpha1",
-        "CloneSet",
-        "with-sidecar",
-        2,
-        &[],
-    )
-    .await?;
-    rolled_out(ctx, "apps/v1", "Deployment", "spread", 2, &[]).await?;
-    let api = ctx.dyn_api("apps.kruise.io/v1alpha1", "DaemonSet").await?;
-    until(
-        &api,
-        "agent",
-        "DaemonSet agent ready",
-        ctx.timeouts.converge,
-        move |o| {
-            async move {
-                let Some(o) = o else {
-                    return Check::Pending("absent".into());
-                };
-                let s = status(&o);
-                Check::when(
-                    s["numberReady"].as_i64() == Some(nodes)
-                        && s["observedGeneration"].as_i64() == o.metadata.generation,
-                    || format!("status {s}"),
-                )
-            }
-            .boxed()
-        },
-    )
-    .await?;
+    let data: Handle<CloneSetKind> = Handle::of(ctx, "data");
+    let with_sidecar: Handle<CloneSetKind> = Handle::of(ctx, "with-sidecar");
+    let spread: Handle<DeploymentKind> = Handle::of(ctx, "spread");
+    let agent: Handle<AdvancedDaemonSetKind> = Handle::of(ctx, "agent");
+    data.wait_rolled_out(2, t, &[]).await?;
+    with_sidecar.wait_rolled_out(2, t, &[]).await?;
+    spread.wait_rolled_out(2, t, &[]).await?;
+    agent.wait_rolled_out(nodes, t, &[]).await?;
     Ok(())
 }
 

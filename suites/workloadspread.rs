@@ -6,6 +6,7 @@ use futures::FutureExt;
 use serde_json::{Value, json};
 
 use super::common::*;
+use crate::scenario::workload::{CloneSet, Deployment, Kind, Spec, StatefulSet};
 use crate::scenario::{Ctx, Requirements, Scenario};
 
 /// The scenarios of this suite.
@@ -57,55 +58,14 @@ enum Target {
     Deployment,
 }
 
-impl Target {
-    fn api_version(self) -> &'static str {
-        match self {
-            Target::CloneSet => "apps.kruise.io/v1alpha1",
-            Target::StatefulSet | Target::Deployment => "apps/v1",
-        }
-    }
-    fn kind(self) -> &'static str {
-        match self {
-            Target::CloneSet => "CloneSet",
-            Target::StatefulSet => "StatefulSet",
-            Target::Deployment => "Deployment",
-        }
-    }
-    fn manifest(self, name: &str, replicas: i64) -> Value {
-        let mut w = cloneset(name, replicas, "ReCreate");
-        w["apiVersion"] = json!(self.api_version());
-        w["kind"] = json!(self.kind());
-        match self {
-            Target::CloneSet => {}
-            Target::StatefulSet => {
-                let spec = w["spec"].as_object_mut().expect("object");
-                spec.remove("updateStrategy");
-                spec.insert("serviceName".into(), json!(name));
-                spec.insert("podManagementPolicy".into(), json!("Parallel"));
-                // Claims owned by the StatefulSet, so they go with it.
-                spec.insert(
-                    "persistentVolumeClaimRetentionPolicy".into(),
-                    json!({"whenDeleted": "Delete", "whenScaled": "Delete"}),
-                );
-            }
-            Target::Deployment => {
-                w["spec"]
-                    .as_object_mut()
-                    .expect("object")
-                    .remove("updateStrategy");
-            }
-        }
-        w
-    }
-}
-
-fn spread(target: Target, name: &str, subsets: Vec<Value>) -> Value {
+fn spread<K: Kind>(name: &str, subsets: Vec<Value>) -> Value {
+    let ar = K::api_resource();
     json!({
         "apiVersion": "apps.kruise.io/v1alpha1",
         "kind": "WorkloadSpread",
         "metadata": {"name": "spread"},
         "spec": {
-            "targetRef": {"apiVersion": target.api_version(), "kind": target.kind(), "name": name},
+            "targetRef": {"apiVersion": ar.api_version, "kind": ar.kind, "name": name},
             "subsets": subsets
         }
     })
@@ -124,8 +84,17 @@ fn matched_subset(p: &k8s_openapi::api::core::v1::Pod) -> Option<String> {
 /// S1: a subset patch over a workload whose container mounts a volumeClaimTemplate.
 async fn s1(ctx: Ctx, target: Target) -> anyhow::Result<()> {
     let name = "data-app";
-    create(&ctx, with_data_volume(target.manifest(name, 2), "1Gi")).await?;
-    rolled_out(&ctx, target.api_version(), target.kind(), name, 2, &[]).await?;
+    match target {
+        Target::CloneSet => s1_over(ctx, CloneSet::new(name).recreate()).await,
+        Target::StatefulSet => s1_over(ctx, StatefulSet::new(name).parallel_owning_claims()).await,
+        Target::Deployment => s1_over(ctx, Deployment::new(name)).await,
+    }
+}
+
+async fn s1_over<K: Kind>(ctx: Ctx, w: Spec<K>) -> anyhow::Result<()> {
+    let name = w.name().to_string();
+    let w = w.replicas(2).data_volume("1Gi").create(&ctx).await?;
+    w.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
     let existing = pod_uids(&ctx, &format!("app={name}")).await?;
 
     let patch = json!({
@@ -134,9 +103,8 @@ async fn s1(ctx: Ctx, target: Target) -> anyhow::Result<()> {
     });
     create_observed(
         &ctx,
-        spread(
-            target,
-            name,
+        spread::<K>(
+            &name,
             vec![
                 json!({"name": "zone-a", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-a"), "patch": patch}),
                 json!({"name": "zone-b", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-b")}),
@@ -146,8 +114,10 @@ async fn s1(ctx: Ctx, target: Target) -> anyhow::Result<()> {
     .await?;
 
     // New pods land per subset with the patch applied.
-    patch_replicas(&ctx, target, name, 4).await?;
-    rolled_out(&ctx, target.api_version(), target.kind(), name, 4, &[]).await?;
+    w.patch(json!({"spec": {"replicas": 4}}))
+        .await
+        .map_err(refusal)?;
+    w.wait_rolled_out(4, ctx.timeouts.converge, &[]).await?;
     // Pods that existed before only get the subset's metadata; new pods get the whole patch.
     let mut patched = 0;
     for p in pods(&ctx, &format!("app={name}")).await? {
@@ -184,21 +154,17 @@ async fn s1(ctx: Ctx, target: Target) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn patch_replicas(ctx: &Ctx, target: Target, name: &str, n: i64) -> anyhow::Result<()> {
-    patch(
-        ctx,
-        target.api_version(),
-        target.kind(),
-        name,
-        json!({"spec": {"replicas": n}}),
-    )
-    .await
-    .map_err(refusal)?;
-    Ok(())
-}
-
 /// S4: a subset patch setting priorityClassName.
 async fn s4(ctx: Ctx, target: Target) -> anyhow::Result<()> {
+    let name = "tiered";
+    match target {
+        Target::CloneSet => s4_over(ctx, CloneSet::new(name).recreate()).await,
+        Target::StatefulSet => s4_over(ctx, StatefulSet::new(name).parallel_owning_claims()).await,
+        Target::Deployment => s4_over(ctx, Deployment::new(name)).await,
+    }
+}
+
+async fn s4_over<K: Kind>(ctx: Ctx, w: Spec<K>) -> anyhow::Result<()> {
     let class = ctx.unique("harness-stable");
     let value = 1_000_000_000i64;
     create(
@@ -212,12 +178,11 @@ async fn s4(ctx: Ctx, target: Target) -> anyhow::Result<()> {
     )
     .await?;
     {
-        let name = "tiered";
+        let name = w.name().to_string();
         create_observed(
             &ctx,
-            spread(
-                target,
-                name,
+            spread::<K>(
+                &name,
                 vec![
                     json!({"name": "stable", "requiredNodeSelectorTerm": on_nodes("node-type", "stable"), "maxReplicas": 2,
                            "patch": {"spec": {"priorityClassName": class}}}),
@@ -226,16 +191,9 @@ async fn s4(ctx: Ctx, target: Target) -> anyhow::Result<()> {
             ),
         )
         .await?;
-        create(&ctx, target.manifest(name, 4)).await?;
-        rolled_out(
-            &ctx,
-            target.api_version(),
-            target.kind(),
-            name,
-            4,
-            &["FailedCreate"],
-        )
-        .await?;
+        let w = w.replicas(4).create(&ctx).await?;
+        w.wait_rolled_out(4, ctx.timeouts.converge, &["FailedCreate"])
+            .await?;
         let mut stable = 0;
         for p in pods(&ctx, &format!("app={name}")).await? {
             let pname = p.metadata.name.clone().unwrap_or_default();

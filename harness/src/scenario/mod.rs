@@ -4,6 +4,7 @@
 //! after every scenario.
 
 pub mod invariants;
+pub mod workload;
 
 pub use crate::wait;
 
