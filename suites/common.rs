@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::scenario::wait::{Check, until};
 use crate::scenario::{Ctx, status};
 
-pub use crate::scenario::workload::{IMAGE_V1, IMAGE_V2, refusal, warnings};
+pub use crate::scenario::workload::{IMAGE_V1, IMAGE_V2, refusal};
 
 /// A node selector term on one label.
 pub fn on_nodes(key: &str, value: &str) -> Value {

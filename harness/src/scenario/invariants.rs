@@ -89,30 +89,40 @@ pub fn transient(message: &str) -> bool {
         || message.ends_with("is in the cache, so can't be assumed")
 }
 
+/// The Warning events in `namespace`, listed once.
+pub async fn warning_events(
+    client: &kube::Client,
+    namespace: &str,
+) -> Result<Vec<Event>, kube::Error> {
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+    let mut list = events.list(&ListParams::default()).await?.items;
+    list.retain(|e| e.type_.as_deref() == Some("Warning"));
+    Ok(list)
+}
+
+/// An event as "Warning <reason> on <kind> <name>: <message>".
+pub fn describe_warning(e: &Event) -> String {
+    format!(
+        "Warning {} on {} {}: {}",
+        e.reason.as_deref().unwrap_or_default(),
+        e.involved_object.kind.as_deref().unwrap_or_default(),
+        e.involved_object.name.as_deref().unwrap_or_default(),
+        e.message.as_deref().unwrap_or_default()
+    )
+}
+
 /// Warning events in `namespace` whose reason is not in `allowed` (transient conflicts aside).
 pub async fn unexpected_warnings(
     client: &kube::Client,
     namespace: &str,
     allowed: &[&str],
 ) -> Result<Vec<String>, kube::Error> {
-    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
-    Ok(events
-        .list(&ListParams::default())
+    Ok(warning_events(client, namespace)
         .await?
-        .items
-        .into_iter()
-        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .iter()
         .filter(|e| !allowed.contains(&e.reason.as_deref().unwrap_or_default()))
         .filter(|e| !transient(e.message.as_deref().unwrap_or_default()))
-        .map(|e| {
-            format!(
-                "Warning {} on {} {}: {}",
-                e.reason.unwrap_or_default(),
-                e.involved_object.kind.unwrap_or_default(),
-                e.involved_object.name.unwrap_or_default(),
-                e.message.unwrap_or_default()
-            )
-        })
+        .map(describe_warning)
         .collect())
 }
 

@@ -597,40 +597,19 @@ impl<K: Kind> Handle<K> {
 
 /// `Failed` on the first Warning event with one of `reasons` (or on failing to list events).
 async fn fatal_warning(client: &kube::Client, ns: &str, reasons: &[&str]) -> Option<Check> {
-    for reason in reasons {
-        match warnings(client, ns, reason).await {
-            Ok(w) if !w.is_empty() => {
-                return Some(Check::Failed(format!("Warning {reason}: {}", w.join("; "))));
-            }
-            Ok(_) => {}
-            Err(e) => return Some(Check::Failed(format!("list events: {e}"))),
-        }
+    if reasons.is_empty() {
+        return None;
     }
-    None
-}
-
-/// Warning events in the namespace with `reason`, as "kind name: message".
-pub async fn warnings(
-    client: &kube::Client,
-    ns: &str,
-    reason: &str,
-) -> Result<Vec<String>, kube::Error> {
-    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), ns);
-    Ok(events
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|e| e.type_.as_deref() == Some("Warning") && e.reason.as_deref() == Some(reason))
-        .map(|e| {
-            format!(
-                "{} {}: {}",
-                e.involved_object.kind.unwrap_or_default(),
-                e.involved_object.name.unwrap_or_default(),
-                e.message.unwrap_or_default()
-            )
-        })
-        .collect())
+    let events = match super::invariants::warning_events(client, ns).await {
+        Ok(events) => events,
+        Err(e) => return Some(Check::Failed(format!("list events: {e}"))),
+    };
+    let fatal: Vec<String> = events
+        .iter()
+        .filter(|e| reasons.contains(&e.reason.as_deref().unwrap_or_default()))
+        .map(super::invariants::describe_warning)
+        .collect();
+    (!fatal.is_empty()).then(|| Check::Failed(fatal.join("; ")))
 }
 
 #[cfg(test)]
