@@ -30,6 +30,7 @@ pub fn scenarios() -> Vec<Scenario> {
             labels: &["seed", "s2", "pvc"],
             requires: requires(),
             allowed_warnings: &[],
+            expected_violations: &[],
             body: |ctx| s2_together(ctx).boxed(),
         },
         Scenario {
@@ -39,6 +40,7 @@ pub fn scenarios() -> Vec<Scenario> {
             labels: &["s2", "pvc"],
             requires: requires(),
             allowed_warnings: &[],
+            expected_violations: &[],
             body: |ctx| s2_template_only(ctx).boxed(),
         },
         Scenario {
@@ -48,6 +50,7 @@ pub fn scenarios() -> Vec<Scenario> {
             labels: &["s2", "pvc", "in-place"],
             requires: requires(),
             allowed_warnings: &[],
+            expected_violations: &[],
             body: |ctx| s2_in_place_only(ctx).boxed(),
         },
     ]

@@ -20,6 +20,7 @@ pub fn scenarios() -> Vec<Scenario> {
             labels: &["seed", "s5", "webhook", "selector"],
             requires: Requirements::default(),
             allowed_warnings: &[],
+            expected_violations: &[],
             body: |ctx| selector_immutable_on(ctx, Workload::AdvancedDaemonSet).boxed(),
         },
         Scenario {
@@ -29,6 +30,7 @@ pub fn scenarios() -> Vec<Scenario> {
             labels: &["selector", "webhook"],
             requires: Requirements::default(),
             allowed_warnings: &[],
+            expected_violations: &[],
             body: |ctx| selector_immutable_on(ctx, Workload::CloneSet).boxed(),
         },
         Scenario {
@@ -38,6 +40,7 @@ pub fn scenarios() -> Vec<Scenario> {
             labels: &["selector", "control"],
             requires: Requirements::default(),
             allowed_warnings: &[],
+            expected_violations: &[],
             body: |ctx| selector_immutable_on(ctx, Workload::Deployment).boxed(),
         },
     ]

@@ -23,6 +23,7 @@ pub fn scenarios() -> Vec<Scenario> {
             ..Default::default()
         },
         allowed_warnings: &[],
+        expected_violations: &[],
         body: |ctx| s3(ctx).boxed(),
     }]
 }

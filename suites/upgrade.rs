@@ -31,6 +31,7 @@ pub fn scenarios() -> Vec<Scenario> {
             ..Default::default()
         },
         allowed_warnings: &[],
+        expected_violations: &[],
         body: |ctx| workloads_survive(ctx).boxed(),
     }]
 }

@@ -19,6 +19,7 @@ pub fn scenarios() -> Vec<Scenario> {
             labels: &["seed", "s1", "webhook"],
             requires: Requirements::default(),
             allowed_warnings: &[],
+            expected_violations: &[],
             body: |ctx| s1(ctx, Target::CloneSet).boxed(),
         },
         Scenario {
@@ -28,6 +29,7 @@ pub fn scenarios() -> Vec<Scenario> {
             labels: &["s1", "webhook"],
             requires: Requirements::default(),
             allowed_warnings: &[],
+            expected_violations: &[],
             body: |ctx| s1(ctx, Target::StatefulSet).boxed(),
         },
         Scenario {
@@ -37,6 +39,7 @@ pub fn scenarios() -> Vec<Scenario> {
             labels: &["seed", "s4", "webhook", "admission"],
             requires: Requirements::default(),
             allowed_warnings: &[],
+            expected_violations: &[],
             body: |ctx| s4(ctx, Target::Deployment).boxed(),
         },
         Scenario {
@@ -46,6 +49,7 @@ pub fn scenarios() -> Vec<Scenario> {
             labels: &["s4", "webhook", "admission"],
             requires: Requirements::default(),
             allowed_warnings: &[],
+            expected_violations: &[],
             body: |ctx| s4(ctx, Target::CloneSet).boxed(),
         },
     ]

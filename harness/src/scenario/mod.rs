@@ -4,6 +4,7 @@
 //! after every scenario.
 
 pub mod invariants;
+pub mod record;
 pub mod workload;
 
 pub use crate::wait;
@@ -15,9 +16,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use kube::api::{Api, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use serde::{Deserialize, Serialize};
 
+use self::record::{Recorder, Sent, Verb};
 use crate::controller::ControllerRef;
 use crate::toolchain::KubeVersion;
 
@@ -81,6 +85,9 @@ pub struct Scenario {
     pub requires: Requirements,
     /// Warning event reasons the scenario expects (not counted by the invariants).
     pub allowed_warnings: &'static [&'static str],
+    /// Invariant rules the scenario expects the watching monitor to see broken (by rule
+    /// name), e.g. because its body deletes pods by hand; they are not counted as findings.
+    pub expected_violations: &'static [&'static str],
     /// Its body.
     pub body: Body,
 }
@@ -156,6 +163,10 @@ impl Cleanup {
 
 /// What a scenario body gets: its own namespace, a client, the cell's facts, timeouts and a
 /// cleanup stack.
+///
+/// Every write goes through it ([`Ctx::create`], [`Ctx::patch`], [`Ctx::json_patch`],
+/// [`Ctx::replace`]), so that what the scenario sends is recorded ([`Ctx::recorder`]) for the
+/// coverage report; the client is for reads and watches.
 #[derive(Clone)]
 pub struct Ctx {
     /// The scenario's own namespace (created before, deleted after).
@@ -170,6 +181,8 @@ pub struct Ctx {
     pub cleanup: Cleanup,
     /// Replaces the controller with the candidate, for scenarios that run across an upgrade.
     pub upgrade: Option<Upgrade>,
+    /// What the scenario sent.
+    pub recorder: Recorder,
 }
 
 /// Replaces the installed controller (its CRDs, webhook configurations and components) with
@@ -187,6 +200,7 @@ impl Ctx {
             timeouts,
             cleanup: Cleanup::default(),
             upgrade: None,
+            recorder: Recorder::default(),
         }
     }
 
@@ -227,16 +241,21 @@ impl Ctx {
         })
     }
 
+    /// The API of `obj` (from its `apiVersion` and `kind`).
+    async fn api_of(&self, obj: &serde_json::Value) -> Result<Api<DynamicObject>, kube::Error> {
+        self.dyn_api(
+            obj["apiVersion"].as_str().unwrap_or_default(),
+            obj["kind"].as_str().unwrap_or_default(),
+        )
+        .await
+        .map_err(|e| kube::Error::Service(e.into()))
+    }
+
     /// Creates an object given as JSON (`apiVersion` and `kind` pick the API); cluster-scoped
     /// objects are pushed on the cleanup stack.
     pub async fn create(&self, obj: serde_json::Value) -> Result<DynamicObject, kube::Error> {
-        let api = self
-            .dyn_api(
-                obj["apiVersion"].as_str().unwrap_or_default(),
-                obj["kind"].as_str().unwrap_or_default(),
-            )
-            .await
-            .map_err(|e| kube::Error::Service(e.into()))?;
+        let api = self.api_of(&obj).await?;
+        self.record_object(&obj, Verb::Create);
         let o: DynamicObject = serde_json::from_value(obj).map_err(kube::Error::SerdeError)?;
         let created = api.create(&PostParams::default(), &o).await?;
         if created.metadata.namespace.is_none() {
@@ -244,6 +263,79 @@ impl Ctx {
                 .push(api, created.metadata.name.as_deref().unwrap_or_default());
         }
         Ok(created)
+    }
+
+    /// Replaces an object given as JSON (with its `metadata.resourceVersion`, if the update
+    /// must not overwrite a newer one).
+    pub async fn replace(&self, obj: serde_json::Value) -> Result<DynamicObject, kube::Error> {
+        let api = self.api_of(&obj).await?;
+        self.record_object(&obj, Verb::Replace);
+        let name = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let o: DynamicObject = serde_json::from_value(obj).map_err(kube::Error::SerdeError)?;
+        api.replace(&name, &PostParams::default(), &o).await
+    }
+
+    /// Merge-patches the object `name` of `apiVersion` + `kind`.
+    pub async fn patch(
+        &self,
+        api_version: &str,
+        kind: &str,
+        name: &str,
+        body: serde_json::Value,
+    ) -> Result<DynamicObject, kube::Error> {
+        let api = self
+            .api_of(&serde_json::json!({"apiVersion": api_version, "kind": kind}))
+            .await?;
+        self.recorder
+            .record(Sent::of_object(api_version, kind, Verb::MergePatch, &body));
+        api.patch(name, &PatchParams::default(), &Patch::Merge(body))
+            .await
+    }
+
+    /// Applies a JSON patch (RFC 6902) to the object `name` of `apiVersion` + `kind`.
+    pub async fn json_patch(
+        &self,
+        api_version: &str,
+        kind: &str,
+        name: &str,
+        ops: serde_json::Value,
+    ) -> Result<DynamicObject, kube::Error> {
+        let api = self
+            .api_of(&serde_json::json!({"apiVersion": api_version, "kind": kind}))
+            .await?;
+        self.recorder
+            .record(Sent::of_json_patch(api_version, kind, &ops));
+        let patch: json_patch::Patch =
+            serde_json::from_value(ops).map_err(kube::Error::SerdeError)?;
+        api.patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+            .await
+    }
+
+    /// Deletes the object `name` of `apiVersion` + `kind` (background propagation).
+    pub async fn delete(
+        &self,
+        api_version: &str,
+        kind: &str,
+        name: &str,
+    ) -> Result<(), kube::Error> {
+        let api = self
+            .api_of(&serde_json::json!({"apiVersion": api_version, "kind": kind}))
+            .await?;
+        api.delete(name, &DeleteParams::background())
+            .await
+            .map(|_| ())
+    }
+
+    fn record_object(&self, obj: &serde_json::Value, verb: Verb) {
+        self.recorder.record(Sent::of_object(
+            obj["apiVersion"].as_str().unwrap_or_default(),
+            obj["kind"].as_str().unwrap_or_default(),
+            verb,
+            obj,
+        ));
     }
 
     /// A name unique to this scenario, for cluster-scoped objects.

@@ -15,9 +15,7 @@ use futures::FutureExt;
 use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
-use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
-};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
@@ -522,18 +520,19 @@ impl<K: Kind> Handle<K> {
         Ok(self.api().get(&self.name).await?)
     }
 
-    /// Merge-patches it.
+    /// Merge-patches it (through [`Ctx::patch`], so the write is recorded).
     pub async fn patch(&self, body: Value) -> Result<DynamicObject, kube::Error> {
-        self.api()
-            .patch(&self.name, &PatchParams::default(), &Patch::Merge(body))
+        let ar = K::api_resource();
+        self.ctx
+            .patch(&ar.api_version, &ar.kind, &self.name, body)
             .await
     }
 
     /// Applies a JSON patch (RFC 6902), with the API's refusal as the error.
     pub async fn json_patch(&self, ops: Value) -> anyhow::Result<()> {
-        let ops: json_patch::Patch = serde_json::from_value(ops)?;
-        self.api()
-            .patch(&self.name, &PatchParams::default(), &Patch::<()>::Json(ops))
+        let ar = K::api_resource();
+        self.ctx
+            .json_patch(&ar.api_version, &ar.kind, &self.name, ops)
             .await
             .map_err(refusal)?;
         Ok(())
