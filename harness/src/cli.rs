@@ -59,6 +59,11 @@ enum Command {
     /// Qualify a controller release against a baseline on the same cells: regressions, fixes,
     /// unchanged results; exit 1 on any regression.
     Qualify(QualifyArgs),
+    /// API field coverage: which own spec fields of each API of the controller the selected
+    /// scenarios set, and which they leave uncovered. Reads what the scenarios sent from a
+    /// run's report (the newest by default); the controller's CRDs come from its sources (a
+    /// download, nothing is built or started).
+    Coverage(CoverageArgs),
     /// Create, list and remove clusters.
     #[command(subcommand)]
     Cluster(ClusterCommand),
@@ -81,6 +86,34 @@ enum Command {
         #[arg(long)]
         kubeconfig: PathBuf,
     },
+}
+
+#[derive(Debug, Args)]
+struct CoverageArgs {
+    /// The controller whose APIs are counted (default: the one the report's run tested).
+    #[arg(long, value_name = "NAME@TAG")]
+    controller: Option<String>,
+    /// Only these suites (repeatable, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    suite: Vec<String>,
+    /// Only scenarios whose name contains one of these (repeatable).
+    #[arg(long)]
+    focus: Vec<String>,
+    /// Not scenarios whose name contains one of these (repeatable).
+    #[arg(long)]
+    skip: Vec<String>,
+    /// Only scenarios with one of these labels (repeatable, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    labels: Vec<String>,
+    /// The run's report.json to read what the scenarios sent from.
+    #[arg(long, value_name = "REPORT_JSON")]
+    from: Option<PathBuf>,
+    /// Where reports are (`<dir>/latest/report.json` is read unless --from names one).
+    #[arg(long, default_value = "reports")]
+    report_dir: PathBuf,
+    /// Print the coverage as JSON instead of tables.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -823,6 +856,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => run_scenarios(args).await,
         Command::Matrix(args) => matrix(args).await,
+        Command::Coverage(args) => coverage(args).await,
         Command::Qualify(args) => qualify(args).await,
         Command::Cluster(ClusterCommand::Up(args)) => cluster_up(*args).await,
         Command::Cluster(ClusterCommand::Down { name }) => {
@@ -858,6 +892,71 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+async fn coverage(args: CoverageArgs) -> anyhow::Result<ExitCode> {
+    use crate::report::{Recorded, coverage_table, uncovered_list};
+    use crate::scenario::coverage::{ApiFields, Coverage};
+    let all = crate::suites::all();
+    let filter = crate::run::Filter {
+        suites: args.suite.clone(),
+        focus: args.focus.clone(),
+        skip: args.skip.clone(),
+        labels: args.labels.clone(),
+    };
+    filter.check_suites(&all)?;
+    let selected: Vec<&str> = all
+        .iter()
+        .filter(|s| filter.selects(s))
+        .map(|s| s.name)
+        .collect();
+    if selected.is_empty() {
+        bail!("select scenarios: the filters match none (see `harness run --list`)");
+    }
+    let path = args
+        .from
+        .clone()
+        .unwrap_or_else(|| args.report_dir.join("latest/report.json"));
+    let recorded = Recorded::load(&path)?;
+    let controller: crate::controller::ControllerRef =
+        match (&args.controller, recorded.controller()) {
+            (Some(c), _) => c.parse()?,
+            (None, Some(c)) => c.clone(),
+            (None, None) => crate::controller::ControllerRef::default_ref(),
+        };
+    let controller = controller.controller();
+    let groups = controller.api_groups();
+    let crds = controller.crds().await?;
+    let fields: Vec<ApiFields> = crds
+        .iter()
+        .filter(|c| groups.contains(&c["spec"]["group"].as_str().unwrap_or_default()))
+        .flat_map(ApiFields::of_crd)
+        .collect();
+    let c = Coverage::compute(&fields, &recorded.sends(|s| selected.contains(&s)));
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&c)?);
+    } else {
+        print!("{}\n{}", coverage_table(&c), uncovered_list(&c));
+    }
+    let ran = recorded.scenarios();
+    let missing: Vec<&&str> = selected
+        .iter()
+        .filter(|s| !ran.contains(**s))
+        .filter(|s| all.iter().any(|x| x.name == **s && !x.requires.upgrade))
+        .collect();
+    if !missing.is_empty() {
+        eprintln!(
+            "note: {} selected scenario(s) have no result in {} and count for nothing: {}",
+            missing.len(),
+            path.display(),
+            missing
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {

@@ -247,6 +247,7 @@ mod tests {
             failure,
             seconds: 1.0,
             diagnostics: None,
+            sent: Default::default(),
         }
     }
 

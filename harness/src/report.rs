@@ -2,8 +2,10 @@
 //! [`Files`] (JSON, JUnit and a single-file HTML report under `reports/<run-id>/`, rewritten
 //! atomically after every finished scenario, with `reports/latest` pointing at the newest run).
 //! Results are kept in a stable order (suite, scenario, attempt) whatever order they finish in.
+//! Both also report API field coverage ([`coverage_of`]): the own spec fields of every CRD of
+//! the controller under test that the scenarios set.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -12,6 +14,8 @@ use serde::Serialize;
 
 use crate::run::ledger::Verdict;
 use crate::run::{Event, Outcome, Plan, Reporter, ScenarioResult};
+use crate::scenario::coverage::{ApiFields, Coverage};
+use crate::scenario::record::Sends;
 
 type Key = (String, String, usize);
 
@@ -23,6 +27,158 @@ fn key(r: &ScenarioResult) -> Key {
 #[derive(Debug, Default)]
 pub struct Terminal {
     results: BTreeMap<Key, ScenarioResult>,
+    api_fields: Option<Vec<ApiFields>>,
+}
+
+/// The field coverage of `fields` by what `results` sent (every attempt counts).
+pub fn coverage_of<'a>(
+    fields: &[ApiFields],
+    results: impl Iterator<Item = &'a ScenarioResult>,
+) -> Coverage {
+    let mut sent = Sends::default();
+    for r in results {
+        sent.merge(&r.sent);
+    }
+    Coverage::compute(fields, &sent)
+}
+
+/// The writes recorded in a run's `report.json`, for `harness coverage`.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct Recorded {
+    /// The run's plan: its controller (`openkruise@v1.9.0`).
+    #[serde(default)]
+    plan: Option<RecordedPlan>,
+    /// Scenario names and what they sent.
+    results: Vec<RecordedResult>,
+}
+
+#[derive(Debug, Clone, serde::Deserialize)]
+struct RecordedPlan {
+    controller: crate::controller::ControllerRef,
+}
+
+#[derive(Debug, Clone, serde::Deserialize)]
+struct RecordedResult {
+    scenario: String,
+    #[serde(default)]
+    sent: Sends,
+}
+
+/// A `report.json` that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// No such file.
+    #[error(
+        "read {}: there is no report there; run the scenarios first (`harness run` with the \
+         same selection) or name a run's report.json with --from",
+        path.display()
+    )]
+    Missing {
+        /// The path.
+        path: PathBuf,
+    },
+    /// Unreadable or not a report.
+    #[error("read {}: not a harness report.json", path.display())]
+    Invalid {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl Recorded {
+    /// Reads `report.json` at `path`.
+    pub fn load(path: &Path) -> Result<Self, ReadError> {
+        let bytes = std::fs::read(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => ReadError::Missing { path: path.into() },
+            _ => ReadError::Invalid {
+                path: path.into(),
+                source: Box::new(e),
+            },
+        })?;
+        serde_json::from_slice(&bytes).map_err(|e| ReadError::Invalid {
+            path: path.into(),
+            source: Box::new(e),
+        })
+    }
+
+    /// The controller the run tested.
+    pub fn controller(&self) -> Option<&crate::controller::ControllerRef> {
+        self.plan.as_ref().map(|p| &p.controller)
+    }
+
+    /// The scenarios that have a result.
+    pub fn scenarios(&self) -> BTreeSet<&str> {
+        self.results.iter().map(|r| r.scenario.as_str()).collect()
+    }
+
+    /// What the scenarios `keep` selects sent.
+    pub fn sends(&self, keep: impl Fn(&str) -> bool) -> Sends {
+        let mut out = Sends::default();
+        for r in self.results.iter().filter(|r| keep(&r.scenario)) {
+            out.merge(&r.sent);
+        }
+        out
+    }
+}
+
+/// The uncovered own fields of every kind, one kind per paragraph.
+pub fn uncovered_list(c: &Coverage) -> String {
+    let mut out = String::new();
+    for k in c.kinds.iter().filter(|k| !k.uncovered.is_empty()) {
+        out.push_str(&format!(
+            "{}/{} {} — {} of {} uncovered:\n",
+            k.group,
+            k.kind,
+            k.version,
+            k.uncovered.len(),
+            k.total()
+        ));
+        for f in &k.uncovered {
+            out.push_str(&format!("  {f}\n"));
+        }
+    }
+    out
+}
+
+/// The coverage table for a terminal: one line per kind, then the total.
+pub fn coverage_table(c: &Coverage) -> String {
+    let mut out = format!(
+        "{:<44} {:<9} {:>9} {:>8}  {}\n",
+        "API FIELD COVERAGE (own spec fields)",
+        "VERSION",
+        "FIELDS",
+        "PERCENT",
+        "TEMPLATE FIELDS SET"
+    );
+    let (mut covered, mut total) = (0, 0);
+    for k in &c.kinds {
+        covered += k.covered.len();
+        total += k.total();
+        let inner: usize = k.template_fields.values().map(|f| f.len()).sum();
+        out.push_str(&format!(
+            "{:<44} {:<9} {:>9} {:>7.0}%  {inner}\n",
+            format!("{}/{}", k.group, k.kind),
+            k.version,
+            format!("{}/{}", k.covered.len(), k.total()),
+            k.percent()
+        ));
+    }
+    let pct = if total == 0 {
+        0.0
+    } else {
+        100.0 * covered as f64 / total as f64
+    };
+    out.push_str(&format!(
+        "{:<44} {:<9} {:>9} {:>7.0}%\n",
+        "all kinds",
+        "",
+        format!("{covered}/{total}"),
+        pct
+    ));
+    out
 }
 
 impl Reporter for Terminal {
@@ -42,6 +198,7 @@ impl Reporter for Terminal {
                 eprintln!("cluster {profile}: ready with the controller in {seconds:.1}s")
             }
             Event::ScenarioStarted { .. } => {}
+            Event::ApiFields(fields) => self.api_fields = Some(fields.clone()),
             Event::ClusterLogs { profile, dir } => {
                 eprintln!("cluster {profile}: logs kept in {}", dir.display())
             }
@@ -74,6 +231,10 @@ impl Reporter for Terminal {
                         r.scenario,
                         r.seconds
                     );
+                }
+                if let Some(fields) = &self.api_fields {
+                    let c = coverage_of(fields, self.results.values());
+                    eprintln!("\n{}", coverage_table(&c).trim_end());
                 }
                 let counts = counts(self.results.values());
                 eprintln!("\n{} in {seconds:.0}s", summary_line(&counts));
@@ -120,6 +281,8 @@ pub struct JsonReport {
     pub results: Vec<ScenarioResult>,
     /// Log files of clusters kept after a failure, by profile, relative to the run directory.
     pub cluster_logs: BTreeMap<String, Vec<String>>,
+    /// API field coverage, once the controller's CRDs are known.
+    pub coverage: Option<Coverage>,
 }
 
 /// Writes `report.json`, `junit.xml` and `report.html` into a run directory.
@@ -131,6 +294,7 @@ pub struct Files {
     results: BTreeMap<Key, ScenarioResult>,
     seconds: Option<f64>,
     cluster_logs: BTreeMap<String, Vec<String>>,
+    api_fields: Option<Vec<ApiFields>>,
 }
 
 impl Files {
@@ -150,6 +314,7 @@ impl Files {
             results: BTreeMap::new(),
             seconds: None,
             cluster_logs: BTreeMap::new(),
+            api_fields: None,
         })
     }
 
@@ -168,6 +333,10 @@ impl Files {
             counts: counts(self.results.values()),
             results: self.results.values().cloned().collect(),
             cluster_logs: self.cluster_logs.clone(),
+            coverage: self
+                .api_fields
+                .as_ref()
+                .map(|f| coverage_of(f, self.results.values())),
         }
     }
 
@@ -214,6 +383,7 @@ impl Reporter for Files {
             }
             Event::RunFinished { seconds } => self.seconds = Some(*seconds),
             Event::ClusterLogs { profile, dir } => self.add_cluster_logs(profile, dir),
+            Event::ApiFields(fields) => self.api_fields = Some(fields.clone()),
             Event::ClusterStarting { .. }
             | Event::ClusterReady { .. }
             | Event::ScenarioStarted { .. } => return,
@@ -387,9 +557,49 @@ pre{{background:#f6f6f6;padding:8px;overflow:auto;max-height:40em}}pre.failure{{
 <h1>harness run {id}</h1><p>{plan} — {state}</p><p id=\"summary\">{counts}</p>
 <table><thead><tr><th>suite</th><th>scenario</th><th>profile</th><th>result</th><th>seconds</th><th>note</th><th></th></tr></thead><tbody>
 {rows}</tbody></table>
-<h2>Failures</h2>
+{coverage}<h2>Failures</h2>
 {details}</body></html>\n",
         id = esc(&r.run_id),
+        coverage = r.coverage.as_ref().map(coverage_html).unwrap_or_default(),
+    )
+}
+
+/// The coverage section of the HTML report: a table per kind with its uncovered fields and
+/// the template fields set.
+fn coverage_html(c: &Coverage) -> String {
+    let list = |items: &mut dyn Iterator<Item = &String>| -> String {
+        items
+            .map(|f| format!("<li><code>{}</code></li>", esc(f)))
+            .collect()
+    };
+    let mut rows = String::new();
+    for k in &c.kinds {
+        let templates: String = k
+            .template_fields
+            .iter()
+            .map(|(t, fields)| {
+                format!(
+                    "<details><summary>{} fields set in <code>{}</code></summary><ul>{}</ul></details>",
+                    fields.len(),
+                    esc(t),
+                    list(&mut fields.iter())
+                )
+            })
+            .collect();
+        rows.push_str(&format!(
+            "<tr class=\"cov\" data-kind=\"{kind}\"><td>{group}/{kind}</td><td>{version}</td><td>{covered}/{total}</td><td>{pct:.0}%</td><td><details><summary>{n} uncovered</summary><ul class=\"uncovered\">{uncovered}</ul></details></td><td>{templates}</td></tr>\n",
+            group = esc(&k.group),
+            kind = esc(&k.kind),
+            version = esc(&k.version),
+            covered = k.covered.len(),
+            total = k.total(),
+            pct = k.percent(),
+            n = k.uncovered.len(),
+            uncovered = list(&mut k.uncovered.iter()),
+        ));
+    }
+    format!(
+        "<h2>API field coverage</h2><p>Own spec fields of each API of the controller under test set by the scenarios (template internals listed apart).</p>\n<table id=\"coverage\"><thead><tr><th>kind</th><th>version</th><th>fields</th><th>covered</th><th>uncovered fields</th><th>template fields set</th></tr></thead><tbody>\n{rows}</tbody></table>\n"
     )
 }
 
@@ -412,6 +622,7 @@ mod tests {
                 objects: "kind: Pod".into(),
                 manager_log: "E1121 line".into(),
             }),
+            sent: Default::default(),
         }
     }
 
@@ -474,10 +685,67 @@ mod tests {
             counts: counts(rs.iter()),
             results: rs,
             cluster_logs: BTreeMap::new(),
+            coverage: None,
         });
         assert!(h.contains("x &lt;y&gt;"));
         assert!(h.contains("href=\"#d0\""));
         assert!(h.contains("Warning FailedCreate &lt;boom&gt;"));
+    }
+
+    #[test]
+    fn coverage_is_computed_from_the_api_fields_and_what_every_result_sent() {
+        use crate::scenario::record::{Sent, Verb};
+        let crd = serde_json::json!({"spec": {"group": "apps.kruise.io",
+            "names": {"kind": "CloneSet"}, "versions": [{"name": "v1alpha1", "served": true,
+            "storage": true, "schema": {"openAPIV3Schema": {"properties": {"spec": {
+                "type": "object", "properties": {"replicas": {"type": "integer"},
+                "paused": {"type": "boolean"}, "minReadySeconds": {"type": "integer"},
+                "template": {"x-kubernetes-preserve-unknown-fields": true}}}}}}}]}});
+        let sent = |paths: serde_json::Value| {
+            let body = serde_json::json!({"spec": paths});
+            Sends::of(&[Sent::of_object(
+                "apps.kruise.io/v1alpha1",
+                "CloneSet",
+                Verb::Create,
+                &body,
+            )])
+        };
+        let mut a = result("a", Outcome::Judged(Verdict::Pass), None);
+        a.sent = sent(serde_json::json!({"replicas": 1, "template": {"spec": {"x": 1}}}));
+        let mut b = result("b", Outcome::Judged(Verdict::Pass), None);
+        b.sent = sent(serde_json::json!({"paused": true}));
+        let root = tempfile::tempdir().unwrap();
+        let mut files = Files::new(root.path(), "r").unwrap();
+        files.event(&Event::ApiFields(ApiFields::of_crd(&crd)));
+        files.event(&Event::ScenarioFinished(a));
+        files.event(&Event::ScenarioFinished(b));
+        let c = files.json().coverage.unwrap();
+        let k = c.kind("CloneSet").unwrap();
+        assert_eq!(k.covered.len(), 3);
+        assert_eq!(
+            k.uncovered.iter().collect::<Vec<_>>(),
+            ["spec.minReadySeconds"]
+        );
+        assert_eq!(k.writes, 2);
+        let page = std::fs::read_to_string(files.dir().join("report.html")).unwrap();
+        assert!(page.contains("<table id=\"coverage\">"), "{page}");
+        assert!(page.contains("<td>3/4</td><td>75%</td>"), "{page}");
+        assert!(page.contains("<li><code>spec.minReadySeconds</code></li>"));
+        assert!(
+            page.contains("<li><code>spec.x</code></li>"),
+            "template internals listed"
+        );
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(files.dir().join("report.json")).unwrap())
+                .unwrap();
+        assert_eq!(json["coverage"]["kinds"][0]["kind"], "CloneSet");
+        assert_eq!(
+            json["results"][0]["sent"]["apps.kruise.io/v1alpha1/CloneSet"]["writes"],
+            1
+        );
+        let table = coverage_table(&c);
+        assert!(table.contains("apps.kruise.io/CloneSet"), "{table}");
+        assert!(table.contains("3/4"), "{table}");
     }
 
     #[test]

@@ -115,6 +115,37 @@ fn every_seed_scenario_passes_on_the_default_release() {
     let junit = quick_junit::Report::deserialize_from_str(&xml).unwrap();
     assert_eq!(junit.tests, run.report["results"].as_array().unwrap().len());
     assert_eq!(junit.failures, 0);
+    coverage_holds_its_floor(&run.report);
+}
+
+/// The ratchet: every kind of `suites/coverage-floor.yaml` keeps at least its floor.
+fn coverage_holds_its_floor(report: &Value) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../suites/coverage-floor.yaml");
+    let floor: std::collections::BTreeMap<String, f64> =
+        serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let kinds = report["coverage"]["kinds"]
+        .as_array()
+        .expect("a coverage section");
+    for (name, min) in floor {
+        let k = kinds
+            .iter()
+            .find(|k| {
+                format!(
+                    "{}/{}",
+                    k["group"].as_str().unwrap(),
+                    k["kind"].as_str().unwrap()
+                ) == name
+            })
+            .unwrap_or_else(|| panic!("the floor names {name}, which the release does not serve"));
+        let covered = k["covered"].as_array().unwrap().len() as f64;
+        let total = covered + k["uncovered"].as_array().unwrap().len() as f64;
+        let pct = 100.0 * covered / total;
+        assert!(
+            pct >= min,
+            "field coverage of {name} fell to {pct:.0}% (floor {min}%); uncovered: {}",
+            k["uncovered"]
+        );
+    }
 }
 
 #[test]

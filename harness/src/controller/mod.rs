@@ -57,6 +57,13 @@ pub trait Controller: fmt::Debug + Send + Sync {
     /// not know may stop it from starting, so the planner leaves such gates out).
     fn has_gate(&self, gate: &str) -> bool;
 
+    /// The API groups of the resources it serves (its CRDs'), for field coverage.
+    fn api_groups(&self) -> &'static [&'static str];
+
+    /// Its CustomResourceDefinitions at this version, read from its sources (a download, no
+    /// build), as JSON.
+    fn crds<'a>(&'a self) -> BoxFuture<'a, Result<Vec<serde_json::Value>, ControllerError>>;
+
     /// Builds (or finds in the cache) everything an install needs, so a matrix can build
     /// ahead of its cells.
     fn prepare<'a>(

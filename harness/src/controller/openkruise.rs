@@ -164,6 +164,27 @@ impl Controller for OpenKruise {
         self.reference.checkout.is_some() || has_gate(&self.reference.version, gate)
     }
 
+    fn api_groups(&self) -> &'static [&'static str] {
+        &["apps.kruise.io", "policy.kruise.io"]
+    }
+
+    fn crds<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Value>, ControllerError>> {
+        Box::pin(async move {
+            match &self.reference.checkout {
+                Some(dir) => crds_in(dir),
+                None => {
+                    let go = GoEnv::detect().await?;
+                    let scratch = tempfile::tempdir()
+                        .map_err(|e| ControllerError::io(Path::new("tmp"), e))?;
+                    let files = go
+                        .download(scratch.path(), MODULE, &self.reference.version, true)
+                        .await?;
+                    crds_in(&files.dir)
+                }
+            }
+        })
+    }
+
     fn prepare<'a>(
         &'a self,
         toolchain: &'a Toolchain,
@@ -250,6 +271,33 @@ pub async fn render_for(
         Some(dir) => render_dir(kubectl, dir).await,
         None => render(kubectl, tag).await,
     }
+}
+
+/// The CRDs of a source tree: every document of `<root>/config/crd/bases/*.yaml`, by file
+/// name.
+pub fn crds_in(root: &Path) -> Result<Vec<Value>, ControllerError> {
+    let dir = root.join("config/crd/bases");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map_err(|e| ControllerError::io(&dir, e))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    let mut out = vec![];
+    for f in files {
+        let text = std::fs::read_to_string(&f).map_err(|e| ControllerError::io(&f, e))?;
+        let docs: Vec<Value> =
+            serde_saphyr::from_multiple(&text).map_err(|e| ControllerError::Render {
+                dir: f.clone(),
+                detail: e.to_string(),
+            })?;
+        out.extend(
+            docs.into_iter()
+                .filter(|d| d["kind"] == "CustomResourceDefinition"),
+        );
+    }
+    Ok(out)
 }
 
 /// Renders `<root>/config/default` with `kubectl kustomize`.

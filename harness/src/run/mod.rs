@@ -21,6 +21,8 @@ use tracing::Instrument;
 use crate::cluster::any::{AnyCluster, Provider};
 use crate::cluster::{OWNER_LABEL, Profile, ZONE_LABEL};
 use crate::controller::{ControllerRef, Host, Installation};
+use crate::scenario::coverage::ApiFields;
+use crate::scenario::record::Sends;
 use crate::scenario::{Ctx, Facts, Scenario, Timeouts, Upgrade, invariants};
 use crate::toolchain::{KubeVersion, Toolchain};
 
@@ -388,6 +390,9 @@ pub struct ScenarioResult {
     pub seconds: f64,
     /// Collected on failure.
     pub diagnostics: Option<Diagnostics>,
+    /// What the scenario sent, by API (for field coverage).
+    #[serde(default, skip_serializing_if = "Sends::is_empty")]
+    pub sent: Sends,
 }
 
 /// A result's classification.
@@ -487,6 +492,9 @@ pub enum Event {
         /// Seconds it took.
         seconds: f64,
     },
+    /// The spec fields of every API the controller under test serves, read from the CRDs
+    /// installed in the first cluster that came up (once per run).
+    ApiFields(Vec<ApiFields>),
     /// A scenario starts.
     ScenarioStarted {
         /// Scenario.
@@ -544,6 +552,7 @@ pub async fn execute(
     let mut out = Emitter {
         reporters,
         results: vec![],
+        api_fields: false,
     };
     out.emit(Event::RunStarted {
         run_id: run_id.into(),
@@ -574,6 +583,8 @@ pub async fn execute(
 struct Emitter<'r> {
     reporters: &'r mut [Box<dyn Reporter>],
     results: Vec<ScenarioResult>,
+    /// Whether [`Event::ApiFields`] went out.
+    api_fields: bool,
 }
 
 impl Emitter<'_> {
@@ -604,6 +615,7 @@ fn unrun(scenario: &str, suite: &str, profile: &str, outcome: Outcome) -> Scenar
         failure,
         seconds: 0.0,
         diagnostics: None,
+        sent: Sends::default(),
     }
 }
 
@@ -733,6 +745,15 @@ async fn run_cluster(
         profile: profile.clone(),
         seconds: t.elapsed().as_secs_f64(),
     });
+    if !out.api_fields {
+        match installed_api_fields(&cell.client, &plan.controller).await {
+            Ok(fields) => {
+                out.api_fields = true;
+                out.emit(Event::ApiFields(fields));
+            }
+            Err(e) => tracing::warn!("read the installed CRDs for field coverage: {e}"),
+        }
+    }
     let failed = run_scenarios_on(&cell, plan, pc, &selected, env, out).await;
     let Ok(cluster) = Arc::try_unwrap(cell.cluster) else {
         // Still shared: the last handle's drop tears the cluster down.
@@ -754,6 +775,25 @@ async fn run_cluster(
     } else if let Err(e) = cluster.destroy() {
         eprintln!("warning: {e:#}");
     }
+}
+
+/// The spec fields of the controller's APIs, from the CRDs installed in a cluster.
+async fn installed_api_fields(
+    client: &kube::Client,
+    controller: &ControllerRef,
+) -> Result<Vec<ApiFields>, kube::Error> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let groups = controller.controller().api_groups();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crds: Vec<serde_json::Value> = crds
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|c| groups.contains(&c.spec.group.as_str()))
+        .filter_map(|c| serde_json::to_value(c).ok())
+        .collect();
+    Ok(crds.iter().flat_map(ApiFields::of_crd).collect())
 }
 
 /// Runs `selected` (each `repeat` times, `parallel` at once) on a ready cell; returns whether
@@ -848,8 +888,12 @@ async fn run_one(s: &Scenario, attempt: usize, facts: Facts, unit: Unit<'_>) -> 
         "labels": {OWNER_LABEL: unit.owner},
     }}))
     .expect("a valid namespace");
-    let (failures, cleanup) = match nss.create(&PostParams::default(), &ns).await {
-        Err(e) => (vec![format!("create namespace {namespace}: {e}")], None),
+    let (failures, cleanup, recorder) = match nss.create(&PostParams::default(), &ns).await {
+        Err(e) => (
+            vec![format!("create namespace {namespace}: {e}")],
+            None,
+            None,
+        ),
         Ok(_) => {
             let mut ctx = Ctx::new(
                 &namespace,
@@ -858,8 +902,9 @@ async fn run_one(s: &Scenario, attempt: usize, facts: Facts, unit: Unit<'_>) -> 
                 unit.env.options.timeouts,
             );
             ctx.upgrade = unit.upgrade.cloned();
-            let cleanup = ctx.cleanup.clone();
-            (body_and_invariants(s, ctx, unit).await, Some(cleanup))
+            let (cleanup, recorder) = (ctx.cleanup.clone(), ctx.recorder.clone());
+            let failures = body_and_invariants(s, ctx, unit).await;
+            (failures, Some(cleanup), Some(recorder))
         }
     };
     let failure = (!failures.is_empty()).then(|| failures.join("\n"));
@@ -893,6 +938,7 @@ async fn run_one(s: &Scenario, attempt: usize, facts: Facts, unit: Unit<'_>) -> 
         failure,
         seconds: t.elapsed().as_secs_f64(),
         diagnostics,
+        sent: recorder.map(|r| Sends::of(&r.sent())).unwrap_or_default(),
     }
 }
 

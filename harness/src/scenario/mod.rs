@@ -3,6 +3,7 @@
 //! a cleanup stack). [`wait`] has the bounded, watch-based waits; [`invariants`] the checks run
 //! after every scenario.
 
+pub mod coverage;
 pub mod invariants;
 pub mod record;
 pub mod workload;

@@ -6,7 +6,7 @@
 //! A field path is dotted, with `[]` for an array element: `spec.template.spec.containers[].image`.
 //! Map keys stay in the path (`spec.selector.matchLabels.app`); a schema walk stops at the map.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
@@ -126,6 +126,55 @@ fn from_pointer(pointer: &str) -> String {
     path
 }
 
+/// What was sent of one API (`apiVersion/Kind`): how many writes, and every path they set.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SentKind {
+    /// Writes.
+    pub writes: usize,
+    /// Field paths set by any of them.
+    pub paths: BTreeSet<String>,
+}
+
+/// What scenarios sent, by `apiVersion/Kind` (`apps.kruise.io/v1alpha1/CloneSet`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Sends(pub BTreeMap<String, SentKind>);
+
+impl Sends {
+    /// The writes `sent`, summed up by API.
+    pub fn of(sent: &[Sent]) -> Self {
+        let mut out = Sends::default();
+        for s in sent {
+            let k = out
+                .0
+                .entry(format!("{}/{}", s.api_version, s.kind))
+                .or_default();
+            k.writes += 1;
+            k.paths.extend(s.paths.iter().cloned());
+        }
+        out
+    }
+
+    /// Adds `other`'s writes and paths.
+    pub fn merge(&mut self, other: &Sends) {
+        for (api, s) in &other.0 {
+            let k = self.0.entry(api.clone()).or_default();
+            k.writes += s.writes;
+            k.paths.extend(s.paths.iter().cloned());
+        }
+    }
+
+    /// What was sent of `apiVersion/Kind`.
+    pub fn get(&self, api: &str) -> Option<&SentKind> {
+        self.0.get(api)
+    }
+
+    /// Whether nothing was sent.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// The writes of one scenario, shared by every clone of its [`super::Ctx`].
 #[derive(Debug, Clone, Default)]
 pub struct Recorder {
@@ -217,5 +266,32 @@ mod tests {
         ));
         assert_eq!(r.sent().len(), 1);
         assert_eq!(r.sent()[0].paths, set(&["data.k"]));
+    }
+
+    #[test]
+    fn sends_sum_writes_and_paths_by_api() {
+        let a = Sent::of_object(
+            "v1",
+            "ConfigMap",
+            Verb::Create,
+            &json!({"data": {"k": "v"}}),
+        );
+        let b = Sent::of_json_patch(
+            "v1",
+            "ConfigMap",
+            &json!([{"op": "add", "path": "/data/j", "value": "w"}]),
+        );
+        let mut s = Sends::of(&[a.clone(), b]);
+        assert_eq!(s.get("v1/ConfigMap").unwrap().writes, 2);
+        assert_eq!(
+            s.get("v1/ConfigMap").unwrap().paths,
+            set(&["data.j", "data.k"])
+        );
+        s.merge(&Sends::of(&[a]));
+        assert_eq!(s.get("v1/ConfigMap").unwrap().writes, 3);
+        assert_eq!(
+            serde_json::to_value(&s).unwrap()["v1/ConfigMap"]["writes"],
+            3
+        );
     }
 }
