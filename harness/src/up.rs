@@ -68,7 +68,7 @@ impl Session {
         loop {
             tick.tick().await;
             if let Some(i) = &self.installation
-                && let Err(e) = i.check().await
+                && let Err(e) = i.check(&crate::controller::Window::all()).await
             {
                 return self.failed(e.into());
             }

@@ -1,7 +1,8 @@
 //! The one way the harness waits. A condition is a [`Check`] (met, pending with the mismatch,
 //! or failed for good), combined with [`Check::and`], [`Check::or`] and [`Check::not`].
 //! [`until`] re-evaluates a condition on every change of a watched object (and on a one-second
-//! tick, for conditions that also look at other objects); [`poll`] re-evaluates one on a fixed
+//! tick, for conditions that also look at other objects); [`until_all`] does the same for every
+//! object of a watched list (a namespace's pods), coalescing bursts of changes; [`poll`] re-evaluates one on a fixed
 //! interval, for what has no watch (a TCP port, a health endpoint, a process). Every wait is
 //! bounded by a timeout given at the call site, runs in a `wait` tracing span, and on timeout
 //! reports the last mismatch seen, never just "timed out".
@@ -244,6 +245,70 @@ where
             }
         }
     }
+}
+
+/// Waits until `check` is met for the objects of `api` that `config` selects (a namespace's
+/// pods), re-evaluated after changes (at most every 200 ms, so bursts coalesce) and on a
+/// one-second tick; the check is given the objects as they are, by name.
+pub async fn until_all<K, F>(
+    api: &Api<K>,
+    config: watcher::Config,
+    what: &str,
+    timeout: Duration,
+    mut check: F,
+) -> Result<Vec<K>, WaitError>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    F: FnMut(Vec<K>) -> BoxFuture<'static, Check>,
+{
+    let span = tracing::debug_span!("wait", what, ?timeout);
+    async move {
+        let _timed = Timed(std::time::Instant::now());
+        let mut stream = watcher(api.clone(), config).boxed();
+        let mut objects: std::collections::BTreeMap<String, K> = Default::default();
+        let mut synced = false;
+        let mut last = String::from("nothing observed yet");
+        let mut tick = tokio::time::interval(Duration::from_millis(200));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut idle = 0u32;
+        let mut changed = true;
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            tokio::select! {
+                ev = stream.next() => {
+                    match ev {
+                        Some(Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o))) => {
+                            objects.insert(o.meta().name.clone().unwrap_or_default(), o);
+                        }
+                        Some(Ok(watcher::Event::Delete(o))) => {
+                            objects.remove(o.meta().name.as_deref().unwrap_or_default());
+                        }
+                        Some(Ok(watcher::Event::Init)) => objects.clear(),
+                        Some(Ok(watcher::Event::InitDone)) => synced = true,
+                        Some(Err(source)) => return Err(WaitError::Watch { what: what.into(), source }),
+                        None => {}
+                    }
+                    changed = true;
+                    continue;
+                }
+                _ = tick.tick() => idle += 1,
+                _ = tokio::time::sleep_until(deadline) => {
+                    return Err(WaitError::Timeout { what: what.into(), timeout, last });
+                }
+            }
+            if !synced || !(changed || idle >= 5) {
+                continue;
+            }
+            (changed, idle) = (false, 0);
+            match check(objects.values().cloned().collect()).await {
+                Check::Met => return Ok(objects.into_values().collect()),
+                Check::Pending(m) => last = m,
+                Check::Failed(reason) => return Err(WaitError::Failed { what: what.into(), reason }),
+            }
+        }
+    }
+    .instrument(span)
+    .await
 }
 
 #[cfg(test)]

@@ -114,7 +114,10 @@ async fn a_restarted_in_cluster_manager_is_reported() {
         gates: BTreeMap::new(),
         client: client.clone(),
     };
-    manager.check().await.expect("no restarts yet");
+    manager
+        .check(&harness::controller::Window::all())
+        .await
+        .expect("no restarts yet");
     let status = |restarts: i32| {
         json!({"status": {"containerStatuses": [{
             "name": "manager", "image": "openkruise/kruise-manager:v1.9.0", "imageID": "",
@@ -130,7 +133,10 @@ async fn a_restarted_in_cluster_manager_is_reported() {
     )
     .await
     .unwrap();
-    let e = manager.check().await.unwrap_err();
+    let e = manager
+        .check(&harness::controller::Window::all())
+        .await
+        .unwrap_err();
     assert!(matches!(e, ControllerError::ManagerRestarted { .. }), "{e}");
     let msg = e.to_string();
     assert!(msg.contains("restarted 1 time(s)"), "{msg}");

@@ -73,7 +73,8 @@ async fn a_cloneset_becomes_ready_and_scales(#[case] version: &str) {
         wait_dyn(&api, "web", &format!("{n} ready"), ready_replicas(n)).await;
         assert_eq!(pods_with(&client, "app=web").await.len() as i64, n);
     }
-    m.check_process().unwrap();
+    m.check_process(&harness::controller::Window::all())
+        .unwrap();
 }
 
 #[rstest]
@@ -124,7 +125,8 @@ async fn a_sidecarset_injects_into_matching_pods_created_afterwards(#[case] vers
     for p in pods_with(&client, "app=without").await {
         assert_eq!(names(&p), ["main"]);
     }
-    m.check_process().unwrap();
+    m.check_process(&harness::controller::Window::all())
+        .unwrap();
 }
 
 #[rstest]
@@ -172,7 +174,8 @@ async fn an_advanced_daemonset_runs_one_pod_per_node(#[case] version: &str) {
     on.sort();
     on.dedup();
     assert_eq!(on.len() as i64, node_count, "one pod per node: {on:?}");
-    m.check_process().unwrap();
+    m.check_process(&harness::controller::Window::all())
+        .unwrap();
 }
 
 #[rstest]
@@ -272,7 +275,8 @@ async fn a_workloadspread_spreads_a_deployment_over_two_zones(#[case] version: &
         per_zone,
         BTreeMap::from([("zone-a".to_string(), 2), ("zone-b".to_string(), 3)])
     );
-    m.check_process().unwrap();
+    m.check_process(&harness::controller::Window::all())
+        .unwrap();
 }
 
 #[expect(
@@ -334,7 +338,8 @@ async fn a_permission_taken_from_the_manager_is_reported(#[case] version: &str) 
 #[tokio::test]
 async fn a_manager_stopped_mid_run_is_detected(#[case] version: &str) {
     let (c, m, _root) = kruise_cluster(version, InstallOptions::default()).await;
-    m.check_process().unwrap();
+    m.check_process(&harness::controller::Window::all())
+        .unwrap();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(m.record.pid as i32),
         nix::sys::signal::Signal::SIGKILL,
@@ -343,7 +348,10 @@ async fn a_manager_stopped_mid_run_is_detected(#[case] version: &str) {
     // Both the manager's own check and the cluster's process watchdog notice the exit.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let (err, cluster_err) = loop {
-        if let (Err(e), Err(ce)) = (m.check_process(), c.check_alive()) {
+        if let (Err(e), Err(ce)) = (
+            m.check_process(&harness::controller::Window::all()),
+            c.check_alive(),
+        ) {
             break (e, ce);
         }
         assert!(

@@ -87,8 +87,9 @@ pub trait Component: fmt::Debug + Send + Sync {
     /// Its name (`kruise-manager`).
     fn name(&self) -> &str;
 
-    /// Fails if it exited, restarted, or was denied by the RBAC it ships.
-    fn check(&self) -> BoxFuture<'_, Result<(), ControllerError>>;
+    /// Fails if it exited, restarted, or was denied by the RBAC it ships — within `window`
+    /// (what its log says outside the window is left out).
+    fn check<'a>(&'a self, window: &'a Window) -> BoxFuture<'a, Result<(), ControllerError>>;
 
     /// Its log file, when it runs as a local process.
     fn log(&self) -> Option<&Path>;
@@ -104,12 +105,18 @@ pub struct Installation {
 }
 
 impl Installation {
-    /// Fails with the first component that exited, restarted or was denied by its RBAC.
-    pub async fn check(&self) -> Result<(), ControllerError> {
+    /// Fails with the first component that exited, restarted or was denied by its RBAC within
+    /// `window`.
+    pub async fn check(&self, window: &Window) -> Result<(), ControllerError> {
         for c in &self.components {
-            c.check().await?;
+            c.check(window).await?;
         }
         Ok(())
+    }
+
+    /// A window opening now, for a scenario in `namespace`.
+    pub fn window(&self, namespace: &str) -> Window {
+        Window::opening(&self.logs(), Some(namespace))
     }
 
     /// The log files of the components that run as local processes.
@@ -221,6 +228,70 @@ impl ControllerError {
     }
 }
 
+/// The part of a component's life a check looks at: all of it ([`Window::all`]), or a
+/// scenario's time and namespace ([`Window::opening`]).
+#[derive(Debug, Clone, Default)]
+pub struct Window {
+    /// Where local log files stood when the window opened (bytes; absent: from the start).
+    offsets: BTreeMap<PathBuf, u64>,
+    /// When it opened (for logs read from the cluster; None: the whole log).
+    opened: Option<std::time::Instant>,
+    /// A log line naming another namespace than this one belongs to another scenario.
+    namespace: Option<String>,
+}
+
+impl Window {
+    /// The whole life of a component.
+    pub fn all() -> Self {
+        Self::default()
+    }
+
+    /// A window opening now: the log files as long as they are, lines naming a namespace
+    /// other than `namespace` left out.
+    pub fn opening(logs: &[&Path], namespace: Option<&str>) -> Self {
+        Self {
+            offsets: logs
+                .iter()
+                .map(|l| (l.to_path_buf(), std::fs::metadata(l).map_or(0, |m| m.len())))
+                .collect(),
+            opened: Some(std::time::Instant::now()),
+            namespace: namespace.map(String::from),
+        }
+    }
+
+    /// The part of log file `path` inside the window.
+    pub fn read(&self, path: &Path) -> String {
+        let bytes = std::fs::read(path).unwrap_or_default();
+        let start = self
+            .offsets
+            .get(path)
+            .map_or(0, |o| (*o as usize).min(bytes.len()));
+        String::from_utf8_lossy(&bytes[start..]).into_owned()
+    }
+
+    /// How many seconds back a log read from the cluster should reach.
+    fn since_seconds(&self) -> Option<i64> {
+        self.opened.map(|t| t.elapsed().as_secs() as i64 + 1)
+    }
+
+    /// Whether a log line belongs to the window's namespace (a line naming no namespace does).
+    pub fn keeps(&self, line: &str) -> bool {
+        let (Some(ns), Some(named)) = (&self.namespace, named_namespace(line)) else {
+            return true;
+        };
+        *ns == named
+    }
+}
+
+/// The namespace an API error in a log line names (`... in the namespace "x"`, quotes possibly
+/// escaped).
+fn named_namespace(line: &str) -> Option<String> {
+    let rest = &line[line.find("in the namespace ")? + "in the namespace ".len()..];
+    let rest = rest.trim_start_matches(['\\', '"']);
+    let end = rest.find(['\\', '"']).unwrap_or(rest.len());
+    Some(rest[..end].to_string())
+}
+
 /// A running controller manager installed into a cluster.
 #[derive(Debug, Clone)]
 pub struct Manager {
@@ -245,8 +316,8 @@ impl Component for Manager {
         &self.name
     }
 
-    fn check(&self) -> BoxFuture<'_, Result<(), ControllerError>> {
-        Box::pin(async move { self.check_process() })
+    fn check<'a>(&'a self, window: &'a Window) -> BoxFuture<'a, Result<(), ControllerError>> {
+        Box::pin(async move { self.check_process(window) })
     }
 
     fn log(&self) -> Option<&Path> {
@@ -256,8 +327,8 @@ impl Component for Manager {
 
 impl Manager {
     /// Fails if the manager exited (with its log tail) or its log shows RBAC denials of its own
-    /// ServiceAccount.
-    pub fn check_process(&self) -> Result<(), ControllerError> {
+    /// ServiceAccount within `window`.
+    pub fn check_process(&self, window: &Window) -> Result<(), ControllerError> {
         if !self.record.alive() {
             return Err(ControllerError::ManagerExited {
                 name: self.name.clone(),
@@ -266,7 +337,7 @@ impl Manager {
                 tail: log_tail(&self.log, 20),
             });
         }
-        let denials = forbidden_lines(&std::fs::read_to_string(&self.log).unwrap_or_default());
+        let denials = forbidden_lines(&window.read(&self.log), window);
         if let Some(first) = denials.first() {
             return Err(ControllerError::ManagerForbidden {
                 name: self.name.clone(),
@@ -311,8 +382,8 @@ impl Component for InClusterManager {
         &self.name
     }
 
-    fn check(&self) -> BoxFuture<'_, Result<(), ControllerError>> {
-        Box::pin(self.check_pods())
+    fn check<'a>(&'a self, window: &'a Window) -> BoxFuture<'a, Result<(), ControllerError>> {
+        Box::pin(self.check_pods(window))
     }
 
     fn log(&self) -> Option<&Path> {
@@ -322,8 +393,8 @@ impl Component for InClusterManager {
 
 impl InClusterManager {
     /// Fails if a manager container restarted (with its last termination), or its current log
-    /// shows RBAC denials of its own ServiceAccount.
-    pub async fn check_pods(&self) -> Result<(), ControllerError> {
+    /// shows RBAC denials of its own ServiceAccount within `window`.
+    pub async fn check_pods(&self, window: &Window) -> Result<(), ControllerError> {
         use k8s_openapi::api::core::v1::Pod;
         use kube::api::{Api, ListParams, LogParams};
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
@@ -363,12 +434,13 @@ impl InClusterManager {
                     &pod,
                     &LogParams {
                         container: Some("manager".into()),
+                        since_seconds: window.since_seconds(),
                         ..Default::default()
                     },
                 )
                 .await
                 .unwrap_or_default();
-            let denials = forbidden_lines(&log);
+            let denials = forbidden_lines(&log, window);
             if let Some(first) = denials.first() {
                 return Err(ControllerError::ManagerForbidden {
                     name: self.name.clone(),
@@ -382,10 +454,12 @@ impl InClusterManager {
     }
 }
 
-/// Log lines where the API server refused the manager's ServiceAccount.
-pub fn forbidden_lines(log: &str) -> Vec<String> {
+/// Log lines where the API server refused the manager's ServiceAccount, of `window`'s
+/// namespace.
+pub fn forbidden_lines(log: &str, window: &Window) -> Vec<String> {
     log.lines()
         .filter(|l| l.contains("forbidden") && l.contains("system:serviceaccount:"))
+        .filter(|l| window.keeps(l))
         .map(|l| l.chars().take(400).collect())
         .collect()
 }
@@ -619,6 +693,46 @@ impl fmt::Display for ControllerRef {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_window_keeps_its_own_namespace_and_its_own_time() {
+        let line = |ns: &str| {
+            format!(
+                "E1123 x.go:1] \"Failed\" err=\"daemonsets.apps \\\"a\\\" is forbidden: User \\\"system:serviceaccount:kruise-system:m\\\" cannot get resource \\\"daemonsets\\\" in API group \\\"apps\\\" in the namespace \\\"{ns}\\\"\""
+            )
+        };
+        assert_eq!(named_namespace(&line("h-one")).as_deref(), Some("h-one"));
+        assert_eq!(
+            named_namespace("is forbidden ... in the namespace \"plain\"").as_deref(),
+            Some("plain")
+        );
+        let cluster = "E1123 forbidden: User \"system:serviceaccount:k:m\" cannot list resource \"nodes\" at the cluster scope";
+        assert_eq!(named_namespace(cluster), None);
+        let log = format!("{}\n{}\n{cluster}\n", line("h-one"), line("h-two"));
+        let w = Window {
+            namespace: Some("h-one".into()),
+            ..Window::all()
+        };
+        let kept = forbidden_lines(&log, &w);
+        assert_eq!(
+            kept.len(),
+            2,
+            "its own namespace and the cluster scope: {kept:?}"
+        );
+        assert!(kept[0].contains("h-one") && kept[1].contains("cluster scope"));
+        assert_eq!(forbidden_lines(&log, &Window::all()).len(), 3);
+
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("m.log");
+        std::fs::write(&file, format!("{}\n", line("h-one"))).unwrap();
+        let w = Window::opening(&[file.as_path()], Some("h-one"));
+        assert!(
+            forbidden_lines(&w.read(&file), &w).is_empty(),
+            "written before it opened"
+        );
+        std::fs::write(&file, format!("{}\n{}\n", line("h-one"), line("h-one"))).unwrap();
+        assert_eq!(forbidden_lines(&w.read(&file), &w).len(), 1);
+    }
 
     #[test]
     fn parses_refs_and_refuses_bad_ones() {

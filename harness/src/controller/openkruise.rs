@@ -828,7 +828,8 @@ async fn wait_in_cluster(
         timeout,
         interval: Duration::from_millis(500),
     };
-    ready.wait(steps, || manager.check().boxed()).await
+    let whole = super::Window::all();
+    ready.wait(steps, || manager.check(&whole).boxed()).await
 }
 
 /// The manager's loopback ports.
@@ -945,7 +946,7 @@ async fn wait_ready(
     };
     ready
         .wait(steps, || {
-            futures::future::ready(manager.check_process()).boxed()
+            futures::future::ready(manager.check_process(&super::Window::all())).boxed()
         })
         .await
 }

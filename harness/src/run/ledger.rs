@@ -1,5 +1,11 @@
 //! The expectations ledger: known bugs as (scenario, controller release range, Kubernetes
 //! range) -> expected failure with its signature. Start with [`Ledger::classify`].
+//!
+//! A table-driven scenario reports each disagreement on a line of its own starting with
+//! [`FINDING`]. Such a failure is judged line by line: it is an expected failure only when
+//! every one of its lines carries the signature of a known bug predicted for the cell, and an
+//! unexpected pass when a predicted bug did not show; one unexplained line makes it a
+//! regression, so a known finding never hides a new one.
 
 use serde::{Deserialize, Serialize};
 
@@ -140,6 +146,24 @@ impl Ledger {
         })
     }
 
+    /// Every known bug predicted for this cell.
+    pub fn predicted(
+        &self,
+        scenario: &str,
+        controller: &str,
+        kubernetes: KubeVersion,
+    ) -> Vec<&KnownBug> {
+        let k = kubernetes.minor_string();
+        self.bugs
+            .iter()
+            .filter(|b| {
+                b.scenario == scenario
+                    && b.controller.contains(controller)
+                    && b.kubernetes.contains(&k)
+            })
+            .collect()
+    }
+
     /// Judges a result: `failure` is the failure text, or None for a pass.
     pub fn classify(
         &self,
@@ -148,6 +172,11 @@ impl Ledger {
         kubernetes: KubeVersion,
         failure: Option<&str>,
     ) -> Verdict {
+        if let Some(text) = failure
+            && text.lines().any(|l| l.starts_with(FINDING))
+        {
+            return findings(&self.predicted(scenario, controller, kubernetes), text);
+        }
         match (self.expected(scenario, controller, kubernetes), failure) {
             (None, None) => Verdict::Pass,
             (None, Some(_)) => Verdict::Fail,
@@ -162,9 +191,83 @@ impl Ledger {
     }
 }
 
+pub use crate::scenario::FINDING;
+
+/// Judges a failure made of findings: every line must be explained by a predicted bug, and
+/// every predicted bug must show.
+fn findings(predicted: &[&KnownBug], text: &str) -> Verdict {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines
+        .iter()
+        .any(|l| !predicted.iter().any(|b| l.contains(&b.signature)))
+    {
+        return Verdict::Fail;
+    }
+    if let Some(missing) = predicted.iter().find(|b| !text.contains(&b.signature)) {
+        return Verdict::UnexpectedPass {
+            bug: missing.id.clone(),
+        };
+    }
+    Verdict::ExpectedFail {
+        bug: predicted
+            .iter()
+            .map(|b| b.id.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn findings_are_expected_only_when_every_line_is_a_known_bug() {
+        let l = Ledger::parse(
+            "bugs:\n- {id: a, scenario: p, controller: {}, kubernetes: {}, signature: 'case-a:', summary: x}\n- {id: b, scenario: p, controller: {max: v1.7.4}, kubernetes: {}, signature: 'case-b:', summary: x}\n",
+            "t",
+        )
+        .unwrap();
+        let k: KubeVersion = "1.32".parse().unwrap();
+        let both = "finding: case-a: x\nfinding: case-b: y";
+        assert_eq!(
+            l.classify("p", "v1.7.0", k, Some(both)),
+            Verdict::ExpectedFail { bug: "a, b".into() }
+        );
+        assert_eq!(
+            l.classify(
+                "p",
+                "v1.7.0",
+                k,
+                Some("finding: case-a: x\nfinding: case-c: new")
+            ),
+            Verdict::Fail,
+            "a new finding beside known ones is a regression"
+        );
+        assert_eq!(
+            l.classify(
+                "p",
+                "v1.7.0",
+                k,
+                Some("finding: case-a: x\ninvariant: boom")
+            ),
+            Verdict::Fail,
+            "so is any other unexplained line"
+        );
+        assert_eq!(
+            l.classify("p", "v1.7.0", k, Some("finding: case-a: x")),
+            Verdict::UnexpectedPass { bug: "b".into() }
+        );
+        assert_eq!(
+            l.classify("p", "v1.9.0", k, Some("finding: case-a: x")),
+            Verdict::ExpectedFail { bug: "a".into() },
+            "b is not predicted past its range"
+        );
+        assert_eq!(
+            l.classify("p", "v1.9.0", k, Some("finding: case-b: y")),
+            Verdict::Fail
+        );
+    }
 
     fn ledger() -> Ledger {
         Ledger::parse(

@@ -959,6 +959,7 @@ fn namespace_name(scenario: &str) -> String {
 async fn body_and_invariants(s: &Scenario, ctx: Ctx, unit: Unit<'_>) -> Vec<String> {
     let mut failures = vec![];
     let (client, namespace) = (ctx.client.clone(), ctx.namespace.clone());
+    let window = unit.installation.read().await.window(&namespace);
     let bound = unit.env.options.scenario_timeout;
     match tokio::time::timeout(bound, crate::wait::measured((s.body)(ctx))).await {
         Ok(Ok(())) => {}
@@ -975,7 +976,7 @@ async fn body_and_invariants(s: &Scenario, ctx: Ctx, unit: Unit<'_>) -> Vec<Stri
         Ok(_) => {}
         Err(e) => failures.push(format!("invariant check: list events: {e}")),
     }
-    if let Err(e) = unit.installation.read().await.check().await {
+    if let Err(e) = unit.installation.read().await.check(&window).await {
         failures.push(format!("invariant: {e}"));
     }
     failures

@@ -26,6 +26,10 @@ use self::record::{Recorder, Sent, Verb};
 use crate::controller::ControllerRef;
 use crate::toolchain::KubeVersion;
 
+/// How a table-driven scenario starts each finding line of its failure (one line per case that
+/// went wrong); the ledger then judges the failure line by line.
+pub const FINDING: &str = "finding: ";
+
 /// A scenario body.
 pub type Body = fn(Ctx) -> Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
 
