@@ -3,8 +3,10 @@
 //! These files are compiled into the harness crate (see `harness/src/suites.rs`).
 
 pub mod cloneset;
+pub mod cloneset_lifecycle;
 pub mod common;
 pub mod daemonset;
+pub mod daemonset_lifecycle;
 pub mod sidecarset;
 pub mod upgrade;
 pub mod workloadspread;
@@ -16,8 +18,10 @@ pub fn all() -> Vec<Scenario> {
     let mut v = vec![];
     v.extend(workloadspread::scenarios());
     v.extend(cloneset::scenarios());
+    v.extend(cloneset_lifecycle::scenarios());
     v.extend(sidecarset::scenarios());
     v.extend(daemonset::scenarios());
+    v.extend(daemonset_lifecycle::scenarios());
     v.extend(upgrade::scenarios());
     v
 }
