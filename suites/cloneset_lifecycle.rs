@@ -73,7 +73,7 @@ pub fn scenarios() -> Vec<Scenario> {
         ),
         cloneset!(
             "cloneset/max-surge-adds-pods-before-removing-old-ones",
-            "with maxSurge 1 and maxUnavailable 0 a ReCreate rollout runs replicas+1 pods and never fewer than replicas available",
+            "maxSurge 1 / maxUnavailable 0 runs replicas+1 pods and keeps every replica available; maxSurge 0 / maxUnavailable 2 keeps at least replicas-2 available",
             &["cloneset", "update", "max-surge", "max-unavailable"],
             max_surge
         ),
@@ -88,6 +88,12 @@ pub fn scenarios() -> Vec<Scenario> {
             "lifecycle.preDelete.labelsHandler keeps a scaled-in pod in PreparingDelete until the label is removed",
             &["cloneset", "lifecycle", "hook", "scale"],
             pre_delete_hook
+        ),
+        cloneset!(
+            "cloneset/in-place-update-hook-holds-the-pod-until-its-label-goes",
+            "lifecycle.inPlaceUpdate.labelsHandler keeps a pod in PreparingUpdate, on its old image, until the label is removed",
+            &["cloneset", "lifecycle", "hook", "in-place"],
+            in_place_update_hook
         ),
         cloneset!(
             "cloneset/in-place-update-grace-period-marks-the-pod-first",
@@ -424,7 +430,7 @@ async fn wait_available(ctx: &Ctx, cs: &Handle<CloneSetKind>, want: i64) -> anyh
 }
 
 async fn partition(ctx: Ctx) -> anyhow::Result<()> {
-    let spec = json!({"updateStrategy": {"type": "InPlaceIfPossible", "partition": 3, "maxUnavailable": "100%"}});
+    let spec = json!({"updateStrategy": {"type": "InPlaceIfPossible", "partition": 3}});
     let cs = start(&ctx, "part", 4, spec).await?;
     cs.set_image(IMAGE_V2).await?;
     for (partition, want) in [(json!(3), 1), (json!("50%"), 2), (json!(0), 4)] {
@@ -557,19 +563,28 @@ async fn update_types(ctx: Ctx) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn max_surge(ctx: Ctx) -> anyhow::Result<()> {
-    let spec = json!({"minReadySeconds": 2, "updateStrategy": {"type": "ReCreate", "maxSurge": 1, "maxUnavailable": 0}});
-    let cs = start(&ctx, "surge", 2, spec).await?;
-    wait_available(&ctx, &cs, 2).await?;
+/// Rolls a ReCreate CloneSet of `replicas` with `strategy` (and minReadySeconds 2) to a new
+/// image; returns the most live pods and the fewest available replicas seen meanwhile.
+async fn observe_rollout(
+    ctx: &Ctx,
+    name: &str,
+    replicas: usize,
+    strategy: Value,
+) -> anyhow::Result<(usize, usize)> {
+    let mut spec = json!({"minReadySeconds": 2, "updateStrategy": {"type": "ReCreate"}});
+    merge(&mut spec["updateStrategy"], strategy);
+    let cs = start(ctx, name, replicas as i64, spec).await?;
+    wait_available(ctx, &cs, replicas as i64).await?;
     cs.set_image(IMAGE_V2).await?;
     let seen = std::sync::Arc::new(std::sync::Mutex::new((0usize, usize::MAX)));
     let record = seen.clone();
+    let what = format!("{name}: the rollout to finish");
     wait_pods(
-        &ctx,
+        ctx,
         &cs.api(),
-        "surge",
+        name,
         &cs.selector(),
-        "the surge rollout",
+        &what,
         move |o, pods| {
             let available = count(o, "availableReplicas") as usize;
             let mut s = record.lock().expect("not poisoned");
@@ -578,20 +593,34 @@ async fn max_surge(ctx: Ctx) -> anyhow::Result<()> {
                 s.1 = s.1.min(available);
             }
             let rev = text(o, "updateRevision");
+            let updated = at_revision(pods, &rev);
             Check::when(
-                observed(o) && pods.len() == 2 && at_revision(pods, &rev) == 2 && available == 2,
+                observed(o)
+                    && pods.len() == replicas
+                    && updated == replicas
+                    && available == replicas,
                 || {
                     format!(
-                        "{} pods, {} at {rev}, {available} available",
-                        pods.len(),
-                        at_revision(pods, &rev)
+                        "{} pods, {updated} at {rev}, {available} available",
+                        pods.len()
                     )
                 },
             )
         },
     )
     .await?;
-    let (most, fewest) = *seen.lock().expect("not poisoned");
+    let s = *seen.lock().expect("not poisoned");
+    Ok(s)
+}
+
+async fn max_surge(ctx: Ctx) -> anyhow::Result<()> {
+    let (most, fewest) = observe_rollout(
+        &ctx,
+        "surge",
+        2,
+        json!({"maxSurge": 1, "maxUnavailable": 0}),
+    )
+    .await?;
     ensure!(
         most == 3,
         "maxSurge 1 over 2 replicas: at most {most} pods were seen, want 3"
@@ -599,6 +628,21 @@ async fn max_surge(ctx: Ctx) -> anyhow::Result<()> {
     ensure!(
         fewest >= 2,
         "maxUnavailable 0: availableReplicas fell to {fewest}"
+    );
+    let (most, fewest) = observe_rollout(
+        &ctx,
+        "unavail",
+        4,
+        json!({"maxSurge": 0, "maxUnavailable": 2}),
+    )
+    .await?;
+    ensure!(
+        most <= 4,
+        "maxSurge 0 over 4 replicas: {most} pods were seen"
+    );
+    ensure!(
+        fewest >= 2,
+        "maxUnavailable 2 of 4: availableReplicas fell to {fewest}"
     );
     Ok(())
 }
@@ -722,6 +766,59 @@ async fn pre_delete_hook(ctx: Ctx) -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn in_place_update_hook(ctx: Ctx) -> anyhow::Result<()> {
+    let mut m = CloneSet::new("iphook")
+        .replicas(1)
+        .label("hold", "true")
+        .in_place_if_possible()
+        .manifest();
+    m["spec"]["lifecycle"] = json!({"inPlaceUpdate": {"labelsHandler": {"hold": "true"}}});
+    create(&ctx, m).await?;
+    let cs = Handle::<CloneSetKind>::of(&ctx, "iphook");
+    cs.wait_rolled_out(1, ctx.timeouts.converge, &[]).await?;
+    let pod = pod_uids(&ctx, &cs.selector())
+        .await?
+        .into_keys()
+        .next()
+        .context("no pod")?;
+    cs.set_image(IMAGE_V2).await?;
+    let what = "the pod held in PreparingUpdate on its old image";
+    wait_pods(
+        &ctx,
+        &cs.api(),
+        "iphook",
+        &cs.selector(),
+        what,
+        |_, pods| {
+            let p = pods.first();
+            let image = p.and_then(|p| container_status(p, "main")).map(|s| s.image);
+            let spec_image = p
+                .and_then(|p| p.spec.as_ref())
+                .and_then(|s| s.containers[0].image.clone());
+            Check::when(
+                p.is_some_and(|p| label(p, STATE) == Some("PreparingUpdate"))
+                    && image.as_deref() == Some(IMAGE_V1)
+                    && spec_image.as_deref() == Some(IMAGE_V1),
+                || {
+                    format!(
+                        "state {:?}, image {image:?}, spec image {spec_image:?}",
+                        p.map(|p| label(p, STATE))
+                    )
+                },
+            )
+        },
+    )
+    .await?;
+    label_pod(&ctx, &pod, "hold", None).await?;
+    wait_updated(&cs, &ctx, 1, 1).await?;
+    let p = pods(&ctx, &cs.selector()).await?;
+    ensure!(
+        p.len() == 1 && name_of(&p[0]) == pod,
+        "the released pod {pod} was replaced instead of updated in place"
+    );
+    Ok(())
+}
+
 async fn grace_period(ctx: Ctx) -> anyhow::Result<()> {
     let spec = json!({"updateStrategy": {"type": "InPlaceIfPossible",
         "inPlaceUpdateStrategy": {"gracePeriodSeconds": 4}}});
@@ -832,6 +929,14 @@ async fn pvcs(ctx: Ctx) -> anyhow::Result<()> {
         claim_uids(&ctx, &sel).await? == before,
         "the recreated pod (instance {id}) did not reuse its PVC"
     );
+    pvcs_without_reuse(&ctx, &cs).await
+}
+
+/// Under `disablePVCReuse` a deleted pod comes back with a new instance id and its old PVC
+/// goes; a scaled-in pod's PVC is deleted with it.
+async fn pvcs_without_reuse(ctx: &Ctx, cs: &Handle<CloneSetKind>) -> anyhow::Result<()> {
+    let ctx = ctx.clone();
+    let sel = cs.selector();
     // Without reuse, a deleted pod gets a new instance id and its old PVC goes.
     cs.patch(json!({"spec": {"scaleStrategy": {"disablePVCReuse": true}}}))
         .await
@@ -963,4 +1068,35 @@ async fn progress_deadline(ctx: Ctx) -> anyhow::Result<()> {
     )
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_joins_objects_and_replaces_the_rest() {
+        let mut spec = json!({"updateStrategy": {"type": "ReCreate"}, "replicas": 1});
+        merge(
+            &mut spec,
+            json!({"updateStrategy": {"partition": "50%"}, "replicas": 3}),
+        );
+        assert_eq!(
+            spec,
+            json!({"updateStrategy": {"type": "ReCreate", "partition": "50%"}, "replicas": 3})
+        );
+    }
+
+    #[test]
+    fn pods_are_counted_by_revision_label() {
+        let pod = |rev: &str| -> Pod {
+            serde_json::from_value(
+                json!({"metadata": {"labels": {"controller-revision-hash": rev}}}),
+            )
+            .expect("a pod")
+        };
+        let pods = [pod("a"), pod("b"), pod("b")];
+        assert_eq!(at_revision(&pods, "b"), 2);
+        assert_eq!(at_revision(&pods, "c"), 0);
+    }
 }

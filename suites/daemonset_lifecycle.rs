@@ -50,6 +50,12 @@ pub fn scenarios() -> Vec<Scenario> {
             paused
         ),
         daemonset!(
+            "daemonset/on-delete-updates-only-deleted-pods",
+            "with updateStrategy OnDelete a template change replaces no pod until one is deleted; its replacement runs the new revision",
+            &["advanced-daemonset", "update", "on-delete"],
+            on_delete
+        ),
+        daemonset!(
             "daemonset/in-place-if-possible-updates-the-image-in-place",
             "rollingUpdateType InPlaceIfPossible changes the image of every pod without recreating it",
             &["advanced-daemonset", "update", "in-place"],
@@ -172,13 +178,7 @@ async fn wait_updated(
 
 async fn partition(ctx: Ctx) -> anyhow::Result<()> {
     let n = node_count(&ctx);
-    let ds = start(
-        &ctx,
-        "part",
-        n,
-        rolling(json!({"partition": n - 1, "maxUnavailable": "100%"})),
-    )
-    .await?;
+    let ds = start(&ctx, "part", n, rolling(json!({"partition": n - 1}))).await?;
     ds.set_image(IMAGE_V2).await?;
     for (partition, want) in [(json!(n - 1), 1), (json!("50%"), n / 2), (json!(0), n)] {
         ds.patch(json!({"spec": {"updateStrategy": {"rollingUpdate": {"partition": partition}}}}))
@@ -236,9 +236,46 @@ async fn paused(ctx: Ctx) -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn on_delete(ctx: Ctx) -> anyhow::Result<()> {
+    let n = node_count(&ctx);
+    let spec = json!({"updateStrategy": {"type": "OnDelete"}});
+    let ds = start(&ctx, "ondelete", n, spec).await?;
+    let before = pod_uids(&ctx, &ds.selector()).await?;
+    ds.set_image(IMAGE_V2).await?;
+    let o = wait_pods(
+        &ctx,
+        &ds.api(),
+        "ondelete",
+        &ds.selector(),
+        "the update observed",
+        |o, _| Check::when(observed(o), || format!("status {}", status(o))),
+    )
+    .await?;
+    ensure!(
+        count(&o, "updatedNumberScheduled") == 0 && pod_uids(&ctx, &ds.selector()).await? == before,
+        "OnDelete replaced pods on a template change: status {}",
+        status(&o)
+    );
+    let victim = before.keys().next().context("no pod")?;
+    ctx.delete("v1", "Pod", victim).await.map_err(refusal)?;
+    wait_updated(&ctx, &ds, n, 1).await?;
+    let kept = pod_uids(&ctx, &ds.selector())
+        .await?
+        .into_iter()
+        .filter(|(name, uid)| before.get(name) == Some(uid))
+        .count();
+    ensure!(
+        kept == n - 1,
+        "OnDelete: {kept} of {} untouched pods kept, want {}",
+        n - 1,
+        n - 1
+    );
+    Ok(())
+}
+
 async fn in_place(ctx: Ctx) -> anyhow::Result<()> {
     let n = node_count(&ctx);
-    let spec = rolling(json!({"rollingUpdateType": "InPlaceIfPossible", "maxUnavailable": "50%"}));
+    let spec = rolling(json!({"rollingUpdateType": "InPlaceIfPossible"}));
     let ds = start(&ctx, "inplace", n, spec).await?;
     let before = pod_uids(&ctx, &ds.selector()).await?;
     ds.set_image(IMAGE_V2).await?;
@@ -263,7 +300,7 @@ async fn rolling_selector(ctx: Ctx) -> anyhow::Result<()> {
     let n = node_count(&ctx);
     let (zone, nodes) = ctx.facts.zones.iter().next().context("no zone")?;
     let (zone, nodes) = (zone.clone(), nodes.clone());
-    let spec = rolling(json!({"maxUnavailable": "100%",
+    let spec = rolling(json!({
         "selector": {"matchLabels": {ZONE_LABEL: zone}}}));
     let ds = start(&ctx, "zonal", n, spec).await?;
     ds.set_image(IMAGE_V2).await?;
@@ -441,7 +478,7 @@ async fn pre_delete_hook(ctx: Ctx) -> anyhow::Result<()> {
         .label("hold", "true")
         .manifest();
     let spec = json!({"lifecycle": {"preDelete": {"labelsHandler": {"hold": "true"}}},
-        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}});
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {}}});
     let ds = start_with(&ctx, m, n, spec).await?;
     let before = pod_uids(&ctx, &ds.selector()).await?;
     // The new template drops the hook label, so only the old pods are held.
@@ -486,8 +523,7 @@ async fn pre_delete_hook(ctx: Ctx) -> anyhow::Result<()> {
 
 async fn revision_history(ctx: Ctx) -> anyhow::Result<()> {
     let n = node_count(&ctx);
-    let mut spec =
-        rolling(json!({"rollingUpdateType": "InPlaceIfPossible", "maxUnavailable": "100%"}));
+    let mut spec = rolling(json!({"rollingUpdateType": "InPlaceIfPossible"}));
     spec["revisionHistoryLimit"] = json!(1);
     let ds = start(&ctx, "hist", n, spec).await?;
     for image in ["nginx:1.26", "nginx:1.27", "nginx:1.28"] {

@@ -8,6 +8,7 @@ pub mod common;
 pub mod daemonset;
 pub mod daemonset_lifecycle;
 pub mod sidecarset;
+pub mod sidecarset_lifecycle;
 pub mod upgrade;
 pub mod workloadspread;
 
@@ -20,6 +21,7 @@ pub fn all() -> Vec<Scenario> {
     v.extend(cloneset::scenarios());
     v.extend(cloneset_lifecycle::scenarios());
     v.extend(sidecarset::scenarios());
+    v.extend(sidecarset_lifecycle::scenarios());
     v.extend(daemonset::scenarios());
     v.extend(daemonset_lifecycle::scenarios());
     v.extend(upgrade::scenarios());
