@@ -111,6 +111,9 @@ pub fn scenarios() -> Vec<Scenario> {
             "cloneset/pvcs-go-on-scale-in-and-are-reused-by-a-recreated-pod",
             "a scaled-in pod's PVC is deleted; a deleted pod comes back with the same instance id and PVC, or a new one under disablePVCReuse",
             &["cloneset", "pvc", "scale", "pvc-reuse"],
+            // Recreating a deleted pod under its instance id races the old pod's deletion:
+            // the controller reports FailedCreate ("object is being deleted") and retries.
+            &["FailedCreate"],
             pvcs
         ),
         cloneset!(
