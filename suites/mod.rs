@@ -3,10 +3,13 @@
 //! These files are compiled into the harness crate (see `harness/src/suites.rs`).
 
 pub mod cloneset;
+pub mod cloneset_lifecycle;
 pub mod common;
 pub mod daemonset;
+pub mod daemonset_lifecycle;
 pub mod parity;
 pub mod sidecarset;
+pub mod sidecarset_lifecycle;
 pub mod upgrade;
 pub mod workloadspread;
 
@@ -17,8 +20,11 @@ pub fn all() -> Vec<Scenario> {
     let mut v = vec![];
     v.extend(workloadspread::scenarios());
     v.extend(cloneset::scenarios());
+    v.extend(cloneset_lifecycle::scenarios());
     v.extend(sidecarset::scenarios());
+    v.extend(sidecarset_lifecycle::scenarios());
     v.extend(daemonset::scenarios());
+    v.extend(daemonset_lifecycle::scenarios());
     v.extend(parity::scenarios());
     v.extend(upgrade::scenarios());
     v

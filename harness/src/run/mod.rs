@@ -276,7 +276,11 @@ fn plan_with(
             }
             _ => {}
         }
-        if let Some(reason) = s.requires.unmet(kubernetes) {
+        if let Some(reason) = s
+            .requires
+            .unmet(kubernetes)
+            .or_else(|| s.requires.unmet_controller(controller))
+        {
             skipped.push(Skip {
                 scenario: s.name.into(),
                 suite: s.suite.into(),

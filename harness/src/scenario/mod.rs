@@ -49,6 +49,10 @@ pub struct Requirements {
     /// (`harness qualify`) has both; other runs skip it.
     #[serde(default)]
     pub upgrade: bool,
+    /// The oldest controller release that has what the scenario exercises (an API field, a
+    /// feature); older releases skip it with the reason. Commits and checkouts have it.
+    #[serde(default)]
+    pub min_controller: Option<String>,
 }
 
 impl Requirements {
@@ -73,6 +77,20 @@ impl Requirements {
         }
         None
     }
+
+    /// Why the scenario cannot run against `controller`, if it cannot.
+    pub fn unmet_controller(&self, controller: &ControllerRef) -> Option<String> {
+        use crate::toolchain::versions::version_key;
+        let min = self.min_controller.as_deref()?;
+        let have = version_key(&controller.version);
+        (controller.is_release() && have.len() >= 2 && have < version_key(min)).then(|| {
+            format!(
+                "needs {} >= {min}, cell has {}",
+                controller.kind.name(),
+                controller.version
+            )
+        })
+    }
 }
 
 /// One conformance scenario.
@@ -95,6 +113,15 @@ pub struct Scenario {
     pub expected_violations: &'static [&'static str],
     /// Its body.
     pub body: Body,
+}
+
+impl Scenario {
+    /// The same scenario, for controller releases from `release` on (see
+    /// [`Requirements::min_controller`]).
+    pub fn since(mut self, release: &str) -> Self {
+        self.requires.min_controller = Some(release.into());
+        self
+    }
 }
 
 impl std::fmt::Debug for Scenario {

@@ -1,0 +1,1107 @@
+//! CloneSet lifecycle: the documented contract of `apps.kruise.io/v1alpha1` CloneSet — scaling
+//! (podsToDelete, scaleStrategy.maxUnavailable), update strategies (ReCreate, in-place,
+//! partition as a number and a percentage, paused, maxSurge, priorities, grace period),
+//! lifecycle hooks, revision history, PVCs and status conditions. Start with [`scenarios`];
+//! [`wait_pods`] is the wait over a workload and its pods the other lifecycle suites share.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, ensure};
+use futures::FutureExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{DynamicObject, ListParams};
+use serde_json::{Value, json};
+
+use super::common::*;
+use crate::scenario::wait::{Check, until};
+use crate::scenario::workload::{CloneSet, CloneSetKind, Handle};
+use crate::scenario::{Ctx, Requirements, Scenario, status};
+
+/// A CloneSet scenario of this suite with the default requirements.
+macro_rules! cloneset {
+    ($name:literal, $summary:literal, $labels:expr, $body:expr) => {
+        cloneset!($name, $summary, $labels, &[], $body)
+    };
+    ($name:literal, $summary:literal, $labels:expr, $warnings:expr, $body:expr) => {
+        Scenario {
+            name: $name,
+            suite: "cloneset",
+            summary: $summary,
+            labels: $labels,
+            requires: Requirements::default(),
+            allowed_warnings: $warnings,
+            expected_violations: &[],
+            body: |ctx| $body(ctx).boxed(),
+        }
+    };
+}
+
+/// The scenarios of this suite.
+pub fn scenarios() -> Vec<Scenario> {
+    vec![
+        cloneset!(
+            "cloneset/scale-in-deletes-the-pods-named-in-pods-to-delete",
+            "scaling in with scaleStrategy.podsToDelete removes exactly the named pod; status counts and labelSelector follow",
+            &["cloneset", "scale", "pods-to-delete", "status"],
+            scale_in_pods_to_delete
+        ),
+        cloneset!(
+            "cloneset/scale-out-waits-for-available-pods-under-scale-max-unavailable",
+            "with scaleStrategy.maxUnavailable 1 and minReadySeconds, a scale-out creates the next pod only once the previous one is available",
+            &["cloneset", "scale", "max-unavailable", "min-ready-seconds"],
+            &["ScaleUpLimited"],
+            scale_out_max_unavailable
+        ),
+        cloneset!(
+            "cloneset/partition-as-number-and-percentage-keeps-old-pods",
+            "updateStrategy.partition (3, then 50%, then 0) keeps that many pods at the old revision; expectedUpdatedReplicas follows",
+            &["cloneset", "update", "partition", "status"],
+            partition
+        ),
+        cloneset!(
+            "cloneset/paused-update-touches-no-pod-until-resumed",
+            "with updateStrategy.paused no pod moves to the new revision; resuming finishes the rollout",
+            &["cloneset", "update", "paused"],
+            paused
+        ),
+        cloneset!(
+            "cloneset/update-types-recreate-or-update-in-place",
+            "ReCreate replaces pods on an image change; InPlaceIfPossible keeps them for an image change and recreates them for an env change",
+            &["cloneset", "update", "in-place", "recreate"],
+            update_types
+        ),
+        cloneset!(
+            "cloneset/max-surge-adds-pods-before-removing-old-ones",
+            "maxSurge 1 / maxUnavailable 0 runs replicas+1 pods and keeps every replica available; maxSurge 0 / maxUnavailable 2 keeps at least replicas-2 available",
+            &["cloneset", "update", "max-surge", "max-unavailable"],
+            max_surge
+        ),
+        cloneset!(
+            "cloneset/priority-strategy-picks-which-pods-update-first",
+            "weightPriority and orderPriority choose the pods a partitioned rollout updates",
+            &["cloneset", "update", "priority"],
+            priority
+        ),
+        cloneset!(
+            "cloneset/pre-delete-hook-holds-the-pod-until-its-label-goes",
+            "lifecycle.preDelete.labelsHandler keeps a scaled-in pod in PreparingDelete until the label is removed",
+            &["cloneset", "lifecycle", "hook", "scale"],
+            pre_delete_hook
+        ),
+        cloneset!(
+            "cloneset/in-place-update-hook-holds-the-pod-until-its-label-goes",
+            "lifecycle.inPlaceUpdate.labelsHandler keeps a pod in PreparingUpdate, on its old image, until the label is removed",
+            &["cloneset", "lifecycle", "hook", "in-place"],
+            in_place_update_hook
+        ),
+        cloneset!(
+            "cloneset/in-place-update-grace-period-marks-the-pod-first",
+            "inPlaceUpdateStrategy.gracePeriodSeconds sets the pod not ready before its image changes",
+            &["cloneset", "update", "in-place", "grace-period"],
+            grace_period
+        ),
+        cloneset!(
+            "cloneset/revision-history-limit-prunes-controller-revisions",
+            "after three updates with revisionHistoryLimit 1, only the live revision and one old one remain",
+            &["cloneset", "revision-history"],
+            revision_history
+        ),
+        cloneset!(
+            "cloneset/pvcs-go-on-scale-in-and-are-reused-by-a-recreated-pod",
+            "a scaled-in pod's PVC is deleted; a deleted pod comes back with the same instance id and PVC, or a new one under disablePVCReuse",
+            &["cloneset", "pvc", "scale", "pvc-reuse"],
+            // Recreating a deleted pod under its instance id races the old pod's deletion:
+            // the controller reports FailedCreate ("object is being deleted") and retries.
+            &["FailedCreate"],
+            pvcs
+        ),
+        cloneset!(
+            "cloneset/progress-deadline-sets-the-progressing-condition",
+            "progressDeadlineSeconds: an available CloneSet reports Progressing=True, a stuck rollout ProgressDeadlineExceeded",
+            &["cloneset", "status", "conditions", "progress-deadline"],
+            &["FailedScheduling"],
+            progress_deadline
+        )
+        // spec.progressDeadlineSeconds is new in v1.9.0.
+        .since("v1.9.0"),
+    ]
+}
+
+/// Waits until `check` holds over the object `name` of `api` and the live pods of the
+/// scenario's namespace matching `selector` (listed on every change and every second).
+pub async fn wait_pods<F>(
+    ctx: &Ctx,
+    api: &Api<DynamicObject>,
+    name: &str,
+    selector: &str,
+    what: &str,
+    check: F,
+) -> anyhow::Result<DynamicObject>
+where
+    F: Fn(&DynamicObject, &[Pod]) -> Check + Clone + Send + Sync + 'static,
+{
+    let pods_api: Api<Pod> = ctx.api();
+    let selector = selector.to_string();
+    let found = until(api, name, what, ctx.timeouts.converge, move |o| {
+        let (pods_api, selector, check) = (pods_api.clone(), selector.clone(), check.clone());
+        async move {
+            let Some(o) = o else {
+                return Check::Pending("absent".into());
+            };
+            match pods_api
+                .list(&ListParams::default().labels(&selector))
+                .await
+            {
+                Ok(l) => {
+                    let live: Vec<Pod> = l
+                        .items
+                        .into_iter()
+                        .filter(|p| p.metadata.deletion_timestamp.is_none())
+                        .collect();
+                    check(&o, &live)
+                }
+                Err(e) => Check::Failed(format!("list pods: {e}")),
+            }
+        }
+        .boxed()
+    })
+    .await?;
+    found.ok_or_else(|| anyhow::anyhow!("{name} vanished"))
+}
+
+/// Waits until exactly `want` ControllerRevisions are owned by the object `name` of `api`.
+pub async fn wait_owned_revisions(
+    ctx: &Ctx,
+    api: &Api<DynamicObject>,
+    name: &str,
+    want: usize,
+) -> anyhow::Result<()> {
+    let uid = api.get(name).await?.metadata.uid.unwrap_or_default();
+    let revs = ctx.dyn_api("apps/v1", "ControllerRevision").await?;
+    let what = format!("{want} ControllerRevisions owned by {name}");
+    until(api, name, &what, ctx.timeouts.converge, move |_| {
+        let (revs, uid) = (revs.clone(), uid.clone());
+        async move {
+            match revs.list(&ListParams::default()).await {
+                Ok(l) => {
+                    let owned: Vec<String> = l
+                        .items
+                        .iter()
+                        .filter(|r| {
+                            r.metadata
+                                .owner_references
+                                .iter()
+                                .flatten()
+                                .any(|o| o.uid == uid)
+                        })
+                        .filter_map(|r| r.metadata.name.clone())
+                        .collect();
+                    Check::when(owned.len() == want, || {
+                        format!("owned revisions {owned:?}, want {want}")
+                    })
+                }
+                Err(e) => Check::Failed(format!("list ControllerRevisions: {e}")),
+            }
+        }
+        .boxed()
+    })
+    .await?;
+    Ok(())
+}
+
+/// A pod's name.
+pub fn name_of(p: &Pod) -> String {
+    p.metadata.name.clone().unwrap_or_default()
+}
+
+/// A pod label.
+pub fn label<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {
+    p.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+/// Whether the pod's Ready condition is True.
+pub fn ready(p: &Pod) -> bool {
+    ready_since(p).is_some()
+}
+
+/// When the pod's Ready condition last turned True, in Unix seconds (None if it is not ready).
+pub fn ready_since(p: &Pod) -> Option<i64> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready" && c.status == "True")
+        .map(|c| {
+            c.last_transition_time
+                .as_ref()
+                .map_or(0, |t| t.0.as_second())
+        })
+}
+
+/// The number of `pods` whose `controller-revision-hash` is `revision`.
+pub fn at_revision(pods: &[Pod], revision: &str) -> usize {
+    pods.iter()
+        .filter(|p| label(p, "controller-revision-hash") == Some(revision))
+        .count()
+}
+
+/// A status field as an integer (0 when absent).
+pub fn count(o: &DynamicObject, field: &str) -> i64 {
+    status(o)[field].as_i64().unwrap_or(0)
+}
+
+/// A status field as a string ("" when absent).
+pub fn text(o: &DynamicObject, field: &str) -> String {
+    status(o)[field].as_str().unwrap_or_default().to_string()
+}
+
+/// Whether the controller has observed the object's latest generation.
+pub fn observed(o: &DynamicObject) -> bool {
+    status(o)["observedGeneration"].as_i64() >= o.metadata.generation
+}
+
+/// A CloneSet `name` of `replicas` pods with `spec` merged into its manifest's spec, created
+/// and rolled out.
+async fn start(
+    ctx: &Ctx,
+    name: &str,
+    replicas: i64,
+    spec: Value,
+) -> anyhow::Result<Handle<CloneSetKind>> {
+    let mut m = CloneSet::new(name).replicas(replicas).manifest();
+    merge(&mut m["spec"], spec);
+    create(ctx, m).await?;
+    let cs = Handle::<CloneSetKind>::of(ctx, name);
+    cs.wait_rolled_out(replicas, ctx.timeouts.converge, &[])
+        .await?;
+    Ok(cs)
+}
+
+/// JSON merge of `patch` into `target` (objects merge, everything else replaces).
+pub fn merge(target: &mut Value, patch: Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                merge(t.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (t, p) => *t = p,
+    }
+}
+
+/// Waits until `want` pods of the CloneSet are at its update revision and the rest at another,
+/// with `status.updatedReplicas` equal to `want` and the controller caught up.
+async fn wait_updated(
+    cs: &Handle<CloneSetKind>,
+    ctx: &Ctx,
+    total: usize,
+    want: usize,
+) -> anyhow::Result<DynamicObject> {
+    let what = format!(
+        "{want} of {total} pods of {} at the update revision",
+        cs.name()
+    );
+    wait_pods(ctx, &cs.api(), cs.name(), &cs.selector(), &what, move |o, pods| {
+        let rev = text(o, "updateRevision");
+        let updated = at_revision(pods, &rev);
+        let ready_n = pods.iter().filter(|p| ready(p)).count();
+        Check::when(
+            observed(o)
+                && pods.len() == total
+                && updated == want
+                && ready_n == total
+                && count(o, "updatedReplicas") == want as i64,
+            || {
+                format!(
+                    "{} live pods ({ready_n} ready), {updated} at revision {rev}, status.updatedReplicas {}",
+                    pods.len(),
+                    count(o, "updatedReplicas")
+                )
+            },
+        )
+    })
+    .await
+}
+
+async fn scale_in_pods_to_delete(ctx: Ctx) -> anyhow::Result<()> {
+    let cs = start(&ctx, "scale", 3, json!({})).await?;
+    let before = pod_uids(&ctx, &cs.selector()).await?;
+    let victim = before.keys().nth(1).cloned().context("no second pod")?;
+    cs.patch(json!({"spec": {"replicas": 2, "scaleStrategy": {"podsToDelete": [victim]}}}))
+        .await
+        .map_err(refusal)?;
+    let o = cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
+    let after = pod_uids(&ctx, &cs.selector()).await?;
+    let mut expected = before.clone();
+    expected.remove(&victim);
+    ensure!(
+        after == expected,
+        "scaling in with podsToDelete [{victim}] should leave {expected:?}, left {after:?}"
+    );
+    ensure!(
+        count(&o, "availableReplicas") == 2,
+        "status.availableReplicas: want 2, got {}",
+        count(&o, "availableReplicas")
+    );
+    ensure!(
+        text(&o, "labelSelector") == cs.selector(),
+        "status.labelSelector: want {}, got {:?}",
+        cs.selector(),
+        text(&o, "labelSelector")
+    );
+    // Scaling out again adds pods named after the CloneSet and their instance id.
+    cs.patch(json!({"spec": {"replicas": 4}}))
+        .await
+        .map_err(refusal)?;
+    cs.wait_rolled_out(4, ctx.timeouts.converge, &[]).await?;
+    for p in pods(&ctx, &cs.selector()).await? {
+        let id = label(&p, "apps.kruise.io/cloneset-instance-id").unwrap_or_default();
+        ensure!(
+            !id.is_empty() && name_of(&p) == format!("scale-{id}"),
+            "pod {} is not named after its instance id {id:?}",
+            name_of(&p)
+        );
+    }
+    Ok(())
+}
+
+async fn scale_out_max_unavailable(ctx: Ctx) -> anyhow::Result<()> {
+    let spec = json!({"minReadySeconds": 3, "scaleStrategy": {"maxUnavailable": 1}});
+    let cs = start(&ctx, "slow", 1, spec).await?;
+    cs.patch(json!({"spec": {"replicas": 3}}))
+        .await
+        .map_err(refusal)?;
+    wait_pods(
+        &ctx,
+        &cs.api(),
+        "slow",
+        &cs.selector(),
+        "3 available replicas",
+        |o, _| {
+            Check::when(count(o, "availableReplicas") == 3, || {
+                format!("status.availableReplicas {}", count(o, "availableReplicas"))
+            })
+        },
+    )
+    .await?;
+    let mut ps = pods(&ctx, &cs.selector()).await?;
+    ps.sort_by_key(|p| {
+        p.metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_second())
+    });
+    ensure!(ps.len() == 3, "want 3 pods, got {}", ps.len());
+    for w in ps.windows(2) {
+        let ready_at = ready_since(&w[0]).context("a pod is not ready")?;
+        let next = w[1]
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .context("no creation time")?
+            .0
+            .as_second();
+        // Timestamps have one-second resolution: allow one second of rounding.
+        let gap = next - ready_at;
+        ensure!(
+            gap >= 2,
+            "pod {} was created {gap}s after {} became ready; scaleStrategy.maxUnavailable 1 with minReadySeconds 3 should wait for it to be available",
+            name_of(&w[1]),
+            name_of(&w[0])
+        );
+    }
+    Ok(())
+}
+
+/// Waits until the CloneSet reports `want` available replicas for its latest generation.
+async fn wait_available(ctx: &Ctx, cs: &Handle<CloneSetKind>, want: i64) -> anyhow::Result<()> {
+    let what = format!("{want} available replicas");
+    wait_pods(
+        ctx,
+        &cs.api(),
+        cs.name(),
+        &cs.selector(),
+        &what,
+        move |o, _| {
+            Check::when(observed(o) && count(o, "availableReplicas") == want, || {
+                format!("status.availableReplicas {}", count(o, "availableReplicas"))
+            })
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+async fn partition(ctx: Ctx) -> anyhow::Result<()> {
+    let spec = json!({"updateStrategy": {"type": "InPlaceIfPossible", "partition": 3}});
+    let cs = start(&ctx, "part", 4, spec).await?;
+    cs.set_image(IMAGE_V2).await?;
+    for (partition, want) in [(json!(3), 1), (json!("50%"), 2), (json!(0), 4)] {
+        cs.patch(json!({"spec": {"updateStrategy": {"partition": partition}}}))
+            .await
+            .map_err(refusal)?;
+        let o = wait_updated(&cs, &ctx, 4, want)
+            .await
+            .with_context(|| format!("partition {partition}"))?;
+        ensure!(
+            count(&o, "expectedUpdatedReplicas") == want as i64,
+            "partition {partition}: status.expectedUpdatedReplicas want {want}, got {}",
+            count(&o, "expectedUpdatedReplicas")
+        );
+        let v2 = pods(&ctx, &cs.selector())
+            .await?
+            .iter()
+            .filter(|p| container_status(p, "main").is_some_and(|s| s.image == IMAGE_V2))
+            .count();
+        ensure!(
+            v2 == want,
+            "partition {partition}: {v2} pods run {IMAGE_V2}, want {want}"
+        );
+    }
+    Ok(())
+}
+
+async fn paused(ctx: Ctx) -> anyhow::Result<()> {
+    let cs = start(
+        &ctx,
+        "paused",
+        2,
+        json!({"updateStrategy": {"paused": true}}),
+    )
+    .await?;
+    let before = pod_uids(&ctx, &cs.selector()).await?;
+    cs.set_image(IMAGE_V2).await?;
+    let o = wait_pods(
+        &ctx,
+        &cs.api(),
+        "paused",
+        &cs.selector(),
+        "the paused update observed",
+        |o, _| {
+            Check::when(
+                observed(o) && text(o, "updateRevision") != text(o, "currentRevision"),
+                || format!("status {}", status(o)),
+            )
+        },
+    )
+    .await?;
+    ensure!(
+        count(&o, "updatedReplicas") == 0,
+        "paused: status.updatedReplicas want 0, got {}",
+        count(&o, "updatedReplicas")
+    );
+    let now = pods(&ctx, &cs.selector()).await?;
+    ensure!(
+        at_revision(&now, &text(&o, "updateRevision")) == 0
+            && pod_uids(&ctx, &cs.selector()).await? == before,
+        "a paused CloneSet touched its pods"
+    );
+    cs.patch(json!({"spec": {"updateStrategy": {"paused": false}}}))
+        .await
+        .map_err(refusal)?;
+    wait_updated(&cs, &ctx, 2, 2).await?;
+    Ok(())
+}
+
+/// Sets the image (or, with `env`, adds an env var) and waits for the rollout; returns how
+/// many pods kept their UID.
+async fn roll(cs: &Handle<CloneSetKind>, ctx: &Ctx, env: bool) -> anyhow::Result<usize> {
+    let before = pod_uids(ctx, &cs.selector()).await?;
+    if env {
+        cs.json_patch(
+            json!([{"op": "add", "path": "/spec/template/spec/containers/0/env",
+            "value": [{"name": "MODE", "value": "v2"}]}]),
+        )
+        .await?;
+    } else {
+        cs.set_image(IMAGE_V2).await?;
+    }
+    wait_updated(cs, ctx, 2, 2).await?;
+    let after = pod_uids(ctx, &cs.selector()).await?;
+    Ok(after
+        .values()
+        .filter(|u| before.values().any(|b| &b == u))
+        .count())
+}
+
+async fn update_types(ctx: Ctx) -> anyhow::Result<()> {
+    let rec = start(
+        &ctx,
+        "rec",
+        2,
+        json!({"updateStrategy": {"type": "ReCreate"}}),
+    )
+    .await?;
+    let kept = roll(&rec, &ctx, false).await?;
+    ensure!(
+        kept == 0,
+        "ReCreate: {kept} pods kept their UID across an image change"
+    );
+    let inp = start(
+        &ctx,
+        "inp",
+        2,
+        json!({"updateStrategy": {"type": "InPlaceIfPossible"}}),
+    )
+    .await?;
+    let kept = roll(&inp, &ctx, false).await?;
+    ensure!(
+        kept == 2,
+        "InPlaceIfPossible: only {kept} of 2 pods were updated in place"
+    );
+    for p in pods(&ctx, &inp.selector()).await? {
+        let s = container_status(&p, "main");
+        ensure!(
+            s.as_ref()
+                .is_some_and(|s| s.image == IMAGE_V2 && s.restart_count >= 1),
+            "pod {} was not restarted in place with {IMAGE_V2}: {s:?}",
+            name_of(&p)
+        );
+    }
+    let kept = roll(&inp, &ctx, true).await?;
+    ensure!(
+        kept == 0,
+        "InPlaceIfPossible: an env change must recreate pods, {kept} kept their UID"
+    );
+    Ok(())
+}
+
+/// Rolls a ReCreate CloneSet of `replicas` with `strategy` (and minReadySeconds 2) to a new
+/// image; returns the most live pods and the fewest available replicas seen meanwhile.
+async fn observe_rollout(
+    ctx: &Ctx,
+    name: &str,
+    replicas: usize,
+    strategy: Value,
+) -> anyhow::Result<(usize, usize)> {
+    let mut spec = json!({"minReadySeconds": 2, "updateStrategy": {"type": "ReCreate"}});
+    merge(&mut spec["updateStrategy"], strategy);
+    let cs = start(ctx, name, replicas as i64, spec).await?;
+    wait_available(ctx, &cs, replicas as i64).await?;
+    cs.set_image(IMAGE_V2).await?;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new((0usize, usize::MAX)));
+    let record = seen.clone();
+    let what = format!("{name}: the rollout to finish");
+    wait_pods(
+        ctx,
+        &cs.api(),
+        name,
+        &cs.selector(),
+        &what,
+        move |o, pods| {
+            let available = count(o, "availableReplicas") as usize;
+            let mut s = record.lock().expect("not poisoned");
+            s.0 = s.0.max(pods.len());
+            if observed(o) {
+                s.1 = s.1.min(available);
+            }
+            let rev = text(o, "updateRevision");
+            let updated = at_revision(pods, &rev);
+            Check::when(
+                observed(o)
+                    && pods.len() == replicas
+                    && updated == replicas
+                    && available == replicas,
+                || {
+                    format!(
+                        "{} pods, {updated} at {rev}, {available} available",
+                        pods.len()
+                    )
+                },
+            )
+        },
+    )
+    .await?;
+    let s = *seen.lock().expect("not poisoned");
+    Ok(s)
+}
+
+async fn max_surge(ctx: Ctx) -> anyhow::Result<()> {
+    let (most, fewest) = observe_rollout(
+        &ctx,
+        "surge",
+        2,
+        json!({"maxSurge": 1, "maxUnavailable": 0}),
+    )
+    .await?;
+    ensure!(
+        most == 3,
+        "maxSurge 1 over 2 replicas: at most {most} pods were seen, want 3"
+    );
+    ensure!(
+        fewest >= 2,
+        "maxUnavailable 0: availableReplicas fell to {fewest}"
+    );
+    let (most, fewest) = observe_rollout(
+        &ctx,
+        "unavail",
+        4,
+        json!({"maxSurge": 0, "maxUnavailable": 2}),
+    )
+    .await?;
+    ensure!(
+        most <= 4,
+        "maxSurge 0 over 4 replicas: {most} pods were seen"
+    );
+    ensure!(
+        fewest >= 2,
+        "maxUnavailable 2 of 4: availableReplicas fell to {fewest}"
+    );
+    Ok(())
+}
+
+/// Labels pod `name` with `key=value` (through the context).
+async fn label_pod(ctx: &Ctx, name: &str, key: &str, value: Option<&str>) -> anyhow::Result<()> {
+    ctx.patch(
+        "v1",
+        "Pod",
+        name,
+        json!({"metadata": {"labels": {key: value}}}),
+    )
+    .await
+    .map_err(refusal)
+    .with_context(|| format!("label pod {name}"))?;
+    Ok(())
+}
+
+async fn priority(ctx: Ctx) -> anyhow::Result<()> {
+    let weight = json!({"weightPriority": [
+        {"weight": 50, "matchSelector": {"matchLabels": {"tier": "first"}}}
+    ]});
+    let order = json!({"orderPriority": [{"orderedKey": "rank"}]});
+    for (name, strategy, labels) in [
+        (
+            "weight",
+            weight,
+            [("tier", "other"), ("tier", "first"), ("tier", "other")],
+        ),
+        (
+            "order",
+            order,
+            [("rank", "r-1"), ("rank", "r-7"), ("rank", "r-3")],
+        ),
+    ] {
+        let spec = json!({"updateStrategy": {"type": "InPlaceIfPossible", "partition": 2, "priorityStrategy": strategy}});
+        let cs = start(&ctx, name, 3, spec).await?;
+        let names: Vec<String> = pod_uids(&ctx, &cs.selector()).await?.into_keys().collect();
+        for (pod, (k, v)) in names.iter().zip(labels) {
+            label_pod(&ctx, pod, k, Some(v)).await?;
+        }
+        cs.set_image(IMAGE_V2).await?;
+        wait_updated(&cs, &ctx, 3, 1).await?;
+        let first = &names[1];
+        let updated: Vec<String> = pods(&ctx, &cs.selector())
+            .await?
+            .iter()
+            .filter(|p| container_status(p, "main").is_some_and(|s| s.image == IMAGE_V2))
+            .map(name_of)
+            .collect();
+        ensure!(
+            updated == [first.clone()],
+            "{name} priority: the pod labelled {:?} should update first, updated {updated:?}",
+            labels[1]
+        );
+    }
+    Ok(())
+}
+
+const STATE: &str = "lifecycle.apps.kruise.io/state";
+
+async fn pre_delete_hook(ctx: Ctx) -> anyhow::Result<()> {
+    let mut m = CloneSet::new("hook")
+        .replicas(2)
+        .label("hold", "true")
+        .manifest();
+    m["spec"]["lifecycle"] = json!({"preDelete": {"labelsHandler": {"hold": "true"}}});
+    create(&ctx, m).await?;
+    let cs = Handle::<CloneSetKind>::of(&ctx, "hook");
+    cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
+    let victim = pod_uids(&ctx, &cs.selector())
+        .await?
+        .into_keys()
+        .next()
+        .context("no pod")?;
+    cs.patch(json!({"spec": {"replicas": 1, "scaleStrategy": {"podsToDelete": [victim]}}}))
+        .await
+        .map_err(refusal)?;
+    let v = victim.clone();
+    wait_pods(
+        &ctx,
+        &cs.api(),
+        "hook",
+        &cs.selector(),
+        "the pod held in PreparingDelete",
+        move |_, pods| {
+            let p = pods.iter().find(|p| name_of(p) == v);
+            Check::when(
+                p.is_some_and(|p| label(p, STATE) == Some("PreparingDelete")),
+                || format!("pod {v}: state {:?}", p.map(|p| label(p, STATE))),
+            )
+        },
+    )
+    .await?;
+    // Held: still there once the controller has settled on replicas 1.
+    let o = cs.get().await?;
+    ensure!(
+        pods(&ctx, &cs.selector())
+            .await?
+            .iter()
+            .any(|p| name_of(p) == victim),
+        "pod {victim} was deleted while its preDelete hook label was on; status {}",
+        status(&o)
+    );
+    label_pod(&ctx, &victim, "hold", None).await?;
+    let v = victim.clone();
+    wait_pods(
+        &ctx,
+        &cs.api(),
+        "hook",
+        &cs.selector(),
+        "the released pod deleted",
+        move |_, pods| {
+            Check::when(
+                pods.len() == 1 && pods.iter().all(|p| name_of(p) != v),
+                || format!("pods {:?}", pods.iter().map(name_of).collect::<Vec<_>>()),
+            )
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+async fn in_place_update_hook(ctx: Ctx) -> anyhow::Result<()> {
+    let mut m = CloneSet::new("iphook")
+        .replicas(1)
+        .label("hold", "true")
+        .in_place_if_possible()
+        .manifest();
+    m["spec"]["lifecycle"] = json!({"inPlaceUpdate": {"labelsHandler": {"hold": "true"}}});
+    create(&ctx, m).await?;
+    let cs = Handle::<CloneSetKind>::of(&ctx, "iphook");
+    cs.wait_rolled_out(1, ctx.timeouts.converge, &[]).await?;
+    let pod = pod_uids(&ctx, &cs.selector())
+        .await?
+        .into_keys()
+        .next()
+        .context("no pod")?;
+    cs.set_image(IMAGE_V2).await?;
+    let what = "the pod held in PreparingUpdate on its old image";
+    wait_pods(
+        &ctx,
+        &cs.api(),
+        "iphook",
+        &cs.selector(),
+        what,
+        |_, pods| {
+            let p = pods.first();
+            let image = p.and_then(|p| container_status(p, "main")).map(|s| s.image);
+            let spec_image = p
+                .and_then(|p| p.spec.as_ref())
+                .and_then(|s| s.containers[0].image.clone());
+            Check::when(
+                p.is_some_and(|p| label(p, STATE) == Some("PreparingUpdate"))
+                    && image.as_deref() == Some(IMAGE_V1)
+                    && spec_image.as_deref() == Some(IMAGE_V1),
+                || {
+                    format!(
+                        "state {:?}, image {image:?}, spec image {spec_image:?}",
+                        p.map(|p| label(p, STATE))
+                    )
+                },
+            )
+        },
+    )
+    .await?;
+    label_pod(&ctx, &pod, "hold", None).await?;
+    wait_updated(&cs, &ctx, 1, 1).await?;
+    let p = pods(&ctx, &cs.selector()).await?;
+    ensure!(
+        p.len() == 1 && name_of(&p[0]) == pod,
+        "the released pod {pod} was replaced instead of updated in place"
+    );
+    Ok(())
+}
+
+async fn grace_period(ctx: Ctx) -> anyhow::Result<()> {
+    let spec = json!({"updateStrategy": {"type": "InPlaceIfPossible",
+        "inPlaceUpdateStrategy": {"gracePeriodSeconds": 4}}});
+    let cs = start(&ctx, "grace", 1, spec).await?;
+    cs.set_image(IMAGE_V2).await?;
+    // During the grace period the pod is marked not ready while it still runs the old image.
+    wait_pods(
+        &ctx,
+        &cs.api(),
+        "grace",
+        &cs.selector(),
+        "the pod in its grace period",
+        |_, pods| {
+            let p = pods.first();
+            let in_grace = p.is_some_and(|p| {
+                !ready(p)
+                    && container_status(p, "main").is_some_and(|s| s.image == IMAGE_V1)
+                    && p.metadata
+                        .annotations
+                        .as_ref()
+                        .is_some_and(|a| a.contains_key("apps.kruise.io/inplace-update-grace"))
+            });
+            Check::when(in_grace, || {
+                format!(
+                    "pod ready {:?}, image {:?}",
+                    p.map(ready),
+                    p.and_then(|p| container_status(p, "main")).map(|s| s.image)
+                )
+            })
+        },
+    )
+    .await?;
+    wait_updated(&cs, &ctx, 1, 1).await?;
+    Ok(())
+}
+
+async fn revision_history(ctx: Ctx) -> anyhow::Result<()> {
+    let spec = json!({"revisionHistoryLimit": 1, "updateStrategy": {"type": "InPlaceIfPossible"}});
+    let cs = start(&ctx, "hist", 1, spec).await?;
+    for image in ["nginx:1.26", "nginx:1.27", "nginx:1.28"] {
+        cs.set_image(image).await?;
+        wait_updated(&cs, &ctx, 1, 1).await?;
+    }
+    // The live revision and one old one.
+    wait_owned_revisions(&ctx, &cs.api(), "hist", 2).await
+}
+
+/// Claim name -> UID of the CloneSet's claims.
+async fn claim_uids(ctx: &Ctx, selector: &str) -> anyhow::Result<BTreeMap<String, String>> {
+    Ok(claims(ctx, selector)
+        .await?
+        .into_iter()
+        .map(|c| {
+            (
+                c.metadata.name.unwrap_or_default(),
+                c.metadata.uid.unwrap_or_default(),
+            )
+        })
+        .collect())
+}
+
+async fn pvcs(ctx: Ctx) -> anyhow::Result<()> {
+    let mut m = CloneSet::new("disk")
+        .replicas(2)
+        .data_volume("1Gi")
+        .manifest();
+    m["spec"]["scaleStrategy"] = json!({"disablePVCReuse": false});
+    create(&ctx, m).await?;
+    let cs = Handle::<CloneSetKind>::of(&ctx, "disk");
+    cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
+    let sel = cs.selector();
+    // A deleted pod is recreated with the same instance id and PVC.
+    let victim = pods(&ctx, &sel)
+        .await?
+        .into_iter()
+        .next()
+        .context("no pod")?;
+    let id = label(&victim, "apps.kruise.io/cloneset-instance-id")
+        .unwrap_or_default()
+        .to_string();
+    let before = claim_uids(&ctx, &sel).await?;
+    ctx.delete("v1", "Pod", &name_of(&victim))
+        .await
+        .map_err(refusal)?;
+    let (old_uid, vname) = (victim.metadata.uid.clone(), name_of(&victim));
+    wait_pods(
+        &ctx,
+        &cs.api(),
+        "disk",
+        &sel,
+        "the deleted pod recreated",
+        move |o, pods| {
+            let back = pods.iter().find(|p| name_of(p) == vname);
+            Check::when(
+                back.is_some_and(|p| p.metadata.uid != old_uid && ready(p))
+                    && count(o, "readyReplicas") == 2,
+                || {
+                    format!(
+                        "pod {vname}: {:?}",
+                        back.map(|p| (&p.metadata.uid, ready(p)))
+                    )
+                },
+            )
+        },
+    )
+    .await?;
+    ensure!(
+        claim_uids(&ctx, &sel).await? == before,
+        "the recreated pod (instance {id}) did not reuse its PVC"
+    );
+    pvcs_without_reuse(&ctx, &cs).await
+}
+
+/// Under `disablePVCReuse` a deleted pod comes back with a new instance id and its old PVC
+/// goes; a scaled-in pod's PVC is deleted with it.
+async fn pvcs_without_reuse(ctx: &Ctx, cs: &Handle<CloneSetKind>) -> anyhow::Result<()> {
+    let ctx = ctx.clone();
+    let sel = cs.selector();
+    // Without reuse, a deleted pod gets a new instance id and its old PVC goes.
+    cs.patch(json!({"spec": {"scaleStrategy": {"disablePVCReuse": true}}}))
+        .await
+        .map_err(refusal)?;
+    let victim = pods(&ctx, &sel)
+        .await?
+        .into_iter()
+        .next()
+        .context("no pod")?;
+    ctx.delete("v1", "Pod", &name_of(&victim))
+        .await
+        .map_err(refusal)?;
+    let vname = name_of(&victim);
+    wait_pods(
+        &ctx,
+        &cs.api(),
+        "disk",
+        &sel,
+        "a new pod with a new instance id",
+        move |o, pods| {
+            Check::when(
+                pods.len() == 2
+                    && pods.iter().all(|p| name_of(p) != vname)
+                    && count(o, "readyReplicas") == 2,
+                || format!("pods {:?}", pods.iter().map(name_of).collect::<Vec<_>>()),
+            )
+        },
+    )
+    .await?;
+    wait_claims(&ctx, &sel, 2).await?;
+    // A scaled-in pod's PVC is deleted with it.
+    cs.patch(json!({"spec": {"replicas": 1}}))
+        .await
+        .map_err(refusal)?;
+    cs.wait_rolled_out(1, ctx.timeouts.converge, &[]).await?;
+    wait_claims(&ctx, &sel, 1).await
+}
+
+/// Waits until the namespace holds `want` live PVCs matching `selector`, each used by a live
+/// pod's volumes.
+async fn wait_claims(ctx: &Ctx, selector: &str, want: usize) -> anyhow::Result<()> {
+    let api: Api<DynamicObject> = ctx.dyn_api("v1", "Namespace").await?;
+    let (c, sel) = (ctx.clone(), selector.to_string());
+    let what = format!("{want} PVCs, one per pod");
+    until(
+        &api,
+        &ctx.namespace,
+        &what,
+        ctx.timeouts.converge,
+        move |_| {
+            let (c, sel) = (c.clone(), sel.clone());
+            async move {
+                match (claims(&c, &sel).await, pods(&c, &sel).await) {
+                    (Ok(cl), Ok(ps)) => {
+                        let used: Vec<String> = ps
+                            .iter()
+                            .flat_map(|p| p.spec.iter().flat_map(|s| s.volumes.iter().flatten()))
+                            .filter_map(|v| {
+                                v.persistent_volume_claim
+                                    .as_ref()
+                                    .map(|c| c.claim_name.clone())
+                            })
+                            .collect();
+                        let names: Vec<String> =
+                            cl.into_iter().filter_map(|c| c.metadata.name).collect();
+                        Check::when(
+                            names.len() == want && names.iter().all(|n| used.contains(n)),
+                            || format!("PVCs {names:?}, used by pods {used:?}"),
+                        )
+                    }
+                    (Err(e), _) | (_, Err(e)) => Check::Failed(format!("list: {e}")),
+                }
+            }
+            .boxed()
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// The `Progressing` condition's status and reason.
+fn progressing(o: &DynamicObject) -> Option<(String, String)> {
+    status(o)["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Progressing")
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or_default().to_string(),
+                c["reason"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+}
+
+async fn progress_deadline(ctx: Ctx) -> anyhow::Result<()> {
+    let spec = json!({"progressDeadlineSeconds": 3,
+        "updateStrategy": {"type": "ReCreate", "maxSurge": 1, "maxUnavailable": 0}});
+    let cs = start(&ctx, "deadline", 1, spec).await?;
+    let want = |s: &'static str, r: &'static str| {
+        move |o: &DynamicObject, _: &[Pod]| {
+            let c = progressing(o);
+            Check::when(observed(o) && c == Some((s.into(), r.into())), || {
+                format!("Progressing condition {c:?}, want {s}/{r}")
+            })
+        }
+    };
+    wait_pods(
+        &ctx,
+        &cs.api(),
+        "deadline",
+        &cs.selector(),
+        "Progressing=True (available)",
+        want("True", "CloneSetAvailable"),
+    )
+    .await?;
+    // A new revision that cannot be scheduled never becomes available.
+    cs.json_patch(
+        json!([{"op": "add", "path": "/spec/template/spec/nodeSelector",
+        "value": {"harness.io/no-such-node": "x"}}]),
+    )
+    .await?;
+    wait_pods(
+        &ctx,
+        &cs.api(),
+        "deadline",
+        &cs.selector(),
+        "Progressing=False past the deadline",
+        want("False", "ProgressDeadlineExceeded"),
+    )
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_joins_objects_and_replaces_the_rest() {
+        let mut spec = json!({"updateStrategy": {"type": "ReCreate"}, "replicas": 1});
+        merge(
+            &mut spec,
+            json!({"updateStrategy": {"partition": "50%"}, "replicas": 3}),
+        );
+        assert_eq!(
+            spec,
+            json!({"updateStrategy": {"type": "ReCreate", "partition": "50%"}, "replicas": 3})
+        );
+    }
+
+    #[test]
+    fn pods_are_counted_by_revision_label() {
+        let pod = |rev: &str| -> Pod {
+            serde_json::from_value(
+                json!({"metadata": {"labels": {"controller-revision-hash": rev}}}),
+            )
+            .expect("a pod")
+        };
+        let pods = [pod("a"), pod("b"), pod("b")];
+        assert_eq!(at_revision(&pods, "b"), 2);
+        assert_eq!(at_revision(&pods, "c"), 0);
+    }
+}

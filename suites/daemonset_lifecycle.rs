@@ -1,0 +1,537 @@
+//! Advanced DaemonSet lifecycle: the documented contract of `apps.kruise.io/v1alpha1`
+//! DaemonSet's rolling update — partition, paused, in-place updates, the node selector of a
+//! rollout, maxSurge and maxUnavailable, the preDelete hook, revision history — and its status
+//! counters. Start with [`scenarios`].
+
+use anyhow::{Context, ensure};
+use futures::FutureExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::DynamicObject;
+use serde_json::{Value, json};
+
+use super::cloneset_lifecycle::{
+    count, label, merge, name_of, observed, text, wait_owned_revisions, wait_pods,
+};
+use super::common::*;
+use crate::cluster::ZONE_LABEL;
+use crate::scenario::wait::Check;
+use crate::scenario::workload::{AdvancedDaemonSet, AdvancedDaemonSetKind, Handle};
+use crate::scenario::{Ctx, Requirements, Scenario, status};
+
+/// An Advanced DaemonSet scenario of this suite with the default requirements.
+macro_rules! daemonset {
+    ($name:literal, $summary:literal, $labels:expr, $body:expr) => {
+        Scenario {
+            name: $name,
+            suite: "daemonset",
+            summary: $summary,
+            labels: $labels,
+            requires: Requirements::default(),
+            allowed_warnings: &[],
+            expected_violations: &[],
+            body: |ctx| $body(ctx).boxed(),
+        }
+    };
+}
+
+/// The scenarios of this suite.
+pub fn scenarios() -> Vec<Scenario> {
+    vec![
+        daemonset!(
+            "daemonset/partition-keeps-nodes-at-the-old-revision",
+            "rollingUpdate.partition (3, then 50%, then 0) keeps that many pods at the old revision; daemonSetHash and updatedNumberScheduled follow",
+            &["advanced-daemonset", "update", "partition", "status"],
+            partition
+        )
+        // rollingUpdate.partition takes a percentage from v1.9.0 on.
+        .since("v1.9.0"),
+        daemonset!(
+            "daemonset/paused-rolling-update-touches-no-pod",
+            "with rollingUpdate.paused no pod moves to the new revision until it is resumed",
+            &["advanced-daemonset", "update", "paused"],
+            paused
+        ),
+        daemonset!(
+            "daemonset/on-delete-updates-only-deleted-pods",
+            "with updateStrategy OnDelete a template change replaces no pod until one is deleted; its replacement runs the new revision",
+            &["advanced-daemonset", "update", "on-delete"],
+            on_delete
+        ),
+        daemonset!(
+            "daemonset/in-place-if-possible-updates-the-image-in-place",
+            "rollingUpdateType InPlaceIfPossible changes the image of every pod without recreating it",
+            &["advanced-daemonset", "update", "in-place"],
+            in_place
+        ),
+        daemonset!(
+            "daemonset/rolling-selector-updates-only-matching-nodes",
+            "rollingUpdate.selector limits the rollout to the pods on nodes it matches",
+            &["advanced-daemonset", "update", "selector"],
+            rolling_selector
+        ),
+        daemonset!(
+            "daemonset/node-selector-restricts-pods-to-matching-nodes",
+            "a template nodeSelector on one zone runs one pod per node of that zone; the status counters agree",
+            &["advanced-daemonset", "scheduling", "status"],
+            node_selector
+        ),
+        daemonset!(
+            "daemonset/max-surge-and-max-unavailable-bound-the-rollout",
+            "maxSurge 1 / maxUnavailable 0 runs a second pod on a node before stopping the old one; maxUnavailable 2 keeps at least 2 available",
+            &[
+                "advanced-daemonset",
+                "update",
+                "max-surge",
+                "max-unavailable",
+                "min-ready-seconds"
+            ],
+            surge_and_unavailable
+        ),
+        daemonset!(
+            "daemonset/pre-delete-hook-holds-old-pods",
+            "lifecycle.preDelete.labelsHandler holds the pods a rollout would delete in PreparingDelete until the label goes",
+            &["advanced-daemonset", "lifecycle", "hook"],
+            pre_delete_hook
+        ),
+        daemonset!(
+            "daemonset/revision-history-limit-prunes-controller-revisions",
+            "after three updates with revisionHistoryLimit 1 only the live revision and one old one remain",
+            &["advanced-daemonset", "revision-history"],
+            revision_history
+        ),
+    ]
+}
+
+/// The number of nodes of the cluster.
+fn node_count(ctx: &Ctx) -> usize {
+    ctx.facts.zones.values().map(Vec::len).sum()
+}
+
+/// An Advanced DaemonSet `name` with `spec` merged into its manifest's spec, created and
+/// rolled out on `want` nodes.
+async fn start(
+    ctx: &Ctx,
+    name: &str,
+    want: usize,
+    spec: Value,
+) -> anyhow::Result<Handle<AdvancedDaemonSetKind>> {
+    start_with(ctx, AdvancedDaemonSet::new(name).manifest(), want, spec).await
+}
+
+/// Like [`start`], from a manifest.
+async fn start_with(
+    ctx: &Ctx,
+    mut m: Value,
+    want: usize,
+    spec: Value,
+) -> anyhow::Result<Handle<AdvancedDaemonSetKind>> {
+    merge(&mut m["spec"], spec);
+    create(ctx, m.clone()).await?;
+    let name = m["metadata"]["name"].as_str().unwrap_or_default();
+    let ds = Handle::<AdvancedDaemonSetKind>::of(ctx, name);
+    ds.wait_rolled_out(want as i64, ctx.timeouts.converge, &[])
+        .await?;
+    Ok(ds)
+}
+
+/// Rolling update settings.
+fn rolling(settings: Value) -> Value {
+    json!({"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": settings}})
+}
+
+/// The number of `pods` at the DaemonSet's current hash (`status.daemonSetHash`).
+fn at_hash(o: &DynamicObject, pods: &[Pod]) -> usize {
+    let hash = text(o, "daemonSetHash");
+    pods.iter()
+        .filter(|p| !hash.is_empty() && label(p, "controller-revision-hash") == Some(hash.as_str()))
+        .count()
+}
+
+/// Waits until `want` of `total` ready pods are at the current hash and
+/// `status.updatedNumberScheduled` says so.
+async fn wait_updated(
+    ctx: &Ctx,
+    ds: &Handle<AdvancedDaemonSetKind>,
+    total: usize,
+    want: usize,
+) -> anyhow::Result<DynamicObject> {
+    let what = format!("{want} of {total} pods of {} at daemonSetHash", ds.name());
+    wait_pods(ctx, &ds.api(), ds.name(), &ds.selector(), &what, move |o, pods| {
+        let updated = at_hash(o, pods);
+        let ready_n = pods.iter().filter(|p| super::cloneset_lifecycle::ready(p)).count();
+        Check::when(
+            observed(o)
+                && pods.len() == total
+                && ready_n == total
+                && updated == want
+                && count(o, "updatedNumberScheduled") == want as i64,
+            || {
+                format!(
+                    "{} pods ({ready_n} ready), {updated} at hash {:?}, status.updatedNumberScheduled {}",
+                    pods.len(),
+                    text(o, "daemonSetHash"),
+                    count(o, "updatedNumberScheduled")
+                )
+            },
+        )
+    })
+    .await
+}
+
+async fn partition(ctx: Ctx) -> anyhow::Result<()> {
+    let n = node_count(&ctx);
+    let ds = start(&ctx, "part", n, rolling(json!({"partition": n - 1}))).await?;
+    ds.set_image(IMAGE_V2).await?;
+    for (partition, want) in [(json!(n - 1), 1), (json!("50%"), n / 2), (json!(0), n)] {
+        ds.patch(json!({"spec": {"updateStrategy": {"rollingUpdate": {"partition": partition}}}}))
+            .await
+            .map_err(refusal)?;
+        wait_updated(&ctx, &ds, n, want)
+            .await
+            .with_context(|| format!("partition {partition}"))?;
+        let v2 = ds
+            .pods()
+            .await?
+            .iter()
+            .filter(|p| {
+                p.spec
+                    .as_ref()
+                    .is_some_and(|s| s.containers[0].image.as_deref() == Some(IMAGE_V2))
+            })
+            .count();
+        ensure!(
+            v2 == want,
+            "partition {partition}: {v2} pods run {IMAGE_V2}, want {want}"
+        );
+    }
+    Ok(())
+}
+
+async fn paused(ctx: Ctx) -> anyhow::Result<()> {
+    let n = node_count(&ctx);
+    let ds = start(&ctx, "paused", n, rolling(json!({"paused": true}))).await?;
+    let before = pod_uids(&ctx, &ds.selector()).await?;
+    ds.set_image(IMAGE_V2).await?;
+    let o = wait_pods(
+        &ctx,
+        &ds.api(),
+        "paused",
+        &ds.selector(),
+        "the paused update observed",
+        |o, _| Check::when(observed(o), || format!("status {}", status(o))),
+    )
+    .await?;
+    let now = ds.pods().await?;
+    ensure!(
+        at_hash(&o, &now) == 0 && count(&o, "updatedNumberScheduled") == 0,
+        "a paused rollout updated pods: status {}",
+        status(&o)
+    );
+    ensure!(
+        pod_uids(&ctx, &ds.selector()).await? == before,
+        "a paused rollout replaced pods"
+    );
+    ds.patch(json!({"spec": {"updateStrategy": {"rollingUpdate": {"paused": false}}}}))
+        .await
+        .map_err(refusal)?;
+    wait_updated(&ctx, &ds, n, n).await?;
+    Ok(())
+}
+
+async fn on_delete(ctx: Ctx) -> anyhow::Result<()> {
+    let n = node_count(&ctx);
+    let spec = json!({"updateStrategy": {"type": "OnDelete"}});
+    let ds = start(&ctx, "ondelete", n, spec).await?;
+    let before = pod_uids(&ctx, &ds.selector()).await?;
+    ds.set_image(IMAGE_V2).await?;
+    let o = wait_pods(
+        &ctx,
+        &ds.api(),
+        "ondelete",
+        &ds.selector(),
+        "the update observed",
+        |o, _| Check::when(observed(o), || format!("status {}", status(o))),
+    )
+    .await?;
+    ensure!(
+        count(&o, "updatedNumberScheduled") == 0 && pod_uids(&ctx, &ds.selector()).await? == before,
+        "OnDelete replaced pods on a template change: status {}",
+        status(&o)
+    );
+    let victim = before.keys().next().context("no pod")?;
+    ctx.delete("v1", "Pod", victim).await.map_err(refusal)?;
+    wait_updated(&ctx, &ds, n, 1).await?;
+    let kept = pod_uids(&ctx, &ds.selector())
+        .await?
+        .into_iter()
+        .filter(|(name, uid)| before.get(name) == Some(uid))
+        .count();
+    ensure!(
+        kept == n - 1,
+        "OnDelete: {kept} of {} untouched pods kept, want {}",
+        n - 1,
+        n - 1
+    );
+    Ok(())
+}
+
+async fn in_place(ctx: Ctx) -> anyhow::Result<()> {
+    let n = node_count(&ctx);
+    let spec = rolling(json!({"rollingUpdateType": "InPlaceIfPossible"}));
+    let ds = start(&ctx, "inplace", n, spec).await?;
+    let before = pod_uids(&ctx, &ds.selector()).await?;
+    ds.set_image(IMAGE_V2).await?;
+    wait_updated(&ctx, &ds, n, n).await?;
+    ensure!(
+        pod_uids(&ctx, &ds.selector()).await? == before,
+        "InPlaceIfPossible recreated pods for an image change"
+    );
+    for p in ds.pods().await? {
+        let s = container_status(&p, "main");
+        ensure!(
+            s.as_ref()
+                .is_some_and(|s| s.image == IMAGE_V2 && s.restart_count >= 1),
+            "pod {} was not restarted in place with {IMAGE_V2}: {s:?}",
+            name_of(&p)
+        );
+    }
+    Ok(())
+}
+
+async fn rolling_selector(ctx: Ctx) -> anyhow::Result<()> {
+    let n = node_count(&ctx);
+    let (zone, nodes) = ctx.facts.zones.iter().next().context("no zone")?;
+    let (zone, nodes) = (zone.clone(), nodes.clone());
+    let spec = rolling(json!({
+        "selector": {"matchLabels": {ZONE_LABEL: zone}}}));
+    let ds = start(&ctx, "zonal", n, spec).await?;
+    ds.set_image(IMAGE_V2).await?;
+    wait_updated(&ctx, &ds, n, nodes.len()).await?;
+    for p in ds.pods().await? {
+        let node = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        let v2 = p
+            .spec
+            .as_ref()
+            .is_some_and(|s| s.containers[0].image.as_deref() == Some(IMAGE_V2));
+        ensure!(
+            v2 == nodes.contains(&node),
+            "pod {} on node {node}: updated {v2}, but the rollout selector matches only {zone} nodes {nodes:?}",
+            name_of(&p)
+        );
+    }
+    Ok(())
+}
+
+async fn node_selector(ctx: Ctx) -> anyhow::Result<()> {
+    let (zone, nodes) = ctx.facts.zones.iter().last().context("no zone")?;
+    let (zone, nodes) = (zone.clone(), nodes.clone());
+    let m = AdvancedDaemonSet::new("zoned")
+        .node_selector(ZONE_LABEL, &zone)
+        .manifest();
+    let ds = start_with(&ctx, m, nodes.len(), json!({})).await?;
+    let o = ds.get().await?;
+    let want = nodes.len() as i64;
+    for field in [
+        "desiredNumberScheduled",
+        "currentNumberScheduled",
+        "numberAvailable",
+    ] {
+        ensure!(
+            count(&o, field) == want,
+            "status.{field}: want {want}, got {}",
+            count(&o, field)
+        );
+    }
+    ensure!(
+        count(&o, "numberMisscheduled") == 0 && count(&o, "numberUnavailable") == 0,
+        "status: want no misscheduled or unavailable pod, got {}",
+        status(&o)
+    );
+    let mut on: Vec<String> = ds
+        .pods()
+        .await?
+        .iter()
+        .map(|p| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default()
+        })
+        .collect();
+    on.sort();
+    let mut want_nodes = nodes.clone();
+    want_nodes.sort();
+    ensure!(
+        on == want_nodes,
+        "pods run on {on:?}, want one on each {zone} node {want_nodes:?}"
+    );
+    Ok(())
+}
+
+/// Waits until the DaemonSet reports `want` available pods for its latest generation.
+async fn wait_available(
+    ctx: &Ctx,
+    ds: &Handle<AdvancedDaemonSetKind>,
+    want: usize,
+) -> anyhow::Result<()> {
+    let what = format!("{want} available pods");
+    wait_pods(
+        ctx,
+        &ds.api(),
+        ds.name(),
+        &ds.selector(),
+        &what,
+        move |o, _| {
+            Check::when(
+                observed(o) && count(o, "numberAvailable") == want as i64,
+                || format!("status.numberAvailable {}", count(o, "numberAvailable")),
+            )
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// Rolls a DaemonSet with `settings` to a new image; returns the most pods seen on one node
+/// and the fewest available pods reported during the rollout.
+async fn observe_rollout(ctx: &Ctx, name: &str, settings: Value) -> anyhow::Result<(usize, i64)> {
+    let n = node_count(ctx);
+    let mut spec = rolling(settings);
+    spec["minReadySeconds"] = json!(2);
+    let ds = start(ctx, name, n, spec).await?;
+    wait_available(ctx, &ds, n).await?;
+    ds.set_image(IMAGE_V2).await?;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new((0usize, i64::MAX)));
+    let record = seen.clone();
+    let what = "the rollout to finish with every pod available";
+    wait_pods(
+        ctx,
+        &ds.api(),
+        name,
+        &ds.selector(),
+        what,
+        move |o, pods| {
+            let mut per_node = std::collections::BTreeMap::<String, usize>::new();
+            for p in pods {
+                let node = p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .unwrap_or_default();
+                *per_node.entry(node).or_default() += 1;
+            }
+            let mut s = record.lock().expect("not poisoned");
+            s.0 = s.0.max(per_node.values().copied().max().unwrap_or(0));
+            if observed(o) {
+                s.1 = s.1.min(count(o, "numberAvailable"));
+            }
+            let updated = at_hash(o, pods);
+            Check::when(
+                observed(o)
+                    && pods.len() == n
+                    && updated == n
+                    && count(o, "numberAvailable") == n as i64,
+                || {
+                    format!(
+                        "{} pods, {updated} updated, status {}",
+                        pods.len(),
+                        status(o)
+                    )
+                },
+            )
+        },
+    )
+    .await?;
+    let s = *seen.lock().expect("not poisoned");
+    Ok(s)
+}
+
+async fn surge_and_unavailable(ctx: Ctx) -> anyhow::Result<()> {
+    let n = node_count(&ctx) as i64;
+    let (most, fewest) =
+        observe_rollout(&ctx, "surge", json!({"maxSurge": 1, "maxUnavailable": 0})).await?;
+    ensure!(
+        most == 2,
+        "maxSurge 1: at most {most} pods were seen on one node, want 2 (new before old)"
+    );
+    ensure!(
+        fewest >= n,
+        "maxUnavailable 0: numberAvailable fell to {fewest} of {n}"
+    );
+    let (most, fewest) =
+        observe_rollout(&ctx, "unavail", json!({"maxSurge": 0, "maxUnavailable": 2})).await?;
+    ensure!(most == 1, "maxSurge 0: {most} pods were seen on one node");
+    ensure!(
+        fewest >= n - 2,
+        "maxUnavailable 2: numberAvailable fell to {fewest} of {n}"
+    );
+    Ok(())
+}
+
+const STATE: &str = "lifecycle.apps.kruise.io/state";
+
+async fn pre_delete_hook(ctx: Ctx) -> anyhow::Result<()> {
+    let n = node_count(&ctx);
+    let m = AdvancedDaemonSet::new("hook")
+        .label("hold", "true")
+        .manifest();
+    let spec = json!({"lifecycle": {"preDelete": {"labelsHandler": {"hold": "true"}}},
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {}}});
+    let ds = start_with(&ctx, m, n, spec).await?;
+    let before = pod_uids(&ctx, &ds.selector()).await?;
+    // The new template drops the hook label, so only the old pods are held.
+    ds.json_patch(json!([
+        {"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": IMAGE_V2},
+        {"op": "remove", "path": "/spec/template/metadata/labels/hold"}
+    ]))
+    .await?;
+    wait_pods(
+        &ctx,
+        &ds.api(),
+        "hook",
+        &ds.selector(),
+        "an old pod held in PreparingDelete",
+        |_, pods| {
+            let held = pods
+                .iter()
+                .filter(|p| label(p, STATE) == Some("PreparingDelete"))
+                .count();
+            Check::when(held >= 1, || format!("{held} pods in PreparingDelete"))
+        },
+    )
+    .await?;
+    ensure!(
+        pod_uids(&ctx, &ds.selector()).await? == before,
+        "pods were deleted while their preDelete hook label was on"
+    );
+    for name in before.keys() {
+        ctx.patch(
+            "v1",
+            "Pod",
+            name,
+            json!({"metadata": {"labels": {"hold": null}}}),
+        )
+        .await
+        .map_err(refusal)
+        .with_context(|| format!("release pod {name}"))?;
+    }
+    wait_updated(&ctx, &ds, n, n).await?;
+    Ok(())
+}
+
+async fn revision_history(ctx: Ctx) -> anyhow::Result<()> {
+    let n = node_count(&ctx);
+    let mut spec = rolling(json!({"rollingUpdateType": "InPlaceIfPossible"}));
+    spec["revisionHistoryLimit"] = json!(1);
+    let ds = start(&ctx, "hist", n, spec).await?;
+    for image in ["nginx:1.26", "nginx:1.27", "nginx:1.28"] {
+        ds.set_image(image).await?;
+        wait_updated(&ctx, &ds, n, n).await?;
+    }
+    // The live revision and one old one.
+    wait_owned_revisions(&ctx, &ds.api(), "hist", 2).await
+}
