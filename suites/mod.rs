@@ -5,7 +5,11 @@
 pub mod cloneset;
 pub mod common;
 pub mod daemonset;
+pub mod persistentpodstate;
+pub mod podunavailablebudget;
+pub mod resourcedistribution;
 pub mod sidecarset;
+pub mod uniteddeployment;
 pub mod upgrade;
 pub mod workloadspread;
 
@@ -18,6 +22,10 @@ pub fn all() -> Vec<Scenario> {
     v.extend(cloneset::scenarios());
     v.extend(sidecarset::scenarios());
     v.extend(daemonset::scenarios());
+    v.extend(uniteddeployment::scenarios());
+    v.extend(podunavailablebudget::scenarios());
+    v.extend(resourcedistribution::scenarios());
+    v.extend(persistentpodstate::scenarios());
     v.extend(upgrade::scenarios());
     v
 }
