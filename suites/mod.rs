@@ -8,8 +8,12 @@ pub mod common;
 pub mod daemonset;
 pub mod daemonset_lifecycle;
 pub mod parity;
+pub mod persistentpodstate;
+pub mod podunavailablebudget;
+pub mod resourcedistribution;
 pub mod sidecarset;
 pub mod sidecarset_lifecycle;
+pub mod uniteddeployment;
 pub mod upgrade;
 pub mod workloadspread;
 
@@ -26,6 +30,10 @@ pub fn all() -> Vec<Scenario> {
     v.extend(daemonset::scenarios());
     v.extend(daemonset_lifecycle::scenarios());
     v.extend(parity::scenarios());
+    v.extend(uniteddeployment::scenarios());
+    v.extend(podunavailablebudget::scenarios());
+    v.extend(resourcedistribution::scenarios());
+    v.extend(persistentpodstate::scenarios());
     v.extend(upgrade::scenarios());
     v
 }

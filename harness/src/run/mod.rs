@@ -1074,8 +1074,9 @@ mod tests {
             k,
             &"openkruise@v1.9.0".parse().unwrap(),
         );
-        // default, in-place vertical scaling, recreate-VCT gate.
-        assert_eq!(p.clusters.len(), 3, "{:#?}", p.clusters);
+        // default, in-place vertical scaling, and one per set of controller gates: recreate-VCT,
+        // SidecarSet pod metadata, PodUnavailableBudget, ResourceDistribution.
+        assert_eq!(p.clusters.len(), 6, "{:#?}", p.clusters);
         let total: usize = p.clusters.iter().map(|c| c.scenarios.len()).sum();
         let upgrades = all.iter().filter(|s| s.requires.upgrade).count();
         assert!(upgrades >= 1);
@@ -1093,7 +1094,7 @@ mod tests {
         );
         assert_eq!(
             old.clusters.len(),
-            2,
+            5,
             "without the gate the VCT scenarios share the default cluster"
         );
         assert!(old.clusters.iter().any(|c| !c.dropped_gates.is_empty()));
@@ -1150,6 +1151,14 @@ mod tests {
             skip: vec!["in-place".into()],
             ..Default::default()
         };
-        assert_eq!(all.iter().filter(|s| f.selects(s)).count(), 2);
+        let cloneset = all.iter().filter(|s| s.suite == "cloneset");
+        let in_place = all
+            .iter()
+            .filter(|s| s.suite == "cloneset" && s.name.contains("in-place"));
+        assert!(in_place.clone().count() >= 1);
+        assert_eq!(
+            all.iter().filter(|s| f.selects(s)).count(),
+            cloneset.count() - in_place.count()
+        );
     }
 }

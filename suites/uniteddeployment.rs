@@ -1,0 +1,377 @@
+//! UnitedDeployment (`apps.kruise.io/v1alpha1`): one workload per subset of nodes, from one
+//! template of each kind. Start with [`scenarios`]: a table over the template kinds and the
+//! forms of subset replicas ([`CASES`]), then manual update partitions per subset.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, ensure};
+use futures::FutureExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
+use serde_json::{Value, json};
+
+use super::common::*;
+use crate::scenario::wait::{Check, until};
+use crate::scenario::workload::{
+    AdvancedStatefulSetKind, CloneSetKind, DeploymentKind, Kind, Spec, StatefulSetKind,
+};
+use crate::scenario::{Body, Ctx, Requirements, Scenario, status};
+
+const API: &str = "apps.kruise.io/v1alpha1";
+const KIND: &str = "UnitedDeployment";
+const ZONE: &str = "topology.kubernetes.io/zone";
+const SUBSET: &str = "apps.kruise.io/subset-name";
+const UD: &str = "united";
+
+/// One case: the template kind, subset zone-a's replica fields, and the split of 4 replicas
+/// they yield (zone-a, zone-b).
+struct Case {
+    template: Template,
+    zone_a: fn() -> Value,
+    split: (i64, i64),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Template {
+    CloneSet,
+    StatefulSet,
+    AdvancedStatefulSet,
+    Deployment,
+}
+
+impl Template {
+    /// The `template` field and the workload's spec (without replicas).
+    fn field_and_spec(self) -> (&'static str, Value) {
+        fn spec<K: Kind>(s: Spec<K>) -> Value {
+            let mut v = s.manifest()["spec"].clone();
+            v.as_object_mut().map(|m| m.remove("replicas"));
+            v
+        }
+        match self {
+            Template::CloneSet => ("cloneSetTemplate", spec(Spec::<CloneSetKind>::new(UD))),
+            Template::StatefulSet => (
+                "statefulSetTemplate",
+                spec(Spec::<StatefulSetKind>::new(UD).parallel_owning_claims()),
+            ),
+            Template::AdvancedStatefulSet => (
+                "advancedStatefulSetTemplate",
+                spec(Spec::<AdvancedStatefulSetKind>::new(UD)),
+            ),
+            Template::Deployment => ("deploymentTemplate", spec(Spec::<DeploymentKind>::new(UD))),
+        }
+    }
+
+    fn api_resource(self) -> kube::api::ApiResource {
+        match self {
+            Template::CloneSet => CloneSetKind::api_resource(),
+            Template::StatefulSet => StatefulSetKind::api_resource(),
+            Template::AdvancedStatefulSet => AdvancedStatefulSetKind::api_resource(),
+            Template::Deployment => DeploymentKind::api_resource(),
+        }
+    }
+}
+
+static CASES: [Case; 4] = [
+    Case {
+        template: Template::CloneSet,
+        zone_a: || json!({"replicas": 1}),
+        split: (1, 3),
+    },
+    Case {
+        template: Template::AdvancedStatefulSet,
+        zone_a: || json!({"replicas": "75%"}),
+        split: (3, 1),
+    },
+    Case {
+        template: Template::StatefulSet,
+        zone_a: || json!({}),
+        split: (2, 2),
+    },
+    Case {
+        template: Template::Deployment,
+        zone_a: || json!({"minReplicas": 1, "maxReplicas": 1}),
+        split: (1, 3),
+    },
+];
+
+/// The scenarios of this suite.
+pub fn scenarios() -> Vec<Scenario> {
+    let s = |name, summary, labels, body: Body| Scenario {
+        name,
+        suite: "uniteddeployment",
+        summary,
+        labels,
+        requires: Requirements::default(),
+        allowed_warnings: &[],
+        expected_violations: &[],
+        body,
+    };
+    vec![
+        s(
+            "uniteddeployment/cloneset-subsets-over-zones",
+            "a CloneSet template split over zone subsets (zone-a replicas 1 of 4) with subset tolerations and patch; a template update reaches every subset",
+            &["uniteddeployment", "cloneset", "subsets", "rolling-update"],
+            |ctx| subsets(ctx, &CASES[0]).boxed(),
+        ),
+        s(
+            "uniteddeployment/advanced-statefulset-subsets-by-percent",
+            "an Advanced StatefulSet template split 75% / rest over zone subsets; a template update reaches every subset",
+            &[
+                "uniteddeployment",
+                "advanced-statefulset",
+                "subsets",
+                "rolling-update",
+            ],
+            |ctx| subsets(ctx, &CASES[1]).boxed(),
+        ),
+        s(
+            "uniteddeployment/statefulset-subsets-share-evenly",
+            "a StatefulSet template over zone subsets without replicas splits evenly; a template update reaches every subset",
+            &[
+                "uniteddeployment",
+                "statefulset",
+                "subsets",
+                "rolling-update",
+            ],
+            |ctx| subsets(ctx, &CASES[2]).boxed(),
+        ),
+        s(
+            "uniteddeployment/deployment-subsets-bounded-by-max-replicas",
+            "a Deployment template over zone subsets where zone-a is bounded by minReplicas/maxReplicas 1; a template update reaches every subset",
+            &[
+                "uniteddeployment",
+                "deployment",
+                "subsets",
+                "rolling-update",
+            ],
+            |ctx| subsets(ctx, &CASES[3]).boxed(),
+        ),
+        s(
+            "uniteddeployment/manual-update-partitions-per-subset",
+            "a Manual update strategy keeps the partitioned pods of a subset on the old template; scaling up spreads the new replicas over the subsets",
+            &["uniteddeployment", "cloneset", "partition", "scale"],
+            |ctx| partitions(ctx).boxed(),
+        ),
+    ]
+}
+
+/// The UnitedDeployment: `replicas` over subsets zone-a (with `zone_a`'s replica fields, a
+/// toleration and a label patch) and zone-b.
+fn united(template: Template, replicas: i64, zone_a: Value, strategy: Value) -> Value {
+    let (field, spec) = template.field_and_spec();
+    let mut a = json!({
+        "name": "zone-a",
+        "nodeSelectorTerm": on_nodes(ZONE, "zone-a"),
+        "tolerations": [{"key": "harness/subset", "operator": "Exists", "effect": "NoSchedule"}],
+        "patch": {"metadata": {"labels": {"harness-subset": "zone-a"}}},
+    });
+    for (k, v) in zone_a.as_object().into_iter().flatten() {
+        a[k] = v.clone();
+    }
+    json!({
+        "apiVersion": API, "kind": KIND, "metadata": {"name": UD},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": UD}},
+            "template": {field: {"metadata": {"labels": {"app": UD}}, "spec": spec}},
+            "topology": {"subsets": [a, {"name": "zone-b", "nodeSelectorTerm": on_nodes(ZONE, "zone-b")}]},
+            "updateStrategy": strategy,
+        }
+    })
+}
+
+/// Waits until the UnitedDeployment has observed its spec, all `want` replicas are ready and
+/// updated, and `status.subsetReplicas` is `split`.
+async fn wait_united(ctx: &Ctx, want: i64, split: (i64, i64), updated: i64) -> anyhow::Result<()> {
+    let api = ctx.dyn_api(API, KIND).await?;
+    let what = format!("{KIND} {UD} to run {want} ready replicas split {split:?}");
+    until(&api, UD, &what, ctx.timeouts.converge, move |o| {
+        async move {
+            let Some(o) = o else {
+                return Check::Pending("absent".into());
+            };
+            let s = status(&o);
+            let observed = s["observedGeneration"].as_i64() >= o.metadata.generation;
+            let got = (
+                s["replicas"].as_i64(),
+                s["readyReplicas"].as_i64(),
+                s["updatedReplicas"].as_i64(),
+                s["subsetReplicas"]["zone-a"].as_i64(),
+                s["subsetReplicas"]["zone-b"].as_i64(),
+            );
+            let wanted = (Some(want), Some(want), Some(updated), Some(split.0), Some(split.1));
+            Check::when(observed && got == wanted, || {
+                format!(
+                    "replicas/ready/updated/zone-a/zone-b {got:?}, want {wanted:?}; observed {observed}"
+                )
+            })
+        }
+        .boxed()
+    })
+    .await?;
+    Ok(())
+}
+
+/// Pods of subset `subset`.
+async fn subset_pods(ctx: &Ctx, subset: &str) -> anyhow::Result<Vec<Pod>> {
+    pods(ctx, &format!("app={UD},{SUBSET}={subset}")).await
+}
+
+fn image(p: &Pod) -> String {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.containers[0].image.clone())
+        .unwrap_or_default()
+}
+
+/// Each subset's pods are on its zone's nodes; zone-a's carry its toleration and patch.
+async fn check_subsets(ctx: &Ctx, split: (i64, i64)) -> anyhow::Result<()> {
+    for (subset, n) in [("zone-a", split.0), ("zone-b", split.1)] {
+        let nodes = ctx.facts.zones.get(subset).cloned().unwrap_or_default();
+        let pods = subset_pods(ctx, subset).await?;
+        ensure!(
+            pods.len() as i64 == n,
+            "{} pods in subset {subset}, want {n}",
+            pods.len()
+        );
+        for p in &pods {
+            let pname = p.metadata.name.clone().unwrap_or_default();
+            let spec = p.spec.clone().unwrap_or_default();
+            let node = spec.node_name.clone().unwrap_or_default();
+            ensure!(
+                nodes.contains(&node),
+                "pod {pname} of subset {subset} runs on {node}, outside {nodes:?}"
+            );
+            let patched = p
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("harness-subset"))
+                .is_some();
+            let tolerates = spec
+                .tolerations
+                .iter()
+                .flatten()
+                .any(|t| t.key.as_deref() == Some("harness/subset"));
+            ensure!(
+                patched == (subset == "zone-a") && tolerates == (subset == "zone-a"),
+                "pod {pname} of subset {subset}: patched label {patched}, toleration {tolerates}; want both only in zone-a"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// One workload of the template's kind per subset, labelled with the subset, of its replicas.
+async fn check_workloads(ctx: &Ctx, template: Template, split: (i64, i64)) -> anyhow::Result<()> {
+    let ar = template.api_resource();
+    let api = ctx.dyn_api(&ar.api_version, &ar.kind).await?;
+    for (subset, n) in [("zone-a", split.0), ("zone-b", split.1)] {
+        let list = api
+            .list(&ListParams::default().labels(&format!("{SUBSET}={subset}")))
+            .await?
+            .items;
+        let replicas: Vec<Option<i64>> = list
+            .iter()
+            .map(|o| o.data["spec"]["replicas"].as_i64())
+            .collect();
+        ensure!(
+            replicas == vec![Some(n)],
+            "{} workloads of subset {subset} with replicas {replicas:?}, want one {} of {n}",
+            list.len(),
+            ar.kind
+        );
+    }
+    Ok(())
+}
+
+async fn subsets(ctx: Ctx, case: &Case) -> anyhow::Result<()> {
+    let template = case.template;
+    create(&ctx, united(template, 4, (case.zone_a)(), json!({}))).await?;
+    wait_united(&ctx, 4, case.split, 4).await?;
+    let split = [("zone-a", case.split.0), ("zone-b", case.split.1)];
+    wait_images(&ctx, IMAGE_V1, &split).await?;
+    check_workloads(&ctx, template, case.split).await?;
+    check_subsets(&ctx, case.split).await?;
+    let (field, _) = template.field_and_spec();
+    ctx.json_patch(
+        API,
+        KIND,
+        UD,
+        json!([{"op": "replace", "path": format!("/spec/template/{field}/spec/template/spec/containers/0/image"), "value": IMAGE_V2}]),
+    )
+    .await
+    .map_err(refusal)
+    .context("update the template image")?;
+    wait_united(&ctx, 4, case.split, 4).await?;
+    wait_images(&ctx, IMAGE_V2, &split).await
+}
+
+/// Waits until each `(subset, n)` has exactly `n` pods running `image` (pods of a subset
+/// workload the controller created twice and deleted are gone by then).
+async fn wait_images(
+    ctx: &Ctx,
+    image_wanted: &'static str,
+    want: &[(&'static str, i64)],
+) -> anyhow::Result<()> {
+    let api = ctx.dyn_api(API, KIND).await?;
+    let (ctx2, want) = (ctx.clone(), want.to_vec());
+    until(
+        &api,
+        UD,
+        "pods per subset on the new image",
+        ctx.timeouts.converge,
+        move |_| {
+            let (ctx, want) = (ctx2.clone(), want.clone());
+            async move {
+                let mut seen = BTreeMap::new();
+                for (subset, _) in &want {
+                    match subset_pods(&ctx, subset).await {
+                        Ok(pods) => {
+                            let n = pods.iter().filter(|p| image(p) == image_wanted).count() as i64;
+                            seen.insert(*subset, n);
+                        }
+                        Err(e) => return Check::Failed(format!("list pods: {e}")),
+                    }
+                }
+                let wanted: BTreeMap<&str, i64> = want.iter().cloned().collect();
+                Check::when(seen == wanted, || {
+                    format!("pods on {IMAGE_V2} per subset {seen:?}, want {wanted:?}")
+                })
+            }
+            .boxed()
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+async fn partitions(ctx: Ctx) -> anyhow::Result<()> {
+    let strategy = json!({"type": "Manual", "manualUpdate": {"partitions": {"zone-a": 1}}});
+    create(&ctx, united(Template::CloneSet, 4, json!({}), strategy)).await?;
+    wait_united(&ctx, 4, (2, 2), 4).await?;
+    ctx.json_patch(
+        API,
+        KIND,
+        UD,
+        json!([{"op": "replace", "path": "/spec/template/cloneSetTemplate/spec/template/spec/containers/0/image", "value": IMAGE_V2}]),
+    )
+    .await
+    .map_err(refusal)
+    .context("update the template image")?;
+    // zone-a keeps one pod (its partition) on the old template.
+    wait_images(&ctx, IMAGE_V2, &[("zone-a", 1), ("zone-b", 2)]).await?;
+    wait_united(&ctx, 4, (2, 2), 3).await?;
+    let o = ctx.dyn_api(API, KIND).await?.get(UD).await?;
+    let current = &status(&o)["updateStatus"]["currentPartitions"];
+    ensure!(
+        current["zone-a"] == 1 && current["zone-b"].as_i64().unwrap_or(0) == 0,
+        "status.updateStatus.currentPartitions {current}, want zone-a 1 and zone-b 0"
+    );
+    ctx.patch(API, KIND, UD, json!({"spec": {"replicas": 6}}))
+        .await
+        .map_err(refusal)
+        .context("scale to 6")?;
+    wait_united(&ctx, 6, (3, 3), 5).await?;
+    check_subsets(&ctx, (3, 3)).await
+}
