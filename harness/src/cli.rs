@@ -148,6 +148,10 @@ struct RunArgs {
     /// Scenarios at once per cluster.
     #[arg(long, default_value_t = 2)]
     parallel: usize,
+    /// Clusters at once (the plan has one per profile: Kubernetes feature gates and controller
+    /// gates); each is brought up, used and removed on its own.
+    #[arg(long, default_value_t = 2)]
+    clusters_parallel: usize,
     /// Leave a cluster running if one of its scenarios failed (end it with `cluster down`).
     #[arg(long)]
     keep_cluster_on_failure: bool,
@@ -698,8 +702,8 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(note) = controller.note() {
         eprintln!("note: {note}");
     }
-    if args.parallel == 0 || args.repeat == 0 {
-        bail!("--parallel and --repeat must be at least 1");
+    if args.parallel == 0 || args.repeat == 0 || args.clusters_parallel == 0 {
+        bail!("--parallel, --clusters-parallel and --repeat must be at least 1");
     }
     let ledger = match &args.ledger {
         Some(p) => Ledger::load(p)?,
@@ -747,6 +751,7 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
     let tc = toolchain();
     let options = RunOptions {
         parallel: args.parallel,
+        clusters_parallel: args.clusters_parallel,
         repeat: args.repeat,
         keep_cluster_on_failure: args.keep_cluster_on_failure,
         logs_dir: Some(dir.join("cluster-logs")),
@@ -801,6 +806,9 @@ impl MatrixSetup {
             toolchain: toolchain(),
             options: crate::run::RunOptions {
                 parallel: select.parallel,
+                // Cells already run side by side (--cells-parallel); each runs its clusters
+                // one after another.
+                clusters_parallel: 1,
                 ..Default::default()
             },
         })

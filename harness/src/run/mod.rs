@@ -338,6 +338,8 @@ fn plan_with(
 pub struct RunOptions {
     /// Scenarios at once per cluster.
     pub parallel: usize,
+    /// Clusters of the plan at once (each brought up, used and removed on its own).
+    pub clusters_parallel: usize,
     /// Times each scenario runs.
     pub repeat: usize,
     /// Leave a cluster running (detached) if one of its scenarios failed.
@@ -355,6 +357,7 @@ impl Default for RunOptions {
     fn default() -> Self {
         Self {
             parallel: 2,
+            clusters_parallel: 2,
             repeat: 1,
             keep_cluster_on_failure: false,
             timeouts: Timeouts::default(),
@@ -553,10 +556,9 @@ pub async fn execute(
     let span = tracing::info_span!("run", run = run_id, controller = %plan.controller, kubernetes = %plan.kubernetes);
     let _enter = span.enter();
     let started = Instant::now();
-    let mut out = Emitter {
-        reporters,
-        results: vec![],
-        api_fields: false,
+    let out = Emitter {
+        state: std::sync::Mutex::new((reporters, vec![])),
+        api_fields: std::sync::atomic::AtomicBool::new(false),
     };
     out.emit(Event::RunStarted {
         run_id: run_id.into(),
@@ -571,36 +573,54 @@ pub async fn execute(
             Outcome::Skipped { reason },
         ));
     }
-    for (i, pc) in plan.clusters.iter().enumerate() {
+    let clusters = plan.clusters.iter().enumerate().map(|(i, pc)| {
         let name = format!("{run_id}-{i}");
-        run_cluster(plan, pc, &name, env, &mut out)
-            .instrument(tracing::info_span!("cluster", cluster = %name, profile = %pc.profile.name))
-            .await;
-    }
+        let span = tracing::info_span!("cluster", cluster = %name, profile = %pc.profile.name);
+        let out = &out;
+        async move { run_cluster(plan, pc, &name, env, out).await }.instrument(span)
+    });
+    futures::stream::iter(clusters)
+        .buffer_unordered(env.options.clusters_parallel.max(1))
+        .collect::<Vec<()>>()
+        .await;
     out.emit(Event::RunFinished {
         seconds: started.elapsed().as_secs_f64(),
     });
-    out.results
+    out.state.into_inner().expect("not poisoned").1
 }
 
-/// Sends events to the reporters and keeps the results.
+/// Sends events to the reporters and keeps the results; shared by the clusters of a run.
 struct Emitter<'r> {
-    reporters: &'r mut [Box<dyn Reporter>],
-    results: Vec<ScenarioResult>,
-    /// Whether [`Event::ApiFields`] went out.
-    api_fields: bool,
+    /// The reporters, and the results so far.
+    state: std::sync::Mutex<(&'r mut [Box<dyn Reporter>], Vec<ScenarioResult>)>,
+    /// Whether a cluster has taken on sending [`Event::ApiFields`].
+    api_fields: std::sync::atomic::AtomicBool,
 }
 
 impl Emitter<'_> {
-    fn emit(&mut self, e: Event) {
-        for r in self.reporters.iter_mut() {
+    fn emit(&self, e: Event) {
+        let mut state = self.state.lock().expect("not poisoned");
+        for r in state.0.iter_mut() {
             r.event(&e);
         }
     }
 
-    fn finish(&mut self, r: ScenarioResult) {
+    fn finish(&self, r: ScenarioResult) {
         self.emit(Event::ScenarioFinished(r.clone()));
-        self.results.push(r);
+        self.state.lock().expect("not poisoned").1.push(r);
+    }
+
+    /// Whether this caller is the one to send [`Event::ApiFields`] (the first to ask, until
+    /// it gives the task back with [`Emitter::release_api_fields`]).
+    fn take_api_fields(&self) -> bool {
+        !self
+            .api_fields
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn release_api_fields(&self) {
+        self.api_fields
+            .store(false, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -720,7 +740,7 @@ async fn run_cluster(
     pc: &PlannedCluster,
     name: &str,
     env: Env<'_>,
-    out: &mut Emitter<'_>,
+    out: &Emitter<'_>,
 ) {
     let profile = pc.profile.name.clone();
     out.emit(Event::ClusterStarting {
@@ -749,13 +769,13 @@ async fn run_cluster(
         profile: profile.clone(),
         seconds: t.elapsed().as_secs_f64(),
     });
-    if !out.api_fields {
+    if out.take_api_fields() {
         match installed_api_fields(&cell.client, &plan.controller).await {
-            Ok(fields) => {
-                out.api_fields = true;
-                out.emit(Event::ApiFields(fields));
+            Ok(fields) => out.emit(Event::ApiFields(fields)),
+            Err(e) => {
+                out.release_api_fields();
+                tracing::warn!("read the installed CRDs for field coverage: {e}");
             }
-            Err(e) => tracing::warn!("read the installed CRDs for field coverage: {e}"),
         }
     }
     let failed = run_scenarios_on(&cell, plan, pc, &selected, env, out).await;
@@ -808,7 +828,7 @@ async fn run_scenarios_on(
     pc: &PlannedCluster,
     selected: &[&Scenario],
     env: Env<'_>,
-    out: &mut Emitter<'_>,
+    out: &Emitter<'_>,
 ) -> bool {
     let facts = Facts {
         kubernetes: plan.kubernetes,
