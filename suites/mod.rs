@@ -6,6 +6,7 @@ pub mod cloneset;
 pub mod common;
 pub mod daemonset;
 pub mod sidecarset;
+pub mod statefulset;
 pub mod upgrade;
 pub mod workloadspread;
 
@@ -18,6 +19,7 @@ pub fn all() -> Vec<Scenario> {
     v.extend(cloneset::scenarios());
     v.extend(sidecarset::scenarios());
     v.extend(daemonset::scenarios());
+    v.extend(statefulset::scenarios());
     v.extend(upgrade::scenarios());
     v
 }
