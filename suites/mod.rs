@@ -2,6 +2,7 @@
 //!
 //! These files are compiled into the harness crate (see `harness/src/suites.rs`).
 
+pub mod broadcastjob;
 pub mod cloneset;
 pub mod common;
 pub mod daemonset;
@@ -20,6 +21,7 @@ pub fn all() -> Vec<Scenario> {
     v.extend(sidecarset::scenarios());
     v.extend(daemonset::scenarios());
     v.extend(statefulset::scenarios());
+    v.extend(broadcastjob::scenarios());
     v.extend(upgrade::scenarios());
     v
 }
