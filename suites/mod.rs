@@ -2,6 +2,7 @@
 //!
 //! These files are compiled into the harness crate (see `harness/src/suites.rs`).
 
+pub mod advancedcronjob;
 pub mod broadcastjob;
 pub mod cloneset;
 pub mod common;
@@ -22,6 +23,7 @@ pub fn all() -> Vec<Scenario> {
     v.extend(daemonset::scenarios());
     v.extend(statefulset::scenarios());
     v.extend(broadcastjob::scenarios());
+    v.extend(advancedcronjob::scenarios());
     v.extend(upgrade::scenarios());
     v
 }
