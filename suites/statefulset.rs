@@ -1,5 +1,5 @@
 //! Advanced StatefulSet (`apps.kruise.io/v1beta1` StatefulSet): pod management, rolling and
-//! in-place updates (partition, maxUnavailable, paused), reserved and shifted ordinals, scale
+//! in-place updates (partition, maxUnavailable, paused), reserved ordinals, scale
 //! strategy, PVC retention, the preDelete lifecycle hook, revision history and selector
 //! immutability. Start with [`scenarios`]; every scenario builds its manifest with [`sts`].
 //!
@@ -31,22 +31,12 @@ const PENDING: &[&str] = &["FailedScheduling"];
 
 macro_rules! scenario {
     ($name:literal, $summary:literal, $labels:expr, $warnings:expr, $body:expr) => {
-        scenario!(
-            $name,
-            $summary,
-            $labels,
-            $warnings,
-            Requirements::default(),
-            $body
-        )
-    };
-    ($name:literal, $summary:literal, $labels:expr, $warnings:expr, $requires:expr, $body:expr) => {
         Scenario {
             name: $name,
             suite: "statefulset",
             summary: $summary,
             labels: $labels,
-            requires: $requires,
+            requires: Requirements::default(),
             allowed_warnings: $warnings,
             expected_violations: &[],
             body: $body,
@@ -112,17 +102,6 @@ pub fn scenarios() -> Vec<Scenario> {
             &["advancedstatefulset", "scale-strategy"],
             PENDING,
             |ctx| scale_max_unavailable(ctx).boxed()
-        ),
-        scenario!(
-            "statefulset/ordinals-start-numbers-pods-from-start",
-            "ordinals.start names pods from that ordinal on",
-            &["advancedstatefulset", "ordinals"],
-            &[],
-            Requirements {
-                controller_gates: BTreeMap::from([("StatefulSetStartOrdinal".into(), true)]),
-                ..Default::default()
-            },
-            |ctx| start_ordinal(ctx).boxed()
         ),
         scenario!(
             "statefulset/pvcs-deleted-on-scale-in-and-deletion-with-delete-policy",
@@ -519,13 +498,6 @@ async fn scale_max_unavailable(ctx: Ctx) -> anyhow::Result<()> {
         pods.len(),
         names(&pods)
     );
-    Ok(())
-}
-
-async fn start_ordinal(ctx: Ctx) -> anyhow::Result<()> {
-    let sts = create_sts(&ctx, sts(2, json!({"ordinals": {"start": 3}}))).await?;
-    wait_names(&ctx, &sts, &[3, 4]).await?;
-    sts.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
     Ok(())
 }
 
