@@ -91,8 +91,8 @@ pub fn scenarios() -> Vec<Scenario> {
         ),
         scenario!(
             "statefulset/reserve-ordinals-skips-those-pod-names",
-            "reserveOrdinals leaves the reserved ordinals out of the pod names, on scale-out and scale-in",
-            &["advancedstatefulset", "reserve-ordinals"],
+            "reserveOrdinals leaves the reserved ordinals out of the pod names, on scale-out and scale-in; serviceName sets each pod's hostname and subdomain",
+            &["advancedstatefulset", "reserve-ordinals", "service-name"],
             &[],
             |ctx| reserve_ordinals(ctx).boxed()
         ),
@@ -471,7 +471,18 @@ async fn in_place(ctx: Ctx) -> anyhow::Result<()> {
 
 async fn reserve_ordinals(ctx: Ctx) -> anyhow::Result<()> {
     let sts = create_sts(&ctx, sts(3, json!({"reserveOrdinals": [1]}))).await?;
-    wait_names(&ctx, &sts, &[0, 2, 3]).await?;
+    let pods = wait_names(&ctx, &sts, &[0, 2, 3]).await?;
+    // serviceName governs the pods: each is its own hostname in the service's subdomain.
+    for p in &pods {
+        let spec = p.spec.clone().unwrap_or_default();
+        ensure!(
+            spec.hostname == p.metadata.name && spec.subdomain.as_deref() == Some(NAME),
+            "pod {:?} has hostname {:?} subdomain {:?}, want its name in subdomain {NAME} (serviceName)",
+            p.metadata.name,
+            spec.hostname,
+            spec.subdomain
+        );
+    }
     sts.wait_rolled_out(3, ctx.timeouts.converge, &[]).await?;
     sts.patch(json!({"spec": {"replicas": 2}}))
         .await
