@@ -2,6 +2,8 @@
 //!
 //! These files are compiled into the harness crate (see `harness/src/suites.rs`).
 
+pub mod advancedcronjob;
+pub mod broadcastjob;
 pub mod cloneset;
 pub mod cloneset_lifecycle;
 pub mod common;
@@ -13,6 +15,7 @@ pub mod podunavailablebudget;
 pub mod resourcedistribution;
 pub mod sidecarset;
 pub mod sidecarset_lifecycle;
+pub mod statefulset;
 pub mod uniteddeployment;
 pub mod upgrade;
 pub mod workloadspread;
@@ -34,6 +37,9 @@ pub fn all() -> Vec<Scenario> {
     v.extend(podunavailablebudget::scenarios());
     v.extend(resourcedistribution::scenarios());
     v.extend(persistentpodstate::scenarios());
+    v.extend(statefulset::scenarios());
+    v.extend(broadcastjob::scenarios());
+    v.extend(advancedcronjob::scenarios());
     v.extend(upgrade::scenarios());
     v
 }

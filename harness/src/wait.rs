@@ -217,6 +217,9 @@ where
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut stream = watcher(api.clone(), config).boxed();
     let mut current: Option<K> = None;
+    // Nothing is judged before the initial list has arrived: until then "absent" means
+    // "not seen yet", not "gone".
+    let mut synced = false;
     let mut last = String::from("nothing observed yet");
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let deadline = tokio::time::Instant::now() + timeout;
@@ -225,7 +228,8 @@ where
             ev = stream.next() => match ev {
                 Some(Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o))) => current = Some(o),
                 Some(Ok(watcher::Event::Delete(_))) => current = None,
-                Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => {}
+                Some(Ok(watcher::Event::Init)) => {}
+                Some(Ok(watcher::Event::InitDone)) => synced = true,
                 Some(Err(source)) => return Err(WaitError::Watch { what: what.into(), source }),
                 None => {}
             },
@@ -233,6 +237,9 @@ where
             _ = tokio::time::sleep_until(deadline) => {
                 return Err(WaitError::Timeout { what: what.into(), timeout, last });
             }
+        }
+        if !synced {
+            continue;
         }
         match check(current.clone()).await {
             Check::Met => return Ok(current),
