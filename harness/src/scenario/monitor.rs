@@ -585,3 +585,116 @@ impl Monitor {
         Ok(model.violations)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cloneset(ready: i64) -> Workload {
+        Workload {
+            kind: WorkloadKind::CloneSet,
+            name: "web".into(),
+            uid: "w".into(),
+            generation: Some(1),
+            deleting: false,
+            spec: json!({"replicas": 1}),
+            status: json!({"observedGeneration": 1, "replicas": 1, "readyReplicas": ready,
+                           "updatedReplicas": 1, "currentRevision": "web-a", "updateRevision": "web-a"}),
+        }
+    }
+
+    fn pod() -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web-x", "uid": "p", "labels": {"controller-revision-hash": "web-a"},
+                         "ownerReferences": [{"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet",
+                                              "name": "web", "uid": "w", "controller": true}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_counter_mismatch_is_a_violation_only_once_it_persisted_for_the_grace_window() {
+        let settings = Settings::with_liveness(Duration::from_secs(90));
+        let t0 = Instant::now();
+        let mut m = Model::default();
+        m.apply(Change::Pod(Box::new(pod())));
+        m.apply(Change::Workload(Box::new(cloneset(0))));
+        m.evaluate(t0, &settings);
+        m.evaluate(t0 + Duration::from_secs(2), &settings);
+        assert!(
+            m.violations().is_empty(),
+            "status may lag: {:?}",
+            m.violations()
+        );
+        // It catches up: the finding is forgotten, and a later lag starts a new window.
+        m.apply(Change::Workload(Box::new(cloneset(1))));
+        m.evaluate(t0 + Duration::from_secs(3), &settings);
+        m.apply(Change::Workload(Box::new(cloneset(0))));
+        m.evaluate(t0 + Duration::from_secs(7), &settings);
+        assert!(m.violations().is_empty(), "{:?}", m.violations());
+        m.evaluate(t0 + Duration::from_secs(12), &settings);
+        let v = &m.violations()[0];
+        assert_eq!(
+            (v.rule, v.object.as_str()),
+            (rules::COUNTERS, "CloneSet web")
+        );
+        assert!(
+            v.what.contains("status.readyReplicas is 0, ready pods 1"),
+            "{v}"
+        );
+        assert_eq!(
+            unexpected(m.violations(), &[rules::COUNTERS]).len(),
+            0,
+            "a declared rule is not a finding"
+        );
+    }
+
+    #[test]
+    fn a_workload_without_progress_for_the_bound_breaks_liveness() {
+        let settings = Settings::with_liveness(Duration::from_secs(30));
+        let t0 = Instant::now();
+        let mut m = Model::default();
+        let mut w = cloneset(0);
+        w.spec["replicas"] = json!(2);
+        m.apply(Change::Workload(Box::new(w)));
+        m.evaluate(t0, &settings);
+        m.evaluate(t0 + Duration::from_secs(29), &settings);
+        assert!(m.violations().iter().all(|v| v.rule != rules::LIVENESS));
+        m.evaluate(t0 + Duration::from_secs(31), &settings);
+        assert!(m.violations().iter().any(|v| v.rule == rules::LIVENESS));
+        // A complete workload is never late.
+        let mut m = Model::default();
+        m.apply(Change::Pod(Box::new(pod())));
+        m.apply(Change::Workload(Box::new(cloneset(1))));
+        m.evaluate(t0, &settings);
+        m.evaluate(t0 + Duration::from_secs(300), &settings);
+        assert!(m.violations().is_empty(), "{:?}", m.violations());
+    }
+
+    #[test]
+    fn deleting_a_claim_a_live_pod_mounts_is_seen_at_once() {
+        let settings = Settings::with_liveness(Duration::from_secs(30));
+        let mut m = Model::default();
+        let mut p = pod();
+        p.spec = Some(
+            serde_json::from_value(json!({"containers": [],
+                "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data-web-x"}}]}))
+            .unwrap(),
+        );
+        m.apply(Change::Pod(Box::new(p)));
+        let claim: PersistentVolumeClaim =
+            serde_json::from_value(json!({"metadata": {"name": "data-web-x", "uid": "c"}}))
+                .unwrap();
+        m.apply(Change::Claim(Box::new(claim)));
+        m.evaluate(Instant::now(), &settings);
+        assert!(m.violations().is_empty());
+        m.apply(Change::ClaimGone("c".into()));
+        let v = &m.violations()[0];
+        assert_eq!(
+            (v.rule, v.object.as_str()),
+            (rules::PVC_IN_USE, "PVC data-web-x")
+        );
+    }
+}
