@@ -188,6 +188,18 @@ pub enum ControllerError {
         /// The first denial.
         first: String,
     },
+    /// The manager's log shows a panic (recovered or not) and its goroutine stack.
+    #[error("{name} {version} panicked ({count} times); first:\n{first}")]
+    ManagerPanicked {
+        /// Process name.
+        name: String,
+        /// Release.
+        version: String,
+        /// How many panics its log shows.
+        count: usize,
+        /// The first panic, with the lines that follow it.
+        first: String,
+    },
     /// The controller is not installed as the run needs (existing provider).
     #[error("use the installed controller: {detail}")]
     NotInstalled {
@@ -327,7 +339,7 @@ impl Component for Manager {
 
 impl Manager {
     /// Fails if the manager exited (with its log tail) or its log shows RBAC denials of its own
-    /// ServiceAccount within `window`.
+    /// ServiceAccount or a panic, within `window`.
     pub fn check_process(&self, window: &Window) -> Result<(), ControllerError> {
         if !self.record.alive() {
             return Err(ControllerError::ManagerExited {
@@ -337,17 +349,59 @@ impl Manager {
                 tail: log_tail(&self.log, 20),
             });
         }
-        let denials = forbidden_lines(&window.read(&self.log), window);
-        if let Some(first) = denials.first() {
-            return Err(ControllerError::ManagerForbidden {
-                name: self.name.clone(),
-                version: self.version.clone(),
-                count: denials.len(),
-                first: first.clone(),
-            });
-        }
-        Ok(())
+        log_findings(&self.name, &self.version, &window.read(&self.log), window)
     }
+}
+
+/// The denials and panics a manager's log shows, the first as the error.
+fn log_findings(
+    name: &str,
+    version: &str,
+    log: &str,
+    window: &Window,
+) -> Result<(), ControllerError> {
+    let denials = forbidden_lines(log, window);
+    if let Some(first) = denials.first() {
+        return Err(ControllerError::ManagerForbidden {
+            name: name.into(),
+            version: version.into(),
+            count: denials.len(),
+            first: first.clone(),
+        });
+    }
+    let panics = panics(log);
+    if let Some(first) = panics.first() {
+        return Err(ControllerError::ManagerPanicked {
+            name: name.into(),
+            version: version.into(),
+            count: panics.len(),
+            first: first.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// Panics in a Go program's log: controller-runtime's and apimachinery's "Observed a panic"
+/// (recovered), and an unrecovered `panic:` followed by a `goroutine N [...]` stack; each with
+/// up to 8 lines after it.
+pub fn panics(log: &str) -> Vec<String> {
+    let lines: Vec<&str> = log.lines().collect();
+    let goroutine = |l: &str| l.starts_with("goroutine ") && l.trim_end().ends_with("]:");
+    lines
+        .iter()
+        .enumerate()
+        .filter(|(i, l)| {
+            l.contains("Observed a panic")
+                || (l.starts_with("panic: ") && lines[*i..].iter().take(40).any(|l| goroutine(l)))
+        })
+        .map(|(i, _)| {
+            lines[i..(i + 9).min(lines.len())]
+                .iter()
+                .map(|l| l.chars().take(300).collect::<String>())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .collect()
 }
 
 /// A manager running as a Deployment inside the cluster (kind, k3s, existing).
@@ -393,7 +447,7 @@ impl Component for InClusterManager {
 
 impl InClusterManager {
     /// Fails if a manager container restarted (with its last termination), or its current log
-    /// shows RBAC denials of its own ServiceAccount within `window`.
+    /// shows RBAC denials of its own ServiceAccount or a panic, within `window`.
     pub async fn check_pods(&self, window: &Window) -> Result<(), ControllerError> {
         use k8s_openapi::api::core::v1::Pod;
         use kube::api::{Api, ListParams, LogParams};
@@ -440,15 +494,7 @@ impl InClusterManager {
                 )
                 .await
                 .unwrap_or_default();
-            let denials = forbidden_lines(&log, window);
-            if let Some(first) = denials.first() {
-                return Err(ControllerError::ManagerForbidden {
-                    name: self.name.clone(),
-                    version: self.version.clone(),
-                    count: denials.len(),
-                    first: first.clone(),
-                });
-            }
+            log_findings(&self.name, &self.version, &log, window)?;
         }
         Ok(())
     }
@@ -732,6 +778,26 @@ mod tests {
         );
         std::fs::write(&file, format!("{}\n{}\n", line("h-one"), line("h-one"))).unwrap();
         assert_eq!(forbidden_lines(&w.read(&file), &w).len(), 1);
+    }
+
+    #[test]
+    fn panics_are_found_recovered_or_not_and_quiet_logs_pass() {
+        let recovered = "I1122 reconcile\nE1122 12:00:00 runtime.go:79] Observed a panic: \"invalid memory address\" (runtime error)\ngoroutine 412 [running]:\nk8s.io/apimachinery/pkg/util/runtime.logPanic(...)\n";
+        let found = panics(recovered);
+        assert_eq!(found.len(), 1);
+        assert!(found[0].contains("Observed a panic") && found[0].contains("goroutine 412"));
+        let fatal = "I1122 started\npanic: assignment to entry in nil map\n\ngoroutine 1 [running]:\nmain.main()\n";
+        assert_eq!(panics(fatal).len(), 1);
+        let err = log_findings("kruise-manager", "v1.9.0", fatal, &Window::all()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("kruise-manager v1.9.0 panicked (1 times)"),
+            "{err}"
+        );
+        let quiet =
+            "I1122 reconcile CloneSet\nI1122 panic: mentioned in a message without a stack\n";
+        assert!(panics(quiet).is_empty());
+        assert!(log_findings("kruise-manager", "v1.9.0", quiet, &Window::all()).is_ok());
     }
 
     #[test]

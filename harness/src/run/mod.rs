@@ -23,7 +23,7 @@ use crate::cluster::{OWNER_LABEL, Profile, ZONE_LABEL};
 use crate::controller::{ControllerRef, Host, Installation};
 use crate::scenario::coverage::ApiFields;
 use crate::scenario::record::Sends;
-use crate::scenario::{Ctx, Facts, Scenario, Timeouts, Upgrade, invariants};
+use crate::scenario::{Ctx, Facts, Scenario, Timeouts, Upgrade, invariants, monitor};
 use crate::toolchain::{KubeVersion, Toolchain};
 
 /// Which scenarios to run.
@@ -985,10 +985,20 @@ async fn body_and_invariants(s: &Scenario, ctx: Ctx, unit: Unit<'_>) -> Vec<Stri
     let (client, namespace) = (ctx.client.clone(), ctx.namespace.clone());
     let window = unit.installation.read().await.window(&namespace);
     let bound = unit.env.options.scenario_timeout;
+    let settings = monitor::Settings::with_liveness(ctx.timeouts.converge);
+    let watching = monitor::Monitor::start(&client, &namespace, settings);
     match tokio::time::timeout(bound, crate::wait::measured((s.body)(ctx))).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => failures.push(format!("{e:#}")),
         Err(_) => failures.push(format!("scenario did not finish within {bound:?}")),
+    }
+    match watching.stop().await {
+        Ok(found) => failures.extend(
+            monitor::unexpected(&found, s.expected_violations)
+                .into_iter()
+                .map(|v| format!("invariant: {v}")),
+        ),
+        Err(e) => failures.push(format!("invariant check: list events: {e}")),
     }
     match invariants::orphans(&client, &namespace).await {
         Ok(o) if !o.is_empty() => failures.push(format!("invariant: {}", o.join("; "))),

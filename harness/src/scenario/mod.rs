@@ -1,10 +1,11 @@
 //! Scenarios as values. Start with [`Scenario`]: a name, a suite, labels, [`Requirements`] and
 //! an async body over a typed [`Ctx`] (its own namespace, a client, cluster facts, timeouts and
-//! a cleanup stack). [`wait`] has the bounded, watch-based waits; [`invariants`] the checks run
-//! after every scenario.
+//! a cleanup stack). [`wait`] has the bounded, watch-based waits; [`monitor`] the invariants
+//! watched while a scenario runs, [`invariants`] the checks run after it.
 
 pub mod coverage;
 pub mod invariants;
+pub mod monitor;
 pub mod record;
 pub mod workload;
 

@@ -1,0 +1,700 @@
+//! Invariants that watch a scenario while it runs. Start with [`Monitor`]: started by the
+//! runner before the body, it watches the scenario's namespace (pods, PVCs and every workload
+//! kind), keeps a [`Model`] of it and evaluates the pure [`rules`] on each change and on a
+//! short tick; stopped when the body ends, it returns its [`Violation`]s (rule, object,
+//! instant, what).
+//!
+//! Findings a correct controller shows for a moment (status lagging the pods, a PVC the
+//! controller has yet to delete) become violations only when they persist for
+//! [`Settings::grace`]; rollout bounds, partitions and deletions of claims in use are
+//! violations at the instant they are seen.
+
+pub mod rules;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::apps::v1 as apps;
+use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
+use kube::Resource;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::runtime::{WatchStreamExt, watcher};
+
+use self::rules::{ClaimState, PodState, Snapshot, Workload, WorkloadKind};
+use super::workload::{
+    AdvancedDaemonSetKind, AdvancedStatefulSetKind, CloneSetKind, DaemonSetKind, DeploymentKind,
+    Kind, StatefulSetKind,
+};
+
+/// One broken rule: which, on what, when, and what was seen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// Rule name ([`rules::COUNTERS`], ...).
+    pub rule: &'static str,
+    /// The object ("CloneSet web", "PVC data-web-0").
+    pub object: String,
+    /// When it was seen (RFC 3339, UTC).
+    pub at: String,
+    /// What was seen.
+    pub what: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} at {}: {}",
+            self.rule, self.object, self.at, self.what
+        )
+    }
+}
+
+/// The violations whose rule is not in `expected` (the rules a scenario declares it breaks).
+pub fn unexpected<'a>(found: &'a [Violation], expected: &[&str]) -> Vec<&'a Violation> {
+    found
+        .iter()
+        .filter(|v| !expected.contains(&v.rule))
+        .collect()
+}
+
+/// How the monitor judges.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// How long a transient finding must persist to be a violation.
+    pub grace: Duration,
+    /// How long a workload may go without progress while it has something to do.
+    pub liveness: Duration,
+    /// How often a `FailedCreate` event must repeat to be a finding.
+    pub failed_create: i64,
+}
+
+impl Settings {
+    /// The defaults, with the liveness bound at the scenario's converge timeout.
+    pub fn with_liveness(liveness: Duration) -> Self {
+        Self {
+            grace: Duration::from_secs(5),
+            liveness,
+            failed_create: 3,
+        }
+    }
+}
+
+/// What the watchers saw change.
+#[derive(Debug)]
+pub enum Change {
+    /// A pod was added or modified.
+    Pod(Box<Pod>),
+    /// A pod is gone.
+    PodGone(String),
+    /// A PVC was added or modified.
+    Claim(Box<PersistentVolumeClaim>),
+    /// A PVC is gone.
+    ClaimGone(String),
+    /// A workload was added or modified.
+    Workload(Box<Workload>),
+    /// A workload is gone.
+    WorkloadGone(String),
+}
+
+/// A finding waiting to persist: since when, and what it said.
+type Pending = BTreeMap<(&'static str, String), (Instant, String, String)>;
+
+/// What the monitor knows of the namespace, and what it found.
+#[derive(Debug, Default)]
+pub struct Model {
+    pods: BTreeMap<String, PodState>,
+    claims: BTreeMap<String, ClaimState>,
+    workloads: BTreeMap<String, Workload>,
+    /// Workload UID -> desired count it last settled at.
+    settled: BTreeMap<String, i64>,
+    /// Workload UID -> (update revision, pods at it when first seen).
+    baselines: BTreeMap<String, (String, BTreeSet<String>)>,
+    /// Workload UID -> (what its status and generation were, since when).
+    progress: BTreeMap<String, (String, Instant)>,
+    pending: Pending,
+    /// Rules and objects already reported (each once).
+    reported: BTreeSet<(&'static str, String)>,
+    violations: Vec<Violation>,
+}
+
+/// The instant as RFC 3339 UTC.
+fn stamp() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+impl Model {
+    /// Applies one change; deletions of claims are judged here, at the instant they are seen.
+    pub fn apply(&mut self, change: Change) {
+        match change {
+            Change::Pod(p) => {
+                let s = pod_state(&p);
+                self.pods.insert(s.uid.clone(), s);
+            }
+            Change::PodGone(uid) => {
+                self.pods.remove(&uid);
+            }
+            Change::Claim(c) => {
+                let s = claim_state(&c);
+                let was = self.claims.get(&s.uid).is_some_and(|o| o.terminating);
+                if s.terminating && !was {
+                    self.claim_deleted(&s.name);
+                }
+                self.claims.insert(s.uid.clone(), s);
+            }
+            Change::ClaimGone(uid) => {
+                if let Some(c) = self.claims.remove(&uid)
+                    && !c.terminating
+                {
+                    self.claim_deleted(&c.name);
+                }
+            }
+            Change::Workload(w) => {
+                self.workloads.insert(w.uid.clone(), *w);
+            }
+            Change::WorkloadGone(uid) => {
+                self.workloads.remove(&uid);
+            }
+        }
+    }
+
+    fn claim_deleted(&mut self, claim: &str) {
+        let pods: Vec<&PodState> = self.pods.values().collect();
+        let mut found = vec![];
+        if let Some(what) = rules::claim_in_use(claim, &pods) {
+            found.push((rules::PVC_IN_USE, what));
+        }
+        for w in self.workloads.values() {
+            if let Some(what) = rules::claim_retained(w, claim) {
+                found.push((rules::PVC_RETAINED, what));
+            }
+        }
+        for (rule, what) in found {
+            self.report(rule, format!("PVC {claim}"), what);
+        }
+    }
+
+    fn report(&mut self, rule: &'static str, object: String, what: String) {
+        self.report_at(rule, object, stamp(), what);
+    }
+
+    fn report_at(&mut self, rule: &'static str, object: String, at: String, what: String) {
+        if self.reported.insert((rule, object.clone())) {
+            self.violations.push(Violation {
+                rule,
+                object,
+                at,
+                what,
+            });
+        }
+    }
+
+    /// The pods of `w`: those it controls, and for a Deployment those of its ReplicaSets.
+    fn snapshot<'a>(&'a self, w: &'a Workload) -> Snapshot<'a> {
+        let owners: BTreeSet<&str> = if w.kind == WorkloadKind::Deployment {
+            self.workloads
+                .values()
+                .filter(|r| r.kind == WorkloadKind::ReplicaSet)
+                .filter(|r| r.spec["__owner"].as_str() == Some(&w.uid))
+                .map(|r| r.uid.as_str())
+                .collect()
+        } else {
+            BTreeSet::from([w.uid.as_str()])
+        };
+        Snapshot {
+            workload: w,
+            pods: self
+                .pods
+                .values()
+                .filter(|p| p.owner.as_deref().is_some_and(|o| owners.contains(o)))
+                .collect(),
+        }
+    }
+
+    /// Evaluates every rule at `now`.
+    pub fn evaluate(&mut self, now: Instant, settings: &Settings) {
+        let mut instant = vec![];
+        let mut lasting = vec![];
+        let mut settled = vec![];
+        let mut baselines = vec![];
+        let mut progress = vec![];
+        for w in self.workloads.values().filter(|w| !w.deleting) {
+            let s = self.snapshot(w);
+            let object = w.describe();
+            if s.settled()
+                && let Some(d) = w.desired()
+            {
+                settled.push((w.uid.clone(), d));
+            }
+            for (rule, what) in s.rollout(self.settled.get(&w.uid).copied()) {
+                instant.push((rule, object.clone(), what));
+            }
+            if let Some(rev) = w.update_revision() {
+                let baseline = match self.baselines.get(&w.uid) {
+                    Some((r, b)) if r == rev => b.clone(),
+                    _ => {
+                        let b: BTreeSet<String> = s
+                            .pods
+                            .iter()
+                            .filter(|p| {
+                                p.revision
+                                    .as_deref()
+                                    .is_some_and(|l| rules::same_revision(l, rev))
+                            })
+                            .map(|p| p.uid.clone())
+                            .collect();
+                        baselines.push((w.uid.clone(), (rev.to_string(), b.clone())));
+                        b
+                    }
+                };
+                if let Some(what) = s.partition_breach(&baseline) {
+                    instant.push((rules::PARTITION, object.clone(), what));
+                }
+            }
+            if let Some(what) = s.counters() {
+                lasting.push((rules::COUNTERS, object.clone(), what));
+            }
+            for c in self.claims.values() {
+                if let Some(what) = rules::claim_left_behind(w, c, &s.pods) {
+                    lasting.push((rules::PVC_LEFT_BEHIND, format!("PVC {}", c.name), what));
+                }
+            }
+            let seen = format!("{:?} {}", w.generation, w.status);
+            progress.push((w.uid.clone(), seen, s.complete(), object));
+        }
+        self.settled.extend(settled);
+        self.baselines.extend(baselines);
+        for (rule, object, what) in instant {
+            self.report(rule, object, what);
+        }
+        self.persist(now, settings.grace, lasting);
+        self.liveness(now, settings.liveness, progress);
+    }
+
+    /// Keeps the findings that persisted for `grace` (reported with the instant they began),
+    /// forgets those no longer seen.
+    fn persist(
+        &mut self,
+        now: Instant,
+        grace: Duration,
+        found: Vec<(&'static str, String, String)>,
+    ) {
+        let mut next: Pending = BTreeMap::new();
+        for (rule, object, what) in found {
+            let key = (rule, object);
+            let (since, at) = match self.pending.get(&key) {
+                Some((since, at, w)) if *w == what => (*since, at.clone()),
+                _ => (now, stamp()),
+            };
+            next.insert(key, (since, at, what));
+        }
+        self.pending = next;
+        let due: Vec<_> = self
+            .pending
+            .iter()
+            .filter(|(_, (since, _, _))| now.duration_since(*since) >= grace)
+            .map(|((rule, object), (_, at, what))| {
+                (*rule, object.clone(), at.clone(), what.clone())
+            })
+            .collect();
+        for (rule, object, at, what) in due {
+            self.report_at(rule, object, at, format!("{what} (for {grace:?} or more)"));
+        }
+    }
+
+    /// Reports workloads that have had something to do and changed nothing for `bound`.
+    fn liveness(
+        &mut self,
+        now: Instant,
+        bound: Duration,
+        seen: Vec<(String, String, bool, String)>,
+    ) {
+        for (uid, state, complete, object) in seen {
+            let since = match self.progress.get(&uid) {
+                Some((s, since)) if *s == state => *since,
+                _ => now,
+            };
+            self.progress.insert(uid, (state, since));
+            if !complete && now.duration_since(since) >= bound {
+                self.report(
+                    rules::LIVENESS,
+                    object,
+                    format!("no progress for {bound:?} while its pods do not match its spec"),
+                );
+            }
+        }
+    }
+
+    /// The violations found so far.
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+}
+
+/// A pod's state as the rules see it.
+pub fn pod_state(p: &Pod) -> PodState {
+    let labels = p.metadata.labels.clone().unwrap_or_default();
+    let ready = p
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    PodState {
+        name: p.metadata.name.clone().unwrap_or_default(),
+        uid: p.metadata.uid.clone().unwrap_or_default(),
+        ready,
+        terminating: p.metadata.deletion_timestamp.is_some(),
+        revision: labels.get(rules::REVISION_LABEL).cloned(),
+        instance: labels.get(rules::INSTANCE_LABEL).cloned(),
+        owner: controller_of(&p.metadata),
+        claims: p
+            .spec
+            .as_ref()
+            .and_then(|s| s.volumes.as_ref())
+            .map(|v| {
+                v.iter()
+                    .filter_map(|v| v.persistent_volume_claim.as_ref())
+                    .map(|c| c.claim_name.clone())
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+fn controller_of(meta: &kube::core::ObjectMeta) -> Option<String> {
+    let refs = meta.owner_references.as_ref()?;
+    refs.iter()
+        .find(|r| r.controller == Some(true))
+        .map(|r| r.uid.clone())
+}
+
+/// A PVC's state as the rules see it.
+pub fn claim_state(c: &PersistentVolumeClaim) -> ClaimState {
+    ClaimState {
+        name: c.metadata.name.clone().unwrap_or_default(),
+        uid: c.metadata.uid.clone().unwrap_or_default(),
+        terminating: c.metadata.deletion_timestamp.is_some(),
+        instance: c
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(rules::INSTANCE_LABEL).cloned()),
+        owners: c
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|r| r.uid.clone())
+            .collect(),
+    }
+}
+
+/// A workload's state as the rules see it (a ReplicaSet's controller is kept in its spec as
+/// `__owner`, for the Deployment that owns it).
+pub fn workload_state(kind: WorkloadKind, o: &DynamicObject) -> Workload {
+    let mut spec = o.data["spec"].clone();
+    if let (Some(owner), Some(m)) = (controller_of(&o.metadata), spec.as_object_mut()) {
+        m.insert("__owner".into(), owner.into());
+    }
+    Workload {
+        kind,
+        name: o.metadata.name.clone().unwrap_or_default(),
+        uid: o.metadata.uid.clone().unwrap_or_default(),
+        generation: o.metadata.generation,
+        deleting: o.metadata.deletion_timestamp.is_some(),
+        spec,
+        status: o.data["status"].clone(),
+    }
+}
+
+/// The kinds watched, with their APIs.
+fn kinds() -> Vec<(WorkloadKind, ApiResource)> {
+    vec![
+        (WorkloadKind::CloneSet, CloneSetKind::api_resource()),
+        (
+            WorkloadKind::AdvancedStatefulSet,
+            AdvancedStatefulSetKind::api_resource(),
+        ),
+        (
+            WorkloadKind::AdvancedDaemonSet,
+            AdvancedDaemonSetKind::api_resource(),
+        ),
+        (WorkloadKind::Deployment, DeploymentKind::api_resource()),
+        (
+            WorkloadKind::ReplicaSet,
+            ApiResource::erase::<apps::ReplicaSet>(&()),
+        ),
+        (WorkloadKind::StatefulSet, StatefulSetKind::api_resource()),
+        (WorkloadKind::DaemonSet, DaemonSetKind::api_resource()),
+    ]
+}
+
+/// The changes of one watched API, as [`Change`]s (a relist replays every object; objects a
+/// relist no longer shows are not dropped, which only delays forgetting them).
+fn changes<K, S>(
+    stream: S,
+    apply: fn(K) -> Change,
+    gone: fn(K) -> Change,
+) -> impl Stream<Item = Change> + Send
+where
+    K: Send + 'static,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+{
+    stream.filter_map(move |e| {
+        futures::future::ready(match e {
+            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => Some(apply(o)),
+            Ok(watcher::Event::Delete(o)) => Some(gone(o)),
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
+            Err(e) => {
+                tracing::debug!("monitor watch: {e}");
+                None
+            }
+        })
+    })
+}
+
+fn uid_of<K: Resource>(o: &K) -> String {
+    o.meta().uid.clone().unwrap_or_default()
+}
+
+/// Every watched change in `namespace`, merged.
+fn watch_all(
+    client: &kube::Client,
+    namespace: &str,
+) -> impl Stream<Item = Change> + Send + Unpin + use<> {
+    let cfg = watcher::Config::default;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    let mut streams: Vec<futures::stream::BoxStream<'static, Change>> = vec![
+        changes(
+            watcher(pods, cfg()).default_backoff(),
+            |p| Change::Pod(Box::new(p)),
+            |p| Change::PodGone(uid_of(&p)),
+        )
+        .boxed(),
+        changes(
+            watcher(claims, cfg()).default_backoff(),
+            |c| Change::Claim(Box::new(c)),
+            |c| Change::ClaimGone(uid_of(&c)),
+        )
+        .boxed(),
+    ];
+    for (kind, ar) in kinds() {
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
+        let s = watcher(api, cfg()).default_backoff().filter_map(move |e| {
+            futures::future::ready(match e {
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                    Some(Change::Workload(Box::new(workload_state(kind, &o))))
+                }
+                Ok(watcher::Event::Delete(o)) => Some(Change::WorkloadGone(uid_of(&o))),
+                Ok(_) => None,
+                Err(e) => {
+                    tracing::debug!("monitor watch {}: {e}", kind.name());
+                    None
+                }
+            })
+        });
+        streams.push(s.boxed());
+    }
+    futures::stream::select_all(streams)
+}
+
+/// Watches a scenario's namespace while its body runs; [`Monitor::stop`] returns what it
+/// found.
+pub struct Monitor {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Model>,
+    client: kube::Client,
+    namespace: String,
+    settings: Settings,
+}
+
+impl Monitor {
+    /// Starts watching `namespace`.
+    pub fn start(client: &kube::Client, namespace: &str, settings: Settings) -> Self {
+        let (stop, mut stopped) = tokio::sync::oneshot::channel();
+        let mut stream = watch_all(client, namespace);
+        let task = tokio::spawn(async move {
+            let mut model = Model::default();
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tokio::select! {
+                    _ = &mut stopped => break,
+                    Some(change) = stream.next() => model.apply(change),
+                    _ = tick.tick() => {}
+                }
+                model.evaluate(Instant::now(), &settings);
+            }
+            model.evaluate(Instant::now(), &settings);
+            model
+        });
+        Self {
+            stop,
+            task,
+            client: client.clone(),
+            namespace: namespace.into(),
+            settings,
+        }
+    }
+
+    /// Stops watching; returns the violations seen, those of repeated `FailedCreate` events
+    /// included.
+    pub async fn stop(self) -> Result<Vec<Violation>, kube::Error> {
+        let _ = self.stop.send(());
+        let mut model = match self.task.await {
+            Ok(m) => m,
+            Err(e) => {
+                return Ok(vec![Violation {
+                    rule: "monitor",
+                    object: self.namespace,
+                    at: stamp(),
+                    what: format!("the monitor ended abnormally: {e}"),
+                }]);
+            }
+        };
+        let events: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
+        for e in events.list(&ListParams::default()).await?.items {
+            let count = e.count.unwrap_or(1).into();
+            if e.type_.as_deref() == Some("Warning")
+                && rules::failed_create(
+                    e.reason.as_deref().unwrap_or_default(),
+                    count,
+                    self.settings.failed_create,
+                )
+            {
+                let o = &e.involved_object;
+                model.report_at(
+                    rules::FAILED_CREATE,
+                    format!(
+                        "{} {}",
+                        o.kind.as_deref().unwrap_or_default(),
+                        o.name.as_deref().unwrap_or_default()
+                    ),
+                    e.last_timestamp
+                        .map(|t| t.0.to_string())
+                        .unwrap_or_else(stamp),
+                    format!(
+                        "pods failed to be created {count} times: {}",
+                        e.message.unwrap_or_default()
+                    ),
+                );
+            }
+        }
+        Ok(model.violations)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cloneset(ready: i64) -> Workload {
+        Workload {
+            kind: WorkloadKind::CloneSet,
+            name: "web".into(),
+            uid: "w".into(),
+            generation: Some(1),
+            deleting: false,
+            spec: json!({"replicas": 1}),
+            status: json!({"observedGeneration": 1, "replicas": 1, "readyReplicas": ready,
+                           "updatedReplicas": 1, "currentRevision": "web-a", "updateRevision": "web-a"}),
+        }
+    }
+
+    fn pod() -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web-x", "uid": "p", "labels": {"controller-revision-hash": "web-a"},
+                         "ownerReferences": [{"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet",
+                                              "name": "web", "uid": "w", "controller": true}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_counter_mismatch_is_a_violation_only_once_it_persisted_for_the_grace_window() {
+        let settings = Settings::with_liveness(Duration::from_secs(90));
+        let t0 = Instant::now();
+        let mut m = Model::default();
+        m.apply(Change::Pod(Box::new(pod())));
+        m.apply(Change::Workload(Box::new(cloneset(0))));
+        m.evaluate(t0, &settings);
+        m.evaluate(t0 + Duration::from_secs(2), &settings);
+        assert!(
+            m.violations().is_empty(),
+            "status may lag: {:?}",
+            m.violations()
+        );
+        // It catches up: the finding is forgotten, and a later lag starts a new window.
+        m.apply(Change::Workload(Box::new(cloneset(1))));
+        m.evaluate(t0 + Duration::from_secs(3), &settings);
+        m.apply(Change::Workload(Box::new(cloneset(0))));
+        m.evaluate(t0 + Duration::from_secs(7), &settings);
+        assert!(m.violations().is_empty(), "{:?}", m.violations());
+        m.evaluate(t0 + Duration::from_secs(12), &settings);
+        let v = &m.violations()[0];
+        assert_eq!(
+            (v.rule, v.object.as_str()),
+            (rules::COUNTERS, "CloneSet web")
+        );
+        assert!(
+            v.what.contains("status.readyReplicas is 0, ready pods 1"),
+            "{v}"
+        );
+        assert_eq!(
+            unexpected(m.violations(), &[rules::COUNTERS]).len(),
+            0,
+            "a declared rule is not a finding"
+        );
+    }
+
+    #[test]
+    fn a_workload_without_progress_for_the_bound_breaks_liveness() {
+        let settings = Settings::with_liveness(Duration::from_secs(30));
+        let t0 = Instant::now();
+        let mut m = Model::default();
+        let mut w = cloneset(0);
+        w.spec["replicas"] = json!(2);
+        m.apply(Change::Workload(Box::new(w)));
+        m.evaluate(t0, &settings);
+        m.evaluate(t0 + Duration::from_secs(29), &settings);
+        assert!(m.violations().iter().all(|v| v.rule != rules::LIVENESS));
+        m.evaluate(t0 + Duration::from_secs(31), &settings);
+        assert!(m.violations().iter().any(|v| v.rule == rules::LIVENESS));
+        // A complete workload is never late.
+        let mut m = Model::default();
+        m.apply(Change::Pod(Box::new(pod())));
+        m.apply(Change::Workload(Box::new(cloneset(1))));
+        m.evaluate(t0, &settings);
+        m.evaluate(t0 + Duration::from_secs(300), &settings);
+        assert!(m.violations().is_empty(), "{:?}", m.violations());
+    }
+
+    #[test]
+    fn deleting_a_claim_a_live_pod_mounts_is_seen_at_once() {
+        let settings = Settings::with_liveness(Duration::from_secs(30));
+        let mut m = Model::default();
+        let mut p = pod();
+        p.spec = Some(
+            serde_json::from_value(json!({"containers": [],
+                "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data-web-x"}}]}))
+            .unwrap(),
+        );
+        m.apply(Change::Pod(Box::new(p)));
+        let claim: PersistentVolumeClaim =
+            serde_json::from_value(json!({"metadata": {"name": "data-web-x", "uid": "c"}}))
+                .unwrap();
+        m.apply(Change::Claim(Box::new(claim)));
+        m.evaluate(Instant::now(), &settings);
+        assert!(m.violations().is_empty());
+        m.apply(Change::ClaimGone("c".into()));
+        let v = &m.violations()[0];
+        assert_eq!(
+            (v.rule, v.object.as_str()),
+            (rules::PVC_IN_USE, "PVC data-web-x")
+        );
+    }
+}

@@ -1,0 +1,311 @@
+//! Each rule on synthetic snapshots: one case where it fires, one where it does not.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use super::*;
+
+fn workload(kind: WorkloadKind, spec: Value, status: Value) -> Workload {
+    Workload {
+        kind,
+        name: "web".into(),
+        uid: "w-uid".into(),
+        generation: Some(2),
+        deleting: false,
+        spec,
+        status,
+    }
+}
+
+fn pod(name: &str, ready: bool, revision: &str) -> PodState {
+    PodState {
+        name: name.into(),
+        uid: format!("{name}-uid"),
+        ready,
+        terminating: false,
+        revision: Some(revision.into()),
+        instance: None,
+        owner: Some("w-uid".into()),
+        claims: vec![],
+    }
+}
+
+fn snap<'a>(w: &'a Workload, pods: &'a [PodState]) -> Snapshot<'a> {
+    Snapshot {
+        workload: w,
+        pods: pods.iter().collect(),
+    }
+}
+
+fn cloneset(replicas: i64, strategy: Value, status: Value) -> Workload {
+    workload(
+        WorkloadKind::CloneSet,
+        json!({"replicas": replicas, "updateStrategy": strategy}),
+        status,
+    )
+}
+
+fn status(replicas: i64, ready: i64, updated: i64) -> Value {
+    json!({"observedGeneration": 2, "replicas": replicas, "readyReplicas": ready,
+           "updatedReplicas": updated, "currentRevision": "web-old", "updateRevision": "web-new"})
+}
+
+#[test]
+fn counters_fire_on_a_disagreement_once_caught_up() {
+    let w = cloneset(2, json!({}), status(2, 2, 2));
+    let pods = [
+        pod("web-a", true, "web-new"),
+        pod("web-b", false, "web-old"),
+    ];
+    let found = snap(&w, &pods).counters().expect("a mismatch");
+    assert!(
+        found.contains("status.readyReplicas is 2, ready pods 1"),
+        "{found}"
+    );
+    assert!(
+        found.contains("status.updatedReplicas is 2, pods at updateRevision 1"),
+        "{found}"
+    );
+}
+
+#[test]
+fn counters_hold_when_they_agree_lag_a_generation_or_pods_terminate() {
+    let w = cloneset(2, json!({}), status(2, 1, 1));
+    // The short hash names the same revision.
+    let pods = [pod("web-a", true, "new"), pod("web-b", false, "web-old")];
+    assert_eq!(snap(&w, &pods).counters(), None);
+    let mut lagging = cloneset(2, json!({}), status(5, 5, 5));
+    lagging.status["observedGeneration"] = json!(1);
+    assert_eq!(snap(&lagging, &pods).counters(), None);
+    let w = cloneset(2, json!({}), status(5, 5, 5));
+    let mut terminating = pods.clone();
+    terminating[0].terminating = true;
+    assert_eq!(snap(&w, &terminating).counters(), None);
+}
+
+#[test]
+fn daemonset_counters_compare_ready_and_scheduled_pods() {
+    let st = json!({"observedGeneration": 2, "desiredNumberScheduled": 2, "numberReady": 2,
+                    "currentNumberScheduled": 2});
+    let w = workload(WorkloadKind::DaemonSet, json!({}), st);
+    let pods = [pod("d-a", true, "h"), pod("d-b", true, "h")];
+    assert_eq!(snap(&w, &pods).counters(), None);
+    let pods = [pod("d-a", true, "h"), pod("d-b", false, "h")];
+    assert!(snap(&w, &pods).counters().unwrap().contains("numberReady"));
+}
+
+#[test]
+fn max_unavailable_fires_beyond_the_strategy_once_settled() {
+    let w = cloneset(3, json!({"maxUnavailable": 1}), status(3, 3, 3));
+    let mut pods = vec![
+        pod("web-a", true, "web-new"),
+        pod("web-b", true, "web-new"),
+        pod("web-c", true, "web-new"),
+    ];
+    assert!(snap(&w, &pods).rollout(Some(3)).is_empty());
+    pods[0].terminating = true;
+    assert!(
+        snap(&w, &pods).rollout(Some(3)).is_empty(),
+        "one is allowed"
+    );
+    pods[1].ready = false;
+    let found = snap(&w, &pods).rollout(Some(3));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, MAX_UNAVAILABLE);
+    assert!(
+        found[0]
+            .1
+            .contains("2 of 3 pods unavailable, maxUnavailable allows 1")
+            && found[0].1.contains("web-a (terminating)")
+            && found[0].1.contains("web-b (not ready)"),
+        "{}",
+        found[0].1
+    );
+    // Not while scaling (desired differs from where it settled), nor before it settled.
+    assert!(snap(&w, &pods).rollout(Some(2)).is_empty());
+    assert!(snap(&w, &pods).rollout(None).is_empty());
+}
+
+#[test]
+fn cloneset_percentages_round_as_kruise_does() {
+    let w = cloneset(2, json!({}), status(2, 2, 2));
+    // 20% of 2 rounds up to 1 without surge.
+    assert_eq!(snap(&w, &[]).bounds(2), Some((1, 0)));
+    let w = cloneset(
+        10,
+        json!({"maxSurge": "15%", "maxUnavailable": "15%"}),
+        json!({}),
+    );
+    assert_eq!(snap(&w, &[]).bounds(10), Some((1, 2)));
+}
+
+#[test]
+fn deployment_defaults_and_recreate() {
+    let w = workload(WorkloadKind::Deployment, json!({"replicas": 4}), json!({}));
+    assert_eq!(snap(&w, &[]).bounds(4), Some((1, 1)));
+    let w = workload(
+        WorkloadKind::Deployment,
+        json!({"replicas": 4, "strategy": {"type": "Recreate"}}),
+        json!({}),
+    );
+    assert_eq!(snap(&w, &[]).bounds(4), None);
+}
+
+#[test]
+fn max_surge_fires_on_pods_above_replicas_plus_surge() {
+    let w = cloneset(2, json!({"maxSurge": 1}), status(3, 3, 3));
+    let pods = [
+        pod("web-a", true, "web-new"),
+        pod("web-b", true, "web-new"),
+        pod("web-c", true, "web-old"),
+    ];
+    assert!(snap(&w, &pods).rollout(Some(2)).is_empty());
+    let w = cloneset(2, json!({}), status(3, 3, 3));
+    let found = snap(&w, &pods).rollout(Some(2));
+    assert_eq!(found[0].0, MAX_SURGE, "{found:?}");
+    assert!(
+        found[0]
+            .1
+            .contains("3 pods for 2 desired, maxSurge allows 0")
+    );
+}
+
+#[test]
+fn cloneset_partition_keeps_that_many_pods_at_the_old_revision() {
+    let w = cloneset(3, json!({"partition": 2}), status(3, 3, 1));
+    let mut pods = vec![
+        pod("web-a", true, "web-new"),
+        pod("web-b", true, "web-old"),
+        pod("web-c", true, "web-old"),
+    ];
+    assert_eq!(snap(&w, &pods).partition_breach(&BTreeSet::new()), None);
+    pods[1].revision = Some("web-new".into());
+    let found = snap(&w, &pods).partition_breach(&BTreeSet::new()).unwrap();
+    assert!(
+        found.contains("2 pods at updateRevision web-new, partition 2 of 3 allows 1"),
+        "{found}"
+    );
+    // Pods already updated when the monitor first saw the revision are not the partition's.
+    let baseline = BTreeSet::from(["web-a-uid".to_string(), "web-b-uid".to_string()]);
+    assert_eq!(snap(&w, &pods).partition_breach(&baseline), None);
+}
+
+#[test]
+fn cloneset_partition_percentages_round_up_and_keep_one_update() {
+    let w = cloneset(3, json!({"partition": "50%"}), json!({}));
+    assert_eq!(snap(&w, &[]).partition(), Some(2));
+    let w = cloneset(3, json!({"partition": "99%"}), json!({}));
+    assert_eq!(snap(&w, &[]).partition(), Some(2));
+    let w = cloneset(3, json!({"partition": "100%"}), json!({}));
+    assert_eq!(snap(&w, &[]).partition(), Some(3));
+}
+
+#[test]
+fn statefulset_partition_protects_ordinals_below_it_even_recreated() {
+    let spec = json!({"replicas": 3, "updateStrategy": {"rollingUpdate": {"partition": 2}}});
+    let w = workload(WorkloadKind::StatefulSet, spec, status(3, 3, 1));
+    let mut pods = vec![
+        pod("web-0", true, "web-old"),
+        pod("web-1", true, "web-old"),
+        pod("web-2", true, "web-new"),
+    ];
+    assert_eq!(snap(&w, &pods).partition_breach(&BTreeSet::new()), None);
+    // web-1 deleted and recreated at the update revision.
+    pods[1] = PodState {
+        uid: "web-1-again".into(),
+        ..pod("web-1", true, "web-new")
+    };
+    let found = snap(&w, &pods).partition_breach(&BTreeSet::new()).unwrap();
+    assert!(
+        found.contains("pods below partition 2 at updateRevision web-new: web-1"),
+        "{found}"
+    );
+    // Not once the rollout is over (current == update).
+    let mut done = w.clone();
+    done.status["currentRevision"] = json!("web-new");
+    assert_eq!(snap(&done, &pods).partition_breach(&BTreeSet::new()), None);
+}
+
+#[test]
+fn complete_needs_the_partitioned_share_updated_unless_paused() {
+    let w = cloneset(2, json!({"partition": 1}), status(2, 2, 1));
+    let pods = [pod("web-a", true, "web-new"), pod("web-b", true, "web-old")];
+    assert!(snap(&w, &pods).complete());
+    let w = cloneset(2, json!({}), status(2, 2, 1));
+    assert!(!snap(&w, &pods).complete());
+    let w = cloneset(2, json!({"paused": true}), status(2, 2, 1));
+    assert!(snap(&w, &pods).complete());
+    let w = cloneset(3, json!({"paused": true}), status(2, 2, 1));
+    assert!(!snap(&w, &pods).complete(), "a scale is not paused");
+}
+
+#[test]
+fn a_claim_deleted_while_a_live_pod_mounts_it() {
+    let mut a = pod("web-a", true, "r");
+    a.claims = vec!["data-web-a".into()];
+    let found = claim_in_use("data-web-a", &[&a]).unwrap();
+    assert!(found.contains("live pod(s) web-a"), "{found}");
+    a.terminating = true;
+    assert_eq!(claim_in_use("data-web-a", &[&a]), None);
+    assert_eq!(claim_in_use("other", &[]), None);
+}
+
+fn sts(replicas: i64, policy: Value) -> Workload {
+    workload(
+        WorkloadKind::StatefulSet,
+        json!({"replicas": replicas, "persistentVolumeClaimRetentionPolicy": policy,
+               "volumeClaimTemplates": [{"metadata": {"name": "data"}}]}),
+        json!({}),
+    )
+}
+
+#[test]
+fn statefulset_claims_follow_the_retention_policy() {
+    let retain = sts(2, json!({"whenScaled": "Retain", "whenDeleted": "Retain"}));
+    assert!(
+        claim_retained(&retain, "data-web-3").is_some(),
+        "Retain keeps scaled claims"
+    );
+    assert!(claim_retained(&retain, "data-web-0").is_some());
+    assert_eq!(claim_retained(&retain, "logs-web-0"), None, "not its claim");
+    let delete = sts(2, json!({"whenScaled": "Delete"}));
+    assert_eq!(claim_retained(&delete, "data-web-3"), None);
+    assert!(
+        claim_retained(&delete, "data-web-1").is_some(),
+        "below replicas it is kept"
+    );
+    let claim = |name: &str| ClaimState {
+        name: name.into(),
+        ..Default::default()
+    };
+    assert!(claim_left_behind(&delete, &claim("data-web-3"), &[]).is_some());
+    assert_eq!(claim_left_behind(&delete, &claim("data-web-1"), &[]), None);
+    assert_eq!(claim_left_behind(&retain, &claim("data-web-3"), &[]), None);
+}
+
+#[test]
+fn cloneset_claims_go_with_their_instance() {
+    let w = cloneset(1, json!({}), json!({}));
+    let c = ClaimState {
+        name: "data-web-x".into(),
+        instance: Some("x".into()),
+        owners: vec!["w-uid".into()],
+        ..Default::default()
+    };
+    let mut p = pod("web-x", true, "r");
+    p.instance = Some("x".into());
+    assert_eq!(claim_left_behind(&w, &c, &[&p]), None);
+    assert!(
+        claim_left_behind(&w, &c, &[])
+            .unwrap()
+            .contains("data-web-x")
+    );
+}
+
+#[test]
+fn failed_create_counts_repeats() {
+    assert!(failed_create("FailedCreate", 3, 3));
+    assert!(!failed_create("FailedCreate", 2, 3));
+    assert!(!failed_create("FailedScheduling", 9, 3));
+}
