@@ -69,7 +69,7 @@ fn scenario(
         requires: Requirements::default(),
         // Pods a template makes unschedulable, or invalid, on purpose (on both sides).
         allowed_warnings: &["FailedScheduling", "FailedCreate"],
-        expected_violations: &[],
+        expected_violations: &["failed-create"],
         body,
     }
 }

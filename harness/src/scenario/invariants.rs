@@ -81,12 +81,15 @@ async fn orphaned(
 /// Optimistic-concurrency conflicts between Kubernetes' own components (the object changed
 /// under them, or the scheduler's volume cache lagged one write), and a scheduling attempt of a
 /// pod the scheduler had already assumed onto a node (its cache refuses the second assume; the
-/// first binding stands): retried or moot, not a finding.
+/// first binding stands), and a binding of a pod deleted meanwhile: retried or moot, not a
+/// finding.
 pub fn transient(message: &str) -> bool {
     message
         .contains("the object has been modified; please apply your changes to the latest version")
         || (message.contains("VolumeBinding") && message.contains("is out of sync (stored:"))
         || message.ends_with("is in the cache, so can't be assumed")
+        || (message.contains("running Bind plugin")
+            && message.contains("is being deleted, cannot be assigned to a host"))
 }
 
 /// The Warning events in `namespace`, listed once.
@@ -132,6 +135,9 @@ mod tests {
 
     #[test]
     fn only_retried_conflicts_are_transient() {
+        assert!(transient(
+            "running Bind plugin \"DefaultBinder\": Operation cannot be fulfilled on pods/binding \"web-0\": pod web-0 is being deleted, cannot be assigned to a host"
+        ));
         assert!(transient(
             "Operation cannot be fulfilled on pods \"p\": the object has been modified; please apply your changes to the latest version and try again"
         ));

@@ -140,15 +140,13 @@ impl Model {
                 let s = claim_state(&c);
                 let was = self.claims.get(&s.uid).is_some_and(|o| o.terminating);
                 if s.terminating && !was {
-                    self.claim_deleted(&s.name);
+                    self.claim_deleted(&s.name, false);
                 }
                 self.claims.insert(s.uid.clone(), s);
             }
             Change::ClaimGone(uid) => {
-                if let Some(c) = self.claims.remove(&uid)
-                    && !c.terminating
-                {
-                    self.claim_deleted(&c.name);
+                if let Some(c) = self.claims.remove(&uid) {
+                    self.claim_deleted(&c.name, true);
                 }
             }
             Change::Workload(w) => {
@@ -160,10 +158,14 @@ impl Model {
         }
     }
 
-    fn claim_deleted(&mut self, claim: &str) {
+    /// A claim was marked for deletion (`gone`: it is gone). Marking a claim a live pod uses
+    /// is how Kubernetes deletes it (the `kubernetes.io/pvc-protection` finalizer holds it
+    /// until the pod is gone); only a claim that is gone while a live pod claims it is lost
+    /// from under that pod.
+    fn claim_deleted(&mut self, claim: &str, gone: bool) {
         let pods: Vec<&PodState> = self.pods.values().collect();
         let mut found = vec![];
-        if let Some(what) = rules::claim_in_use(claim, &pods) {
+        if gone && let Some(what) = rules::claim_in_use(claim, &pods) {
             found.push((rules::PVC_IN_USE, what));
         }
         for w in self.workloads.values() {
@@ -687,9 +689,18 @@ mod tests {
         let claim: PersistentVolumeClaim =
             serde_json::from_value(json!({"metadata": {"name": "data-web-x", "uid": "c"}}))
                 .unwrap();
-        m.apply(Change::Claim(Box::new(claim)));
+        m.apply(Change::Claim(Box::new(claim.clone())));
         m.evaluate(Instant::now(), &settings);
         assert!(m.violations().is_empty());
+        let mut marked = claim;
+        marked.metadata.deletion_timestamp = Some(
+            serde_json::from_value(json!("2026-01-01T00:00:00Z")).unwrap(),
+        );
+        m.apply(Change::Claim(Box::new(marked)));
+        assert!(
+            m.violations().is_empty(),
+            "marked for deletion, the claim is held by its protection finalizer"
+        );
         m.apply(Change::ClaimGone("c".into()));
         let v = &m.violations()[0];
         assert_eq!(
