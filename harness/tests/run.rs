@@ -108,7 +108,12 @@ fn every_seed_scenario_passes_on_the_default_release() {
     let run = harness_run(&[]);
     assert_eq!(run.code, Some(0), "{}", run.report);
     for (name, verdict, failure) in outcomes(&run.report) {
-        assert!(verdict.contains("\"pass\""), "{name}: {verdict} {failure}");
+        // The catalog finds known bugs of the default release too; the seeds all pass.
+        let known = verdict.contains("expected-fail") && seed(&name).is_empty();
+        assert!(
+            verdict.contains("\"pass\"") || known,
+            "{name}: {verdict} {failure}"
+        );
     }
     // JUnit parses back with the right counts.
     let xml = std::fs::read_to_string(run.dir.join("junit.xml")).unwrap();

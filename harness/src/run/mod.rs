@@ -589,10 +589,13 @@ pub async fn execute(
     out.state.into_inner().expect("not poisoned").1
 }
 
+/// The reporters of a run, and its results so far.
+type Sinks<'r> = (&'r mut [Box<dyn Reporter>], Vec<ScenarioResult>);
+
 /// Sends events to the reporters and keeps the results; shared by the clusters of a run.
 struct Emitter<'r> {
     /// The reporters, and the results so far.
-    state: std::sync::Mutex<(&'r mut [Box<dyn Reporter>], Vec<ScenarioResult>)>,
+    state: std::sync::Mutex<Sinks<'r>>,
     /// Whether a cluster has taken on sending [`Event::ApiFields`].
     api_fields: std::sync::atomic::AtomicBool,
 }

@@ -693,9 +693,8 @@ mod tests {
         m.evaluate(Instant::now(), &settings);
         assert!(m.violations().is_empty());
         let mut marked = claim;
-        marked.metadata.deletion_timestamp = Some(
-            serde_json::from_value(json!("2026-01-01T00:00:00Z")).unwrap(),
-        );
+        marked.metadata.deletion_timestamp =
+            Some(serde_json::from_value(json!("2026-01-01T00:00:00Z")).unwrap());
         m.apply(Change::Claim(Box::new(marked)));
         assert!(
             m.violations().is_empty(),
