@@ -60,7 +60,7 @@ pub fn scenarios() -> Vec<Scenario> {
         scenario!(
             "advancedcronjob/job-template-runs-jobs-that-complete",
             "a jobTemplate AdvancedCronJob creates batch Jobs on schedule, carrying the template's labels, which complete; status type Job",
-            &["advancedcronjob", "schedule", "job"],
+            &["smoke", "advancedcronjob", "schedule", "job"],
             |ctx| job_runs(ctx).boxed()
         ),
         scenario!(

@@ -46,7 +46,7 @@ pub fn scenarios() -> Vec<Scenario> {
         scenario!(
             "broadcastjob/runs-one-pod-per-node-and-completes",
             "one pod per node, each succeeds; status desired/succeeded/active, phase completed, Complete condition, completionTime",
-            &["broadcastjob", "completion", "status"],
+            &["smoke", "broadcastjob", "completion", "status"],
             &[],
             |ctx| one_per_node(ctx).boxed()
         ),

@@ -56,7 +56,7 @@ pub fn scenarios() -> Vec<Scenario> {
         cloneset!(
             "cloneset/partition-as-number-and-percentage-keeps-old-pods",
             "updateStrategy.partition (3, then 50%, then 0) keeps that many pods at the old revision; expectedUpdatedReplicas follows",
-            &["cloneset", "update", "partition", "status"],
+            &["smoke", "cloneset", "update", "partition", "status"],
             partition
         ),
         cloneset!(

@@ -48,7 +48,7 @@ pub fn scenarios() -> Vec<Scenario> {
         daemonset!(
             "daemonset/paused-rolling-update-touches-no-pod",
             "with rollingUpdate.paused no pod moves to the new revision until it is resumed",
-            &["advanced-daemonset", "update", "paused"],
+            &["smoke", "advanced-daemonset", "update", "paused"],
             paused
         ),
         daemonset!(

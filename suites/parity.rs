@@ -25,7 +25,7 @@ pub fn scenarios() -> Vec<Scenario> {
         scenario(
             "parity/cloneset-agrees-with-deployment",
             "CloneSet and Deployment admit the same templates and strategies and settle on the same ready pods",
-            &["parity", "cloneset"],
+            &["smoke", "parity", "cloneset"],
             |ctx| run(ctx, Pair::CloneSet).boxed(),
         ),
         scenario(

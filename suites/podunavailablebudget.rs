@@ -135,6 +135,7 @@ pub fn scenarios() -> Vec<Scenario> {
             "podunavailablebudget/deployment-by-target-ref-refuses-then-allows-disruption",
             "maxUnavailable 0 over a Deployment refuses deletion and eviction; maxUnavailable 1 allows one eviction",
             &[
+                "smoke",
                 "podunavailablebudget",
                 "deployment",
                 "target-ref",

@@ -34,7 +34,7 @@ pub fn scenarios() -> Vec<Scenario> {
             name: "resourcedistribution/secret-follows-included-labelled-and-excluded-namespaces",
             suite: "resourcedistribution",
             summary: "a Secret is copied to the included and the label-selected namespaces but not the excluded one; updates propagate; a namespace dropped from the targets loses its copy",
-            labels: &["resourcedistribution", "secret", "targets"],
+            labels: &["smoke", "resourcedistribution", "secret", "targets"],
             requires: requires(),
             allowed_warnings: &[],
             expected_violations: &[],

@@ -53,6 +53,7 @@ pub fn scenarios() -> Vec<Scenario> {
             suite: "sidecarset",
             summary: "a sidecar image change restarts the sidecar in place (same pod) under RollingUpdate, stops at a partition, a selector or a priority, and touches nothing when paused or NotUpdate; status counts follow",
             labels: &[
+                "smoke",
                 "sidecarset",
                 "update",
                 "in-place",

@@ -85,7 +85,7 @@ pub fn scenarios() -> Vec<Scenario> {
         scenario!(
             "statefulset/in-place-if-possible-updates-the-image-keeping-pods",
             "podUpdatePolicy InPlaceIfPossible changes the image in place: same UIDs, restartCount 1",
-            &["advancedstatefulset", "in-place"],
+            &["smoke", "advancedstatefulset", "in-place"],
             &[],
             |ctx| in_place(ctx).boxed()
         ),

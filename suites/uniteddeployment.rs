@@ -110,7 +110,13 @@ pub fn scenarios() -> Vec<Scenario> {
         s(
             "uniteddeployment/cloneset-subsets-over-zones",
             "a CloneSet template split over zone subsets (zone-a replicas 1 of 4) with subset tolerations and patch; a template update reaches every subset",
-            &["uniteddeployment", "cloneset", "subsets", "rolling-update"],
+            &[
+                "smoke",
+                "uniteddeployment",
+                "cloneset",
+                "subsets",
+                "rolling-update",
+            ],
             |ctx| subsets(ctx, &CASES[0]).boxed(),
         ),
         s(
