@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use super::broadcastjob::job_spec;
 use super::common::*;
 use crate::scenario::wait::{Check, until};
-use crate::scenario::{Ctx, Requirements, Scenario, status};
+use crate::scenario::{Ctx, Scenario, status};
 
 const API: &str = "apps.kruise.io/v1alpha1";
 const KIND: &str = "AdvancedCronJob";
@@ -29,16 +29,7 @@ macro_rules! scenario {
         scenario!($name, $summary, $labels, &[], $body)
     };
     ($name:literal, $summary:literal, $labels:expr, $warnings:expr, $body:expr) => {
-        Scenario {
-            name: $name,
-            suite: "advancedcronjob",
-            summary: $summary,
-            labels: $labels,
-            requires: Requirements::default(),
-            allowed_warnings: $warnings,
-            expected_violations: &[],
-            body: $body,
-        }
+        Scenario::new($name, $summary, $labels, $body).allowing($warnings)
     };
 }
 

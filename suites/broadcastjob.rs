@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::common::*;
 use crate::scenario::wait::{Check, until};
-use crate::scenario::{Ctx, Requirements, Scenario, status};
+use crate::scenario::{Ctx, Scenario, status};
 
 /// The pod annotation the local cluster's kubelet reads as the exit code of every container.
 pub const EXIT_CODE: &str = "harness.kwok/exit-code";
@@ -27,16 +27,7 @@ const NAME: &str = "bcast";
 
 macro_rules! scenario {
     ($name:literal, $summary:literal, $labels:expr, $warnings:expr, $body:expr) => {
-        Scenario {
-            name: $name,
-            suite: "broadcastjob",
-            summary: $summary,
-            labels: $labels,
-            requires: Requirements::default(),
-            allowed_warnings: $warnings,
-            expected_violations: &[],
-            body: $body,
-        }
+        Scenario::new($name, $summary, $labels, $body).allowing($warnings)
     };
 }
 

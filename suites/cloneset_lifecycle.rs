@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::common::*;
 use crate::scenario::wait::{Check, until};
 use crate::scenario::workload::{CloneSet, CloneSetKind, Handle};
-use crate::scenario::{Ctx, Requirements, Scenario, status};
+use crate::scenario::{Ctx, Scenario, status};
 
 /// A CloneSet scenario of this suite with the default requirements.
 macro_rules! cloneset {
@@ -24,16 +24,7 @@ macro_rules! cloneset {
         cloneset!($name, $summary, $labels, &[], $body)
     };
     ($name:literal, $summary:literal, $labels:expr, $warnings:expr, $body:expr) => {
-        Scenario {
-            name: $name,
-            suite: "cloneset",
-            summary: $summary,
-            labels: $labels,
-            requires: Requirements::default(),
-            allowed_warnings: $warnings,
-            expected_violations: &[],
-            body: |ctx| $body(ctx).boxed(),
-        }
+        Scenario::new($name, $summary, $labels, |ctx| $body(ctx).boxed()).allowing($warnings)
     };
 }
 

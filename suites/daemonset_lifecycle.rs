@@ -16,21 +16,12 @@ use super::common::*;
 use crate::cluster::ZONE_LABEL;
 use crate::scenario::wait::Check;
 use crate::scenario::workload::{AdvancedDaemonSet, AdvancedDaemonSetKind, Handle};
-use crate::scenario::{Ctx, Requirements, Scenario, status};
+use crate::scenario::{Ctx, Scenario, status};
 
 /// An Advanced DaemonSet scenario of this suite with the default requirements.
 macro_rules! daemonset {
     ($name:literal, $summary:literal, $labels:expr, $body:expr) => {
-        Scenario {
-            name: $name,
-            suite: "daemonset",
-            summary: $summary,
-            labels: $labels,
-            requires: Requirements::default(),
-            allowed_warnings: &[],
-            expected_violations: &[],
-            body: |ctx| $body(ctx).boxed(),
-        }
+        Scenario::new($name, $summary, $labels, |ctx| $body(ctx).boxed())
     };
 }
 

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use super::common::*;
 use crate::scenario::wait::{Check, until};
 use crate::scenario::workload::{AdvancedStatefulSet, AdvancedStatefulSetKind, Handle};
-use crate::scenario::{Ctx, Requirements, Scenario, status};
+use crate::scenario::{Ctx, Scenario, status};
 
 type Sts = Handle<AdvancedStatefulSetKind>;
 
@@ -31,16 +31,7 @@ const PENDING: &[&str] = &["FailedScheduling"];
 
 macro_rules! scenario {
     ($name:literal, $summary:literal, $labels:expr, $warnings:expr, $body:expr) => {
-        Scenario {
-            name: $name,
-            suite: "statefulset",
-            summary: $summary,
-            labels: $labels,
-            requires: Requirements::default(),
-            allowed_warnings: $warnings,
-            expected_violations: &[],
-            body: $body,
-        }
+        Scenario::new($name, $summary, $labels, $body).allowing($warnings)
     };
 }
 

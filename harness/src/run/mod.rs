@@ -1098,6 +1098,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_scenario_is_named_after_its_suite_and_names_are_unique() {
+        let all = crate::suites::all();
+        let mut names = std::collections::BTreeSet::new();
+        for s in &all {
+            assert!(s.name.starts_with(&format!("{}/", s.suite)), "{}", s.name);
+            assert!(names.insert(s.name), "{} twice", s.name);
+        }
+    }
+
+    #[test]
     fn the_planner_makes_one_cluster_per_profile_and_drops_gates_a_release_lacks() {
         let all = crate::suites::all();
         let k: KubeVersion = "1.32".parse().unwrap();

@@ -117,6 +117,32 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// A scenario of the suite its name begins with (`suite/behaviour`), with no
+    /// requirements, allowed Warning reasons or expected violations.
+    pub fn new(
+        name: &'static str,
+        summary: &'static str,
+        labels: &'static [&'static str],
+        body: Body,
+    ) -> Self {
+        Self {
+            name,
+            suite: name.split('/').next().unwrap_or(name),
+            summary,
+            labels,
+            requires: Requirements::default(),
+            allowed_warnings: &[],
+            expected_violations: &[],
+            body,
+        }
+    }
+
+    /// The same scenario, expecting Warning events with these reasons.
+    pub fn allowing(mut self, warnings: &'static [&'static str]) -> Self {
+        self.allowed_warnings = warnings;
+        self
+    }
+
     /// The same scenario, for controller releases from `release` on (see
     /// [`Requirements::min_controller`]).
     pub fn since(mut self, release: &str) -> Self {
