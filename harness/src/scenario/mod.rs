@@ -143,6 +143,12 @@ impl Scenario {
         self
     }
 
+    /// The same scenario, expecting the monitor to see these rules broken.
+    pub fn expecting(mut self, rules: &'static [&'static str]) -> Self {
+        self.expected_violations = rules;
+        self
+    }
+
     /// The same scenario, for controller releases from `release` on (see
     /// [`Requirements::min_controller`]).
     pub fn since(mut self, release: &str) -> Self {
