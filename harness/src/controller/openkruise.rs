@@ -1032,30 +1032,22 @@ async fn smoke(client: &kube::Client, ns: &mut Option<String>) -> Result<bool, S
             )
             .await
             .map_err(|e| e.to_string())?;
-            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &n, &ar);
-            let obj: DynamicObject = serde_json::from_value(json!({
-                "apiVersion": "apps.kruise.io/v1alpha1",
-                "kind": "CloneSet",
-                "metadata": {"name": "smoke"},
-                "spec": {
-                    "replicas": 1,
-                    "selector": {"matchLabels": {"app": "smoke"}},
-                    "template": {
-                        "metadata": {"labels": {"app": "smoke"}},
-                        "spec": {"containers": [{"name": "main", "image": "nginx:1.25"}]}
-                    }
-                }
-            }))
-            .expect("valid");
             *ns = Some(n.clone());
-            api.create(&PostParams::default(), &obj)
-                .await
-                .map_err(|e| format!("smoke CloneSet refused: {e}"))?;
             n
         }
     };
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &name, &ar);
-    let cs = api.get("smoke").await.map_err(|e| e.to_string())?;
+    // Created (again) until it is admitted: a webhook that is not serving yet refuses it.
+    let cs = match api.get("smoke").await {
+        Ok(cs) => cs,
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            api.create(&PostParams::default(), &smoke_cloneset())
+                .await
+                .map_err(|e| format!("smoke CloneSet refused: {e}"))?;
+            return Err("smoke CloneSet created".into());
+        }
+        Err(e) => return Err(e.to_string()),
+    };
     let status = &cs.data["status"];
     let ready = status["readyReplicas"].as_i64() == Some(1)
         && status["observedGeneration"].as_i64() == cs.metadata.generation;
@@ -1064,6 +1056,24 @@ async fn smoke(client: &kube::Client, ns: &mut Option<String>) -> Result<bool, S
     } else {
         Err(format!("smoke CloneSet status {status}"))
     }
+}
+
+/// The CloneSet readiness creates: one replica.
+fn smoke_cloneset() -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1alpha1",
+        "kind": "CloneSet",
+        "metadata": {"name": "smoke"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "smoke"}},
+            "template": {
+                "metadata": {"labels": {"app": "smoke"}},
+                "spec": {"containers": [{"name": "main", "image": "nginx:1.25"}]}
+            }
+        }
+    }))
+    .expect("valid")
 }
 
 #[cfg(test)]
