@@ -58,7 +58,11 @@ pub fn scenarios() -> Vec<Scenario> {
             &["advancedstatefulset", "rolling-update", "partition"],
             &[],
             |ctx| partition(ctx).boxed()
-        ),
+        )
+        // Seen once in five runs on v1.9.0: lowering the partition, the controller deleted
+        // ordinal 0 while ordinal 1 was still terminating (2 of 3 unavailable, maxUnavailable
+        // 1). Not yet triaged; declared so the rest of the scenario keeps its value.
+        .expecting(&["max-unavailable"]),
         scenario!(
             "statefulset/max-unavailable-updates-pods-in-parallel",
             "rollingUpdate.maxUnavailable 2 (Parallel) takes exactly two pods down at once when new pods never become ready",
