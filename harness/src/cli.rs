@@ -88,11 +88,9 @@ enum Command {
     },
 }
 
+/// Which scenarios: the selection flags of `run` and `coverage`.
 #[derive(Debug, Args)]
-struct CoverageArgs {
-    /// The controller whose APIs are counted (default: the one the report's run tested).
-    #[arg(long, value_name = "NAME@TAG")]
-    controller: Option<String>,
+struct Selection {
     /// Only these suites (repeatable, comma-separated).
     #[arg(long, value_delimiter = ',')]
     suite: Vec<String>,
@@ -105,6 +103,26 @@ struct CoverageArgs {
     /// Only scenarios with one of these labels (repeatable, comma-separated).
     #[arg(long, value_delimiter = ',')]
     labels: Vec<String>,
+}
+
+impl Selection {
+    fn filter(&self) -> crate::run::Filter {
+        crate::run::Filter {
+            suites: self.suite.clone(),
+            focus: self.focus.clone(),
+            skip: self.skip.clone(),
+            labels: self.labels.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+struct CoverageArgs {
+    /// The controller whose APIs are counted (default: the one the report's run tested).
+    #[arg(long, value_name = "NAME@TAG")]
+    controller: Option<String>,
+    #[command(flatten)]
+    select: Selection,
     /// The run's report.json to read what the scenarios sent from.
     #[arg(long, value_name = "REPORT_JSON")]
     from: Option<PathBuf>,
@@ -124,18 +142,8 @@ struct RunArgs {
     /// Controller under test.
     #[arg(long, default_value = "openkruise@v1.9.0", value_name = "NAME@TAG")]
     controller: String,
-    /// Only these suites (repeatable, comma-separated).
-    #[arg(long, value_delimiter = ',')]
-    suite: Vec<String>,
-    /// Only scenarios whose name contains one of these (repeatable).
-    #[arg(long)]
-    focus: Vec<String>,
-    /// Not scenarios whose name contains one of these (repeatable).
-    #[arg(long)]
-    skip: Vec<String>,
-    /// Only scenarios with one of these labels (repeatable, comma-separated).
-    #[arg(long, value_delimiter = ',')]
-    labels: Vec<String>,
+    #[command(flatten)]
+    select: Selection,
     /// List the selected scenarios and exit.
     #[arg(long)]
     list: bool,
@@ -696,7 +704,7 @@ pub const EXIT_REGRESSION: u8 = 1;
 pub const EXIT_INFRA: u8 = 3;
 
 async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
-    use crate::run::{Filter, RunOptions, ledger::Ledger};
+    use crate::run::{RunOptions, ledger::Ledger};
     let kubernetes: KubeVersion = args.kubernetes.parse()?;
     let controller: crate::controller::ControllerRef = args.controller.parse()?;
     if let Some(note) = controller.note() {
@@ -710,12 +718,7 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
         None => Ledger::builtin(),
     };
     let all = crate::suites::all();
-    let filter = Filter {
-        suites: args.suite.clone(),
-        focus: args.focus.clone(),
-        skip: args.skip.clone(),
-        labels: args.labels.clone(),
-    };
+    let filter = args.select.filter();
     filter.check_suites(&all)?;
     if args.list {
         for s in all.iter().filter(|s| filter.selects(s)) {
@@ -906,12 +909,7 @@ async fn coverage(args: CoverageArgs) -> anyhow::Result<ExitCode> {
     use crate::report::{Recorded, coverage_table, uncovered_list};
     use crate::scenario::coverage::{ApiFields, Coverage};
     let all = crate::suites::all();
-    let filter = crate::run::Filter {
-        suites: args.suite.clone(),
-        focus: args.focus.clone(),
-        skip: args.skip.clone(),
-        labels: args.labels.clone(),
-    };
+    let filter = args.select.filter();
     filter.check_suites(&all)?;
     let selected: Vec<&str> = all
         .iter()
