@@ -150,9 +150,12 @@ struct RunArgs {
     /// Print the plan (clusters, gates, scenarios) and exit without starting anything.
     #[arg(long)]
     dry_run: bool,
-    /// Run every scenario N times (flake hunting).
+    /// Run every scenario N times (flake hunting); the summary then prints each scenario's
+    /// failure rate.
     #[arg(long, default_value_t = 1)]
     repeat: usize,
+    #[command(flatten)]
+    flakes: FlakeArgs,
     /// Scenarios at once per cluster.
     #[arg(long, default_value_t = 2)]
     parallel: usize,
@@ -374,6 +377,18 @@ fn docker_ready() -> Result<(), String> {
     }
 }
 
+/// Retries and what a flaky result does.
+#[derive(Debug, Clone, Copy, Args)]
+struct FlakeArgs {
+    /// Run a scenario whose result fails the run up to N more times, each in a fresh
+    /// namespace; a pass after a failure is FLAKY (reported as such, with every failed try).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    retries: usize,
+    /// Fail the run (exit 1) when a result is flaky.
+    #[arg(long, requires = "retries")]
+    fail_on_flaky: bool,
+}
+
 #[derive(Debug, Args)]
 struct SelectArgs {
     /// Only these suites (repeatable, comma-separated).
@@ -394,6 +409,8 @@ struct SelectArgs {
     /// Cells (Kubernetes version x release) at once, each with its own clusters.
     #[arg(long, default_value_t = 2)]
     cells_parallel: usize,
+    #[command(flatten)]
+    flakes: FlakeArgs,
     /// Where reports go (`<dir>/<id>/`, `<dir>/latest`).
     #[arg(long, default_value = "reports")]
     report_dir: PathBuf,
@@ -718,6 +735,7 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
         None => Ledger::builtin(),
     };
     let all = crate::suites::all();
+    let inject_failures = injected_failures(&all)?;
     let filter = args.select.filter();
     filter.check_suites(&all)?;
     if args.list {
@@ -756,6 +774,8 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
         parallel: args.parallel,
         clusters_parallel: args.clusters_parallel,
         repeat: args.repeat,
+        retries: args.flakes.retries,
+        inject_failures,
         keep_cluster_on_failure: args.keep_cluster_on_failure,
         logs_dir: Some(dir.join("cluster-logs")),
         ..Default::default()
@@ -769,7 +789,34 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let results = crate::run::execute(&plan, env, &run_id, &mut reporters).await;
     eprintln!("reports: {}", dir.display());
-    Ok(exit_code(crate::run::Status::of(&results)))
+    Ok(exit_code(crate::run::Status::judged(
+        &results,
+        args.flakes.fail_on_flaky,
+    )))
+}
+
+/// `HARNESS_INJECT_FAILURES`, checked against the scenarios (see
+/// [`crate::run::RunOptions::inject_failures`]).
+fn injected_failures(
+    all: &[crate::scenario::Scenario],
+) -> anyhow::Result<std::collections::BTreeMap<String, usize>> {
+    let Ok(spec) = std::env::var("HARNESS_INJECT_FAILURES") else {
+        return Ok(Default::default());
+    };
+    let parsed = crate::run::parse_injected_failures(&spec)
+        .map_err(|e| anyhow::anyhow!("read HARNESS_INJECT_FAILURES: {e}"))?;
+    if let Some(unknown) = parsed
+        .keys()
+        .find(|n| !all.iter().any(|s| s.name == n.as_str()))
+    {
+        bail!(
+            "read HARNESS_INJECT_FAILURES: there is no scenario `{unknown}` (see `harness run --list`)"
+        );
+    }
+    if !parsed.is_empty() {
+        eprintln!("note: HARNESS_INJECT_FAILURES makes these scenarios fail on purpose: {spec}");
+    }
+    Ok(parsed)
 }
 
 /// The documented exit code of a run's status.
@@ -797,6 +844,7 @@ impl MatrixSetup {
             bail!("--parallel and --cells-parallel must be at least 1");
         }
         let scenarios = crate::suites::all();
+        let inject_failures = injected_failures(&scenarios)?;
         let filter = select.filter();
         if !scenarios.iter().any(|s| filter.selects(s)) {
             bail!("select scenarios: the filters match none (see `harness run --list`)");
@@ -812,6 +860,8 @@ impl MatrixSetup {
                 // Cells already run side by side (--cells-parallel); each runs its clusters
                 // one after another.
                 clusters_parallel: 1,
+                retries: select.flakes.retries,
+                inject_failures,
                 ..Default::default()
             },
         })
@@ -994,8 +1044,9 @@ async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
             c.worst
         );
     }
-    Ok(exit_code(crate::run::Status::of(
+    Ok(exit_code(crate::run::Status::judged(
         report.cells.iter().flat_map(|c| &c.results),
+        args.select.flakes.fail_on_flaky,
     )))
 }
 
@@ -1020,6 +1071,15 @@ async fn qualify(args: QualifyArgs) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("write qualify.json in {}", dir.display()))?;
     println!("{}", q.summary(&baseline, &candidate));
+    let flaky = report
+        .cells
+        .iter()
+        .flat_map(|c| &c.results)
+        .any(|r| matches!(r.outcome, crate::run::Outcome::Flaky { .. }));
+    if args.select.flakes.fail_on_flaky && flaky {
+        eprintln!("flaky results fail the qualification (--fail-on-flaky)");
+        return Ok(exit_code(crate::run::Status::Failed));
+    }
     Ok(exit_code(q.status()))
 }
 

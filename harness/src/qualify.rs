@@ -168,8 +168,9 @@ fn side(r: &ScenarioResult) -> Side {
     match &r.outcome {
         Outcome::Skipped { .. } => Side::Skipped,
         Outcome::InfraError { .. } => Side::Infra,
-        Outcome::Judged(_) if r.failure.is_some() => Side::Failed,
-        Outcome::Judged(_) => Side::Passed,
+        Outcome::Judged(_) | Outcome::Flaky { .. } if r.failure.is_some() => Side::Failed,
+        // A flaky result passed on its last try.
+        Outcome::Judged(_) | Outcome::Flaky { .. } => Side::Passed,
     }
 }
 
@@ -248,6 +249,7 @@ mod tests {
             seconds: 1.0,
             diagnostics: None,
             sent: Default::default(),
+            failed_tries: vec![],
         }
     }
 

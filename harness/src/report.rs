@@ -9,11 +9,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestRerun, TestSuite};
 use serde::Serialize;
 
 use crate::run::ledger::Verdict;
-use crate::run::{Event, Outcome, Plan, Reporter, ScenarioResult};
+use crate::run::{Diagnostics, Event, Outcome, Plan, Reporter, ScenarioResult};
 use crate::scenario::coverage::{ApiFields, Coverage};
 use crate::scenario::record::Sends;
 
@@ -198,6 +198,12 @@ impl Reporter for Terminal {
                 eprintln!("cluster {profile}: ready with the controller in {seconds:.1}s")
             }
             Event::ScenarioStarted { .. } => {}
+            Event::ScenarioRetrying {
+                scenario,
+                next_try,
+                reason,
+                ..
+            } => eprintln!("  {:<16} {scenario} (try {next_try}): {reason}", "retry"),
             Event::ApiFields(fields) => self.api_fields = Some(fields.clone()),
             Event::ClusterLogs { profile, dir } => {
                 eprintln!("cluster {profile}: logs kept in {}", dir.display())
@@ -223,7 +229,11 @@ impl Reporter for Terminal {
                         Outcome::Judged(Verdict::ExpectedFail { bug })
                         | Outcome::Judged(Verdict::UnexpectedPass { bug }) => format!(" [{bug}]"),
                         Outcome::Skipped { reason } => format!(" [{reason}]"),
-                        _ => String::new(),
+                        Outcome::Flaky { .. } => {
+                            format!(" [passed on try {} of {}]", r.tries(), r.tries())
+                        }
+                        Outcome::Judged(Verdict::Pass | Verdict::Fail)
+                        | Outcome::InfraError { .. } => String::new(),
                     };
                     eprintln!(
                         "{:<16} {:<64} {:>8.1}{note}",
@@ -231,6 +241,10 @@ impl Reporter for Terminal {
                         r.scenario,
                         r.seconds
                     );
+                }
+                let rates = failure_rates(self.results.values());
+                if !rates.is_empty() {
+                    eprintln!("\n{}", rates.trim_end());
                 }
                 if let Some(fields) = &self.api_fields {
                     let c = coverage_of(fields, self.results.values());
@@ -254,14 +268,51 @@ fn counts<'a>(rs: impl Iterator<Item = &'a ScenarioResult>) -> BTreeMap<&'static
 fn summary_line(c: &BTreeMap<&'static str, usize>) -> String {
     let get = |k| c.get(k).copied().unwrap_or(0);
     format!(
-        "{} passed, {} failed, {} expected-fail, {} unexpected-pass, {} skipped, {} infra-error",
+        "{} passed, {} failed, {} flaky, {} expected-fail, {} unexpected-pass, {} skipped, {} \
+         infra-error",
         get("pass"),
         get("FAIL"),
+        get("FLAKY"),
         get("expected-fail"),
         get("UNEXPECTED-PASS"),
         get("skipped"),
         get("INFRA-ERROR")
     )
+}
+
+/// How often each scenario failed, when some ran more than once (`--repeat`): one line per
+/// scenario that ran, failures counted per try (a flaky result counts its failed tries);
+/// empty when every scenario ran once.
+pub fn failure_rates<'a>(results: impl Iterator<Item = &'a ScenarioResult>) -> String {
+    let mut by: BTreeMap<&str, (usize, usize, usize)> = BTreeMap::new();
+    let mut repeated = false;
+    for r in results {
+        if matches!(
+            r.outcome,
+            Outcome::Skipped { .. } | Outcome::InfraError { .. }
+        ) {
+            continue;
+        }
+        repeated |= r.attempt > 1;
+        let e = by.entry(r.scenario.as_str()).or_default();
+        e.0 += r.tries();
+        e.1 += r.failed_tries.len() + usize::from(r.outcome.fails_run(false));
+        e.2 += usize::from(matches!(r.outcome, Outcome::Flaky { .. }));
+    }
+    if !repeated {
+        return String::new();
+    }
+    let mut out = format!(
+        "{:<64} {:>5} {:>7} {:>6} {:>8}\n",
+        "FAILURE RATE (per try)", "TRIES", "FAILED", "FLAKY", "RATE"
+    );
+    for (scenario, (tries, failed, flaky)) in by {
+        out.push_str(&format!(
+            "{scenario:<64} {tries:>5} {failed:>7} {flaky:>6} {:>7.0}%\n",
+            100.0 * failed as f64 / tries.max(1) as f64
+        ));
+    }
+    out
 }
 
 /// The machine-readable report (`report.json`).
@@ -386,7 +437,8 @@ impl Reporter for Files {
             Event::ApiFields(fields) => self.api_fields = Some(fields.clone()),
             Event::ClusterStarting { .. }
             | Event::ClusterReady { .. }
-            | Event::ScenarioStarted { .. } => return,
+            | Event::ScenarioStarted { .. }
+            | Event::ScenarioRetrying { .. } => return,
         }
         if let Err(err) = self.write_all() {
             eprintln!("warning: write reports in {}: {err}", self.dir.display());
@@ -431,9 +483,11 @@ pub fn junit<'a>(run_id: &str, results: impl Iterator<Item = &'a ScenarioResult>
         } else {
             r.scenario.clone()
         };
-        let status = match &r.outcome {
+        let mut status = match &r.outcome {
             Outcome::Judged(Verdict::Pass) => TestCaseStatus::success(),
             Outcome::Judged(Verdict::ExpectedFail { .. }) => TestCaseStatus::success(),
+            // Its failed tries become <flakyFailure> elements below.
+            Outcome::Flaky { .. } => TestCaseStatus::success(),
             Outcome::Judged(Verdict::Fail) => {
                 let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
                 s.set_message("regression");
@@ -457,6 +511,21 @@ pub fn junit<'a>(run_id: &str, results: impl Iterator<Item = &'a ScenarioResult>
                 s
             }
         };
+        // Failed tries before the last: flaky runs of a pass, reruns of a failure.
+        status.add_reruns(r.failed_tries.iter().map(|t| {
+            let mut rerun = TestRerun::new(NonSuccessKind::Failure);
+            rerun.set_time(std::time::Duration::from_secs_f64(t.seconds));
+            match (&t.verdict, &t.failure) {
+                (Verdict::UnexpectedPass { bug }, _) => {
+                    rerun.set_message(format!("unexpected pass: known bug {bug} did not show"));
+                }
+                (_, failure) => {
+                    rerun.set_message("regression");
+                    rerun.set_system_out(failure.clone().unwrap_or_default());
+                }
+            }
+            rerun
+        }));
         let mut case = TestCase::new(name, status);
         case.set_classname(r.suite.clone());
         case.set_time(std::time::Duration::from_secs_f64(r.seconds));
@@ -492,19 +561,47 @@ pub fn html(r: &JsonReport) -> String {
         let class = match &x.outcome {
             Outcome::Judged(Verdict::Pass) => "pass",
             Outcome::Judged(Verdict::ExpectedFail { .. }) => "xfail",
+            Outcome::Flaky { .. } => "flaky",
             Outcome::Skipped { .. } => "skip",
-            _ => "fail",
+            Outcome::Judged(Verdict::Fail | Verdict::UnexpectedPass { .. })
+            | Outcome::InfraError { .. } => "fail",
         };
         let note = match &x.outcome {
             Outcome::Judged(Verdict::ExpectedFail { bug })
             | Outcome::Judged(Verdict::UnexpectedPass { bug }) => bug.clone(),
             Outcome::Skipped { reason } | Outcome::InfraError { reason } => reason.clone(),
-            _ => String::new(),
+            Outcome::Flaky { .. } => format!("passed on try {} of {}", x.tries(), x.tries()),
+            Outcome::Judged(Verdict::Pass | Verdict::Fail) => String::new(),
         };
-        let link = if x.failure.is_some() {
-            format!("<a href=\"#d{i}\">details</a>")
-        } else {
+        // The failed tries first, then the last try's failure.
+        let mut failures: Vec<(String, &str, Diagnostics)> = x
+            .failed_tries
+            .iter()
+            .enumerate()
+            .map(|(n, t)| {
+                (
+                    format!(
+                        "try {} of {}: {}",
+                        n + 1,
+                        x.tries(),
+                        Outcome::Judged(t.verdict.clone()).label()
+                    ),
+                    t.failure.as_deref().unwrap_or("(no failure text)"),
+                    t.diagnostics.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        if let Some(f) = &x.failure {
+            failures.push((
+                x.outcome.label().to_string(),
+                f,
+                x.diagnostics.clone().unwrap_or_default(),
+            ));
+        }
+        let link = if failures.is_empty() {
             String::new()
+        } else {
+            format!("<a href=\"#d{i}\">details</a>")
         };
         rows.push_str(&format!(
             "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td class=\"res\">{}</td><td>{:.1}</td><td>{}</td><td>{link}</td></tr>\n",
@@ -515,12 +612,16 @@ pub fn html(r: &JsonReport) -> String {
             x.seconds,
             esc(&note)
         ));
-        if let Some(f) = &x.failure {
-            let d = x.diagnostics.clone().unwrap_or_default();
+        for (n, (title, f, d)) in failures.iter().enumerate() {
+            let id = if n == 0 {
+                format!(" id=\"d{i}\"")
+            } else {
+                String::new()
+            };
             details.push_str(&format!(
-                "<section id=\"d{i}\" class=\"diag\"><h3>{} — {}</h3><h4>Failure</h4><pre class=\"failure\">{}</pre><h4>Events</h4><pre>{}</pre><h4>Objects</h4><details><summary>YAML</summary><pre>{}</pre></details><h4>Controller log (scenario window)</h4><details><summary>{} lines</summary><pre>{}</pre></details>{}</section>\n",
+                "<section{id} class=\"diag\"><h3>{} — {}</h3><h4>Failure</h4><pre class=\"failure\">{}</pre><h4>Events</h4><pre>{}</pre><h4>Objects</h4><details><summary>YAML</summary><pre>{}</pre></details><h4>Controller log (scenario window)</h4><details><summary>{} lines</summary><pre>{}</pre></details>{}</section>\n",
                 esc(&x.scenario),
-                x.outcome.label(),
+                esc(title),
                 esc(f),
                 esc(&d.events.join("\n")),
                 esc(&d.objects),
@@ -551,7 +652,7 @@ pub fn html(r: &JsonReport) -> String {
     format!(
         "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>harness {id}</title><style>
 body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}
-tr.pass .res{{background:#cfc}}tr.xfail .res{{background:#ffd}}tr.skip .res{{background:#eee}}tr.fail .res{{background:#fcc}}
+tr.pass .res{{background:#cfc}}tr.xfail .res{{background:#ffd}}tr.flaky .res{{background:#fd9}}tr.skip .res{{background:#eee}}tr.fail .res{{background:#fcc}}
 pre{{background:#f6f6f6;padding:8px;overflow:auto;max-height:40em}}pre.failure{{background:#fee}}
 </style></head><body>
 <h1>harness run {id}</h1><p>{plan} — {state}</p><p id=\"summary\">{counts}</p>
@@ -623,6 +724,7 @@ mod tests {
                 manager_log: "E1121 line".into(),
             }),
             sent: Default::default(),
+            failed_tries: vec![],
         }
     }
 
@@ -671,6 +773,91 @@ mod tests {
                 .unwrap()
                 .as_str()
                 .contains("known bug k")
+        );
+    }
+
+    fn flaky(name: &str) -> ScenarioResult {
+        let mut r = result(
+            name,
+            Outcome::Flaky {
+                verdict: Verdict::Pass,
+            },
+            None,
+        );
+        r.failed_tries = vec![crate::run::FailedTry {
+            verdict: Verdict::Fail,
+            failure: Some("timed out <first>".into()),
+            seconds: 3.0,
+            diagnostics: None,
+        }];
+        r
+    }
+
+    #[test]
+    fn a_flaky_result_is_a_junit_pass_with_its_failed_tries_as_flaky_runs() {
+        let mut failed = result("b", Outcome::Judged(Verdict::Fail), Some("again"));
+        failed.failed_tries = flaky("x").failed_tries;
+        let rs = [flaky("a"), failed];
+        let xml = junit("r1", rs.iter());
+        let parsed = Report::deserialize_from_str(&xml).unwrap();
+        assert_eq!((parsed.tests, parsed.failures), (2, 1));
+        let cases = &parsed.test_suites[0].test_cases;
+        match &cases[0].status {
+            TestCaseStatus::Success { flaky_runs } => {
+                assert_eq!(flaky_runs.len(), 1);
+                let out = flaky_runs[0].system_out.as_ref().unwrap();
+                assert!(out.as_str().contains("timed out <first>"));
+            }
+            other => panic!("a flaky result passes: {other:?}"),
+        }
+        match &cases[1].status {
+            TestCaseStatus::NonSuccess { reruns, .. } => assert_eq!(reruns.runs.len(), 1),
+            other => panic!("a failure stays one: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_flaky_result_is_counted_shown_and_its_failed_tries_detailed() {
+        let rs = vec![flaky("a")];
+        let c = counts(rs.iter());
+        assert_eq!(c.get("FLAKY"), Some(&1));
+        assert!(summary_line(&c).contains("1 flaky"));
+        let h = html(&JsonReport {
+            run_id: "r".into(),
+            plan: None,
+            finished: true,
+            seconds: Some(1.0),
+            counts: c,
+            results: rs,
+            cluster_logs: BTreeMap::new(),
+            coverage: None,
+        });
+        assert!(h.contains("<tr class=\"flaky\">"), "{h}");
+        assert!(h.contains("passed on try 2 of 2"));
+        assert!(h.contains("try 1 of 2: FAIL"));
+        assert!(h.contains("timed out &lt;first&gt;"));
+        assert!(h.contains("href=\"#d0\""));
+    }
+
+    #[test]
+    fn failure_rates_appear_only_when_a_scenario_ran_more_than_once() {
+        let once = [result("a", Outcome::Judged(Verdict::Pass), None)];
+        assert_eq!(failure_rates(once.iter()), "");
+        let mut second = flaky("a");
+        second.attempt = 2;
+        let mut third = result("a", Outcome::Judged(Verdict::Fail), Some("x"));
+        third.attempt = 3;
+        let rs = [
+            result("a", Outcome::Judged(Verdict::Pass), None),
+            second,
+            third,
+        ];
+        let table = failure_rates(rs.iter());
+        let line = table.lines().nth(1).unwrap();
+        // Four tries: a pass, a failed try then a pass, a failure.
+        assert_eq!(
+            line.split_whitespace().collect::<Vec<_>>(),
+            ["a", "4", "2", "1", "50%"]
         );
     }
 

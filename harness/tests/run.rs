@@ -10,12 +10,17 @@ use serde_json::Value;
 
 struct Run {
     code: Option<i32>,
+    stderr: String,
     report: Value,
     dir: std::path::PathBuf,
     _reports: tempfile::TempDir,
 }
 
 fn harness_run(args: &[&str]) -> Run {
+    harness_run_with(args, &[])
+}
+
+fn harness_run_with(args: &[&str], env: &[(&str, &str)]) -> Run {
     let reports = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_harness"))
@@ -24,9 +29,10 @@ fn harness_run(args: &[&str]) -> Run {
         .arg("--report-dir")
         .arg(reports.path())
         .env("HARNESS_STATE_DIR", state.path())
+        .envs(env.iter().copied())
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     eprintln!("{stderr}");
     let dir = reports.path().join("latest");
     let report: Value =
@@ -41,6 +47,7 @@ fn harness_run(args: &[&str]) -> Run {
     );
     Run {
         code: out.status.code(),
+        stderr,
         report,
         dir: std::fs::canonicalize(&dir).unwrap(),
         _reports: reports,
@@ -313,6 +320,80 @@ fn a_known_bug_that_does_not_show_is_an_unexpected_pass() {
 }
 
 #[test]
+fn retries_make_a_pass_after_a_failure_flaky_and_keep_every_failed_try() {
+    const A: &str = "daemonset/native-deployment-selector-is-immutable";
+    const B: &str = "daemonset/cloneset-selector-is-immutable";
+    let result = |run: &Run, name: &str, attempt: u64| -> Value {
+        run.report["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["scenario"] == name && r["attempt"] == attempt)
+            .unwrap_or_else(|| panic!("{name}#{attempt} ran"))
+            .clone()
+    };
+    // A fails its first try of each attempt, B its first two: with one retry A is flaky and B
+    // fails, each keeping its failed try.
+    let inject = format!("{A}=1,{B}=2");
+    let run = harness_run_with(
+        &[
+            "--focus",
+            A,
+            "--focus",
+            B,
+            "--retries",
+            "1",
+            "--repeat",
+            "2",
+        ],
+        &[("HARNESS_INJECT_FAILURES", &inject)],
+    );
+    assert_eq!(run.code, Some(1), "B's failure fails the run");
+    for attempt in [1, 2] {
+        let a = result(&run, A, attempt);
+        assert_eq!(a["outcome"]["result"], "flaky", "{a}");
+        assert_eq!(a["outcome"]["verdict"]["kind"], "pass", "{a}");
+        assert_eq!(a["failed_tries"].as_array().unwrap().len(), 1, "{a}");
+        assert!(a["failure"].is_null(), "the last try passed: {a}");
+        let b = result(&run, B, attempt);
+        assert_eq!(b["outcome"]["kind"], "fail", "{b}");
+        assert_eq!(b["failed_tries"].as_array().unwrap().len(), 1, "{b}");
+        for text in [&b["failure"], &b["failed_tries"][0]["failure"]] {
+            assert!(text.as_str().unwrap().contains("injected failure"), "{b}");
+        }
+    }
+    assert_eq!(run.report["counts"]["FLAKY"], 2);
+    // JUnit: flaky runs of a pass, reruns of a failure.
+    let xml = std::fs::read_to_string(run.dir.join("junit.xml")).unwrap();
+    let junit = quick_junit::Report::deserialize_from_str(&xml).unwrap();
+    assert_eq!((junit.tests, junit.failures), (4, 2));
+    assert_eq!(xml.matches("<flakyFailure").count(), 2, "{xml}");
+    assert_eq!(xml.matches("<rerunFailure").count(), 2, "{xml}");
+    // --repeat prints each scenario's failure rate per try: A 2 of 4, B 4 of 4.
+    let rate = |name: &str| {
+        run.stderr
+            .lines()
+            .find(|l| l.starts_with(name) && l.trim_end().ends_with('%'))
+            .unwrap_or_else(|| panic!("a failure rate for {name}: {}", run.stderr))
+            .split_whitespace()
+            .skip(1)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(rate(A), "4 2 2 50%");
+    assert_eq!(rate(B), "4 4 0 100%");
+
+    // --fail-on-flaky makes a flaky result fail the run.
+    let inject = format!("{A}=1");
+    let run = harness_run_with(
+        &["--focus", A, "--retries", "1", "--fail-on-flaky"],
+        &[("HARNESS_INJECT_FAILURES", &inject)],
+    );
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert_eq!(result(&run, A, 1)["outcome"]["result"], "flaky");
+}
+
+#[test]
 fn list_dry_run_and_bad_input() {
     let out = Command::new(env!("CARGO_BIN_EXE_harness"))
         .args(["run", "--dry-run", "--controller", "openkruise@v1.5.5"])
@@ -336,4 +417,30 @@ fn list_dry_run_and_bad_input() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 5);
+    // Injected failures must name scenarios that exist, in the documented form.
+    for (spec, error) in [
+        (
+            "daemonset/nosuch=1",
+            "there is no scenario `daemonset/nosuch`",
+        ),
+        (
+            "daemonset/native-deployment-selector-is-immutable",
+            "is not <scenario>=<tries>",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+            .args(["run", "--list"])
+            .env("HARNESS_INJECT_FAILURES", spec)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(error), "{stderr}");
+    }
+    // --fail-on-flaky needs --retries.
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["run", "--fail-on-flaky"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
 }

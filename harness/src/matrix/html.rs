@@ -51,6 +51,7 @@ pub fn matrix_html(r: &MatrixReport) -> String {
                     let class = match cell.worst.as_str() {
                         "pass" => "pass",
                         "expected-fail" => "xfail",
+                        "FLAKY" => "flaky",
                         "skipped" | "empty" => "skip",
                         "INFRA-ERROR" => "infra",
                         _ => "fail",
@@ -71,7 +72,7 @@ pub fn matrix_html(r: &MatrixReport) -> String {
     format!(
         "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>matrix {id}</title><style>
 body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:6px 10px;vertical-align:top}}
-td.pass{{background:#cfc}}td.xfail{{background:#ffd}}td.skip{{background:#eee}}td.fail{{background:#fcc}}td.infra{{background:#fc9}}
+td.pass{{background:#cfc}}td.xfail{{background:#ffd}}td.flaky{{background:#fd9}}td.skip{{background:#eee}}td.fail{{background:#fcc}}td.infra{{background:#fc9}}
 </style></head><body><h1>compatibility matrix {id}</h1>
 <table>{grid}</table></body></html>\n",
         id = esc(&r.id)

@@ -51,9 +51,10 @@ fn rank(o: &Outcome) -> u8 {
         Outcome::Skipped { .. } => 0,
         Outcome::Judged(Verdict::Pass) => 1,
         Outcome::Judged(Verdict::ExpectedFail { .. }) => 2,
-        Outcome::InfraError { .. } => 3,
-        Outcome::Judged(Verdict::UnexpectedPass { .. }) => 4,
-        Outcome::Judged(Verdict::Fail) => 5,
+        Outcome::Flaky { .. } => 3,
+        Outcome::InfraError { .. } => 4,
+        Outcome::Judged(Verdict::UnexpectedPass { .. }) => 5,
+        Outcome::Judged(Verdict::Fail) => 6,
     }
 }
 

@@ -342,6 +342,13 @@ pub struct RunOptions {
     pub clusters_parallel: usize,
     /// Times each scenario runs.
     pub repeat: usize,
+    /// Times a scenario whose result fails the run is run again, each time in a fresh
+    /// namespace; a later pass makes the result [`Outcome::Flaky`].
+    pub retries: usize,
+    /// Failures injected to check retries and flake reporting end to end: the first N tries
+    /// of each attempt of the named scenario fail after its body ran, with
+    /// [`INJECTED_FAILURE`] (from `HARNESS_INJECT_FAILURES=<scenario>=<N>,...`).
+    pub inject_failures: BTreeMap<String, usize>,
     /// Leave a cluster running (detached) if one of its scenarios failed.
     pub keep_cluster_on_failure: bool,
     /// Bounds.
@@ -359,6 +366,8 @@ impl Default for RunOptions {
             parallel: 2,
             clusters_parallel: 2,
             repeat: 1,
+            retries: 0,
+            inject_failures: BTreeMap::new(),
             keep_cluster_on_failure: false,
             timeouts: Timeouts::default(),
             scenario_timeout: Duration::from_secs(300),
@@ -400,6 +409,50 @@ pub struct ScenarioResult {
     /// What the scenario sent, by API (for field coverage).
     #[serde(default, skip_serializing_if = "Sends::is_empty")]
     pub sent: Sends,
+    /// Earlier tries that failed the run before `--retries` ran the scenario again, oldest
+    /// first (the result itself is the last try).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_tries: Vec<FailedTry>,
+}
+
+impl ScenarioResult {
+    /// Tries it took: 1, plus one per failed try before it.
+    pub fn tries(&self) -> usize {
+        self.failed_tries.len() + 1
+    }
+}
+
+/// The failure text of a failure injected by [`RunOptions::inject_failures`].
+pub const INJECTED_FAILURE: &str = "injected failure (HARNESS_INJECT_FAILURES)";
+
+/// Parses `HARNESS_INJECT_FAILURES`: `<scenario>=<tries>` pairs, comma-separated.
+pub fn parse_injected_failures(spec: &str) -> Result<BTreeMap<String, usize>, String> {
+    spec.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (name, n) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("`{pair}` is not <scenario>=<tries>"))?;
+            let n: usize = n
+                .parse()
+                .map_err(|_| format!("`{n}` in `{pair}` is not a number of tries"))?;
+            Ok((name.to_string(), n))
+        })
+        .collect()
+}
+
+/// A try of a scenario that failed the run and was retried (`--retries`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FailedTry {
+    /// Its verdict.
+    pub verdict: Verdict,
+    /// Its failure text (none for an unexpected pass).
+    pub failure: Option<String>,
+    /// Seconds.
+    pub seconds: f64,
+    /// Collected before its namespace went.
+    pub diagnostics: Option<Diagnostics>,
 }
 
 /// A result's classification.
@@ -408,6 +461,12 @@ pub struct ScenarioResult {
 pub enum Outcome {
     /// Ran and was judged.
     Judged(Verdict),
+    /// Failed the run on a try, then did not on a retry (`--retries`): judged `verdict` in
+    /// the end, but not trusted; `--fail-on-flaky` makes it fail the run.
+    Flaky {
+        /// The verdict of the last try.
+        verdict: Verdict,
+    },
     /// Did not run: requirements not met.
     Skipped {
         /// Why.
@@ -428,8 +487,18 @@ impl Outcome {
             Outcome::Judged(Verdict::Fail) => "FAIL",
             Outcome::Judged(Verdict::ExpectedFail { .. }) => "expected-fail",
             Outcome::Judged(Verdict::UnexpectedPass { .. }) => "UNEXPECTED-PASS",
+            Outcome::Flaky { .. } => "FLAKY",
             Outcome::Skipped { .. } => "skipped",
             Outcome::InfraError { .. } => "INFRA-ERROR",
+        }
+    }
+
+    /// Whether it fails a run; a flaky result does when `fail_on_flaky`.
+    pub fn fails_run(&self, fail_on_flaky: bool) -> bool {
+        match self {
+            Outcome::Judged(v) => v.fails_run(),
+            Outcome::Flaky { .. } => fail_on_flaky,
+            Outcome::Skipped { .. } | Outcome::InfraError { .. } => false,
         }
     }
 }
@@ -446,14 +515,24 @@ pub enum Status {
 }
 
 impl Status {
-    /// The status of `results`: a failure outweighs an infrastructure error.
+    /// The status of `results`: a failure outweighs an infrastructure error; flaky results
+    /// pass.
     pub fn of<'a>(results: impl IntoIterator<Item = &'a ScenarioResult>) -> Self {
+        Self::judged(results, false)
+    }
+
+    /// [`Status::of`], with flaky results failing the run when `fail_on_flaky`.
+    pub fn judged<'a>(
+        results: impl IntoIterator<Item = &'a ScenarioResult>,
+        fail_on_flaky: bool,
+    ) -> Self {
         let mut status = Status::Passed;
         for r in results {
-            match &r.outcome {
-                Outcome::Judged(v) if v.fails_run() => return Status::Failed,
-                Outcome::InfraError { .. } => status = Status::InfraError,
-                Outcome::Judged(_) | Outcome::Skipped { .. } => {}
+            if r.outcome.fails_run(fail_on_flaky) {
+                return Status::Failed;
+            }
+            if let Outcome::InfraError { .. } = r.outcome {
+                status = Status::InfraError;
             }
         }
         status
@@ -508,6 +587,17 @@ pub enum Event {
         scenario: String,
         /// Attempt.
         attempt: usize,
+    },
+    /// A scenario's try failed the run and it runs again (`--retries`).
+    ScenarioRetrying {
+        /// Scenario.
+        scenario: String,
+        /// Attempt (`--repeat`).
+        attempt: usize,
+        /// The try that starts now (2 for the first retry).
+        next_try: usize,
+        /// The first line of the failed try's failure.
+        reason: String,
     },
     /// A scenario is done (or skipped).
     ScenarioFinished(ScenarioResult),
@@ -643,6 +733,7 @@ fn unrun(scenario: &str, suite: &str, profile: &str, outcome: Outcome) -> Scenar
         seconds: 0.0,
         diagnostics: None,
         sent: Sends::default(),
+        failed_tries: vec![],
     }
 }
 
@@ -869,15 +960,67 @@ async fn run_scenarios_on(
     let mut stream = futures::stream::iter(jobs.into_iter().map(|(s, attempt)| {
         let facts = facts.clone();
         let span = tracing::info_span!("scenario", scenario = s.name, attempt);
-        run_one(s, attempt, facts, unit).instrument(span)
+        run_with_retries(s, attempt, facts, unit, out).instrument(span)
     }))
     .buffer_unordered(env.options.parallel.max(1));
     let mut failed = false;
     while let Some(r) = stream.next().await {
-        failed |= matches!(&r.outcome, Outcome::Judged(v) if v.fails_run());
+        failed |= r.outcome.fails_run(false);
         out.finish(r);
     }
     failed
+}
+
+/// Runs one scenario, and again (each time in a fresh namespace) while its result fails the
+/// run and `retries` are left: a try that does not fail the run after one that did makes the
+/// result flaky; the failed tries are kept in it.
+async fn run_with_retries(
+    s: &Scenario,
+    attempt: usize,
+    facts: Facts,
+    unit: Unit<'_>,
+    out: &Emitter<'_>,
+) -> ScenarioResult {
+    let mut failed_tries = vec![];
+    loop {
+        let try_no = failed_tries.len() + 1;
+        let mut r = run_one(s, attempt, try_no, facts.clone(), unit).await;
+        let Outcome::Judged(verdict) = &r.outcome else {
+            r.failed_tries = failed_tries;
+            return r;
+        };
+        if !verdict.fails_run() {
+            if !failed_tries.is_empty() {
+                r.outcome = Outcome::Flaky {
+                    verdict: verdict.clone(),
+                };
+            }
+            r.failed_tries = failed_tries;
+            return r;
+        }
+        if failed_tries.len() >= unit.env.options.retries {
+            r.failed_tries = failed_tries;
+            return r;
+        }
+        let reason = r
+            .failure
+            .as_deref()
+            .and_then(|f| f.lines().next())
+            .unwrap_or(r.outcome.label())
+            .to_string();
+        failed_tries.push(FailedTry {
+            verdict: verdict.clone(),
+            failure: r.failure,
+            seconds: r.seconds,
+            diagnostics: r.diagnostics,
+        });
+        out.emit(Event::ScenarioRetrying {
+            scenario: s.name.into(),
+            attempt,
+            next_try: failed_tries.len() + 1,
+            reason,
+        });
+    }
 }
 
 /// What every scenario of one cell shares.
@@ -894,7 +1037,13 @@ struct Unit<'a> {
 
 /// Runs one scenario in a namespace of its own: its body, then the invariants; classifies the
 /// result and collects diagnostics before cleanup.
-async fn run_one(s: &Scenario, attempt: usize, facts: Facts, unit: Unit<'_>) -> ScenarioResult {
+async fn run_one(
+    s: &Scenario,
+    attempt: usize,
+    try_no: usize,
+    facts: Facts,
+    unit: Unit<'_>,
+) -> ScenarioResult {
     let t = Instant::now();
     let namespace = namespace_name(s.name);
     let log = unit
@@ -930,7 +1079,11 @@ async fn run_one(s: &Scenario, attempt: usize, facts: Facts, unit: Unit<'_>) -> 
             );
             ctx.upgrade = unit.upgrade.cloned();
             let (cleanup, recorder) = (ctx.cleanup.clone(), ctx.recorder.clone());
-            let failures = body_and_invariants(s, ctx, unit).await;
+            let mut failures = body_and_invariants(s, ctx, unit).await;
+            let injected = unit.env.options.inject_failures.get(s.name);
+            if injected.is_some_and(|n| try_no <= *n) {
+                failures.push(format!("{INJECTED_FAILURE} (try {try_no})"));
+            }
             (failures, Some(cleanup), Some(recorder))
         }
     };
@@ -966,6 +1119,7 @@ async fn run_one(s: &Scenario, attempt: usize, facts: Facts, unit: Unit<'_>) -> 
         seconds: t.elapsed().as_secs_f64(),
         diagnostics,
         sent: recorder.map(|r| Sends::of(&r.sent())).unwrap_or_default(),
+        failed_tries: vec![],
     }
 }
 
@@ -1096,6 +1250,51 @@ async fn collect(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_flaky_result_fails_a_run_only_when_asked() {
+        let r = |outcome| ScenarioResult {
+            scenario: "a".into(),
+            suite: "s".into(),
+            attempt: 1,
+            profile: "default".into(),
+            outcome,
+            failure: None,
+            seconds: 1.0,
+            diagnostics: None,
+            sent: Sends::default(),
+            failed_tries: vec![],
+        };
+        let flaky = [r(Outcome::Flaky {
+            verdict: Verdict::Pass,
+        })];
+        assert_eq!(Status::of(&flaky), Status::Passed);
+        assert_eq!(Status::judged(&flaky, true), Status::Failed);
+        let infra = r(Outcome::InfraError { reason: "x".into() });
+        assert_eq!(
+            Status::judged([&flaky[0], &infra], false),
+            Status::InfraError
+        );
+        assert_eq!(Status::judged([&flaky[0], &infra], true), Status::Failed);
+    }
+
+    #[test]
+    fn injected_failures_parse_or_say_what_is_wrong() {
+        assert_eq!(
+            parse_injected_failures("a/b=1, c/d=2").unwrap(),
+            BTreeMap::from([("a/b".to_string(), 1), ("c/d".to_string(), 2)])
+        );
+        assert!(
+            parse_injected_failures("a/b")
+                .unwrap_err()
+                .contains("<scenario>=<tries>")
+        );
+        assert!(
+            parse_injected_failures("a/b=x")
+                .unwrap_err()
+                .contains("not a number")
+        );
+    }
 
     #[test]
     fn every_scenario_is_named_after_its_suite_and_names_are_unique() {
