@@ -76,6 +76,9 @@ enum Command {
     /// Remove what killed runs left behind: processes and directories of clusters whose owner
     /// is gone.
     Gc,
+    /// Work with reports: merge the outputs of a sharded matrix or qualification.
+    #[command(subcommand)]
+    Report(ReportCommand),
     /// Measure things (see the README for figures).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -427,6 +430,30 @@ impl SelectArgs {
     }
 }
 
+/// Splitting a matrix over CI runners.
+#[derive(Debug, Args)]
+struct ShardArgs {
+    /// Run only shard K of N: the cells (and upgrade checks) split over N shards by expected
+    /// cost, the same way on every runner; merge the outputs with `harness report merge`.
+    #[arg(long, value_name = "K/N")]
+    shard: Option<crate::matrix::Shard>,
+    /// An earlier run's report.json or matrix.json to take expected costs from (medians of
+    /// scenario and cluster bring-up times); without it, estimates.
+    #[arg(long, value_name = "PATH")]
+    costs: Option<PathBuf>,
+    /// Print the split (every unit with its expected time and shard, each shard's total, and
+    /// how many shards keep each under --target-minutes) and run nothing.
+    #[arg(long, conflicts_with = "binaries")]
+    plan: bool,
+    /// Print the binaries the shard (or the whole matrix) needs, comma-separated (a cache
+    /// key), and run nothing.
+    #[arg(long)]
+    binaries: bool,
+    /// The wall time a shard should stay under, for --plan.
+    #[arg(long, default_value_t = 30, value_name = "MINUTES")]
+    target_minutes: u64,
+}
+
 #[derive(Debug, Args)]
 struct MatrixArgs {
     /// Kubernetes versions: a range like 1.27..1.37 (the supported versions inside it) or a
@@ -441,6 +468,8 @@ struct MatrixArgs {
     matrix_file: PathBuf,
     #[command(flatten)]
     select: SelectArgs,
+    #[command(flatten)]
+    shards: ShardArgs,
 }
 
 #[derive(Debug, Args)]
@@ -457,6 +486,24 @@ struct QualifyArgs {
     kubernetes: String,
     #[command(flatten)]
     select: SelectArgs,
+    #[command(flatten)]
+    shards: ShardArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum ReportCommand {
+    /// Merge the shards of a matrix or qualification (`--shard K/N` runs) into what one
+    /// unsharded run writes: matrix.json, matrix.html, junit.xml, the cells' reports, and for a
+    /// qualification qualify.json with its verdict (exit 1 on a regression). Every shard must
+    /// be given exactly once.
+    Merge {
+        /// The shards' report directories (each holds a matrix.json).
+        #[arg(required = true, value_name = "DIR")]
+        dirs: Vec<PathBuf>,
+        /// Where the merged reports go (`<dir>/<id>/`, `<dir>/latest`).
+        #[arg(long, default_value = "reports")]
+        report_dir: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -877,13 +924,55 @@ impl MatrixSetup {
         }
     }
 
-    /// Runs the cells (every version with every controller) into `<report dir>/<id>/`.
+    /// The units of work of a matrix (its cells, and for a qualification its upgrade checks),
+    /// in grid order, with their expected seconds.
+    fn units(
+        &self,
+        versions: &[KubeVersion],
+        controllers: &[crate::controller::ControllerRef],
+        upgrade: Option<(
+            &crate::controller::ControllerRef,
+            &crate::controller::ControllerRef,
+        )>,
+        costs: &crate::matrix::Costs,
+    ) -> Vec<(crate::matrix::Unit, f64)> {
+        use crate::matrix::Unit;
+        let mut units: Vec<(Unit, f64)> = crate::matrix::cell_units(versions, controllers)
+            .into_iter()
+            .map(|u| {
+                let Unit::Cell {
+                    kubernetes,
+                    controller,
+                } = &u
+                else {
+                    unreachable!("cell_units gives cells")
+                };
+                let plan = crate::run::plan(&self.scenarios, &self.filter, *kubernetes, controller);
+                let cost = costs.plan(&plan, self.options.parallel);
+                (u, cost)
+            })
+            .collect();
+        if let Some((baseline, candidate)) = upgrade {
+            for v in versions {
+                let every = crate::run::Filter::default();
+                let plan =
+                    crate::run::plan_upgrade(&self.scenarios, &every, *v, baseline, candidate);
+                let cost = costs.plan(&plan, self.options.parallel);
+                units.push((Unit::Upgrade { kubernetes: *v }, cost));
+            }
+        }
+        units
+    }
+
+    /// Runs the cells (every version with every controller, or those of `shard`) into
+    /// `<report dir>/<id>/`.
     async fn cells(
         &self,
         select: &SelectArgs,
         versions: Vec<KubeVersion>,
         controllers: Vec<crate::controller::ControllerRef>,
         prefix: &str,
+        shard: Option<crate::matrix::ShardInfo>,
     ) -> anyhow::Result<crate::matrix::MatrixReport> {
         for note in controllers.iter().filter_map(|c| c.note()) {
             eprintln!("note: {note}");
@@ -901,7 +990,7 @@ impl MatrixSetup {
             progress: &progress,
             cells_parallel: select.cells_parallel,
         };
-        let report = crate::matrix::run_matrix(env, &versions, &controllers, &id, &dir)
+        let report = crate::matrix::run_matrix(env, &versions, &controllers, &id, &dir, shard)
             .await
             .with_context(|| format!("write reports in {}", dir.display()))?;
         let latest = select.report_dir.join("latest");
@@ -919,6 +1008,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Matrix(args) => matrix(args).await,
         Command::Coverage(args) => coverage(args).await,
         Command::Qualify(args) => qualify(args).await,
+        Command::Report(ReportCommand::Merge { dirs, report_dir }) => {
+            report_merge(&dirs, &report_dir)
+        }
         Command::Cluster(ClusterCommand::Up(args)) => cluster_up(*args).await,
         Command::Cluster(ClusterCommand::Down { name }) => {
             provider(None).down(&name)?;
@@ -1015,6 +1107,176 @@ async fn coverage(args: CoverageArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `--shard`, `--plan` and `--binaries` make of a matrix.
+enum Sharding {
+    /// Run every unit.
+    Whole,
+    /// Run this shard's units.
+    Shard(crate::matrix::ShardInfo),
+    /// Something was printed; run nothing.
+    Printed,
+}
+
+/// Splits `units` as `args` asks, or prints the split or the binaries.
+fn sharding(
+    args: &ShardArgs,
+    units: Vec<(crate::matrix::Unit, f64)>,
+    cells_parallel: usize,
+) -> Sharding {
+    use crate::matrix::Unit;
+    let count = args.shard.map_or(1, |s| s.count);
+    let split = crate::matrix::shard::split(units.clone(), count);
+    let index = args.shard.map_or(1, |s| s.index);
+    if args.binaries {
+        let mut names: Vec<String> = vec![];
+        for a in split.iter().filter(|a| a.shard == index) {
+            let (v, c) = match &a.unit {
+                Unit::Cell {
+                    kubernetes,
+                    controller,
+                } => (
+                    kubernetes,
+                    vec![format!("{}-{}", controller.kind.name(), controller.slug())],
+                ),
+                // The upgrade check runs both releases (named by the cells).
+                Unit::Upgrade { kubernetes } => (kubernetes, vec![]),
+            };
+            names.push(format!("k8s-{v}"));
+            names.extend(c);
+        }
+        names.sort();
+        names.dedup();
+        println!("{}", names.join(","));
+        return Sharding::Printed;
+    }
+    if args.plan {
+        print!(
+            "{}",
+            split_table(&split, count, cells_parallel, args.target_minutes)
+        );
+        return Sharding::Printed;
+    }
+    match args.shard {
+        None => Sharding::Whole,
+        Some(s) => Sharding::Shard(crate::matrix::ShardInfo {
+            index: s.index,
+            count: s.count,
+            units: split,
+            qualify: None,
+        }),
+    }
+}
+
+fn minutes(seconds: f64) -> String {
+    format!(
+        "{}m{:02}s",
+        (seconds / 60.0) as u64,
+        (seconds % 60.0) as u64
+    )
+}
+
+/// The split as a table: units with expected time and shard, each shard's total, and the
+/// number of shards that keeps every shard under `target` minutes.
+fn split_table(
+    split: &[crate::matrix::shard::Assignment],
+    count: usize,
+    cells_parallel: usize,
+    target: u64,
+) -> String {
+    let per = cells_parallel.max(1) as f64;
+    let mut out = format!("{:<64} {:>5} {:>9}\n", "UNIT", "SHARD", "EXPECTED");
+    for a in split {
+        out.push_str(&format!(
+            "{:<64} {:>5} {:>9}\n",
+            a.unit.to_string(),
+            a.shard,
+            minutes(a.cost)
+        ));
+    }
+    let load = |k: usize, of: &[crate::matrix::shard::Assignment]| -> f64 {
+        of.iter()
+            .filter(|a| a.shard == k)
+            .map(|a| a.cost)
+            .sum::<f64>()
+            / per
+    };
+    out.push('\n');
+    for k in 1..=count {
+        out.push_str(&format!(
+            "shard {k}/{count}: {} unit(s), about {} ({cells_parallel} cell(s) at once)\n",
+            split.iter().filter(|a| a.shard == k).count(),
+            minutes(load(k, split))
+        ));
+    }
+    let serial: f64 = split.iter().map(|a| a.cost).sum();
+    let units: Vec<(crate::matrix::Unit, f64)> =
+        split.iter().map(|a| (a.unit.clone(), a.cost)).collect();
+    let needed = (1..=units.len().max(1)).find_map(|n| {
+        let s = crate::matrix::shard::split(units.clone(), n);
+        let worst = (1..=n).map(|k| load(k, &s)).fold(0.0, f64::max);
+        (worst <= target as f64 * 60.0).then_some((n, worst))
+    });
+    out.push_str(&format!(
+        "whole matrix: {} unit(s), {} of work; ",
+        split.len(),
+        minutes(serial)
+    ));
+    match needed {
+        Some((n, worst)) => out.push_str(&format!(
+            "{n} shard(s) keep each under {target} minutes (the slowest about {})\n",
+            minutes(worst)
+        )),
+        None => out.push_str(&format!(
+            "one unit alone takes longer than {target} minutes\n"
+        )),
+    }
+    out
+}
+
+fn report_merge(dirs: &[PathBuf], report_dir: &std::path::Path) -> anyhow::Result<ExitCode> {
+    // The kind of run comes from the first shard; the merge checks the rest.
+    let first = dirs.first().map(|d| d.join("matrix.json"));
+    let qualify = first
+        .and_then(|p| std::fs::read(p).ok())
+        .and_then(|b| serde_json::from_slice::<crate::matrix::MatrixReport>(&b).ok())
+        .and_then(|r| r.shard)
+        .is_some_and(|s| s.qualify.is_some());
+    let id = crate::run::new_id(if qualify { "qualify" } else { "matrix" });
+    let out = report_dir.join(&id);
+    let merged = match crate::matrix::shard::merge(dirs, &out, &id) {
+        Ok(m) => m,
+        Err(e) => {
+            // Nothing half-written.
+            let _ = std::fs::remove_dir_all(&out);
+            return Err(e.into());
+        }
+    };
+    let latest = report_dir.join("latest");
+    let _ = std::fs::remove_file(&latest);
+    let _ = std::os::unix::fs::symlink(&id, &latest);
+    print_cells(&merged.report);
+    eprintln!("reports: {}", out.display());
+    if let Some((baseline, candidate, q)) = &merged.qualification {
+        println!("{}", q.summary(baseline, candidate));
+        return Ok(exit_code(q.status()));
+    }
+    Ok(exit_code(crate::run::Status::of(
+        merged.report.cells.iter().flat_map(|c| &c.results),
+    )))
+}
+
+fn print_cells(report: &crate::matrix::MatrixReport) {
+    println!("{:<10} {:<22} WORST", "KUBERNETES", "RELEASE");
+    for c in &report.cells {
+        println!(
+            "{:<10} {:<22} {}",
+            c.kubernetes.to_string(),
+            c.controller.to_string(),
+            c.worst
+        );
+    }
+}
+
 async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
     let file = if args.kubernetes.is_none() || args.controllers.is_none() {
         Some(crate::matrix::MatrixFile::load(&args.matrix_file)?)
@@ -1032,18 +1294,26 @@ async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or_else(|| &file.as_ref().expect("loaded").controllers),
     )?;
     let setup = MatrixSetup::new(&args.select)?;
+    let costs = match &args.shards.costs {
+        Some(p) => crate::matrix::Costs::load(p)?,
+        None => crate::matrix::Costs::estimate(),
+    };
+    let units = setup.units(&versions, &controllers, None, &costs);
+    let shard = match sharding(&args.shards, units, args.select.cells_parallel) {
+        Sharding::Printed => return Ok(ExitCode::SUCCESS),
+        Sharding::Whole => None,
+        Sharding::Shard(info) => Some(info),
+    };
+    let sharded = shard.as_ref().map(|s| format!("{}/{}", s.index, s.count));
     let report = setup
-        .cells(&args.select, versions, controllers, "matrix")
+        .cells(&args.select, versions, controllers, "matrix", shard)
         .await?;
-    println!("{:<10} {:<22} WORST", "KUBERNETES", "RELEASE");
-    for c in &report.cells {
-        println!(
-            "{:<10} {:<22} {}",
-            c.kubernetes.to_string(),
-            c.controller.to_string(),
-            c.worst
+    if let Some(k) = sharded {
+        eprintln!(
+            "shard {k} done: merge every shard's directory with `harness report merge DIR...`"
         );
     }
+    print_cells(&report);
     Ok(exit_code(crate::run::Status::judged(
         report.cells.iter().flat_map(|c| &c.results),
         args.select.flakes.fail_on_flaky,
@@ -1063,10 +1333,65 @@ async fn qualify(args: QualifyArgs) -> anyhow::Result<ExitCode> {
     let versions = crate::matrix::parse_versions(&args.kubernetes)?;
     let setup = MatrixSetup::new(&args.select)?;
     let controllers = vec![baseline.clone(), candidate.clone()];
-    let report = setup
-        .cells(&args.select, versions, controllers, "qualify")
+    let costs = match &args.shards.costs {
+        Some(p) => crate::matrix::Costs::load(p)?,
+        None => crate::matrix::Costs::estimate(),
+    };
+    let units = setup.units(
+        &versions,
+        &controllers,
+        Some((&baseline, &candidate)),
+        &costs,
+    );
+    let shard = match sharding(&args.shards, units, args.select.cells_parallel) {
+        Sharding::Printed => return Ok(ExitCode::SUCCESS),
+        Sharding::Whole => None,
+        Sharding::Shard(mut info) => {
+            info.qualify = Some(crate::matrix::shard::QualifyShard {
+                baseline: baseline.clone(),
+                candidate: candidate.clone(),
+                upgrades: vec![],
+            });
+            Some(info)
+        }
+    };
+    let mut report = setup
+        .cells(
+            &args.select,
+            versions.clone(),
+            controllers,
+            "qualify",
+            shard,
+        )
         .await?;
     let dir = args.select.report_dir.join(&report.id);
+    if let Some(mut info) = report.shard.take() {
+        // A shard runs its upgrade checks and leaves the verdict to the merge.
+        let mine: Vec<KubeVersion> = info
+            .mine()
+            .filter_map(|u| match u {
+                crate::matrix::Unit::Upgrade { kubernetes } => Some(*kubernetes),
+                crate::matrix::Unit::Cell { .. } => None,
+            })
+            .collect();
+        let upgrades =
+            crate::qualify::upgrades(&report.id, setup.env(), &mine, &baseline, &candidate, &dir)
+                .await
+                .with_context(|| format!("write upgrade reports in {}", dir.display()))?;
+        if let Some(q) = info.qualify.as_mut() {
+            q.upgrades = upgrades;
+        }
+        let (index, count) = (info.index, info.count);
+        report.shard = Some(info);
+        crate::matrix::write_matrix(&dir, &report)
+            .with_context(|| format!("write matrix.json in {}", dir.display()))?;
+        eprintln!(
+            "shard {}/{} done: the verdict comes from `harness report merge DIR...` over every \
+             shard's directory",
+            index, count
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     let q = crate::qualify::qualify(&report, setup.env(), &baseline, &candidate, &dir)
         .await
         .with_context(|| format!("write qualify.json in {}", dir.display()))?;

@@ -106,8 +106,7 @@ impl Qualification {
 
 /// Qualifies `candidate` against `baseline` from a matrix `report` of both on the same cells:
 /// compares the results, runs the upgrade scenarios on every Kubernetes version of the report
-/// (each installed at the baseline and upgraded to the candidate by its body; reports under
-/// `dir/upgrade-<version>/`), and writes `qualify.json` into `dir`.
+/// ([`upgrades`]), and writes `qualify.json` into `dir`.
 pub async fn qualify(
     report: &MatrixReport,
     env: Env<'_>,
@@ -118,11 +117,27 @@ pub async fn qualify(
     let mut q = compare(report, baseline, candidate);
     let mut versions: Vec<KubeVersion> = report.cells.iter().map(|c| c.kubernetes).collect();
     versions.dedup();
-    for v in versions {
+    q.upgrades = upgrades(&report.id, env, &versions, baseline, candidate, dir).await?;
+    q.write(dir)?;
+    Ok(q)
+}
+
+/// Runs the upgrade scenarios on each of `versions`: each installed at the baseline and
+/// upgraded to the candidate by its body; reports under `dir/upgrade-<version>/`.
+pub async fn upgrades(
+    id: &str,
+    env: Env<'_>,
+    versions: &[KubeVersion],
+    baseline: &ControllerRef,
+    candidate: &ControllerRef,
+    dir: &Path,
+) -> std::io::Result<Vec<UpgradeReport>> {
+    let mut out = vec![];
+    for v in versions.iter().copied() {
         // Every upgrade scenario, whatever selected the cells' scenarios.
         let every = Filter::default();
         let plan = crate::run::plan_upgrade(env.scenarios, &every, v, baseline, candidate);
-        let id = format!("{}-upgrade-{}", report.id, v.minor);
+        let run_id = format!("{id}-upgrade-{}", v.minor);
         let files = Files::new(dir, &format!("upgrade-{v}"))?;
         let options = RunOptions {
             logs_dir: Some(files.dir().join("cluster-logs")),
@@ -134,7 +149,7 @@ pub async fn qualify(
             options: &options,
             ..env
         };
-        let results = crate::run::execute(&plan, env, &id, &mut reporters).await;
+        let results = crate::run::execute(&plan, env, &run_id, &mut reporters).await;
         let problems = results
             .iter()
             .filter(|r| Status::of([*r]) != Status::Passed)
@@ -143,7 +158,7 @@ pub async fn qualify(
                 format!("{}: {why}", r.scenario)
             })
             .collect();
-        q.upgrades.push(UpgradeReport {
+        out.push(UpgradeReport {
             kubernetes: v,
             baseline: baseline.clone(),
             candidate: candidate.clone(),
@@ -151,8 +166,7 @@ pub async fn qualify(
         });
     }
     let _ = std::fs::remove_file(dir.join("latest"));
-    q.write(dir)?;
-    Ok(q)
+    Ok(out)
 }
 
 /// What one side of a comparison says, raw (the ledger aside).
@@ -215,7 +229,7 @@ pub fn compare(
 }
 
 /// What the upgrade check saw.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UpgradeReport {
     /// Kubernetes version.
     pub kubernetes: KubeVersion,
@@ -271,6 +285,7 @@ mod tests {
             results,
         };
         let report = MatrixReport {
+            shard: None,
             id: "m".into(),
             cells: vec![
                 cell(

@@ -332,6 +332,9 @@ pub struct JsonReport {
     pub results: Vec<ScenarioResult>,
     /// Log files of clusters kept after a failure, by profile, relative to the run directory.
     pub cluster_logs: BTreeMap<String, Vec<String>>,
+    /// Seconds each cluster took to come up with its controller, by profile (the costs a
+    /// sharded matrix is split by).
+    pub clusters: BTreeMap<String, f64>,
     /// API field coverage, once the controller's CRDs are known.
     pub coverage: Option<Coverage>,
 }
@@ -345,6 +348,7 @@ pub struct Files {
     results: BTreeMap<Key, ScenarioResult>,
     seconds: Option<f64>,
     cluster_logs: BTreeMap<String, Vec<String>>,
+    clusters: BTreeMap<String, f64>,
     api_fields: Option<Vec<ApiFields>>,
 }
 
@@ -365,6 +369,7 @@ impl Files {
             results: BTreeMap::new(),
             seconds: None,
             cluster_logs: BTreeMap::new(),
+            clusters: BTreeMap::new(),
             api_fields: None,
         })
     }
@@ -384,6 +389,7 @@ impl Files {
             counts: counts(self.results.values()),
             results: self.results.values().cloned().collect(),
             cluster_logs: self.cluster_logs.clone(),
+            clusters: self.clusters.clone(),
             coverage: self
                 .api_fields
                 .as_ref()
@@ -435,8 +441,10 @@ impl Reporter for Files {
             Event::RunFinished { seconds } => self.seconds = Some(*seconds),
             Event::ClusterLogs { profile, dir } => self.add_cluster_logs(profile, dir),
             Event::ApiFields(fields) => self.api_fields = Some(fields.clone()),
+            Event::ClusterReady { profile, seconds } => {
+                self.clusters.insert(profile.clone(), *seconds);
+            }
             Event::ClusterStarting { .. }
-            | Event::ClusterReady { .. }
             | Event::ScenarioStarted { .. }
             | Event::ScenarioRetrying { .. } => return,
         }
@@ -478,72 +486,79 @@ pub fn junit<'a>(run_id: &str, results: impl Iterator<Item = &'a ScenarioResult>
     let mut report = Report::new(format!("harness {run_id}"));
     let mut suites: BTreeMap<String, TestSuite> = BTreeMap::new();
     for r in results {
-        let name = if r.attempt > 1 {
-            format!("{}#{}", r.scenario, r.attempt)
-        } else {
-            r.scenario.clone()
-        };
-        let mut status = match &r.outcome {
-            Outcome::Judged(Verdict::Pass) => TestCaseStatus::success(),
-            Outcome::Judged(Verdict::ExpectedFail { .. }) => TestCaseStatus::success(),
-            // Its failed tries become <flakyFailure> elements below.
-            Outcome::Flaky { .. } => TestCaseStatus::success(),
-            Outcome::Judged(Verdict::Fail) => {
-                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                s.set_message("regression");
-                s.set_description(r.failure.clone().unwrap_or_default());
-                s
-            }
-            Outcome::Judged(Verdict::UnexpectedPass { bug }) => {
-                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                s.set_message(format!("unexpected pass: known bug {bug} did not show"));
-                s
-            }
-            Outcome::InfraError { reason } => {
-                let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
-                s.set_message("infrastructure error");
-                s.set_description(reason.clone());
-                s
-            }
-            Outcome::Skipped { reason } => {
-                let mut s = TestCaseStatus::skipped();
-                s.set_message(reason.clone());
-                s
-            }
-        };
-        // Failed tries before the last: flaky runs of a pass, reruns of a failure.
-        status.add_reruns(r.failed_tries.iter().map(|t| {
-            let mut rerun = TestRerun::new(NonSuccessKind::Failure);
-            rerun.set_time(std::time::Duration::from_secs_f64(t.seconds));
-            match (&t.verdict, &t.failure) {
-                (Verdict::UnexpectedPass { bug }, _) => {
-                    rerun.set_message(format!("unexpected pass: known bug {bug} did not show"));
-                }
-                (_, failure) => {
-                    rerun.set_message("regression");
-                    rerun.set_system_out(failure.clone().unwrap_or_default());
-                }
-            }
-            rerun
-        }));
-        let mut case = TestCase::new(name, status);
-        case.set_classname(r.suite.clone());
-        case.set_time(std::time::Duration::from_secs_f64(r.seconds));
-        if let Outcome::Judged(Verdict::ExpectedFail { bug }) = &r.outcome {
-            case.set_system_out(format!(
-                "expected failure (known bug {bug}):\n{}",
-                r.failure.clone().unwrap_or_default()
-            ));
-        }
         suites
             .entry(r.suite.clone())
             .or_insert_with(|| TestSuite::new(r.suite.clone()))
-            .add_test_case(case);
+            .add_test_case(test_case(r));
     }
     for (_, s) in suites {
         report.add_test_suite(s);
     }
     report.to_string().unwrap_or_default()
+}
+
+/// One result as a JUnit test case: skips as skipped, expected failures as passes with the bug
+/// in their output, regressions and unexpected passes as failures, flaky results as passes
+/// with their failed tries as flaky runs.
+pub fn test_case(r: &ScenarioResult) -> TestCase {
+    let name = if r.attempt > 1 {
+        format!("{}#{}", r.scenario, r.attempt)
+    } else {
+        r.scenario.clone()
+    };
+    let mut status = match &r.outcome {
+        Outcome::Judged(Verdict::Pass) => TestCaseStatus::success(),
+        Outcome::Judged(Verdict::ExpectedFail { .. }) => TestCaseStatus::success(),
+        // Its failed tries become <flakyFailure> elements below.
+        Outcome::Flaky { .. } => TestCaseStatus::success(),
+        Outcome::Judged(Verdict::Fail) => {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            s.set_message("regression");
+            s.set_description(r.failure.clone().unwrap_or_default());
+            s
+        }
+        Outcome::Judged(Verdict::UnexpectedPass { bug }) => {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            s.set_message(format!("unexpected pass: known bug {bug} did not show"));
+            s
+        }
+        Outcome::InfraError { reason } => {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
+            s.set_message("infrastructure error");
+            s.set_description(reason.clone());
+            s
+        }
+        Outcome::Skipped { reason } => {
+            let mut s = TestCaseStatus::skipped();
+            s.set_message(reason.clone());
+            s
+        }
+    };
+    // Failed tries before the last: flaky runs of a pass, reruns of a failure.
+    status.add_reruns(r.failed_tries.iter().map(|t| {
+        let mut rerun = TestRerun::new(NonSuccessKind::Failure);
+        rerun.set_time(std::time::Duration::from_secs_f64(t.seconds));
+        match (&t.verdict, &t.failure) {
+            (Verdict::UnexpectedPass { bug }, _) => {
+                rerun.set_message(format!("unexpected pass: known bug {bug} did not show"));
+            }
+            (_, failure) => {
+                rerun.set_message("regression");
+                rerun.set_system_out(failure.clone().unwrap_or_default());
+            }
+        }
+        rerun
+    }));
+    let mut case = TestCase::new(name, status);
+    case.set_classname(r.suite.clone());
+    case.set_time(std::time::Duration::from_secs_f64(r.seconds));
+    if let Outcome::Judged(Verdict::ExpectedFail { bug }) = &r.outcome {
+        case.set_system_out(format!(
+            "expected failure (known bug {bug}):\n{}",
+            r.failure.clone().unwrap_or_default()
+        ));
+    }
+    case
 }
 
 fn esc(s: &str) -> String {
@@ -830,6 +845,7 @@ mod tests {
             counts: c,
             results: rs,
             cluster_logs: BTreeMap::new(),
+            clusters: BTreeMap::new(),
             coverage: None,
         });
         assert!(h.contains("<tr class=\"flaky\">"), "{h}");
@@ -872,6 +888,7 @@ mod tests {
             counts: counts(rs.iter()),
             results: rs,
             cluster_logs: BTreeMap::new(),
+            clusters: BTreeMap::new(),
             coverage: None,
         });
         assert!(h.contains("x &lt;y&gt;"));

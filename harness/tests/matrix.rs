@@ -112,6 +112,115 @@ fn a_small_matrix_places_the_known_bugs_exactly() {
         .unwrap();
     assert!(row_132.contains("kruise-sidecarset-resize-policy"));
     assert!(!row_137.contains("kruise-sidecarset-resize-policy"));
+
+    // The same matrix in two shards, merged, reports what the unsharded run reported.
+    let args = [
+        "matrix",
+        "--k8s",
+        "1.32,1.37",
+        "--controller",
+        "openkruise@v1.6.0,v1.9.0",
+        "--labels",
+        "seed",
+    ];
+    let shards: Vec<Out> = ["1/2", "2/2"]
+        .iter()
+        .map(|k| {
+            let mut a = args.to_vec();
+            a.extend(["--shard", k]);
+            harness(&a)
+        })
+        .collect();
+    for (k, shard) in shards.iter().enumerate() {
+        let m = json(&shard.dir.join("matrix.json"));
+        assert_eq!(m["shard"]["index"], k + 1);
+        assert_eq!(m["cells"].as_array().unwrap().len(), 2, "balanced: {m}");
+    }
+    let merged = harness(
+        &[
+            &["report", "merge"][..],
+            &shards
+                .iter()
+                .map(|s| s.dir.to_str().unwrap())
+                .collect::<Vec<_>>(),
+        ]
+        .concat(),
+    );
+    assert_eq!(merged.code, out.code, "{}", merged.stdout);
+    let whole = json(&merged.dir.join("matrix.json"));
+    assert_eq!(stable(&whole), stable(&m), "merged matrix.json");
+    assert!(whole.get("shard").is_none());
+    let junit_cases = |dir: &std::path::Path| {
+        let xml = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
+        let r = quick_junit::Report::deserialize_from_str(&xml).unwrap();
+        let mut cases: Vec<String> = r
+            .test_suites
+            .iter()
+            .flat_map(|s| {
+                s.test_cases.iter().map(move |c| {
+                    format!(
+                        "{} {} {:?}",
+                        s.name.as_str(),
+                        c.name.as_str(),
+                        std::mem::discriminant(&c.status)
+                    )
+                })
+            })
+            .collect();
+        cases.sort();
+        (r.tests, r.failures, cases)
+    };
+    assert_eq!(junit_cases(&merged.dir), junit_cases(&out.dir), "junit.xml");
+    let links = |dir: &std::path::Path| {
+        let html = std::fs::read_to_string(dir.join("matrix.html")).unwrap();
+        let mut l: Vec<String> = html
+            .split("href=\"")
+            .skip(1)
+            .map(|x| x.split('"').next().unwrap().to_string())
+            .collect();
+        l.sort();
+        l
+    };
+    assert_eq!(links(&merged.dir), links(&out.dir), "matrix.html links");
+    for c in whole["cells"].as_array().unwrap() {
+        let dir = c["dir"].as_str().unwrap();
+        assert!(merged.dir.join(dir).join("report.json").is_file(), "{dir}");
+    }
+}
+
+/// A matrix report without what differs from run to run: ids, times, failure texts and
+/// diagnostics (which name random namespaces).
+fn stable(m: &Value) -> Value {
+    let cells: Vec<Value> = m["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let results: Vec<Value> = c["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "scenario": r["scenario"],
+                        "suite": r["suite"],
+                        "attempt": r["attempt"],
+                        "profile": r["profile"],
+                        "outcome": r["outcome"],
+                        "failed": r["failure"].is_string(),
+                    })
+                })
+                .collect();
+            serde_json::json!({
+                "kubernetes": c["kubernetes"],
+                "controller": c["controller"],
+                "dir": c["dir"],
+                "worst": c["worst"],
+                "results": results,
+            })
+        })
+        .collect();
+    Value::Array(cells)
 }
 
 #[test]

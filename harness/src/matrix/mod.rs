@@ -4,9 +4,11 @@
 //! each cell's worst result ([`html`]). [`spec`] parses what a matrix is made of.
 
 pub mod html;
+pub mod shard;
 pub mod spec;
 
 pub use html::matrix_html;
+pub use shard::{Costs, Shard, ShardInfo, Unit};
 pub use spec::{MatrixError, MatrixFile, parse_controllers, parse_versions};
 
 use std::path::Path;
@@ -44,6 +46,23 @@ pub struct MatrixReport {
     pub id: String,
     /// Cells, by Kubernetes version then controller.
     pub cells: Vec<CellReport>,
+    /// When the run was one shard of the matrix (`--shard K/N`): which, and of what.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardInfo>,
+}
+
+/// The cells of `versions` x `controllers` in grid order (by Kubernetes version, then release
+/// as given).
+pub fn cell_units(versions: &[KubeVersion], controllers: &[ControllerRef]) -> Vec<Unit> {
+    versions
+        .iter()
+        .flat_map(|v| {
+            controllers.iter().map(move |c| Unit::Cell {
+                kubernetes: *v,
+                controller: c.clone(),
+            })
+        })
+        .collect()
 }
 
 fn rank(o: &Outcome) -> u8 {
@@ -125,30 +144,61 @@ async fn prebuild(env: MatrixEnv<'_>, versions: &[KubeVersion], controllers: &[C
         .await;
 }
 
-/// Runs every cell; a cell whose cluster cannot start is an infrastructure error and the
-/// others still run. Writes `matrix.json` and `matrix.html` under `dir`.
+/// Runs every cell (of `shard`, when given); a cell whose cluster cannot start is an
+/// infrastructure error and the others still run. Writes `matrix.json`, `matrix.html` and
+/// `junit.xml` under `dir`.
 pub async fn run_matrix(
     env: MatrixEnv<'_>,
     versions: &[KubeVersion],
     controllers: &[ControllerRef],
     id: &str,
     dir: &Path,
+    shard: Option<ShardInfo>,
 ) -> std::io::Result<MatrixReport> {
     std::fs::create_dir_all(dir)?;
-    env.progress.line(&format!(
-        "matrix {id}: {} Kubernetes version(s) x {} release(s); building what is missing",
-        versions.len(),
-        controllers.len()
-    ));
-    prebuild(env, versions, controllers).await;
-    let mut report = MatrixReport {
-        id: id.into(),
-        cells: vec![],
-    };
     let order: Vec<(KubeVersion, ControllerRef)> = versions
         .iter()
         .flat_map(|v| controllers.iter().map(move |c| (*v, c.clone())))
+        .filter(|(v, c)| {
+            shard.as_ref().is_none_or(|s| {
+                s.runs(&Unit::Cell {
+                    kubernetes: *v,
+                    controller: c.clone(),
+                })
+            })
+        })
         .collect();
+    let mut needed_versions: Vec<KubeVersion> = order.iter().map(|(v, _)| *v).collect();
+    needed_versions.dedup();
+    let needed_controllers: Vec<ControllerRef> = controllers
+        .iter()
+        .filter(|c| order.iter().any(|(_, x)| x == *c))
+        .cloned()
+        .collect();
+    let of_shard = shard
+        .as_ref()
+        .map(|s| {
+            format!(
+                ", shard {}/{} with {} cell(s)",
+                s.index,
+                s.count,
+                order.len()
+            )
+        })
+        .unwrap_or_default();
+    env.progress.line(&format!(
+        "matrix {id}: {} Kubernetes version(s) x {} release(s){of_shard}; building what is missing",
+        versions.len(),
+        controllers.len()
+    ));
+    prebuild(env, &needed_versions, &needed_controllers).await;
+    let mut report = MatrixReport {
+        id: id.into(),
+        cells: vec![],
+        shard,
+    };
+    // A shard with nothing to run still says so in its matrix.json.
+    write_matrix(dir, &report)?;
     let cells = order.iter().cloned().map(|(v, c)| async move {
         let slug = format!("k8s-{}_{}-{}", v, c.kind.name(), c.slug());
         let plan = crate::run::plan(env.scenarios, env.filter, v, &c);
@@ -195,13 +245,39 @@ pub async fn run_matrix(
     Ok(report)
 }
 
-fn write_matrix(dir: &Path, report: &MatrixReport) -> std::io::Result<()> {
+/// Writes `matrix.json`, `matrix.html` and `junit.xml` (one test suite per cell and scenario
+/// suite) of `report` into `dir`.
+pub fn write_matrix(dir: &Path, report: &MatrixReport) -> std::io::Result<()> {
     let json = serde_json::to_vec_pretty(report).expect("serializes");
     for (name, body) in [
         ("matrix.json", json),
         ("matrix.html", matrix_html(report).into_bytes()),
+        ("junit.xml", matrix_junit(report).into_bytes()),
     ] {
         crate::report::atomic_write(&dir.join(name), &body)?;
     }
     Ok(())
+}
+
+/// JUnit XML of a whole matrix: a test suite per cell and scenario suite, named
+/// `<Kubernetes version> <release> <suite>`, each result as [`crate::report::test_case`].
+pub fn matrix_junit(report: &MatrixReport) -> String {
+    let mut junit = quick_junit::Report::new(format!("harness {}", report.id));
+    for cell in &report.cells {
+        let mut suites: std::collections::BTreeMap<&str, quick_junit::TestSuite> =
+            std::collections::BTreeMap::new();
+        for r in &cell.results {
+            suites
+                .entry(r.suite.as_str())
+                .or_insert_with(|| {
+                    quick_junit::TestSuite::new(format!(
+                        "{} {} {}",
+                        cell.kubernetes, cell.controller, r.suite
+                    ))
+                })
+                .add_test_case(crate::report::test_case(r));
+        }
+        junit.add_test_suites(suites.into_values());
+    }
+    junit.to_string().unwrap_or_default()
 }

@@ -1,0 +1,731 @@
+//! Splitting a matrix over CI runners, and putting it back together. Start with [`Shard`]
+//! (`--shard K/N`) and [`split`]: the units of work (cells, and qualification's upgrade checks)
+//! go to shards by expected cost ([`Costs`]) in a deterministic longest-first split, recorded
+//! in each shard's `matrix.json` ([`ShardInfo`]); [`merge`] rebuilds from the shards' outputs
+//! what one unsharded run writes, refusing missing, duplicate, foreign or incomplete shards.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::controller::ControllerRef;
+use crate::qualify::{Qualification, UpgradeReport};
+use crate::run::Plan;
+use crate::toolchain::KubeVersion;
+
+use super::{CellReport, MatrixReport};
+
+/// Seconds a cluster takes to come up with its controller, when no report says.
+pub const DEFAULT_BRING_UP: f64 = 30.0;
+/// Seconds a scenario takes, when no report says.
+pub const DEFAULT_SCENARIO: f64 = 5.0;
+
+/// One shard of N: `K/N`, K counted from 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// K.
+    pub index: usize,
+    /// N.
+    pub count: usize,
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || format!("`{s}` is not a shard like 2/4 (K of N, 1 <= K <= N)");
+        let (k, n) = s.split_once('/').ok_or_else(bad)?;
+        let (index, count): (usize, usize) = (
+            k.trim().parse().map_err(|_| bad())?,
+            n.trim().parse().map_err(|_| bad())?,
+        );
+        if index == 0 || count == 0 || index > count {
+            return Err(bad());
+        }
+        Ok(Self { index, count })
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+/// A unit of work a shard takes whole.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "unit", rename_all = "kebab-case")]
+pub enum Unit {
+    /// A cell: the selected scenarios on one Kubernetes version with one release.
+    Cell {
+        /// Kubernetes version.
+        kubernetes: KubeVersion,
+        /// Controller release.
+        controller: ControllerRef,
+    },
+    /// Qualification's upgrade check on one Kubernetes version.
+    Upgrade {
+        /// Kubernetes version.
+        kubernetes: KubeVersion,
+    },
+}
+
+impl std::fmt::Display for Unit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unit::Cell {
+                kubernetes,
+                controller,
+            } => write!(f, "Kubernetes {kubernetes} x {controller}"),
+            Unit::Upgrade { kubernetes } => write!(f, "upgrade check on Kubernetes {kubernetes}"),
+        }
+    }
+}
+
+/// A unit, its expected cost and the shard it goes to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Assignment {
+    /// The unit.
+    #[serde(flatten)]
+    pub unit: Unit,
+    /// Expected seconds.
+    pub cost: f64,
+    /// The shard (1-based).
+    pub shard: usize,
+}
+
+/// What a shard's `matrix.json` says of the whole it belongs to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardInfo {
+    /// K.
+    pub index: usize,
+    /// N.
+    pub count: usize,
+    /// Every unit of the whole matrix, in grid order, with its shard.
+    pub units: Vec<Assignment>,
+    /// For a qualification: the two releases and this shard's upgrade checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qualify: Option<QualifyShard>,
+}
+
+impl ShardInfo {
+    /// The units of this shard.
+    pub fn mine(&self) -> impl Iterator<Item = &Unit> {
+        self.units
+            .iter()
+            .filter(|a| a.shard == self.index)
+            .map(|a| &a.unit)
+    }
+
+    /// Whether this shard runs `unit`.
+    pub fn runs(&self, unit: &Unit) -> bool {
+        self.mine().any(|u| u == unit)
+    }
+}
+
+/// A qualification shard's own part.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QualifyShard {
+    /// The release it must not regress from.
+    pub baseline: ControllerRef,
+    /// The candidate.
+    pub candidate: ControllerRef,
+    /// This shard's upgrade checks.
+    pub upgrades: Vec<UpgradeReport>,
+}
+
+/// Splits `units` (with their costs) over `count` shards: longest first, each to the least
+/// loaded shard (the lowest index on a tie), units of equal cost in the order given. The same
+/// input always gives the same split.
+pub fn split(units: Vec<(Unit, f64)>, count: usize) -> Vec<Assignment> {
+    let count = count.max(1);
+    let mut order: Vec<usize> = (0..units.len()).collect();
+    order.sort_by(|a, b| units[*b].1.total_cmp(&units[*a].1).then(a.cmp(b)));
+    let mut load = vec![0.0f64; count];
+    let mut shard_of = vec![0usize; units.len()];
+    for i in order {
+        let (k, _) = load
+            .iter()
+            .enumerate()
+            .min_by(|(ia, a), (ib, b)| a.total_cmp(b).then(ia.cmp(ib)))
+            .expect("at least one shard");
+        load[k] += units[i].1;
+        shard_of[i] = k + 1;
+    }
+    units
+        .into_iter()
+        .zip(shard_of)
+        .map(|((unit, cost), shard)| Assignment { unit, cost, shard })
+        .collect()
+}
+
+/// Expected seconds of scenarios and cluster bring-ups: medians measured in an earlier run's
+/// report, defaults ([`DEFAULT_SCENARIO`], [`DEFAULT_BRING_UP`]) for what it did not run.
+#[derive(Debug, Clone, Default)]
+pub struct Costs {
+    scenarios: BTreeMap<String, f64>,
+    bring_up: BTreeMap<String, f64>,
+    /// Where the figures come from (`None`: defaults only).
+    pub source: Option<PathBuf>,
+}
+
+/// A report that cannot give costs.
+#[derive(Debug, thiserror::Error)]
+#[error("read costs from {}: {detail}", path.display())]
+pub struct CostsError {
+    path: PathBuf,
+    detail: String,
+}
+
+#[derive(Deserialize)]
+struct TimedResult {
+    scenario: String,
+    seconds: f64,
+    outcome: serde_json::Value,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+impl Costs {
+    /// Defaults only.
+    pub fn estimate() -> Self {
+        Self::default()
+    }
+
+    /// Medians from a run's `report.json` or a matrix's `matrix.json` (and the `report.json`
+    /// of each of its cells, for bring-up times).
+    pub fn load(path: &Path) -> Result<Self, CostsError> {
+        let err = |detail: String| CostsError {
+            path: path.into(),
+            detail,
+        };
+        let read = |p: &Path| -> Result<serde_json::Value, String> {
+            let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", p.display()))
+        };
+        let top = read(path).map_err(err)?;
+        let mut reports = vec![];
+        if let Some(cells) = top["cells"].as_array() {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            for c in cells {
+                let results = c["results"].clone();
+                let cell_report = c["dir"]
+                    .as_str()
+                    .and_then(|d| read(&dir.join(d).join("report.json")).ok());
+                let clusters = cell_report
+                    .map(|r| r["clusters"].clone())
+                    .unwrap_or_default();
+                reports.push((results, clusters));
+            }
+        } else if top["results"].is_array() {
+            reports.push((top["results"].clone(), top["clusters"].clone()));
+        } else {
+            return Err(err(
+                "neither a run's report.json nor a matrix's matrix.json".into(),
+            ));
+        }
+        let mut scenarios: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        let mut bring_up: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for (results, clusters) in reports {
+            let results: Vec<TimedResult> = serde_json::from_value(results)
+                .map_err(|e| err(format!("its results do not parse: {e}")))?;
+            for r in results {
+                // Skipped and unrun results took no time worth counting.
+                if r.outcome["result"] == "judged" || r.outcome["result"] == "flaky" {
+                    scenarios.entry(r.scenario).or_default().push(r.seconds);
+                }
+            }
+            for (profile, s) in clusters.as_object().into_iter().flatten() {
+                if let Some(s) = s.as_f64() {
+                    bring_up.entry(profile.clone()).or_default().push(s);
+                }
+            }
+        }
+        Ok(Self {
+            scenarios: scenarios.into_iter().map(|(k, v)| (k, median(v))).collect(),
+            bring_up: bring_up.into_iter().map(|(k, v)| (k, median(v))).collect(),
+            source: Some(path.into()),
+        })
+    }
+
+    /// Expected seconds of `scenario`.
+    pub fn scenario(&self, scenario: &str) -> f64 {
+        self.scenarios
+            .get(scenario)
+            .copied()
+            .unwrap_or(DEFAULT_SCENARIO)
+    }
+
+    /// Expected seconds of bringing up a cluster of `profile` with its controller.
+    pub fn bring_up(&self, profile: &str) -> f64 {
+        self.bring_up
+            .get(profile)
+            .copied()
+            .unwrap_or(DEFAULT_BRING_UP)
+    }
+
+    /// Expected wall seconds of `plan`, its clusters one after another, `parallel` scenarios
+    /// at once in each: bring-up plus the longer of its longest scenario and its scenario time
+    /// shared over `parallel`.
+    pub fn plan(&self, plan: &Plan, parallel: usize) -> f64 {
+        plan.clusters
+            .iter()
+            .map(|c| {
+                let times: Vec<f64> = c.scenarios.iter().map(|s| self.scenario(s)).collect();
+                let longest = times.iter().copied().fold(0.0, f64::max);
+                let shared = times.iter().sum::<f64>() / parallel.max(1) as f64;
+                self.bring_up(&c.profile.name) + longest.max(shared)
+            })
+            .sum()
+    }
+}
+
+/// Why shards cannot be merged.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// Nothing to merge.
+    #[error("merge shards: name the shard directories (each holds a matrix.json)")]
+    Nothing,
+    /// A directory without a readable `matrix.json`.
+    #[error("merge shards: read {}: {detail}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        detail: String,
+    },
+    /// A `matrix.json` of an unsharded run.
+    #[error(
+        "merge shards: {} is not a shard's output (it was run without --shard)",
+        dir.display()
+    )]
+    NotAShard {
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// Shards of different matrices.
+    #[error(
+        "merge shards: {} belongs to another matrix than {} ({what} differ)",
+        dir.display(),
+        first.display()
+    )]
+    Foreign {
+        /// The odd one.
+        dir: PathBuf,
+        /// The first shard.
+        first: PathBuf,
+        /// What differs.
+        what: &'static str,
+    },
+    /// The same shard twice.
+    #[error("merge shards: shard {index}/{count} is given twice: {} and {}", a.display(), b.display())]
+    Duplicate {
+        /// K.
+        index: usize,
+        /// N.
+        count: usize,
+        /// One.
+        a: PathBuf,
+        /// The other.
+        b: PathBuf,
+    },
+    /// Shards not given.
+    #[error("merge shards: shard(s) {} missing", missing.iter().map(|k| format!("{k}/{count}")).collect::<Vec<_>>().join(", "))]
+    Missing {
+        /// Ks.
+        missing: Vec<usize>,
+        /// N.
+        count: usize,
+    },
+    /// A shard that did not finish its units.
+    #[error("merge shards: shard {index} in {} did not finish: {}", dir.display(), units.join("; "))]
+    Incomplete {
+        /// K.
+        index: usize,
+        /// Its directory.
+        dir: PathBuf,
+        /// Units without results.
+        units: Vec<String>,
+    },
+    /// Writing the merged reports failed.
+    #[error("merge shards: write {}", path.display())]
+    Write {
+        /// Where.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What [`merge`] made.
+#[derive(Debug)]
+pub struct Merged {
+    /// The whole matrix, as an unsharded run reports it.
+    pub report: MatrixReport,
+    /// For a qualification: the two releases and the verdict.
+    pub qualification: Option<(ControllerRef, ControllerRef, Qualification)>,
+}
+
+/// Reads the shards' outputs in `dirs`, checks that they are the N shards of one matrix, each
+/// once and finished, and writes into `out` what an unsharded run writes: the cells' report
+/// directories (copied), `matrix.json`, `matrix.html`, `junit.xml`, and for a qualification
+/// the upgrade checks' directories and `qualify.json`.
+pub fn merge(dirs: &[PathBuf], out: &Path, id: &str) -> Result<Merged, MergeError> {
+    if dirs.is_empty() {
+        return Err(MergeError::Nothing);
+    }
+    let mut shards: Vec<(PathBuf, MatrixReport, ShardInfo)> = vec![];
+    for dir in dirs {
+        let path = dir.join("matrix.json");
+        let bytes = std::fs::read(&path).map_err(|e| MergeError::Read {
+            path: path.clone(),
+            detail: e.to_string(),
+        })?;
+        let report: MatrixReport =
+            serde_json::from_slice(&bytes).map_err(|e| MergeError::Read {
+                path: path.clone(),
+                detail: format!("not a matrix.json: {e}"),
+            })?;
+        let Some(info) = report.shard.clone() else {
+            return Err(MergeError::NotAShard { dir: dir.clone() });
+        };
+        shards.push((dir.clone(), report, info));
+    }
+    let (first_dir, _, first) = &shards[0];
+    for (dir, _, info) in &shards[1..] {
+        let what = if info.count != first.count {
+            Some("shard counts")
+        } else if info.units != first.units {
+            Some("units")
+        } else if info.qualify.as_ref().map(|q| (&q.baseline, &q.candidate))
+            != first.qualify.as_ref().map(|q| (&q.baseline, &q.candidate))
+        {
+            Some("releases under qualification")
+        } else {
+            None
+        };
+        if let Some(what) = what {
+            return Err(MergeError::Foreign {
+                dir: dir.clone(),
+                first: first_dir.clone(),
+                what,
+            });
+        }
+    }
+    let count = first.count;
+    let mut by_index: BTreeMap<usize, &PathBuf> = BTreeMap::new();
+    for (dir, _, info) in &shards {
+        if let Some(other) = by_index.insert(info.index, dir) {
+            return Err(MergeError::Duplicate {
+                index: info.index,
+                count,
+                a: other.clone(),
+                b: dir.clone(),
+            });
+        }
+    }
+    let missing: Vec<usize> = (1..=count).filter(|k| !by_index.contains_key(k)).collect();
+    if !missing.is_empty() {
+        return Err(MergeError::Missing { missing, count });
+    }
+    // Every unit finished by its shard.
+    for (dir, report, info) in &shards {
+        let upgrades: Vec<KubeVersion> = info
+            .qualify
+            .iter()
+            .flat_map(|q| q.upgrades.iter().map(|u| u.kubernetes))
+            .collect();
+        let unfinished: Vec<String> = info
+            .mine()
+            .filter(|u| match u {
+                Unit::Cell {
+                    kubernetes,
+                    controller,
+                } => !report
+                    .cells
+                    .iter()
+                    .any(|c| c.kubernetes == *kubernetes && &c.controller == controller),
+                Unit::Upgrade { kubernetes } => !upgrades.contains(kubernetes),
+            })
+            .map(|u| u.to_string())
+            .collect();
+        if !unfinished.is_empty() {
+            return Err(MergeError::Incomplete {
+                index: info.index,
+                dir: dir.clone(),
+                units: unfinished,
+            });
+        }
+    }
+    let write = |path: &Path, e: std::io::Error| MergeError::Write {
+        path: path.into(),
+        source: e,
+    };
+    std::fs::create_dir_all(out).map_err(|e| write(out, e))?;
+    // Cells in grid order (the order of the units), each with its report directory.
+    let mut cells: Vec<CellReport> = vec![];
+    for a in &first.units {
+        let Unit::Cell {
+            kubernetes,
+            controller,
+        } = &a.unit
+        else {
+            continue;
+        };
+        let (dir, report, _) = shards
+            .iter()
+            .find(|(_, _, i)| i.index == a.shard)
+            .expect("every shard is there");
+        let cell = report
+            .cells
+            .iter()
+            .find(|c| c.kubernetes == *kubernetes && &c.controller == controller)
+            .expect("checked complete");
+        copy_dir(&dir.join(&cell.dir), &out.join(&cell.dir)).map_err(|e| write(out, e))?;
+        cells.push(cell.clone());
+    }
+    let report = MatrixReport {
+        id: id.into(),
+        cells,
+        shard: None,
+    };
+    super::write_matrix(out, &report).map_err(|e| write(out, e))?;
+    let qualification = match &first.qualify {
+        None => None,
+        Some(q) => {
+            let (baseline, candidate) = (q.baseline.clone(), q.candidate.clone());
+            let mut verdict = crate::qualify::compare(&report, &baseline, &candidate);
+            for (dir, _, info) in &shards {
+                for u in info.qualify.iter().flat_map(|q| &q.upgrades) {
+                    let name = format!("upgrade-{}", u.kubernetes);
+                    if dir.join(&name).is_dir() {
+                        copy_dir(&dir.join(&name), &out.join(&name)).map_err(|e| write(out, e))?;
+                    }
+                    verdict.upgrades.push(u.clone());
+                }
+            }
+            verdict.upgrades.sort_by_key(|u| u.kubernetes);
+            verdict.write(out).map_err(|e| write(out, e))?;
+            Some((baseline, candidate, verdict))
+        }
+    };
+    Ok(Merged {
+        report,
+        qualification,
+    })
+}
+
+/// Copies a directory tree (symbolic links as links).
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            copy_dir(&src, &dst)?;
+        } else if kind.is_symlink() {
+            let _ = std::fs::remove_file(&dst);
+            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
+        } else {
+            std::fs::copy(&src, &dst)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(minor: u32, version: &str) -> Unit {
+        Unit::Cell {
+            kubernetes: format!("1.{minor}").parse().unwrap(),
+            controller: format!("openkruise@{version}").parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn shards_parse_or_say_what_is_wrong() {
+        assert_eq!(
+            "2/4".parse::<Shard>().unwrap(),
+            Shard { index: 2, count: 4 }
+        );
+        for bad in ["0/4", "5/4", "4", "a/b", "1/0"] {
+            assert!(
+                bad.parse::<Shard>().unwrap_err().contains("K of N"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_split_is_longest_first_balanced_and_deterministic() {
+        let units = vec![
+            (cell(32, "v1.9.0"), 100.0),
+            (cell(32, "v1.8.3"), 60.0),
+            (cell(37, "v1.9.0"), 50.0),
+            (cell(37, "v1.8.3"), 40.0),
+            (
+                Unit::Upgrade {
+                    kubernetes: "1.32".parse().unwrap(),
+                },
+                10.0,
+            ),
+        ];
+        let a = split(units.clone(), 2);
+        let shards: Vec<usize> = a.iter().map(|x| x.shard).collect();
+        // 100 -> 1; 60 -> 2; 50 -> 2 (110); 40 -> 1 (140); 10 -> 2 (120).
+        assert_eq!(shards, [1, 2, 2, 1, 2]);
+        assert_eq!(split(units.clone(), 2), a, "the same input, the same split");
+        // More shards than units: the extra shards run nothing.
+        let wide = split(units, 7);
+        assert!(wide.iter().all(|x| x.shard <= 5));
+    }
+
+    #[test]
+    fn costs_fall_back_to_defaults_and_take_medians_from_a_report() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        std::fs::write(
+            &path,
+            serde_json::json!({
+                "results": [
+                    {"scenario": "a/x", "seconds": 2.0, "outcome": {"result": "judged", "kind": "pass"}},
+                    {"scenario": "a/x", "seconds": 4.0, "outcome": {"result": "judged", "kind": "pass"}},
+                    {"scenario": "a/x", "seconds": 9.0, "outcome": {"result": "judged", "kind": "fail"}},
+                    {"scenario": "a/y", "seconds": 0.0, "outcome": {"result": "skipped", "reason": "r"}},
+                ],
+                "clusters": {"default": 12.5}
+            })
+            .to_string(),
+        )
+        .unwrap();
+        let c = Costs::load(&path).unwrap();
+        assert_eq!(c.scenario("a/x"), 4.0);
+        assert_eq!(c.scenario("a/y"), DEFAULT_SCENARIO, "skips do not count");
+        assert_eq!(c.bring_up("default"), 12.5);
+        assert_eq!(c.bring_up("other"), DEFAULT_BRING_UP);
+        std::fs::write(&path, "{}").unwrap();
+        let e = Costs::load(&path).unwrap_err().to_string();
+        assert!(e.contains("neither a run's report.json"), "{e}");
+    }
+
+    fn shard_dir(root: &Path, name: &str, report: &MatrixReport) -> PathBuf {
+        let dir = root.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        for c in &report.cells {
+            std::fs::create_dir_all(dir.join(&c.dir)).unwrap();
+            std::fs::write(dir.join(&c.dir).join("report.json"), "{}").unwrap();
+        }
+        std::fs::write(dir.join("matrix.json"), serde_json::to_vec(report).unwrap()).unwrap();
+        dir
+    }
+
+    fn shard_report(index: usize, units: &[Assignment]) -> MatrixReport {
+        let info = ShardInfo {
+            index,
+            count: 2,
+            units: units.to_vec(),
+            qualify: None,
+        };
+        let cells = info
+            .mine()
+            .map(|u| match u {
+                Unit::Cell {
+                    kubernetes,
+                    controller,
+                } => CellReport {
+                    kubernetes: *kubernetes,
+                    controller: controller.clone(),
+                    dir: format!("k8s-{kubernetes}_{}", controller.slug()),
+                    worst: "pass".into(),
+                    results: vec![],
+                },
+                Unit::Upgrade { .. } => unreachable!(),
+            })
+            .collect();
+        MatrixReport {
+            id: format!("s{index}"),
+            cells,
+            shard: Some(info),
+        }
+    }
+
+    #[test]
+    fn merging_needs_every_shard_once_and_restores_grid_order() {
+        let units = split(
+            vec![
+                (cell(32, "v1.8.3"), 1.0),
+                (cell(32, "v1.9.0"), 3.0),
+                (cell(37, "v1.8.3"), 2.0),
+            ],
+            2,
+        );
+        let root = tempfile::tempdir().unwrap();
+        let one = shard_dir(root.path(), "one", &shard_report(1, &units));
+        let two = shard_dir(root.path(), "two", &shard_report(2, &units));
+        let out = root.path().join("merged");
+        let m = merge(&[two.clone(), one.clone()], &out, "m").unwrap();
+        let grid: Vec<String> = m
+            .report
+            .cells
+            .iter()
+            .map(|c| format!("{} {}", c.kubernetes, c.controller))
+            .collect();
+        assert_eq!(
+            grid,
+            [
+                "1.32.5 openkruise@v1.8.3",
+                "1.32.5 openkruise@v1.9.0",
+                "1.37.1 openkruise@v1.8.3"
+            ]
+        );
+        for c in &m.report.cells {
+            assert!(out.join(&c.dir).join("report.json").is_file(), "{}", c.dir);
+        }
+        for f in ["matrix.json", "matrix.html", "junit.xml"] {
+            assert!(out.join(f).is_file(), "{f}");
+        }
+        let e = merge(std::slice::from_ref(&one), &out, "m").unwrap_err().to_string();
+        assert!(e.contains("shard(s) 2/2 missing"), "{e}");
+        let e = merge(&[one.clone(), one.clone(), two.clone()], &out, "m")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("shard 1/2 is given twice"), "{e}");
+        // A shard that stopped before its cells finished.
+        let mut partial = shard_report(2, &units);
+        partial.cells.clear();
+        let cut = shard_dir(root.path(), "cut", &partial);
+        let e = merge(&[one.clone(), cut], &out, "m")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("did not finish"), "{e}");
+        // Another matrix's shard.
+        let other = split(vec![(cell(32, "v1.8.3"), 1.0)], 2);
+        let foreign = shard_dir(root.path(), "foreign", &shard_report(2, &other));
+        let e = merge(&[one, foreign], &out, "m").unwrap_err().to_string();
+        assert!(e.contains("belongs to another matrix"), "{e}");
+        let unsharded = MatrixReport {
+            id: "u".into(),
+            cells: vec![],
+            shard: None,
+        };
+        let plain = shard_dir(root.path(), "plain", &unsharded);
+        let e = merge(&[plain], &out, "m").unwrap_err().to_string();
+        assert!(e.contains("without --shard"), "{e}");
+        let e = merge(&[root.path().join("nowhere")], &out, "m")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nowhere/matrix.json"), "{e}");
+    }
+}
