@@ -164,6 +164,18 @@ pub fn scenarios() -> Vec<Scenario> {
             &["uniteddeployment", "cloneset", "partition", "scale"],
             |ctx| partitions(ctx).boxed(),
         ),
+        s(
+            "uniteddeployment/revision-history-limit-prunes-controller-revisions",
+            "after three template updates of a Deployment template with revisionHistoryLimit 1 only the live ControllerRevision of the UnitedDeployment remains",
+            &["uniteddeployment", "deployment", "revision-history"],
+            |ctx| revision_history(ctx, Template::Deployment).boxed(),
+        ),
+        s(
+            "uniteddeployment/cloneset-template-revision-history-is-pruned",
+            "the same with a CloneSet template: its ControllerRevisions carry the selector's labels and revisionHistoryLimit 1 prunes all but the live one",
+            &["uniteddeployment", "cloneset", "revision-history"],
+            |ctx| revision_history(ctx, Template::CloneSet).boxed(),
+        ),
     ]
 }
 
@@ -386,4 +398,69 @@ async fn partitions(ctx: Ctx) -> anyhow::Result<()> {
         .context("scale to 6")?;
     wait_united(&ctx, 6, (3, 3), 5).await?;
     check_subsets(&ctx, (3, 3)).await
+}
+
+async fn revision_history(ctx: Ctx, template: Template) -> anyhow::Result<()> {
+    let (field, _) = template.field_and_spec();
+    let mut ud = united(template, 2, json!({}), json!({}));
+    ud["spec"]["revisionHistoryLimit"] = json!(1);
+    create(&ctx, ud).await?;
+    wait_united(&ctx, 2, (1, 1), 2).await?;
+    for image in ["nginx:1.26", "nginx:1.27", "nginx:1.28"] {
+        ctx.json_patch(
+            API,
+            KIND,
+            UD,
+            json!([{"op": "replace", "path": format!("/spec/template/{field}/spec/template/spec/containers/0/image"), "value": image}]),
+        )
+        .await
+        .map_err(refusal)
+        .with_context(|| format!("update the template image to {image}"))?;
+        wait_united(&ctx, 2, (1, 1), 2).await?;
+    }
+    wait_pruned(&ctx, 1).await
+}
+
+/// Waits until exactly `want` ControllerRevisions are owned by the UnitedDeployment. The
+/// controller finds its revisions by its selector, so one without the selector's labels is
+/// never pruned: that fails at once.
+async fn wait_pruned(ctx: &Ctx, want: usize) -> anyhow::Result<()> {
+    let api = ctx.dyn_api(API, KIND).await?;
+    let uid = api.get(UD).await?.metadata.uid.unwrap_or_default();
+    let revs = ctx.dyn_api("apps/v1", "ControllerRevision").await?;
+    let what = format!("{want} ControllerRevisions owned by {UD}");
+    until(&api, UD, &what, ctx.timeouts.converge, move |_| {
+        let (revs, uid) = (revs.clone(), uid.clone());
+        async move {
+            let list = match revs.list(&ListParams::default()).await {
+                Ok(l) => l.items,
+                Err(e) => return Check::Failed(format!("list ControllerRevisions: {e}")),
+            };
+            let owned: Vec<_> = list
+                .iter()
+                .filter(|r| r.metadata.owner_references.iter().flatten().any(|o| o.uid == uid))
+                .collect();
+            let unselected: Vec<String> = owned
+                .iter()
+                .filter(|r| {
+                    r.metadata.labels.as_ref().and_then(|l| l.get("app")).map(String::as_str)
+                        != Some(UD)
+                })
+                .filter_map(|r| r.metadata.name.clone())
+                .collect();
+            if !unselected.is_empty() && owned.len() > want {
+                return Check::Failed(format!(
+                    "revisions outside the selector app={UD}: {unselected:?} ({} owned, want {want}); the controller lists its revisions by the selector and never prunes these",
+                    owned.len()
+                ));
+            }
+            let names: Vec<String> = owned.iter().filter_map(|r| r.metadata.name.clone()).collect();
+            Check::when(names.len() == want, || {
+                format!("owned revisions {names:?}, want {want}")
+            })
+        }
+        .boxed()
+    })
+    .await?;
+    Ok(())
 }
