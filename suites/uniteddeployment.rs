@@ -165,6 +165,21 @@ pub fn scenarios() -> Vec<Scenario> {
             |ctx| partitions(ctx).boxed(),
         ),
         s(
+            "uniteddeployment/adaptive-strategy-moves-replicas-off-an-unschedulable-subset",
+            "with scheduleStrategy Adaptive, a subset whose pods stay pending past rescheduleCriticalSeconds is marked unschedulable and its replicas go to the next subset; after unschedulableDuration it is schedulable again",
+            &["uniteddeployment", "cloneset", "schedule-strategy", "adaptive"],
+            |ctx| adaptive(ctx, false).boxed(),
+        )
+        // The pods allocated to the subset without nodes fail to schedule.
+        .allowing(&["FailedScheduling"]),
+        s(
+            "uniteddeployment/adaptive-strategy-reserves-unschedulable-pods",
+            "with reserveUnschedulablePods the pending pods of an unschedulable subset are kept as reserved and temporary substitutes run in the next subset",
+            &["uniteddeployment", "cloneset", "schedule-strategy", "adaptive", "reserve"],
+            |ctx| adaptive(ctx, true).boxed(),
+        )
+        .allowing(&["FailedScheduling"]),
+        s(
             "uniteddeployment/revision-history-limit-prunes-controller-revisions",
             "after three template updates of a Deployment template with revisionHistoryLimit 1 only the live ControllerRevision of the UnitedDeployment remains",
             &["uniteddeployment", "deployment", "revision-history"],
@@ -463,4 +478,163 @@ async fn wait_pruned(ctx: &Ctx, want: usize) -> anyhow::Result<()> {
     })
     .await?;
     Ok(())
+}
+
+/// Subset `nowhere` selects no node: what is allocated to it stays pending.
+const NOWHERE: &str = "nowhere";
+
+/// The subset `name`'s entry of `status.subsetStatuses`.
+fn subset_status(o: &kube::api::DynamicObject, name: &str) -> Value {
+    status(o)["subsetStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["name"] == name)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The subset status's `Schedulable` condition (status, reason).
+fn schedulable(subset: &Value) -> (String, String) {
+    subset["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Schedulable")
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or_default().to_string(),
+                c["reason"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// Live pods of subset `subset` of the UnitedDeployment: (all, ready).
+async fn subset_pod_counts(ctx: &Ctx, subset: &str) -> anyhow::Result<(usize, usize)> {
+    let pods = subset_pods(ctx, subset).await?;
+    let ready = pods
+        .iter()
+        .filter(|p| super::cloneset_lifecycle::ready(p))
+        .count();
+    Ok((pods.len(), ready))
+}
+
+/// Waits until `check` holds over the UnitedDeployment and the (all, ready) pod counts of
+/// subsets `nowhere` and `zone-a`.
+async fn wait_adaptive<F>(ctx: &Ctx, what: &str, check: F) -> anyhow::Result<()>
+where
+    F: Fn(&kube::api::DynamicObject, (usize, usize), (usize, usize)) -> Check
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+{
+    let api = ctx.dyn_api(API, KIND).await?;
+    let ctx2 = ctx.clone();
+    until(&api, UD, what, ctx.timeouts.converge, move |o| {
+        let (ctx, check) = (ctx2.clone(), check.clone());
+        async move {
+            let Some(o) = o else {
+                return Check::Pending("absent".into());
+            };
+            match (
+                subset_pod_counts(&ctx, NOWHERE).await,
+                subset_pod_counts(&ctx, "zone-a").await,
+            ) {
+                (Ok(nowhere), Ok(zone_a)) => check(&o, nowhere, zone_a),
+                (Err(e), _) | (_, Err(e)) => Check::Failed(format!("list pods: {e}")),
+            }
+        }
+        .boxed()
+    })
+    .await?;
+    Ok(())
+}
+
+async fn adaptive(ctx: Ctx, reserve: bool) -> anyhow::Result<()> {
+    let (field, spec) = Template::CloneSet.field_and_spec();
+    let mut adaptive = json!({"rescheduleCriticalSeconds": 2, "unschedulableDuration": 4});
+    if reserve {
+        adaptive["reserveUnschedulablePods"] = json!(true);
+    }
+    create(
+        &ctx,
+        json!({
+            "apiVersion": API, "kind": KIND, "metadata": {"name": UD},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": UD}},
+                "template": {field: {"metadata": {"labels": {"app": UD}}, "spec": spec}},
+                "topology": {
+                    "subsets": [
+                        {"name": NOWHERE, "nodeSelectorTerm": on_nodes("node-type", NOWHERE), "maxReplicas": 2},
+                        {"name": "zone-a", "nodeSelectorTerm": on_nodes(ZONE, "zone-a")},
+                    ],
+                    "scheduleStrategy": {"type": "Adaptive", "adaptive": adaptive},
+                },
+            }
+        }),
+    )
+    .await?;
+    if reserve {
+        // The pending pods stay, counted as reserved; substitutes run in zone-a.
+        wait_adaptive(
+            &ctx,
+            "nowhere's pods reserved and substitutes ready in zone-a",
+            |o, nowhere, zone_a| {
+                let sub = subset_status(o, NOWHERE);
+                Check::when(
+                    schedulable(&sub).0 == "False"
+                        && sub["reservedPods"].as_i64() == Some(2)
+                        && nowhere == (2, 0)
+                        && zone_a == (2, 2),
+                    || {
+                        format!(
+                            "subset nowhere status {sub}; pods (all, ready) nowhere {nowhere:?} zone-a {zone_a:?}"
+                        )
+                    },
+                )
+            },
+        )
+        .await
+    } else {
+        wait_adaptive(
+            &ctx,
+            "nowhere marked unschedulable and its replicas ready in zone-a",
+            |o, nowhere, zone_a| {
+                let sub = subset_status(o, NOWHERE);
+                let moved = status(o)["subsetReplicas"][NOWHERE].as_i64() == Some(0)
+                    && status(o)["subsetReplicas"]["zone-a"].as_i64() == Some(2);
+                Check::when(
+                    schedulable(&sub).0 == "False" && moved && nowhere.0 == 0 && zone_a == (2, 2),
+                    || {
+                        format!(
+                            "subset nowhere status {sub}, subsetReplicas {}; pods (all, ready) nowhere {nowhere:?} zone-a {zone_a:?}",
+                            status(o)["subsetReplicas"]
+                        )
+                    },
+                )
+            },
+        )
+        .await?;
+        // After unschedulableDuration the subset recovers; the running pods stay where they are.
+        wait_adaptive(
+            &ctx,
+            "nowhere recovered after unschedulableDuration",
+            |o, nowhere, zone_a| {
+                let sub = subset_status(o, NOWHERE);
+                let (cond, reason) = schedulable(&sub);
+                Check::when(
+                    cond == "True" && reason == "recover" && nowhere.0 == 0 && zone_a == (2, 2),
+                    || {
+                        format!(
+                            "subset nowhere status {sub}; pods (all, ready) nowhere {nowhere:?} zone-a {zone_a:?}"
+                        )
+                    },
+                )
+            },
+        )
+        .await
+    }
 }
