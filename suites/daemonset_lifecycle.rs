@@ -546,16 +546,18 @@ async fn pre_delete_finalizer_hook(ctx: Ctx) -> anyhow::Result<()> {
 
 /// Puts the hook's finalizer on every pod, starts a rollout and checks that the pod it
 /// would delete is held in PreparingDelete, not ready, and not deleted.
-async fn finalizer_hook_holds(
-    ctx: &Ctx,
-    ds: &Handle<AdvancedDaemonSetKind>,
-) -> anyhow::Result<()> {
+async fn finalizer_hook_holds(ctx: &Ctx, ds: &Handle<AdvancedDaemonSetKind>) -> anyhow::Result<()> {
     let before = pod_uids(ctx, &ds.selector()).await?;
     for name in before.keys() {
-        ctx.patch("v1", "Pod", name, json!({"metadata": {"finalizers": [DRAIN]}}))
-            .await
-            .map_err(refusal)
-            .with_context(|| format!("add the hook finalizer to pod {name}"))?;
+        ctx.patch(
+            "v1",
+            "Pod",
+            name,
+            json!({"metadata": {"finalizers": [DRAIN]}}),
+        )
+        .await
+        .map_err(refusal)
+        .with_context(|| format!("add the hook finalizer to pod {name}"))?;
     }
     ds.set_image(IMAGE_V2).await?;
     let held = |p: &Pod| label(p, STATE) == Some("PreparingDelete");
@@ -572,7 +574,9 @@ async fn finalizer_hook_holds(
                 .count();
             let held_n = pods.iter().filter(|p| held(p)).count();
             Check::when(marked >= 1, || {
-                format!("{held_n} pods in PreparingDelete, {marked} of them with KruisePodReady False")
+                format!(
+                    "{held_n} pods in PreparingDelete, {marked} of them with KruisePodReady False"
+                )
             })
         },
     )
@@ -593,10 +597,15 @@ async fn release(ctx: &Ctx, selector: &str) -> anyhow::Result<()> {
     for p in list.items {
         let name = name_of(&p);
         if p.metadata.finalizers.iter().flatten().any(|f| f == DRAIN) {
-            ctx.patch("v1", "Pod", &name, json!({"metadata": {"finalizers": null}}))
-                .await
-                .map_err(refusal)
-                .with_context(|| format!("remove the hook finalizer from pod {name}"))?;
+            ctx.patch(
+                "v1",
+                "Pod",
+                &name,
+                json!({"metadata": {"finalizers": null}}),
+            )
+            .await
+            .map_err(refusal)
+            .with_context(|| format!("remove the hook finalizer from pod {name}"))?;
         }
     }
     Ok(())

@@ -260,7 +260,8 @@ fn dedicated() -> Value {
 
 async fn injected(ctx: Ctx) -> anyhow::Result<()> {
     let name = "tolerant";
-    let preferred = json!({"weight": 60, "preference": on_nodes("topology.kubernetes.io/zone", "zone-a")});
+    let preferred =
+        json!({"weight": 60, "preference": on_nodes("topology.kubernetes.io/zone", "zone-a")});
     create_observed(
         &ctx,
         spread_over_cloneset(
@@ -275,7 +276,11 @@ async fn injected(ctx: Ctx) -> anyhow::Result<()> {
         ),
     )
     .await?;
-    let w = CloneSet::new(name).recreate().replicas(3).create(&ctx).await?;
+    let w = CloneSet::new(name)
+        .recreate()
+        .replicas(3)
+        .create(&ctx)
+        .await?;
     w.wait_rolled_out(3, ctx.timeouts.converge, &[]).await?;
     let want_toleration: k8s_openapi::api::core::v1::Toleration =
         serde_json::from_value(dedicated())?;
@@ -285,12 +290,19 @@ async fn injected(ctx: Ctx) -> anyhow::Result<()> {
     for p in pods(&ctx, &format!("app={name}")).await? {
         let pname = p.metadata.name.clone().unwrap_or_default();
         let spec = p.spec.clone().unwrap_or_default();
-        let tolerates = spec.tolerations.iter().flatten().any(|t| *t == want_toleration);
+        let tolerates = spec
+            .tolerations
+            .iter()
+            .flatten()
+            .any(|t| *t == want_toleration);
         let prefers = spec
             .affinity
             .as_ref()
             .and_then(|a| a.node_affinity.as_ref())
-            .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref())
+            .and_then(|a| {
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
             .is_some_and(|terms| terms.contains(&want_preferred));
         let subset = matched_subset(&p);
         let in_stable = match subset.as_deref() {
@@ -341,15 +353,23 @@ async fn target_filter(ctx: Ctx) -> anyhow::Result<()> {
         ),
     )
     .await?;
-    let others = CloneSet::new("others").recreate().replicas(2).create(&ctx).await?;
+    let others = CloneSet::new("others")
+        .recreate()
+        .replicas(2)
+        .create(&ctx)
+        .await?;
     let workers = CloneSet::new("workers")
         .recreate()
         .label("role", "worker")
         .replicas(2)
         .create(&ctx)
         .await?;
-    others.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
-    workers.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
+    others
+        .wait_rolled_out(2, ctx.timeouts.converge, &[])
+        .await?;
+    workers
+        .wait_rolled_out(2, ctx.timeouts.converge, &[])
+        .await?;
     for p in pods(&ctx, "app=others").await? {
         ensure!(
             matched_subset(&p).is_none(),
@@ -386,7 +406,11 @@ async fn adaptive(ctx: Ctx) -> anyhow::Result<()> {
         ),
     )
     .await?;
-    let w = CloneSet::new(name).recreate().replicas(2).create(&ctx).await?;
+    let w = CloneSet::new(name)
+        .recreate()
+        .replicas(2)
+        .create(&ctx)
+        .await?;
     w.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
     let placed: Vec<Option<String>> = pods(&ctx, &format!("app={name}"))
         .await?
