@@ -171,14 +171,17 @@ pub fn scenarios() -> Vec<Scenario> {
             |ctx| adaptive(ctx, false).boxed(),
         )
         // The pods allocated to the subset without nodes fail to schedule.
-        .allowing(&["FailedScheduling"]),
+        .allowing(&["FailedScheduling"])
+        // adaptive.unschedulableDuration and reserveUnschedulablePods are new in v1.9.0.
+        .since("v1.9.0"),
         s(
             "uniteddeployment/adaptive-strategy-reserves-unschedulable-pods",
             "with reserveUnschedulablePods the pending pods of an unschedulable subset are kept as reserved and temporary substitutes run in the next subset",
             &["uniteddeployment", "cloneset", "schedule-strategy", "adaptive", "reserve"],
             |ctx| adaptive(ctx, true).boxed(),
         )
-        .allowing(&["FailedScheduling"]),
+        .allowing(&["FailedScheduling"])
+        .since("v1.9.0"),
         s(
             "uniteddeployment/revision-history-limit-prunes-controller-revisions",
             "after three template updates of a Deployment template with revisionHistoryLimit 1 only the live ControllerRevision of the UnitedDeployment remains",

@@ -64,7 +64,9 @@ pub fn scenarios() -> Vec<Scenario> {
             "pods outside targetFilter.selector are not placed in subsets; replicasPathList's sum is the total a subset's percentage maxReplicas is taken of",
             &["workloadspread", "webhook", "admission", "target-filter"],
             |ctx| target_filter(ctx).boxed(),
-        ),
+        )
+        // spec.targetFilter is new in v1.8.0.
+        .since("v1.8.0"),
         Scenario::new(
             "workloadspread/adaptive-strategy-reschedules-unschedulable-pods",
             "with scheduleStrategy Adaptive, pods left unschedulable in a subset past rescheduleCriticalSeconds are deleted, the subset is marked unschedulable and their replacements go to the next subset",
