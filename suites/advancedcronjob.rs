@@ -1,7 +1,7 @@
 //! AdvancedCronJob (`apps.kruise.io/v1alpha1`): scheduled BroadcastJobs and Jobs, concurrency
-//! policies (Allow, Forbid, Replace), paused, failed and successful job history limits, status
-//! (`type`, `active`, `lastScheduleTime`) and schedule / time zone validation. Start with
-//! [`scenarios`]; manifests come from [`cron`].
+//! policies (Allow, Forbid, Replace), paused, the starting deadline, failed and successful job
+//! history limits, status (`type`, `active`, `lastScheduleTime`) and schedule / time zone
+//! validation. Start with [`scenarios`]; manifests come from [`cron`].
 //!
 //! The first run of a cron schedule comes at its next tick after creation, so the scenarios use
 //! the `@every 2s` descriptor of the standard cron syntax: runs every two seconds. Where a
@@ -77,6 +77,12 @@ pub fn scenarios() -> Vec<Scenario> {
             "paused creates no run while the schedule ticks; resuming runs again",
             &["advancedcronjob", "paused"],
             |ctx| paused(ctx).boxed()
+        ),
+        scenario!(
+            "advancedcronjob/starting-deadline-zero-skips-every-run",
+            "with startingDeadlineSeconds 0 every scheduled run has missed its deadline by the time it is seen, so none starts while the schedule ticks",
+            &["advancedcronjob", "schedule", "starting-deadline"],
+            |ctx| starting_deadline(ctx).boxed()
         ),
         scenario!(
             "advancedcronjob/history-limits-prune-finished-jobs",
@@ -439,6 +445,29 @@ async fn paused(ctx: Ctx) -> anyhow::Result<()> {
         .await
         .map_err(refusal)?;
     wait_count(&ctx, name, BCJ, 1).await?;
+    pause(&ctx, name).await
+}
+
+async fn starting_deadline(ctx: Ctx) -> anyhow::Result<()> {
+    let (name, clock) = ("late", "clock");
+    create(
+        &ctx,
+        cron(
+            name,
+            never_finishing(name),
+            json!({"startingDeadlineSeconds": 0}),
+        ),
+    )
+    .await?;
+    create(&ctx, cron(clock, never_finishing(clock), json!({}))).await?;
+    wait_count(&ctx, clock, BCJ, 3).await?;
+    let late = runs(&ctx, BCJ, name).await?;
+    ensure!(
+        late.is_empty(),
+        "an AdvancedCronJob with startingDeadlineSeconds 0 ran {:?}",
+        names(&late)
+    );
+    pause(&ctx, clock).await?;
     pause(&ctx, name).await
 }
 

@@ -85,6 +85,18 @@ pub fn scenarios() -> Vec<Scenario> {
             pre_delete_hook
         ),
         daemonset!(
+            "daemonset/pre-delete-finalizer-hook-marks-held-pods-not-ready",
+            "lifecycle.preDelete.finalizersHandler holds the pods a rollout would delete in PreparingDelete while the finalizer is on; markPodNotReady turns their KruisePodReady condition False",
+            &["advanced-daemonset", "lifecycle", "hook", "readiness"],
+            pre_delete_finalizer_hook
+        ),
+        daemonset!(
+            "daemonset/in-place-update-hook-is-refused",
+            "an Advanced DaemonSet supports only the preDelete hook: a lifecycle.inPlaceUpdate hook is refused at admission",
+            &["advanced-daemonset", "lifecycle", "hook", "webhook"],
+            in_place_update_hook_refused
+        ),
+        daemonset!(
             "daemonset/revision-history-limit-prunes-controller-revisions",
             "after three updates with revisionHistoryLimit 1 only the live revision and one old one remain",
             &["advanced-daemonset", "revision-history"],
@@ -511,6 +523,126 @@ async fn pre_delete_hook(ctx: Ctx) -> anyhow::Result<()> {
         .with_context(|| format!("release pod {name}"))?;
     }
     wait_updated(&ctx, &ds, n, n).await?;
+    Ok(())
+}
+
+/// The finalizer a hook owner puts on the pods it must see before they go.
+const DRAIN: &str = "example.com/drain";
+
+async fn pre_delete_finalizer_hook(ctx: Ctx) -> anyhow::Result<()> {
+    let n = node_count(&ctx);
+    let spec = json!({"lifecycle": {"preDelete": {"finalizersHandler": [DRAIN], "markPodNotReady": true}},
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {}}});
+    let ds = start(&ctx, "drain", n, spec).await?;
+    let selector = ds.selector();
+    let result = finalizer_hook_holds(&ctx, &ds).await;
+    // Whatever happened, the finalizers go, so that nothing is left waiting on them.
+    let released = release(&ctx, &selector).await;
+    result?;
+    released?;
+    wait_updated(&ctx, &ds, n, n).await?;
+    Ok(())
+}
+
+/// Puts the hook's finalizer on every pod, starts a rollout and checks that the pod it
+/// would delete is held in PreparingDelete, not ready, and not deleted.
+async fn finalizer_hook_holds(ctx: &Ctx, ds: &Handle<AdvancedDaemonSetKind>) -> anyhow::Result<()> {
+    let before = pod_uids(ctx, &ds.selector()).await?;
+    for name in before.keys() {
+        ctx.patch(
+            "v1",
+            "Pod",
+            name,
+            json!({"metadata": {"finalizers": [DRAIN]}}),
+        )
+        .await
+        .map_err(refusal)
+        .with_context(|| format!("add the hook finalizer to pod {name}"))?;
+    }
+    ds.set_image(IMAGE_V2).await?;
+    let held = |p: &Pod| label(p, STATE) == Some("PreparingDelete");
+    wait_pods(
+        ctx,
+        &ds.api(),
+        ds.name(),
+        &ds.selector(),
+        "an old pod held in PreparingDelete with KruisePodReady False",
+        move |_, pods| {
+            let marked = pods
+                .iter()
+                .filter(|p| held(p) && kruise_pod_ready(p) == Some(false))
+                .count();
+            let held_n = pods.iter().filter(|p| held(p)).count();
+            Check::when(marked >= 1, || {
+                format!(
+                    "{held_n} pods in PreparingDelete, {marked} of them with KruisePodReady False"
+                )
+            })
+        },
+    )
+    .await?;
+    ensure!(
+        pod_uids(ctx, &ds.selector()).await? == before,
+        "pods were deleted while their preDelete hook finalizer was on"
+    );
+    Ok(())
+}
+
+/// Removes the hook's finalizer from every pod matching `selector`, terminating ones included.
+async fn release(ctx: &Ctx, selector: &str) -> anyhow::Result<()> {
+    let list = ctx
+        .api::<Pod>()
+        .list(&kube::api::ListParams::default().labels(selector))
+        .await?;
+    for p in list.items {
+        let name = name_of(&p);
+        if p.metadata.finalizers.iter().flatten().any(|f| f == DRAIN) {
+            ctx.patch(
+                "v1",
+                "Pod",
+                &name,
+                json!({"metadata": {"finalizers": null}}),
+            )
+            .await
+            .map_err(refusal)
+            .with_context(|| format!("remove the hook finalizer from pod {name}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The status of the pod's KruisePodReady condition, if it has one.
+fn kruise_pod_ready(p: &Pod) -> Option<bool> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "KruisePodReady")
+        .map(|c| c.status == "True")
+}
+
+async fn in_place_update_hook_refused(ctx: Ctx) -> anyhow::Result<()> {
+    let mut m = AdvancedDaemonSet::new("iphook").manifest();
+    merge(
+        &mut m["spec"],
+        json!({"lifecycle": {"inPlaceUpdate": {
+            "labelsHandler": {"hold": "true"},
+            "finalizersHandler": [DRAIN],
+            "markPodNotReady": true
+        }}}),
+    );
+    match ctx.create(m).await {
+        Err(kube::Error::Api(e)) => ensure!(
+            e.message.contains("inPlaceUpdate"),
+            "the inPlaceUpdate hook was refused for another reason: {}",
+            e.message
+        ),
+        Err(e) => return Err(refusal(e)),
+        Ok(_) => anyhow::bail!(
+            "an Advanced DaemonSet with a lifecycle.inPlaceUpdate hook was admitted; only preDelete is supported"
+        ),
+    }
     Ok(())
 }
 

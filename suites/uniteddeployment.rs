@@ -164,6 +164,36 @@ pub fn scenarios() -> Vec<Scenario> {
             &["uniteddeployment", "cloneset", "partition", "scale"],
             |ctx| partitions(ctx).boxed(),
         ),
+        s(
+            "uniteddeployment/adaptive-strategy-moves-replicas-off-an-unschedulable-subset",
+            "with scheduleStrategy Adaptive, a subset whose pods stay pending past rescheduleCriticalSeconds is marked unschedulable and its replicas go to the next subset; after unschedulableDuration it is schedulable again",
+            &["uniteddeployment", "cloneset", "schedule-strategy", "adaptive"],
+            |ctx| adaptive(ctx, false).boxed(),
+        )
+        // The pods allocated to the subset without nodes fail to schedule.
+        .allowing(&["FailedScheduling"])
+        // adaptive.unschedulableDuration and reserveUnschedulablePods are new in v1.9.0.
+        .since("v1.9.0"),
+        s(
+            "uniteddeployment/adaptive-strategy-reserves-unschedulable-pods",
+            "with reserveUnschedulablePods the pending pods of an unschedulable subset are kept as reserved and temporary substitutes run in the next subset",
+            &["uniteddeployment", "cloneset", "schedule-strategy", "adaptive", "reserve"],
+            |ctx| adaptive(ctx, true).boxed(),
+        )
+        .allowing(&["FailedScheduling"])
+        .since("v1.9.0"),
+        s(
+            "uniteddeployment/revision-history-limit-prunes-controller-revisions",
+            "after three template updates of a Deployment template with revisionHistoryLimit 1 only the live ControllerRevision of the UnitedDeployment remains",
+            &["uniteddeployment", "deployment", "revision-history"],
+            |ctx| revision_history(ctx, Template::Deployment).boxed(),
+        ),
+        s(
+            "uniteddeployment/cloneset-template-revision-history-is-pruned",
+            "the same with a CloneSet template: its ControllerRevisions carry the selector's labels and revisionHistoryLimit 1 prunes all but the live one",
+            &["uniteddeployment", "cloneset", "revision-history"],
+            |ctx| revision_history(ctx, Template::CloneSet).boxed(),
+        ),
     ]
 }
 
@@ -386,4 +416,228 @@ async fn partitions(ctx: Ctx) -> anyhow::Result<()> {
         .context("scale to 6")?;
     wait_united(&ctx, 6, (3, 3), 5).await?;
     check_subsets(&ctx, (3, 3)).await
+}
+
+async fn revision_history(ctx: Ctx, template: Template) -> anyhow::Result<()> {
+    let (field, _) = template.field_and_spec();
+    let mut ud = united(template, 2, json!({}), json!({}));
+    ud["spec"]["revisionHistoryLimit"] = json!(1);
+    create(&ctx, ud).await?;
+    wait_united(&ctx, 2, (1, 1), 2).await?;
+    for image in ["nginx:1.26", "nginx:1.27", "nginx:1.28"] {
+        ctx.json_patch(
+            API,
+            KIND,
+            UD,
+            json!([{"op": "replace", "path": format!("/spec/template/{field}/spec/template/spec/containers/0/image"), "value": image}]),
+        )
+        .await
+        .map_err(refusal)
+        .with_context(|| format!("update the template image to {image}"))?;
+        wait_united(&ctx, 2, (1, 1), 2).await?;
+    }
+    wait_pruned(&ctx, 1).await
+}
+
+/// Waits until exactly `want` ControllerRevisions are owned by the UnitedDeployment. The
+/// controller finds its revisions by its selector, so one without the selector's labels is
+/// never pruned: that fails at once.
+async fn wait_pruned(ctx: &Ctx, want: usize) -> anyhow::Result<()> {
+    let api = ctx.dyn_api(API, KIND).await?;
+    let uid = api.get(UD).await?.metadata.uid.unwrap_or_default();
+    let revs = ctx.dyn_api("apps/v1", "ControllerRevision").await?;
+    let what = format!("{want} ControllerRevisions owned by {UD}");
+    until(&api, UD, &what, ctx.timeouts.converge, move |_| {
+        let (revs, uid) = (revs.clone(), uid.clone());
+        async move {
+            let list = match revs.list(&ListParams::default()).await {
+                Ok(l) => l.items,
+                Err(e) => return Check::Failed(format!("list ControllerRevisions: {e}")),
+            };
+            let owned: Vec<_> = list
+                .iter()
+                .filter(|r| r.metadata.owner_references.iter().flatten().any(|o| o.uid == uid))
+                .collect();
+            let unselected: Vec<String> = owned
+                .iter()
+                .filter(|r| {
+                    r.metadata.labels.as_ref().and_then(|l| l.get("app")).map(String::as_str)
+                        != Some(UD)
+                })
+                .filter_map(|r| r.metadata.name.clone())
+                .collect();
+            if !unselected.is_empty() && owned.len() > want {
+                return Check::Failed(format!(
+                    "revisions outside the selector app={UD}: {unselected:?} ({} owned, want {want}); the controller lists its revisions by the selector and never prunes these",
+                    owned.len()
+                ));
+            }
+            let names: Vec<String> = owned.iter().filter_map(|r| r.metadata.name.clone()).collect();
+            Check::when(names.len() == want, || {
+                format!("owned revisions {names:?}, want {want}")
+            })
+        }
+        .boxed()
+    })
+    .await?;
+    Ok(())
+}
+
+/// Subset `nowhere` selects no node: what is allocated to it stays pending.
+const NOWHERE: &str = "nowhere";
+
+/// The subset `name`'s entry of `status.subsetStatuses`.
+fn subset_status(o: &kube::api::DynamicObject, name: &str) -> Value {
+    status(o)["subsetStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["name"] == name)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The subset status's `Schedulable` condition (status, reason).
+fn schedulable(subset: &Value) -> (String, String) {
+    subset["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Schedulable")
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or_default().to_string(),
+                c["reason"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// Live pods of subset `subset` of the UnitedDeployment: (all, ready).
+async fn subset_pod_counts(ctx: &Ctx, subset: &str) -> anyhow::Result<(usize, usize)> {
+    let pods = subset_pods(ctx, subset).await?;
+    let ready = pods
+        .iter()
+        .filter(|p| super::cloneset_lifecycle::ready(p))
+        .count();
+    Ok((pods.len(), ready))
+}
+
+/// Waits until `check` holds over the UnitedDeployment and the (all, ready) pod counts of
+/// subsets `nowhere` and `zone-a`.
+async fn wait_adaptive<F>(ctx: &Ctx, what: &str, check: F) -> anyhow::Result<()>
+where
+    F: Fn(&kube::api::DynamicObject, (usize, usize), (usize, usize)) -> Check
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+{
+    let api = ctx.dyn_api(API, KIND).await?;
+    let ctx2 = ctx.clone();
+    until(&api, UD, what, ctx.timeouts.converge, move |o| {
+        let (ctx, check) = (ctx2.clone(), check.clone());
+        async move {
+            let Some(o) = o else {
+                return Check::Pending("absent".into());
+            };
+            match (
+                subset_pod_counts(&ctx, NOWHERE).await,
+                subset_pod_counts(&ctx, "zone-a").await,
+            ) {
+                (Ok(nowhere), Ok(zone_a)) => check(&o, nowhere, zone_a),
+                (Err(e), _) | (_, Err(e)) => Check::Failed(format!("list pods: {e}")),
+            }
+        }
+        .boxed()
+    })
+    .await?;
+    Ok(())
+}
+
+async fn adaptive(ctx: Ctx, reserve: bool) -> anyhow::Result<()> {
+    let (field, spec) = Template::CloneSet.field_and_spec();
+    let mut adaptive = json!({"rescheduleCriticalSeconds": 2, "unschedulableDuration": 4});
+    if reserve {
+        adaptive["reserveUnschedulablePods"] = json!(true);
+    }
+    create(
+        &ctx,
+        json!({
+            "apiVersion": API, "kind": KIND, "metadata": {"name": UD},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": UD}},
+                "template": {field: {"metadata": {"labels": {"app": UD}}, "spec": spec}},
+                "topology": {
+                    "subsets": [
+                        {"name": NOWHERE, "nodeSelectorTerm": on_nodes("node-type", NOWHERE), "maxReplicas": 2},
+                        {"name": "zone-a", "nodeSelectorTerm": on_nodes(ZONE, "zone-a")},
+                    ],
+                    "scheduleStrategy": {"type": "Adaptive", "adaptive": adaptive},
+                },
+            }
+        }),
+    )
+    .await?;
+    if reserve {
+        // The pending pods stay, counted as reserved; substitutes run in zone-a.
+        wait_adaptive(
+            &ctx,
+            "nowhere's pods reserved and substitutes ready in zone-a",
+            |o, nowhere, zone_a| {
+                let sub = subset_status(o, NOWHERE);
+                Check::when(
+                    schedulable(&sub).0 == "False"
+                        && sub["reservedPods"].as_i64() == Some(2)
+                        && nowhere == (2, 0)
+                        && zone_a == (2, 2),
+                    || {
+                        format!(
+                            "subset nowhere status {sub}; pods (all, ready) nowhere {nowhere:?} zone-a {zone_a:?}"
+                        )
+                    },
+                )
+            },
+        )
+        .await
+    } else {
+        wait_adaptive(
+            &ctx,
+            "nowhere marked unschedulable and its replicas ready in zone-a",
+            |o, nowhere, zone_a| {
+                let sub = subset_status(o, NOWHERE);
+                let moved = status(o)["subsetReplicas"][NOWHERE].as_i64() == Some(0)
+                    && status(o)["subsetReplicas"]["zone-a"].as_i64() == Some(2);
+                Check::when(
+                    schedulable(&sub).0 == "False" && moved && nowhere.0 == 0 && zone_a == (2, 2),
+                    || {
+                        format!(
+                            "subset nowhere status {sub}, subsetReplicas {}; pods (all, ready) nowhere {nowhere:?} zone-a {zone_a:?}",
+                            status(o)["subsetReplicas"]
+                        )
+                    },
+                )
+            },
+        )
+        .await?;
+        // After unschedulableDuration the subset recovers; the running pods stay where they are.
+        wait_adaptive(
+            &ctx,
+            "nowhere recovered after unschedulableDuration",
+            |o, nowhere, zone_a| {
+                let sub = subset_status(o, NOWHERE);
+                let (cond, reason) = schedulable(&sub);
+                Check::when(
+                    cond == "True" && reason == "recover" && nowhere.0 == 0 && zone_a == (2, 2),
+                    || {
+                        format!(
+                            "subset nowhere status {sub}; pods (all, ready) nowhere {nowhere:?} zone-a {zone_a:?}"
+                        )
+                    },
+                )
+            },
+        )
+        .await
+    }
 }

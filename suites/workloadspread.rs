@@ -1,5 +1,6 @@
-//! WorkloadSpread: subset patches admitted by the validating webhook (S1) and interplay with
-//! Priority admission (S4).
+//! WorkloadSpread: subset patches admitted by the validating webhook (S1), interplay with
+//! Priority admission (S4), what a subset injects into the pods it admits, the target filter,
+//! and the adaptive schedule strategy that moves unschedulable pods to the next subset.
 
 use anyhow::{bail, ensure};
 use futures::FutureExt;
@@ -52,6 +53,28 @@ pub fn scenarios() -> Vec<Scenario> {
             expected_violations: &[],
             body: |ctx| s4(ctx, Target::CloneSet).boxed(),
         },
+        Scenario::new(
+            "workloadspread/subset-tolerations-and-preferred-terms-are-injected",
+            "a subset's tolerations and preferredNodeSelectorTerms (weight and preference) are injected into the pods it admits, and only into those",
+            &["workloadspread", "webhook", "admission", "scheduling"],
+            |ctx| injected(ctx).boxed(),
+        ),
+        Scenario::new(
+            "workloadspread/target-filter-selects-and-counts-the-managed-pods",
+            "pods outside targetFilter.selector are not placed in subsets; replicasPathList's sum is the total a subset's percentage maxReplicas is taken of",
+            &["workloadspread", "webhook", "admission", "target-filter"],
+            |ctx| target_filter(ctx).boxed(),
+        )
+        // spec.targetFilter is new in v1.8.0.
+        .since("v1.8.0"),
+        Scenario::new(
+            "workloadspread/adaptive-strategy-reschedules-unschedulable-pods",
+            "with scheduleStrategy Adaptive, pods left unschedulable in a subset past rescheduleCriticalSeconds are deleted, the subset is marked unschedulable and their replacements go to the next subset",
+            &["workloadspread", "schedule-strategy", "adaptive", "reschedule"],
+            |ctx| adaptive(ctx).boxed(),
+        )
+        // The pods admitted into the subset without nodes fail to schedule.
+        .allowing(&["FailedScheduling"]),
     ]
 }
 
@@ -73,6 +96,16 @@ fn spread<K: Kind>(name: &str, subsets: Vec<Value>) -> Value {
             "subsets": subsets
         }
     })
+}
+
+/// A WorkloadSpread `name` over the CloneSet `target` with `spec` merged into its spec.
+fn spread_over_cloneset(name: &str, target: &str, subsets: Vec<Value>, spec: Value) -> Value {
+    let mut ws = spread::<crate::scenario::workload::CloneSetKind>(target, subsets);
+    ws["metadata"]["name"] = json!(name);
+    for (k, v) in spec.as_object().into_iter().flatten() {
+        ws["spec"][k] = v.clone();
+    }
+    ws
 }
 
 fn matched_subset(p: &k8s_openapi::api::core::v1::Pod) -> Option<String> {
@@ -220,4 +253,197 @@ async fn s4_over<K: Kind>(ctx: Ctx, w: Spec<K>) -> anyhow::Result<()> {
         ensure!(stable == 2, "{stable} pods in subset stable, want 2");
         Ok(())
     }
+}
+
+/// The toleration subset `stable` injects.
+fn dedicated() -> Value {
+    json!({"key": "harness/dedicated", "operator": "Equal", "value": "spread", "effect": "NoSchedule"})
+}
+
+async fn injected(ctx: Ctx) -> anyhow::Result<()> {
+    let name = "tolerant";
+    let preferred =
+        json!({"weight": 60, "preference": on_nodes("topology.kubernetes.io/zone", "zone-a")});
+    create_observed(
+        &ctx,
+        spread_over_cloneset(
+            "spread",
+            name,
+            vec![
+                json!({"name": "stable", "requiredNodeSelectorTerm": on_nodes("node-type", "stable"), "maxReplicas": 2,
+                       "preferredNodeSelectorTerms": [preferred.clone()], "tolerations": [dedicated()]}),
+                json!({"name": "elastic", "requiredNodeSelectorTerm": on_nodes("node-type", "elastic")}),
+            ],
+            json!({}),
+        ),
+    )
+    .await?;
+    let w = CloneSet::new(name)
+        .recreate()
+        .replicas(3)
+        .create(&ctx)
+        .await?;
+    w.wait_rolled_out(3, ctx.timeouts.converge, &[]).await?;
+    let want_toleration: k8s_openapi::api::core::v1::Toleration =
+        serde_json::from_value(dedicated())?;
+    let want_preferred: k8s_openapi::api::core::v1::PreferredSchedulingTerm =
+        serde_json::from_value(preferred)?;
+    let mut stable = 0;
+    for p in pods(&ctx, &format!("app={name}")).await? {
+        let pname = p.metadata.name.clone().unwrap_or_default();
+        let spec = p.spec.clone().unwrap_or_default();
+        let tolerates = spec
+            .tolerations
+            .iter()
+            .flatten()
+            .any(|t| *t == want_toleration);
+        let prefers = spec
+            .affinity
+            .as_ref()
+            .and_then(|a| a.node_affinity.as_ref())
+            .and_then(|a| {
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
+            .is_some_and(|terms| terms.contains(&want_preferred));
+        let subset = matched_subset(&p);
+        let in_stable = match subset.as_deref() {
+            Some("stable") => true,
+            Some(_) => false,
+            None => bail!("pod {pname} was not admitted through the WorkloadSpread"),
+        };
+        ensure!(
+            tolerates == in_stable && prefers == in_stable,
+            "pod {pname} of subset {subset:?}: toleration {tolerates}, preferred term {prefers}; want both only in subset stable"
+        );
+        stable += usize::from(in_stable);
+    }
+    ensure!(stable == 2, "{stable} pods in subset stable, want 2");
+    Ok(())
+}
+
+async fn target_filter(ctx: Ctx) -> anyhow::Result<()> {
+    let subsets = || {
+        vec![
+            json!({"name": "stable", "requiredNodeSelectorTerm": on_nodes("node-type", "stable"), "maxReplicas": "50%"}),
+            json!({"name": "elastic", "requiredNodeSelectorTerm": on_nodes("node-type", "elastic")}),
+        ]
+    };
+    // The selector matches no pod of `others`: its pods are left alone.
+    create_observed(
+        &ctx,
+        spread_over_cloneset(
+            "filtered",
+            "others",
+            subsets(),
+            json!({"targetFilter": {"selector": {"matchLabels": {"role": "worker"}}}}),
+        ),
+    )
+    .await?;
+    // The replicas counted for `workers` are the sum over the paths: twice spec.replicas, so
+    // 50% of them is every one of its 2 pods.
+    create_observed(
+        &ctx,
+        spread_over_cloneset(
+            "summed",
+            "workers",
+            subsets(),
+            json!({"targetFilter": {
+                "selector": {"matchLabels": {"role": "worker"}},
+                "replicasPathList": ["spec.replicas", "spec.replicas"]
+            }}),
+        ),
+    )
+    .await?;
+    let others = CloneSet::new("others")
+        .recreate()
+        .replicas(2)
+        .create(&ctx)
+        .await?;
+    let workers = CloneSet::new("workers")
+        .recreate()
+        .label("role", "worker")
+        .replicas(2)
+        .create(&ctx)
+        .await?;
+    others
+        .wait_rolled_out(2, ctx.timeouts.converge, &[])
+        .await?;
+    workers
+        .wait_rolled_out(2, ctx.timeouts.converge, &[])
+        .await?;
+    for p in pods(&ctx, "app=others").await? {
+        ensure!(
+            matched_subset(&p).is_none(),
+            "pod {} outside targetFilter.selector was placed in subset {:?}",
+            p.metadata.name.clone().unwrap_or_default(),
+            matched_subset(&p)
+        );
+    }
+    let subsets: Vec<Option<String>> = pods(&ctx, "app=workers")
+        .await?
+        .iter()
+        .map(matched_subset)
+        .collect();
+    ensure!(
+        subsets.iter().all(|s| s.as_deref() == Some("stable")) && subsets.len() == 2,
+        "pods of workers in subsets {subsets:?}; want both in stable (50% of the 4 replicas replicasPathList sums)"
+    );
+    Ok(())
+}
+
+async fn adaptive(ctx: Ctx) -> anyhow::Result<()> {
+    let name = "adaptive";
+    create_observed(
+        &ctx,
+        spread_over_cloneset(
+            "spread",
+            name,
+            vec![
+                // No node carries this node-type: pods placed here stay unschedulable.
+                json!({"name": "nowhere", "requiredNodeSelectorTerm": on_nodes("node-type", "nowhere"), "maxReplicas": 2}),
+                json!({"name": "stable", "requiredNodeSelectorTerm": on_nodes("node-type", "stable")}),
+            ],
+            json!({"scheduleStrategy": {"type": "Adaptive", "adaptive": {"rescheduleCriticalSeconds": 2}}}),
+        ),
+    )
+    .await?;
+    let w = CloneSet::new(name)
+        .recreate()
+        .replicas(2)
+        .create(&ctx)
+        .await?;
+    w.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
+    let placed: Vec<Option<String>> = pods(&ctx, &format!("app={name}"))
+        .await?
+        .iter()
+        .map(matched_subset)
+        .collect();
+    ensure!(
+        placed.iter().all(|s| s.as_deref() == Some("stable")),
+        "running pods in subsets {placed:?}, want all in stable"
+    );
+    let ws = ctx
+        .dyn_api("apps.kruise.io/v1alpha1", "WorkloadSpread")
+        .await?
+        .get("spread")
+        .await?;
+    let nowhere = crate::scenario::status(&ws)["subsetStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["name"] == "nowhere")
+        .cloned()
+        .unwrap_or_default();
+    let schedulable = nowhere["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Schedulable")
+        .map(|c| c["status"].clone());
+    ensure!(
+        schedulable == Some(json!("False")),
+        "subset nowhere's Schedulable condition is {schedulable:?}, want False: {nowhere}"
+    );
+    Ok(())
 }
