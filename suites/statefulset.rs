@@ -16,6 +16,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DynamicObject, ListParams};
 use serde_json::{Value, json};
 
+use super::cloneset_lifecycle::{
+    HOOK_LABEL, hook, in_place_update_case, pre_delete_case, pre_normal_case, releasing_finalizers,
+};
 use super::common::*;
 use crate::scenario::wait::{Check, until};
 use crate::scenario::workload::{AdvancedStatefulSet, AdvancedStatefulSetKind, Handle};
@@ -119,6 +122,44 @@ pub fn scenarios() -> Vec<Scenario> {
             &[],
             |ctx| pre_delete(ctx).boxed()
         ),
+        scenario!(
+            "statefulset/pre-normal-hook-holds-new-pods-until-label-and-finalizer",
+            "lifecycle.preNormal keeps new pods PreparingNormal (ready, not available) until they carry both the labelsHandler label and the finalizersHandler finalizer; its markPodNotReady has no effect",
+            &["advancedstatefulset", "lifecycle", "pre-normal"],
+            &[],
+            |ctx| pre_normal(ctx).boxed()
+        ),
+        scenario!(
+            "statefulset/pre-delete-finalizer-hook-holds-the-pod-marked-not-ready",
+            "lifecycle.preDelete.finalizersHandler keeps a scaled-in pod PreparingDelete until the finalizer goes; markPodNotReady sets its KruisePodReady condition False meanwhile",
+            &["advancedstatefulset", "lifecycle", "mark-pod-not-ready"],
+            &[],
+            |ctx| pre_delete_finalizer(ctx).boxed()
+        ),
+        scenario!(
+            "statefulset/in-place-update-hook-holds-the-pod-marked-not-ready",
+            "lifecycle.inPlaceUpdate.labelsHandler holds a pod PreparingUpdate on its old image and markPodNotReady sets it not ready; released, it is updated, ready again, and Normal once the label and finalizer are on",
+            &["advancedstatefulset", "lifecycle", "in-place", "mark-pod-not-ready"],
+            &[],
+            |ctx| in_place_update_hook(ctx).boxed()
+        ),
+        scenario!(
+            "statefulset/in-place-grace-period-delays-the-image-change",
+            "rollingUpdate.inPlaceUpdateStrategy.gracePeriodSeconds marks the pod not ready on its old image and changes the image no sooner than the grace period later",
+            &["advancedstatefulset", "in-place", "grace-period"],
+            &[],
+            |ctx| grace_period(ctx).boxed()
+        ),
+        scenario!(
+            "statefulset/unordered-update-priority-picks-which-pods-update-first",
+            "unorderedUpdate.priorityStrategy (weightPriority, then orderPriority) chooses the pod a partitioned Parallel rollout updates, instead of the highest ordinal",
+            &["advancedstatefulset", "rolling-update", "priority", "partition"],
+            &[],
+            |ctx| unordered_priority(ctx).boxed()
+        )
+        // The monitor reads rollingUpdate.partition as an ordinal bound; under unorderedUpdate
+        // it is a count of pods kept at the old revision, so updating ordinal 0 is allowed.
+        .expecting(&["partition"]),
         scenario!(
             "statefulset/revision-history-limit-prunes-old-revisions",
             "revisionHistoryLimit 1 keeps at most the current revision and one more",
@@ -666,6 +707,189 @@ async fn pre_delete(ctx: Ctx) -> anyhow::Result<()> {
     .await
     .map_err(refusal)?;
     wait_names(&ctx, &sts, &[0]).await?;
+    Ok(())
+}
+
+/// Readiness gate of pods updated in place (the webhook refuses InPlaceIfPossible without it).
+fn in_place_spec() -> Value {
+    json!({"updateStrategy": {"type": "RollingUpdate",
+        "rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible"}},
+        "template": {"spec": {"readinessGates": [{"conditionType": "InPlaceUpdateReady"}]}}})
+}
+
+async fn pre_normal(ctx: Ctx) -> anyhow::Result<()> {
+    let spec = json!({"podManagementPolicy": "Parallel", "lifecycle": {"preNormal": hook(true)}});
+    let sts = create_sts(&ctx, sts(2, spec)).await?;
+    releasing_finalizers(&ctx, &sts.selector(), pre_normal_case(&ctx, &sts)).await
+}
+
+async fn pre_delete_finalizer(ctx: Ctx) -> anyhow::Result<()> {
+    let sts = create_sts(
+        &ctx,
+        sts(2, json!({"lifecycle": {"preDelete": hook(false)}})),
+    )
+    .await?;
+    sts.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
+    let scale_in = json!({"spec": {"replicas": 1}});
+    releasing_finalizers(
+        &ctx,
+        &sts.selector(),
+        pre_delete_case(&ctx, &sts, &pod_name(1), scale_in),
+    )
+    .await
+}
+
+async fn in_place_update_hook(ctx: Ctx) -> anyhow::Result<()> {
+    // The template's label holds every pod by the labelsHandler. Parallel: under OrderedReady,
+    // since v1.8.0 (commit aeb7f19f8 of PR #1858 counts a pod whose lifecycle state is not
+    // Normal as unavailable), the controller waits for the PreparingUpdate pod to be available
+    // before it reaches the rolling update, so even a released pod is never updated (v1.7.0
+    // updates it; not reported upstream).
+    let mut spec = in_place_spec();
+    merge(
+        &mut spec,
+        json!({"podManagementPolicy": "Parallel", "lifecycle": {"inPlaceUpdate": hook(true)},
+            "template": {"metadata": {"labels": {HOOK_LABEL: "on"}}}}),
+    );
+    let sts = create_sts(&ctx, sts(1, spec)).await?;
+    sts.wait_rolled_out(1, ctx.timeouts.converge, &[]).await?;
+    releasing_finalizers(
+        &ctx,
+        &sts.selector(),
+        in_place_update_case(&ctx, &sts, true, false),
+    )
+    .await
+}
+
+/// The in-place update state annotation's `updateTimestamp` (when the update began), in Unix
+/// seconds.
+fn update_started(p: &Pod) -> Option<i64> {
+    let state = p
+        .metadata
+        .annotations
+        .as_ref()?
+        .get("apps.kruise.io/inplace-update-state")?;
+    let v: Value = serde_json::from_str(state).ok()?;
+    let t: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time =
+        serde_json::from_value(v["updateTimestamp"].clone()).ok()?;
+    Some(t.0.as_second())
+}
+
+async fn grace_period(ctx: Ctx) -> anyhow::Result<()> {
+    const GRACE: i64 = 3;
+    let mut spec = in_place_spec();
+    merge(
+        &mut spec,
+        json!({"updateStrategy": {"rollingUpdate": {"inPlaceUpdateStrategy": {"gracePeriodSeconds": GRACE}}}}),
+    );
+    let sts = create_sts(&ctx, sts(1, spec)).await?;
+    sts.wait_rolled_out(1, ctx.timeouts.converge, &[]).await?;
+    sts.set_image(IMAGE_V2).await?;
+    // During the grace period the pod is not ready and still runs the old image.
+    let pods = wait_pods(&ctx, &sts, "the pod in its grace period", |_, pods| {
+        let p = pods.first();
+        let in_grace = p.is_some_and(|p| {
+            !ready(p)
+                && image(p) == IMAGE_V1
+                && update_started(p).is_some()
+                && p.metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key("apps.kruise.io/inplace-update-grace"))
+        });
+        Check::when(in_grace, || {
+            format!(
+                "pod ready {:?}, image {:?}, annotations {:?}",
+                p.map(ready),
+                p.map(image),
+                p.and_then(|p| p.metadata.annotations.as_ref())
+            )
+        })
+    })
+    .await?;
+    let began = update_started(&pods[0]).context("no in-place update timestamp")?;
+    sts.wait_rolled_out(1, ctx.timeouts.converge, &[]).await?;
+    let p = sts.pods().await?;
+    let started = p
+        .first()
+        .and_then(|p| container_status(p, "main"))
+        .filter(|s| s.image == IMAGE_V2)
+        .and_then(|s| s.state?.running?.started_at)
+        .context("the updated container is not running")?
+        .0
+        .as_second();
+    // Timestamps have one-second resolution.
+    ensure!(
+        started - began >= GRACE - 1,
+        "the new image started {}s after the in-place update began; gracePeriodSeconds is {GRACE}",
+        started - began
+    );
+    Ok(())
+}
+
+async fn unordered_priority(ctx: Ctx) -> anyhow::Result<()> {
+    let weight = json!({"weightPriority": [
+        {"weight": 50, "matchSelector": {"matchLabels": {"tier": "first"}}}
+    ]});
+    let order = json!({"orderPriority": [{"orderedKey": "rank"}]});
+    // Ordinal 0 gets the highest priority; without it, the highest ordinal goes first.
+    for (name, strategy, labels) in [
+        (
+            "weight",
+            weight,
+            [("tier", "first"), ("tier", "other"), ("tier", "other")],
+        ),
+        (
+            "order",
+            order,
+            [("rank", "r-7"), ("rank", "r-1"), ("rank", "r-3")],
+        ),
+    ] {
+        let mut m = AdvancedStatefulSet::new(name).replicas(3).manifest();
+        let mut spec = in_place_spec();
+        merge(
+            &mut spec,
+            json!({"serviceName": name, "podManagementPolicy": "Parallel",
+                "updateStrategy": {"rollingUpdate": {"partition": 2,
+                    "unorderedUpdate": {"priorityStrategy": strategy}}}}),
+        );
+        merge(&mut m["spec"], spec);
+        create(&ctx, m).await?;
+        let set: Sts = Handle::of(&ctx, name);
+        set.wait_rolled_out(3, ctx.timeouts.converge, &[]).await?;
+        for (ordinal, (k, v)) in labels.iter().enumerate() {
+            ctx.patch(
+                "v1",
+                "Pod",
+                &format!("{name}-{ordinal}"),
+                json!({"metadata": {"labels": {*k: v}}}),
+            )
+            .await
+            .map_err(refusal)?;
+        }
+        set.set_image(IMAGE_V2).await?;
+        let pods = wait_pods(&ctx, &set, "one pod updated, all ready", |o, pods| {
+            let s = status(o);
+            Check::when(
+                caught_up(o)
+                    && s["updatedReplicas"].as_i64() == Some(1)
+                    && s["readyReplicas"].as_i64() == Some(3)
+                    && pods.len() == 3,
+                || format!("status {s}"),
+            )
+        })
+        .await?;
+        let updated: Vec<String> = pods
+            .iter()
+            .filter(|p| image(p) == IMAGE_V2)
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        ensure!(
+            updated == [format!("{name}-0")],
+            "{name} priority: {name}-0 (labelled {:?}) should be the one pod updated under partition 2, updated {updated:?}",
+            labels[0]
+        );
+    }
     Ok(())
 }
 
