@@ -156,10 +156,7 @@ pub fn scenarios() -> Vec<Scenario> {
             &["advancedstatefulset", "rolling-update", "priority", "partition"],
             &[],
             |ctx| unordered_priority(ctx).boxed()
-        )
-        // The monitor reads rollingUpdate.partition as an ordinal bound; under unorderedUpdate
-        // it is a count of pods kept at the old revision, so updating ordinal 0 is allowed.
-        .expecting(&["partition"]),
+        ),
         scenario!(
             "statefulset/revision-history-limit-prunes-old-revisions",
             "revisionHistoryLimit 1 keeps at most the current revision and one more",

@@ -696,7 +696,9 @@ mod tests {
         for f in ["matrix.json", "matrix.html", "junit.xml"] {
             assert!(out.join(f).is_file(), "{f}");
         }
-        let e = merge(std::slice::from_ref(&one), &out, "m").unwrap_err().to_string();
+        let e = merge(std::slice::from_ref(&one), &out, "m")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("shard(s) 2/2 missing"), "{e}");
         let e = merge(&[one.clone(), one.clone(), two.clone()], &out, "m")
             .unwrap_err()

@@ -113,9 +113,29 @@ pub struct Model {
     /// Workload UID -> (what its status and generation were, since when).
     progress: BTreeMap<String, (String, Instant)>,
     pending: Pending,
+    /// Instant findings waiting for a fresh read of their workload.
+    suspects: BTreeMap<(&'static str, String), Suspect>,
     /// Rules and objects already reported (each once).
     reported: BTreeSet<(&'static str, String)>,
     violations: Vec<Violation>,
+}
+
+/// An instant finding (a rollout bound or a partition broken) seen in the watches, held until
+/// a fresh read of its workload confirms it: pods and workloads come on separate watches, so a
+/// pod the controller made for a new spec can be seen before that spec. The finding stands
+/// only if the workload's generation is still the one it was judged against.
+#[derive(Debug, Clone)]
+pub struct Suspect {
+    /// The workload's kind.
+    pub kind: WorkloadKind,
+    /// Its name.
+    pub name: String,
+    /// The generation the finding was judged against.
+    pub generation: Option<i64>,
+    /// When it was seen.
+    pub at: String,
+    /// What it said.
+    pub what: String,
 }
 
 /// The instant as RFC 3339 UTC.
@@ -230,8 +250,18 @@ impl Model {
             {
                 settled.push((w.uid.clone(), d));
             }
+            let held = |rule, what| {
+                (
+                    rule,
+                    object.clone(),
+                    what,
+                    w.kind,
+                    w.name.clone(),
+                    w.generation,
+                )
+            };
             for (rule, what) in s.rollout(self.settled.get(&w.uid).copied()) {
-                instant.push((rule, object.clone(), what));
+                instant.push(held(rule, what));
             }
             if let Some(rev) = w.update_revision() {
                 let baseline = match self.baselines.get(&w.uid) {
@@ -252,7 +282,7 @@ impl Model {
                     }
                 };
                 if let Some(what) = s.partition_breach(&baseline) {
-                    instant.push((rules::PARTITION, object.clone(), what));
+                    instant.push(held(rules::PARTITION, what));
                 }
             }
             if let Some(what) = s.counters() {
@@ -268,8 +298,17 @@ impl Model {
         }
         self.settled.extend(settled);
         self.baselines.extend(baselines);
-        for (rule, object, what) in instant {
-            self.report(rule, object, what);
+        for (rule, object, what, kind, name, generation) in instant {
+            if self.reported.contains(&(rule, object.clone())) {
+                continue;
+            }
+            self.suspects.entry((rule, object)).or_insert(Suspect {
+                kind,
+                name,
+                generation,
+                at: stamp(),
+                what,
+            });
         }
         self.persist(now, settings.grace, lasting);
         self.liveness(now, settings.liveness, progress);
@@ -326,6 +365,19 @@ impl Model {
                     format!("no progress for {bound:?} while its pods do not match its spec"),
                 );
             }
+        }
+    }
+
+    /// The instant findings waiting for a fresh read of their workload ([`Model::confirm`]).
+    pub fn take_suspects(&mut self) -> Vec<((&'static str, String), Suspect)> {
+        std::mem::take(&mut self.suspects).into_iter().collect()
+    }
+
+    /// Reports a held finding if its workload, read afresh, still has the generation it was
+    /// judged against (`fresh`: its generation now, `None` when it is gone).
+    pub fn confirm(&mut self, key: (&'static str, String), suspect: Suspect, fresh: Option<i64>) {
+        if fresh.is_some() && fresh == suspect.generation {
+            self.report_at(key.0, key.1, suspect.at, suspect.what);
         }
     }
 
@@ -503,6 +555,25 @@ fn watch_all(
     futures::stream::select_all(streams)
 }
 
+/// Reads the workload of every held finding afresh and reports those it confirms.
+async fn confirm_suspects(model: &mut Model, client: &kube::Client, namespace: &str) {
+    for (key, suspect) in model.take_suspects() {
+        let Some((_, ar)) = kinds().into_iter().find(|(k, _)| *k == suspect.kind) else {
+            continue;
+        };
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
+        let fresh = match api.get_opt(&suspect.name).await {
+            Ok(o) => o.and_then(|o| o.metadata.generation),
+            // Unknown: keep the finding, as seen.
+            Err(e) => {
+                tracing::debug!("monitor: read {} afresh: {e}", suspect.name);
+                suspect.generation
+            }
+        };
+        model.confirm(key, suspect, fresh);
+    }
+}
+
 /// Watches a scenario's namespace while its body runs; [`Monitor::stop`] returns what it
 /// found.
 pub struct Monitor {
@@ -518,6 +589,7 @@ impl Monitor {
     pub fn start(client: &kube::Client, namespace: &str, settings: Settings) -> Self {
         let (stop, mut stopped) = tokio::sync::oneshot::channel();
         let mut stream = watch_all(client, namespace);
+        let (client2, ns) = (client.clone(), namespace.to_string());
         let task = tokio::spawn(async move {
             let mut model = Model::default();
             let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -528,8 +600,10 @@ impl Monitor {
                     _ = tick.tick() => {}
                 }
                 model.evaluate(Instant::now(), &settings);
+                confirm_suspects(&mut model, &client2, &ns).await;
             }
             model.evaluate(Instant::now(), &settings);
+            confirm_suspects(&mut model, &client2, &ns).await;
             model
         });
         Self {
@@ -651,6 +725,43 @@ mod tests {
             0,
             "a declared rule is not a finding"
         );
+    }
+
+    #[test]
+    fn an_instant_finding_stands_only_if_its_workload_is_still_at_that_generation() {
+        let mut m = Model::default();
+        let mut w = cloneset(2);
+        w.spec = json!({"replicas": 2, "updateStrategy": {"maxSurge": 0}});
+        w.status = json!({"observedGeneration": 1, "replicas": 2, "readyReplicas": 2,
+                          "updatedReplicas": 2, "currentRevision": "web-a", "updateRevision": "web-a"});
+        m.apply(Change::Workload(Box::new(w)));
+        let mut p = pod();
+        for name in ["web-a", "web-b"] {
+            p.metadata.name = Some(name.into());
+            p.metadata.uid = Some(format!("{name}-uid"));
+            m.apply(Change::Pod(Box::new(p.clone())));
+        }
+        let now = Instant::now();
+        let s = Settings::with_liveness(Duration::from_secs(60));
+        m.evaluate(now, &s);
+        // A third pod, seen before the spec that asked for it.
+        p.metadata.name = Some("web-c".into());
+        p.metadata.uid = Some("web-c-uid".into());
+        m.apply(Change::Pod(Box::new(p)));
+        m.evaluate(now, &s);
+        let held = m.take_suspects();
+        assert_eq!(held.len(), 1, "{held:?}");
+        assert_eq!(held[0].0.0, rules::MAX_SURGE);
+        assert!(m.violations().is_empty(), "held, not reported");
+        // Read afresh, the workload is at a newer generation: the finding goes.
+        let (key, suspect) = held[0].clone();
+        m.confirm(key.clone(), suspect.clone(), Some(2));
+        assert!(m.violations().is_empty());
+        // At the same generation, it stands, with the instant it was seen.
+        let at = suspect.at.clone();
+        m.confirm(key, suspect, Some(1));
+        assert_eq!(m.violations().len(), 1);
+        assert_eq!(m.violations()[0].at, at);
     }
 
     #[test]

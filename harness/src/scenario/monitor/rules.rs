@@ -405,7 +405,10 @@ impl Snapshot<'_> {
             return None;
         }
         let desired = w.desired().unwrap_or(0);
-        if w.kind.stateful() {
+        // With unorderedUpdate (Advanced StatefulSet), the partition is a number of pods kept
+        // at the old revision, whichever their ordinals, as a CloneSet's is.
+        let unordered = !w.spec["updateStrategy"]["rollingUpdate"]["unorderedUpdate"].is_null();
+        if w.kind.stateful() && !unordered {
             let breached: Vec<&str> = self
                 .active()
                 .filter(|p| p.at(rev) && !baseline.contains(&p.uid))

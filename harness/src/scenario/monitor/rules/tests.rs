@@ -228,6 +228,23 @@ fn statefulset_partition_protects_ordinals_below_it_even_recreated() {
 }
 
 #[test]
+fn unordered_update_makes_the_partition_a_count_of_pods() {
+    let spec = json!({"replicas": 3, "updateStrategy": {"rollingUpdate": {
+        "partition": 2, "unorderedUpdate": {"priorityStrategy": {}}}}});
+    let w = workload(WorkloadKind::AdvancedStatefulSet, spec, status(3, 3, 1));
+    // Ordinal 0 first, as a priority may order it: allowed, one pod updated of one.
+    let mut pods = vec![
+        pod("web-0", true, "web-new"),
+        pod("web-1", true, "web-old"),
+        pod("web-2", true, "web-old"),
+    ];
+    assert_eq!(snap(&w, &pods).partition_breach(&BTreeSet::new()), None);
+    pods[1] = pod("web-1", true, "web-new");
+    let found = snap(&w, &pods).partition_breach(&BTreeSet::new()).unwrap();
+    assert!(found.contains("partition 2 of 3 allows 1"), "{found}");
+}
+
+#[test]
 fn complete_needs_the_partitioned_share_updated_unless_paused() {
     let w = cloneset(2, json!({"partition": 1}), status(2, 2, 1));
     let pods = [pod("web-a", true, "web-new"), pod("web-b", true, "web-old")];
