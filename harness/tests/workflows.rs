@@ -107,6 +107,7 @@ fn placeholder(flag: &str) -> &'static str {
         "--k8s" => "1.32",
         "--controller" | "--candidate" => "openkruise@v1.9.0",
         "--baseline" => "v1.8.3",
+        "--shard" => "1/4",
         _ => "x",
     }
 }
@@ -155,7 +156,11 @@ fn arguments(line: &str) -> Vec<String> {
         rest.replace_range(start..start + end + 2, "$EXPR");
     }
     let mut args: Vec<String> = vec![];
-    for word in split(&rest) {
+    // The harness's arguments end where the shell's pipes, redirections and lists begin.
+    for word in split(&rest)
+        .into_iter()
+        .take_while(|w| !matches!(w.as_str(), "|" | ">" | ">>" | "&&" | "||" | ";"))
+    {
         let word = if let Some((flag, value)) = word.split_once('=')
             && flag.starts_with("--")
             && value.starts_with('$')
@@ -250,8 +255,10 @@ fn every_harness_invocation_in_the_workflows_parses() {
     for (workflow, command, provider) in [
         ("pr", "run", Some("local")),
         ("nightly", "matrix", None),
+        ("nightly", "report", None),
         ("nightly", "run", Some("kind")),
         ("release-qualification", "qualify", None),
+        ("release-qualification", "report", None),
     ] {
         assert!(
             runs(workflow, command, provider),
@@ -279,6 +286,10 @@ fn invocations_are_extracted_and_checked() {
             "--report-dir",
             "reports"
         ]
+    );
+    assert_eq!(
+        arguments(r#"matrix --shard "${{ matrix.shard }}/$SHARDS" --binaries | tee binaries.txt"#),
+        ["matrix", "--shard", "1/4", "--binaries"]
     );
     assert!(harness::cli::check_args(&["run", "--provider", "local"]).is_ok());
     let e = harness::cli::check_args(&["run", "--provider", "local", "--no-such-flag"])
