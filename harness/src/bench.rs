@@ -239,6 +239,115 @@ pub async fn run(runs: usize) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `harness bench soak`: the default run repeated `runs` times, each with its own reports
+/// under `<report_dir>/<soak id>/run-<n>/`; prints each scenario that failed in any run (its
+/// failure rate across runs, the first line of each failure) and the wall times. Exit 1 when a
+/// scenario failed.
+pub async fn soak(runs: usize, report_dir: &Path) -> anyhow::Result<ExitCode> {
+    use crate::run::{Env, Filter, RunOptions, ledger::Ledger};
+    let Setup {
+        progress,
+        toolchain,
+        state: _state,
+        provider,
+    } = Setup::new(runs)?;
+    let kubernetes = KubeVersion::default_version();
+    let controller = crate::controller::ControllerRef::default_ref();
+    provider.binaries(&Profile::new(kubernetes)).await?;
+    controller.controller().prepare(&toolchain).await?;
+    let all = crate::suites::all();
+    let plan = crate::run::plan(&all, &Filter::default(), kubernetes, &controller);
+    let ledger = Ledger::builtin();
+    let options = RunOptions::default();
+    let any = crate::cluster::any::Provider::Local(provider.clone());
+    let id = crate::run::new_id("soak");
+    let root = report_dir.join(&id);
+    let mut walls = vec![];
+    // Scenario -> (runs it failed, the first line of each failure).
+    let mut failed: std::collections::BTreeMap<String, Vec<(usize, String)>> = Default::default();
+    let mut ran: std::collections::BTreeMap<String, usize> = Default::default();
+    for i in 1..=runs {
+        let files = crate::report::Files::new(&root, &format!("run-{i}"))
+            .with_context(|| format!("create reports in {}", root.display()))?;
+        let mut reporters: Vec<Box<dyn crate::run::Reporter>> = vec![Box::new(files)];
+        let t = Instant::now();
+        let env = Env {
+            scenarios: &all,
+            ledger: &ledger,
+            provider: &any,
+            toolchain: &toolchain,
+            options: &options,
+        };
+        let results = crate::run::execute(&plan, env, &format!("{id}-{i}"), &mut reporters).await;
+        let wall = t.elapsed();
+        let mut bad = 0;
+        for r in &results {
+            *ran.entry(r.scenario.clone()).or_default() += 1;
+            if r.outcome.fails_run(true)
+                || matches!(r.outcome, crate::run::Outcome::InfraError { .. })
+            {
+                bad += 1;
+                let why = r
+                    .failure
+                    .as_deref()
+                    .and_then(|f| f.lines().next())
+                    .unwrap_or(r.outcome.label())
+                    .to_string();
+                failed.entry(r.scenario.clone()).or_default().push((i, why));
+            }
+        }
+        progress.line(&format!(
+            "run {i}/{runs}: wall {:.1}s, {} scenario(s), {bad} failed",
+            wall.as_secs_f64(),
+            results.len()
+        ));
+        walls.push(wall);
+    }
+    let _ = std::fs::remove_file(root.join("latest"));
+    let scenarios = ran.len();
+    let flaky_runs: usize = failed.values().map(Vec::len).sum();
+    let total: usize = ran.values().sum();
+    println!(
+        "soak {id}: the default run (Kubernetes {kubernetes}, {controller}, {scenarios} scenarios) {runs} times: wall median {:.1}s, min {:.1}s, max {:.1}s (runs {})",
+        median(walls.clone()).as_secs_f64(),
+        walls
+            .iter()
+            .min()
+            .copied()
+            .unwrap_or_default()
+            .as_secs_f64(),
+        walls
+            .iter()
+            .max()
+            .copied()
+            .unwrap_or_default()
+            .as_secs_f64(),
+        fmt_runs(&walls)
+    );
+    println!(
+        "{flaky_runs} failed result(s) of {total} ({:.2}%); {} scenario(s) failed at least once",
+        100.0 * flaky_runs as f64 / total.max(1) as f64,
+        failed.len()
+    );
+    for (scenario, fails) in &failed {
+        let of = ran.get(scenario).copied().unwrap_or(runs);
+        println!(
+            "  {scenario}: failed {} of {of} runs ({:.0}%)",
+            fails.len(),
+            100.0 * fails.len() as f64 / of.max(1) as f64
+        );
+        for (run, why) in fails {
+            println!("      run {run}: {why}");
+        }
+    }
+    println!("reports: {}", root.display());
+    Ok(if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(crate::cli::EXIT_REGRESSION)
+    })
+}
+
 fn fmt_runs(xs: &[Duration]) -> String {
     xs.iter()
         .map(|d| format!("{:.2}", d.as_secs_f64()))

@@ -677,6 +677,16 @@ enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         runs: usize,
     },
+    /// The default run repeated (a soak): each scenario's failure rate across the runs and the
+    /// wall times; exit 1 if any scenario failed in any run. Each run's reports are kept.
+    Soak {
+        /// Runs.
+        #[arg(long, default_value_t = 20)]
+        runs: usize,
+        /// Where the runs' reports go (`<dir>/soak-<id>/run-<n>/`).
+        #[arg(long, default_value = "reports")]
+        report_dir: PathBuf,
+    },
     /// Time from a ready cluster to a ready controller bundle (CRDs established, webhooks
     /// patched and answering, smoke CloneSet reconciled).
     Bundle {
@@ -1036,6 +1046,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             nodes,
         }) => crate::bench::cluster_up(runs, kubernetes.parse()?, nodes).await,
         Command::Bench(BenchCommand::Run { runs }) => crate::bench::run(runs).await,
+        Command::Bench(BenchCommand::Soak { runs, report_dir }) => {
+            crate::bench::soak(runs, &report_dir).await
+        }
         Command::Bench(BenchCommand::Bundle { runs, controller }) => {
             crate::bench::bundle(runs, controller.parse()?).await
         }
