@@ -487,6 +487,9 @@ pub async fn install(
     };
     let gates = manager_gates(&options.gates);
     let spec = manager_spec(&binary, &kubeconfig, &certs, &log_dir, &ports, &gates);
+    // A manager stopped for an upgrade leaves its lease held; the next one would wait for it
+    // to expire.
+    release_lease(&client).await?;
     let record = cluster.spawn_component(&spec)?;
     let manager = Manager {
         name: spec.name.clone(),
@@ -845,7 +848,26 @@ pub struct Ports {
     pub pprof: u16,
 }
 
-/// The manager process as data.
+/// The manager's leader-election lease (`--leader-election-id`, in [`NAMESPACE`]).
+pub const LEASE: &str = "kruise-manager";
+
+/// Deletes the manager's lease, if there is one.
+async fn release_lease(client: &kube::Client) -> Result<(), ControllerError> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
+    match leases.delete(LEASE, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(ControllerError::Kube {
+            action: format!("delete the lease {NAMESPACE}/{LEASE}"),
+            source: e,
+        }),
+    }
+}
+
+/// The manager process as data. Leader election is on, as the release ships it, with a renew
+/// deadline that survives a loaded machine (the release's 10 s made a manager on a busy
+/// 2-core host exit with "leader election lost" mid-run).
 pub fn manager_spec(
     binary: &Path,
     kubeconfig: &Path,
@@ -865,6 +887,9 @@ pub fn manager_spec(
             format!("--pprof-addr=127.0.0.1:{}", ports.pprof),
             "--enable-leader-election=true".into(),
             format!("--leader-election-namespace={NAMESPACE}"),
+            "--leader-election-lease-duration=60s".into(),
+            "--leader-election-renew-deadline=45s".into(),
+            "--leader-election-retry-period=5s".into(),
             format!("--protection-log-path={}", log_dir.display()),
             gate_arg(gates),
         ],
