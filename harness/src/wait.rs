@@ -112,16 +112,27 @@ pub enum WaitError {
 
 /// Total time this process has spent inside [`until`] within [`measured`] futures (scenario
 /// bodies): a metric for `harness bench run`, the share of scenario time spent waiting on the
-/// controller. Waits of cluster bring-up and controller installs are not counted.
+/// controller. Waits of one scenario that overlap (several objects awaited at once) count once:
+/// the time at least one of them was running. Waits of cluster bring-up and controller installs
+/// are not counted.
 static WAITED_MICROS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// The waits running in one [`measured`] future: how many, and since when at least one.
+#[derive(Debug, Default)]
+struct Waiting {
+    depth: u32,
+    since: Option<std::time::Instant>,
+}
+
 tokio::task_local! {
-    static MEASURED: ();
+    static MEASURED: std::cell::RefCell<Waiting>;
 }
 
 /// Runs `f` with its [`until`] waits counted in [`waited`].
 pub async fn measured<F: std::future::Future>(f: F) -> F::Output {
-    MEASURED.scope((), f).await
+    MEASURED
+        .scope(std::cell::RefCell::new(Waiting::default()), f)
+        .await
 }
 
 /// See [`WAITED_MICROS`].
@@ -129,17 +140,36 @@ pub fn waited() -> Duration {
     Duration::from_micros(WAITED_MICROS.load(std::sync::atomic::Ordering::Relaxed))
 }
 
-struct Timed(std::time::Instant);
+/// One running wait.
+struct Timed;
+
+impl Timed {
+    fn start() -> Self {
+        let _ = MEASURED.try_with(|w| {
+            let mut w = w.borrow_mut();
+            if w.depth == 0 {
+                w.since = Some(std::time::Instant::now());
+            }
+            w.depth += 1;
+        });
+        Timed
+    }
+}
 
 impl Drop for Timed {
     fn drop(&mut self) {
-        if MEASURED.try_with(|_| ()).is_err() {
-            return;
-        }
-        WAITED_MICROS.fetch_add(
-            self.0.elapsed().as_micros() as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        let _ = MEASURED.try_with(|w| {
+            let mut w = w.borrow_mut();
+            w.depth = w.depth.saturating_sub(1);
+            if w.depth == 0
+                && let Some(since) = w.since.take()
+            {
+                WAITED_MICROS.fetch_add(
+                    since.elapsed().as_micros() as u64,
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+            }
+        });
     }
 }
 
@@ -213,7 +243,7 @@ where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     F: FnMut(Option<K>) -> BoxFuture<'static, Check>,
 {
-    let _timed = Timed(std::time::Instant::now());
+    let _timed = Timed::start();
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut stream = watcher(api.clone(), config).boxed();
     let mut current: Option<K> = None;
@@ -270,7 +300,7 @@ where
 {
     let span = tracing::debug_span!("wait", what, ?timeout);
     async move {
-        let _timed = Timed(std::time::Instant::now());
+        let _timed = Timed::start();
         let mut stream = watcher(api.clone(), config).boxed();
         let mut objects: std::collections::BTreeMap<String, K> = Default::default();
         let mut synced = false;
@@ -320,6 +350,27 @@ where
 
 #[cfg(test)]
 mod tests {
+
+    #[tokio::test]
+    async fn overlapping_waits_of_a_scenario_count_once() {
+        let before = waited();
+        let t = std::time::Instant::now();
+        measured(async {
+            let a = Timed::start();
+            let b = Timed::start();
+            std::thread::sleep(Duration::from_millis(20));
+            drop(a);
+            std::thread::sleep(Duration::from_millis(20));
+            drop(b);
+        })
+        .await;
+        let whole = t.elapsed();
+        let counted = waited() - before;
+        // Summed, the two waits would exceed the time the block took.
+        assert!(counted <= whole, "{counted:?} counted in {whole:?}");
+        assert!(counted >= Duration::from_millis(40), "{counted:?}");
+    }
+
     use super::*;
 
     #[test]
