@@ -24,7 +24,9 @@ const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
 const STORAGE_PROVISIONER: &str = "volume.kubernetes.io/storage-provisioner";
 const BETA_STORAGE_PROVISIONER: &str = "volume.beta.kubernetes.io/storage-provisioner";
 
-/// The default StorageClass object: WaitForFirstConsumer binding, Delete reclaim, as on kind.
+/// The default StorageClass object: WaitForFirstConsumer binding, Delete reclaim, as on kind;
+/// no volume expansion, which the provisioner does not perform (a class that advertised it
+/// would let a resize be accepted and never happen).
 pub fn default_storage_class() -> StorageClass {
     StorageClass {
         metadata: ObjectMeta {
@@ -38,7 +40,7 @@ pub fn default_storage_class() -> StorageClass {
         provisioner: PROVISIONER.into(),
         reclaim_policy: Some("Delete".into()),
         volume_binding_mode: Some("WaitForFirstConsumer".into()),
-        allow_volume_expansion: Some(true),
+        allow_volume_expansion: Some(false),
         ..Default::default()
     }
 }
@@ -217,6 +219,13 @@ pub async fn run(client: kube::Client) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_class_promises_no_expansion() {
+        let c = default_storage_class();
+        assert_eq!(c.allow_volume_expansion, Some(false));
+        assert_eq!(c.volume_binding_mode.as_deref(), Some("WaitForFirstConsumer"));
+    }
     use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, VolumeResourceRequirements};
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
