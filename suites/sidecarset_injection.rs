@@ -37,7 +37,7 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "sidecarset/injection-transfers-env-shares-volumes-and-pairs-hot-upgrade-sidecars",
             suite: "sidecarset",
-            summary: "at pod creation the webhook copies the named envs (envName, envNames) from the source container named directly or by a pod label (fieldRef), shares the app's volume mounts with init sidecars, places init sidecars before the pod's own init containers under podInjectPolicy BeforeAppContainer and after them otherwise, and injects a HotUpgrade sidecar as a pair whose idle half runs hotUpgradeEmptyImage; upgradeType is immutable",
+            summary: "at pod creation the webhook copies the named envs (envName, envNames) from the source container named directly or by a pod label (fieldRef), shares the app's volume mounts with init sidecars, places init sidecars before the pod's own init containers under podInjectPolicy BeforeAppContainer and after them otherwise, and injects a HotUpgrade sidecar as a pair whose idle half runs hotUpgradeEmptyImage; upgradeType is immutable and a fieldRef must read the pod in apiVersion v1",
             labels: &["sidecarset", "injection", "transfer-env", "hot-upgrade", "native-sidecar"],
             requires: Requirements::default(),
             allowed_warnings: &[],
@@ -59,13 +59,24 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "sidecarset/injection-revision-injects-a-historic-sidecar",
             suite: "sidecarset",
-            summary: "injectionStrategy.revision makes new pods get the sidecar of an earlier revision, chosen by customVersion or revisionName; under policy Partial, pods the update selector picks get the latest; an unknown version is refused",
+            summary: "injectionStrategy.revision makes new pods get the sidecar of an earlier revision, chosen by customVersion (the revision's custom-version label) or revisionName; an unknown version is refused",
             labels: &["sidecarset", "injection", "revision"],
             requires: Requirements::default(),
             allowed_warnings: &[],
             expected_violations: &[],
             body: |ctx| injection_revision(ctx).boxed(),
         },
+        Scenario {
+            name: "sidecarset/partial-injection-revision-gives-selected-pods-the-latest",
+            suite: "sidecarset",
+            summary: "under injectionStrategy.revision policy Partial, new pods the update selector skips get the named revision's sidecar and pods it picks get the latest",
+            labels: &["sidecarset", "injection", "revision"],
+            requires: Requirements::default(),
+            allowed_warnings: &[],
+            expected_violations: &[],
+            body: |ctx| partial_injection_revision(ctx).boxed(),
+        }
+        .since("v1.8.0"),
         Scenario {
             name: "sidecarset/update-order-follows-priority-and-scatter-within-max-unavailable",
             suite: "sidecarset",
@@ -252,6 +263,23 @@ async fn transfer_and_hot_upgrade(ctx: Ctx) -> anyhow::Result<()> {
             .await,
         "changing the upgradeType of sidecar proxy from HotUpgrade to ColdUpgrade",
         "upgradeType is immutable",
+    )?;
+    // A fieldRef naming the source container reads the pod in API version v1 (the default);
+    // another version is refused.
+    let v2_ref = json!({"containers": [sidecar("env-sidecar", json!({"transferEnv": [
+        {"sourceContainerNameFrom": {"fieldRef": {"apiVersion": "v2",
+            "fieldPath": "metadata.labels['env-source']"}}, "envName": "X"}]}))]});
+    let m = sidecarset_manifest(
+        &ctx,
+        &ctx.unique("noversion"),
+        "noversion",
+        json!({}),
+        v2_ref,
+    );
+    refused(
+        ctx.create(m).await,
+        "a transferEnv fieldRef in apiVersion v2",
+        "unsupported pod version: v2",
     )
 }
 
@@ -619,36 +647,52 @@ async fn change(ctx: &Ctx, name: &str, patch: Value) -> anyhow::Result<String> {
     Ok(text(&o, "latestRevision"))
 }
 
-async fn injection_revision(ctx: Ctx) -> anyhow::Result<()> {
-    let (case, name) = ("rev", ctx.unique("rev"));
+/// A SidecarSet over the pods of `case` whose sidecar `logger` took each of `images` in turn,
+/// the n-th labelled with custom version `v<n>`: its name and its revisions, oldest first.
+async fn revisions(
+    ctx: &Ctx,
+    case: &str,
+    images: &[&str],
+) -> anyhow::Result<(String, Vec<String>)> {
+    let name = ctx.unique(case);
     let logger =
         |image: &str| json!([{"name": "logger", "image": image, "command": ["sleep", "3600"]}]);
     sidecarset(
-        &ctx,
+        ctx,
         &name,
         case,
         json!({CUSTOM_VERSION: "v1"}),
-        json!({"containers": logger(SIDECAR_V1)}),
+        json!({"containers": logger(images[0])}),
     )
     .await?;
-    let first = change(&ctx, &name, json!({})).await?;
-    let second = change(
-        &ctx,
-        &name,
-        json!({"metadata": {"labels": {CUSTOM_VERSION: "v2"}},
-            "spec": {"containers": logger(SIDECAR_V2)}}),
-    )
-    .await?;
+    let mut revs = vec![change(ctx, &name, json!({})).await?];
+    for (i, image) in images.iter().enumerate().skip(1) {
+        let rev = change(
+            ctx,
+            &name,
+            json!({"metadata": {"labels": {CUSTOM_VERSION: format!("v{}", i + 1)}},
+                "spec": {"containers": logger(image)}}),
+        )
+        .await?;
+        ensure!(
+            !revs.contains(&rev),
+            "changing the sidecar image to {image} made no new revision: {rev}"
+        );
+        revs.push(rev);
+    }
+    let got = injected_image(ctx, case, json!({})).await?;
+    let latest = images[images.len() - 1];
     ensure!(
-        first != second,
-        "the image change made no new revision: {first}"
+        got == latest,
+        "without injectionStrategy.revision the pod got {got}, want the latest {latest}"
     );
-    let got = injected_image(&ctx, case, json!({})).await?;
-    ensure!(
-        got == SIDECAR_V2,
-        "without injectionStrategy.revision the pod got {got}, want the latest {SIDECAR_V2}"
-    );
+    Ok((name, revs))
+}
 
+async fn injection_revision(ctx: Ctx) -> anyhow::Result<()> {
+    let case = "rev";
+    let images = [SIDECAR_V1, SIDECAR_V2, EMPTY_IMAGE];
+    let (name, revs) = revisions(&ctx, case, &images).await?;
     change(
         &ctx,
         &name,
@@ -657,15 +701,42 @@ async fn injection_revision(ctx: Ctx) -> anyhow::Result<()> {
     .await?;
     let got = injected_image(&ctx, case, json!({})).await?;
     ensure!(
-        got == SIDECAR_V1,
-        "with revision customVersion v1 (policy Always) the pod got {got}, want {SIDECAR_V1} of revision {first}"
+        got == images[0],
+        "with revision customVersion v1 the pod got {got}, want {} of revision {}",
+        images[0],
+        revs[0]
     );
+    change(
+        &ctx,
+        &name,
+        json!({"spec": {"injectionStrategy": {"revision": {"customVersion": null, "revisionName": revs[1]}}}}),
+    )
+    .await?;
+    let got = injected_image(&ctx, case, json!({})).await?;
+    ensure!(
+        got == images[1],
+        "with revisionName {} the pod got {got}, want {}",
+        revs[1],
+        images[1]
+    );
+    let unknown = json!({"spec": {"injectionStrategy": {"revision":
+        {"revisionName": null, "customVersion": "v9"}}}});
+    refused(
+        ctx.patch("apps.kruise.io/v1alpha1", "SidecarSet", &name, unknown)
+            .await,
+        "injectionStrategy.revision.customVersion v9 (no such revision)",
+        "Cannot find specific ControllerRevision",
+    )
+}
 
+async fn partial_injection_revision(ctx: Ctx) -> anyhow::Result<()> {
+    let case = "partial";
+    let (name, revs) = revisions(&ctx, case, &[SIDECAR_V1, SIDECAR_V2]).await?;
     change(
         &ctx,
         &name,
         json!({"spec": {
-            "injectionStrategy": {"revision": {"customVersion": null, "revisionName": first, "policy": "Partial"}},
+            "injectionStrategy": {"revision": {"revisionName": revs[0], "policy": "Partial"}},
             "updateStrategy": {"selector": {"matchLabels": {"canary": "true"}}}
         }}),
     )
@@ -673,23 +744,17 @@ async fn injection_revision(ctx: Ctx) -> anyhow::Result<()> {
     let got = injected_image(&ctx, case, json!({})).await?;
     ensure!(
         got == SIDECAR_V1,
-        "with revisionName {first} (policy Partial) a pod the update selector skips got {got}, want {SIDECAR_V1}"
+        "with revisionName {} (policy Partial) a pod the update selector skips got {got}, want {SIDECAR_V1}",
+        revs[0]
     );
     // Without a percentage partition, every pod the update selector picks gets the latest.
     let got = injected_image(&ctx, case, json!({"canary": "true"})).await?;
     ensure!(
         got == SIDECAR_V2,
-        "with revisionName {first} (policy Partial) a pod the update selector picks got {got}, want the latest {SIDECAR_V2}"
+        "with revisionName {} (policy Partial) a pod the update selector picks got {got}, want the latest {SIDECAR_V2}",
+        revs[0]
     );
-
-    let unknown = json!({"spec": {"injectionStrategy": {"revision":
-        {"revisionName": null, "customVersion": "v9", "policy": "Always"}}}});
-    refused(
-        ctx.patch("apps.kruise.io/v1alpha1", "SidecarSet", &name, unknown)
-            .await,
-        "injectionStrategy.revision.customVersion v9 (no such revision)",
-        "Cannot find specific ControllerRevision",
-    )
+    Ok(())
 }
 
 /// What a watch of the pods saw while a sidecar image change rolled through them.
