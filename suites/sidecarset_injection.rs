@@ -103,6 +103,7 @@ async fn sidecarset(
     Ok(())
 }
 
+/// The manifest [`sidecarset`] creates.
 fn sidecarset_manifest(ctx: &Ctx, name: &str, case: &str, labels: Value, spec: Value) -> Value {
     let mut s = json!({
         "selector": {"matchLabels": {"injection-case": case}},
@@ -631,19 +632,19 @@ async fn change(ctx: &Ctx, name: &str, patch: Value) -> anyhow::Result<String> {
         .await
         .map_err(refusal)?;
     let api = ctx.dyn_api("apps.kruise.io/v1alpha1", "SidecarSet").await?;
-    let o = wait_pods(
-        ctx,
-        &api,
-        name,
-        "injection-case=none",
-        "the change observed",
-        |o, _| {
-            Check::when(observed(o) && !text(o, "latestRevision").is_empty(), || {
-                "status.observedGeneration behind".into()
-            })
-        },
-    )
-    .await?;
+    let what = format!("SidecarSet {name}: the change observed");
+    let o = crate::scenario::wait::until(&api, name, &what, ctx.timeouts.converge, |o| {
+        let check = match o {
+            Some(o) => Check::when(
+                observed(&o) && !text(&o, "latestRevision").is_empty(),
+                || format!("status {}", crate::scenario::status(&o)),
+            ),
+            None => Check::Failed("the SidecarSet is gone".into()),
+        };
+        std::future::ready(check).boxed()
+    })
+    .await?
+    .context("the SidecarSet is gone")?;
     Ok(text(&o, "latestRevision"))
 }
 
