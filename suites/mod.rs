@@ -14,6 +14,7 @@ pub mod persistentpodstate;
 pub mod podunavailablebudget;
 pub mod resourcedistribution;
 pub mod sidecarset;
+pub mod sidecarset_injection;
 pub mod sidecarset_lifecycle;
 pub mod statefulset;
 pub mod uniteddeployment;
@@ -30,6 +31,7 @@ pub fn all() -> Vec<Scenario> {
     v.extend(cloneset_lifecycle::scenarios());
     v.extend(sidecarset::scenarios());
     v.extend(sidecarset_lifecycle::scenarios());
+    v.extend(sidecarset_injection::scenarios());
     v.extend(daemonset::scenarios());
     v.extend(daemonset_lifecycle::scenarios());
     v.extend(parity::scenarios());
