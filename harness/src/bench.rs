@@ -185,7 +185,12 @@ pub async fn run(runs: usize) -> anyhow::Result<ExitCode> {
     let all = crate::suites::all();
     let plan = crate::run::plan(&all, &Filter::default(), kubernetes, &controller);
     let ledger = Ledger::builtin();
-    let options = RunOptions::default();
+    // As `harness run` does: the newest report's times order the work.
+    let options = RunOptions {
+        costs: crate::run::costs::Costs::load(Path::new("reports/latest/report.json"))
+            .unwrap_or_default(),
+        ..RunOptions::default()
+    };
     let any = crate::cluster::any::Provider::Local(provider.clone());
     let (mut walls, mut shares) = (vec![], vec![]);
     for i in 0..runs {
@@ -258,7 +263,12 @@ pub async fn soak(runs: usize, report_dir: &Path) -> anyhow::Result<ExitCode> {
     let all = crate::suites::all();
     let plan = crate::run::plan(&all, &Filter::default(), kubernetes, &controller);
     let ledger = Ledger::builtin();
-    let options = RunOptions::default();
+    // As `harness run` does: the newest report's times order the work.
+    let options = RunOptions {
+        costs: crate::run::costs::Costs::load(Path::new("reports/latest/report.json"))
+            .unwrap_or_default(),
+        ..RunOptions::default()
+    };
     let any = crate::cluster::any::Provider::Local(provider.clone());
     let id = crate::run::new_id("soak");
     let root = report_dir.join(&id);

@@ -175,6 +175,10 @@ struct RunArgs {
     /// A ledger of known bugs to use instead of the checked-in suites/ledger.yaml.
     #[arg(long)]
     ledger: Option<PathBuf>,
+    /// An earlier run's report.json whose times order the work longest first (clusters, and
+    /// scenarios in each); default: the newest report in --report-dir, if there is one.
+    #[arg(long, value_name = "REPORT_JSON")]
+    costs: Option<PathBuf>,
     #[command(flatten)]
     provider: ProviderArgs,
 }
@@ -810,6 +814,13 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
         println!("{}", plan.describe(args.provider.label()));
         return Ok(ExitCode::SUCCESS);
     }
+    let costs = match &args.costs {
+        Some(p) => crate::run::costs::Costs::load(p)?,
+        None => {
+            let newest = args.report_dir.join("latest").join("report.json");
+            crate::run::costs::Costs::load(&newest).unwrap_or_default()
+        }
+    };
     let run_id = crate::run::new_id("");
     // The provider is checked before anything is written.
     let provider = args
@@ -835,6 +846,7 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
         inject_failures,
         keep_cluster_on_failure: args.keep_cluster_on_failure,
         logs_dir: Some(dir.join("cluster-logs")),
+        costs,
         ..Default::default()
     };
     let env = crate::run::Env {
@@ -1306,11 +1318,12 @@ async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
             .as_deref()
             .unwrap_or_else(|| &file.as_ref().expect("loaded").controllers),
     )?;
-    let setup = MatrixSetup::new(&args.select)?;
+    let mut setup = MatrixSetup::new(&args.select)?;
     let costs = match &args.shards.costs {
         Some(p) => crate::matrix::Costs::load(p)?,
         None => crate::matrix::Costs::estimate(),
     };
+    setup.options.costs = costs.clone();
     let units = setup.units(&versions, &controllers, None, &costs);
     let shard = match sharding(&args.shards, units, args.select.cells_parallel) {
         Sharding::Printed => return Ok(ExitCode::SUCCESS),
@@ -1344,12 +1357,13 @@ async fn qualify(args: QualifyArgs) -> anyhow::Result<ExitCode> {
         bail!("qualify {candidate}: the baseline is the candidate itself");
     }
     let versions = crate::matrix::parse_versions(&args.kubernetes)?;
-    let setup = MatrixSetup::new(&args.select)?;
+    let mut setup = MatrixSetup::new(&args.select)?;
     let controllers = vec![baseline.clone(), candidate.clone()];
     let costs = match &args.shards.costs {
         Some(p) => crate::matrix::Costs::load(p)?,
         None => crate::matrix::Costs::estimate(),
     };
+    setup.options.costs = costs.clone();
     let units = setup.units(
         &versions,
         &controllers,

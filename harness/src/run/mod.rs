@@ -3,6 +3,7 @@
 //! group's scenarios concurrently in their own namespaces, checks the invariants, classifies
 //! every result against the [`ledger::Ledger`] and emits [`Event`]s for the reporters.
 
+pub mod costs;
 pub mod ledger;
 
 use std::collections::BTreeMap;
@@ -358,6 +359,9 @@ pub struct RunOptions {
     /// Where a cluster's logs are exported when one of its scenarios fails or its controller
     /// does not start (`<logs_dir>/<cluster>/`); `None` keeps no logs.
     pub logs_dir: Option<PathBuf>,
+    /// Expected times: clusters start, and each cluster's scenarios run, longest first (ties
+    /// in plan order), so that the longest work does not start last.
+    pub costs: costs::Costs,
 }
 
 impl Default for RunOptions {
@@ -372,6 +376,7 @@ impl Default for RunOptions {
             timeouts: Timeouts::default(),
             scenario_timeout: Duration::from_secs(300),
             logs_dir: None,
+            costs: costs::Costs::default(),
         }
     }
 }
@@ -663,7 +668,8 @@ pub async fn execute(
             Outcome::Skipped { reason },
         ));
     }
-    let clusters = plan.clusters.iter().enumerate().map(|(i, pc)| {
+    let clusters = cluster_order(plan, env.options).into_iter().map(|i| {
+        let pc = &plan.clusters[i];
         let name = format!("{run_id}-{i}");
         let span = tracing::info_span!("cluster", cluster = %name, profile = %pc.profile.name);
         let out = &out;
@@ -677,6 +683,22 @@ pub async fn execute(
         seconds: started.elapsed().as_secs_f64(),
     });
     out.state.into_inner().expect("not poisoned").1
+}
+
+/// The plan's clusters (indexes), longest first by the expected costs (ties keep the plan's
+/// order): with clusters run a few at a time, the longest must not start last.
+pub fn cluster_order(plan: &Plan, options: &RunOptions) -> Vec<usize> {
+    let cost = |pc: &PlannedCluster| {
+        let one = Plan {
+            clusters: vec![pc.clone()],
+            skipped: vec![],
+            ..plan.clone()
+        };
+        options.costs.plan(&one, options.parallel)
+    };
+    let mut order: Vec<usize> = (0..plan.clusters.len()).collect();
+    order.sort_by(|a, b| cost(&plan.clusters[*b]).total_cmp(&cost(&plan.clusters[*a])));
+    order
 }
 
 /// The reporters of a run, and its results so far.
@@ -841,11 +863,14 @@ async fn run_cluster(
         profile: profile.clone(),
     });
     let t = Instant::now();
-    let selected: Vec<&Scenario> = pc
+    let mut selected: Vec<&Scenario> = pc
         .scenarios
         .iter()
         .filter_map(|n| env.scenarios.iter().find(|s| s.name == n))
         .collect();
+    // The longest scenarios first, so that none starts last and runs alone.
+    let costs = &env.options.costs;
+    selected.sort_by(|a, b| costs.scenario(b.name).total_cmp(&costs.scenario(a.name)));
     let cell = match bring_up(plan, pc, name, env).await {
         Ok(cell) => cell,
         Err(e) => {
@@ -1250,6 +1275,20 @@ async fn collect(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cluster_with_the_most_work_starts_first() {
+        let all = crate::suites::all();
+        let p = plan(
+            &all,
+            &Filter::default(),
+            "1.32".parse().unwrap(),
+            &"openkruise@v1.9.0".parse().unwrap(),
+        );
+        let order = cluster_order(&p, &RunOptions::default());
+        assert_eq!(p.clusters[order[0]].profile.name, "default");
+        assert_eq!(order.len(), p.clusters.len());
+    }
 
     #[test]
     fn a_flaky_result_fails_a_run_only_when_asked() {

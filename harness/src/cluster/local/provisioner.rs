@@ -224,7 +224,10 @@ mod tests {
     fn the_default_class_promises_no_expansion() {
         let c = default_storage_class();
         assert_eq!(c.allow_volume_expansion, Some(false));
-        assert_eq!(c.volume_binding_mode.as_deref(), Some("WaitForFirstConsumer"));
+        assert_eq!(
+            c.volume_binding_mode.as_deref(),
+            Some("WaitForFirstConsumer")
+        );
     }
     use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, VolumeResourceRequirements};
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;

@@ -1,0 +1,176 @@
+//! Expected costs: how long scenarios and cluster bring-ups take, from an earlier run's report
+//! or estimates. Start with [`Costs`]; a run orders its clusters and scenarios longest first by
+//! them, and a sharded matrix splits its cells by them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::Plan;
+
+/// Seconds a cluster takes to come up with its controller, when no report says.
+pub const DEFAULT_BRING_UP: f64 = 30.0;
+/// Seconds a scenario takes, when no report says.
+pub const DEFAULT_SCENARIO: f64 = 5.0;
+
+/// Expected seconds of scenarios and cluster bring-ups: medians measured in an earlier run's
+/// report, defaults ([`DEFAULT_SCENARIO`], [`DEFAULT_BRING_UP`]) for what it did not run.
+#[derive(Debug, Clone, Default)]
+pub struct Costs {
+    scenarios: BTreeMap<String, f64>,
+    bring_up: BTreeMap<String, f64>,
+    /// Where the figures come from (`None`: defaults only).
+    pub source: Option<PathBuf>,
+}
+
+/// A report that cannot give costs.
+#[derive(Debug, thiserror::Error)]
+#[error("read costs from {}: {detail}", path.display())]
+pub struct CostsError {
+    path: PathBuf,
+    detail: String,
+}
+
+#[derive(Deserialize)]
+struct TimedResult {
+    scenario: String,
+    seconds: f64,
+    outcome: serde_json::Value,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+impl Costs {
+    /// Defaults only.
+    pub fn estimate() -> Self {
+        Self::default()
+    }
+
+    /// Medians from a run's `report.json` or a matrix's `matrix.json` (and the `report.json`
+    /// of each of its cells, for bring-up times).
+    pub fn load(path: &Path) -> Result<Self, CostsError> {
+        let err = |detail: String| CostsError {
+            path: path.into(),
+            detail,
+        };
+        let read = |p: &Path| -> Result<serde_json::Value, String> {
+            let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", p.display()))
+        };
+        let top = read(path).map_err(err)?;
+        let mut reports = vec![];
+        if let Some(cells) = top["cells"].as_array() {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            for c in cells {
+                let results = c["results"].clone();
+                let cell_report = c["dir"]
+                    .as_str()
+                    .and_then(|d| read(&dir.join(d).join("report.json")).ok());
+                let clusters = cell_report
+                    .map(|r| r["clusters"].clone())
+                    .unwrap_or_default();
+                reports.push((results, clusters));
+            }
+        } else if top["results"].is_array() {
+            reports.push((top["results"].clone(), top["clusters"].clone()));
+        } else {
+            return Err(err(
+                "neither a run's report.json nor a matrix's matrix.json".into(),
+            ));
+        }
+        let mut scenarios: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        let mut bring_up: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for (results, clusters) in reports {
+            let results: Vec<TimedResult> = serde_json::from_value(results)
+                .map_err(|e| err(format!("its results do not parse: {e}")))?;
+            for r in results {
+                // Skipped and unrun results took no time worth counting.
+                if r.outcome["result"] == "judged" || r.outcome["result"] == "flaky" {
+                    scenarios.entry(r.scenario).or_default().push(r.seconds);
+                }
+            }
+            for (profile, s) in clusters.as_object().into_iter().flatten() {
+                if let Some(s) = s.as_f64() {
+                    bring_up.entry(profile.clone()).or_default().push(s);
+                }
+            }
+        }
+        Ok(Self {
+            scenarios: scenarios.into_iter().map(|(k, v)| (k, median(v))).collect(),
+            bring_up: bring_up.into_iter().map(|(k, v)| (k, median(v))).collect(),
+            source: Some(path.into()),
+        })
+    }
+
+    /// Expected seconds of `scenario`.
+    pub fn scenario(&self, scenario: &str) -> f64 {
+        self.scenarios
+            .get(scenario)
+            .copied()
+            .unwrap_or(DEFAULT_SCENARIO)
+    }
+
+    /// Expected seconds of bringing up a cluster of `profile` with its controller.
+    pub fn bring_up(&self, profile: &str) -> f64 {
+        self.bring_up
+            .get(profile)
+            .copied()
+            .unwrap_or(DEFAULT_BRING_UP)
+    }
+
+    /// Expected wall seconds of `plan`, its clusters one after another, `parallel` scenarios
+    /// at once in each: bring-up plus the longer of its longest scenario and its scenario time
+    /// shared over `parallel`.
+    pub fn plan(&self, plan: &Plan, parallel: usize) -> f64 {
+        plan.clusters
+            .iter()
+            .map(|c| {
+                let times: Vec<f64> = c.scenarios.iter().map(|s| self.scenario(s)).collect();
+                let longest = times.iter().copied().fold(0.0, f64::max);
+                let shared = times.iter().sum::<f64>() / parallel.max(1) as f64;
+                self.bring_up(&c.profile.name) + longest.max(shared)
+            })
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn costs_fall_back_to_defaults_and_take_medians_from_a_report() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        std::fs::write(
+            &path,
+            serde_json::json!({
+                "results": [
+                    {"scenario": "a/x", "seconds": 2.0, "outcome": {"result": "judged", "kind": "pass"}},
+                    {"scenario": "a/x", "seconds": 4.0, "outcome": {"result": "judged", "kind": "pass"}},
+                    {"scenario": "a/x", "seconds": 9.0, "outcome": {"result": "judged", "kind": "fail"}},
+                    {"scenario": "a/y", "seconds": 0.0, "outcome": {"result": "skipped", "reason": "r"}},
+                ],
+                "clusters": {"default": 12.5}
+            })
+            .to_string(),
+        )
+        .unwrap();
+        let c = Costs::load(&path).unwrap();
+        assert_eq!(c.scenario("a/x"), 4.0);
+        assert_eq!(c.scenario("a/y"), DEFAULT_SCENARIO, "skips do not count");
+        assert_eq!(c.bring_up("default"), 12.5);
+        assert_eq!(c.bring_up("other"), DEFAULT_BRING_UP);
+        std::fs::write(&path, "{}").unwrap();
+        let e = Costs::load(&path).unwrap_err().to_string();
+        assert!(e.contains("neither a run's report.json"), "{e}");
+    }
+}
