@@ -73,7 +73,7 @@ impl Settings {
     /// The defaults, with the liveness bound at the scenario's converge timeout.
     pub fn with_liveness(liveness: Duration) -> Self {
         Self {
-            grace: Duration::from_secs(5),
+            grace: Duration::from_secs(10),
             liveness,
             failed_create: 3,
         }
@@ -708,9 +708,9 @@ mod tests {
         m.apply(Change::Workload(Box::new(cloneset(1))));
         m.evaluate(t0 + Duration::from_secs(3), &settings);
         m.apply(Change::Workload(Box::new(cloneset(0))));
-        m.evaluate(t0 + Duration::from_secs(7), &settings);
-        assert!(m.violations().is_empty(), "{:?}", m.violations());
         m.evaluate(t0 + Duration::from_secs(12), &settings);
+        assert!(m.violations().is_empty(), "{:?}", m.violations());
+        m.evaluate(t0 + Duration::from_secs(18), &settings);
         let v = &m.violations()[0];
         assert_eq!(
             (v.rule, v.object.as_str()),
