@@ -708,7 +708,7 @@ mod tests {
         m.apply(Change::Workload(Box::new(cloneset(1))));
         m.evaluate(t0 + Duration::from_secs(3), &settings);
         m.apply(Change::Workload(Box::new(cloneset(0))));
-        m.evaluate(t0 + Duration::from_secs(12), &settings);
+        m.evaluate(t0 + Duration::from_secs(7), &settings);
         assert!(m.violations().is_empty(), "{:?}", m.violations());
         m.evaluate(t0 + Duration::from_secs(18), &settings);
         let v = &m.violations()[0];
