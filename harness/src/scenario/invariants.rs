@@ -90,6 +90,8 @@ pub fn transient(message: &str) -> bool {
         || message.ends_with("is in the cache, so can't be assumed")
         || (message.contains("running Bind plugin")
             && message.contains("is being deleted, cannot be assigned to a host"))
+        || (message.contains("running PreBind plugin \"VolumeBinding\"")
+            && message.contains("pod does not exist any more"))
 }
 
 /// The Warning events in `namespace`, listed once.
@@ -135,6 +137,9 @@ mod tests {
 
     #[test]
     fn only_retried_conflicts_are_transient() {
+        assert!(transient(
+            "running PreBind plugin \"VolumeBinding\": binding volumes: pod does not exist any more: pod \"disk-jfpk5\" not found"
+        ));
         assert!(transient(
             "running Bind plugin \"DefaultBinder\": Operation cannot be fulfilled on pods/binding \"web-0\": pod web-0 is being deleted, cannot be assigned to a host"
         ));
