@@ -159,8 +159,8 @@ struct RunArgs {
     repeat: usize,
     #[command(flatten)]
     flakes: FlakeArgs,
-    /// Scenarios at once per cluster.
-    #[arg(long, default_value_t = 2)]
+    /// Scenarios at once per cluster (they mostly wait on the controller).
+    #[arg(long, default_value_t = 4)]
     parallel: usize,
     /// Clusters at once (the plan has one per profile: Kubernetes feature gates and controller
     /// gates); each is brought up, used and removed on its own.

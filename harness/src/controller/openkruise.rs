@@ -486,7 +486,8 @@ pub async fn install(
         pprof: free_port()?,
     };
     let gates = manager_gates(&options.gates);
-    let spec = manager_spec(&binary, &kubeconfig, &certs, &log_dir, &ports, &gates);
+    let mut spec = manager_spec(&binary, &kubeconfig, &certs, &log_dir, &ports, &gates);
+    drop_unknown_flags(&mut spec, &binary).await;
     // A manager stopped for an upgrade leaves its lease held; the next one would wait for it
     // to expire.
     release_lease(&client).await?;
@@ -865,6 +866,35 @@ async fn release_lease(client: &kube::Client) -> Result<(), ControllerError> {
     }
 }
 
+/// Flags of [`manager_spec`] that not every release has (v1.5.0 lacks
+/// `--protection-log-path`); a manager exits on an unknown flag.
+const OPTIONAL_FLAGS: &[&str] = &["--protection-log-path"];
+
+/// Leaves out of `spec` the optional flags the manager's `--help` does not list.
+async fn drop_unknown_flags(spec: &mut ComponentSpec, binary: &Path) {
+    let help = tokio::process::Command::new(binary)
+        .arg("--help")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map(|o| {
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            )
+        })
+        .unwrap_or_default();
+    if help.is_empty() {
+        return;
+    }
+    spec.args.retain(|a| {
+        let flag = a.split('=').next().unwrap_or(a);
+        !OPTIONAL_FLAGS.contains(&flag) || help.contains(&format!("{flag} "))
+    });
+}
+
 /// The manager process as data. Leader election is on, as the release ships it, with a renew
 /// deadline that survives a loaded machine (the release's 10 s made a manager on a busy
 /// 2-core host exit with "leader election lost" mid-run).
@@ -1103,6 +1133,41 @@ fn smoke_cloneset() -> DynamicObject {
 
 #[cfg(test)]
 mod tests {
+
+    #[tokio::test]
+    async fn flags_a_release_lacks_are_left_out() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("kruise-manager");
+        std::fs::write(
+            &old,
+            "#!/bin/sh\necho '      --metrics-addr string   The address.'\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let ports = Ports {
+            webhook: 1,
+            metrics: 2,
+            health: 3,
+            pprof: 4,
+        };
+        let p = Path::new("/x");
+        let mut spec = manager_spec(&old, p, p, p, &ports, &BTreeMap::new());
+        assert!(
+            spec.args
+                .iter()
+                .any(|a| a.starts_with("--protection-log-path="))
+        );
+        drop_unknown_flags(&mut spec, &old).await;
+        assert!(
+            !spec
+                .args
+                .iter()
+                .any(|a| a.starts_with("--protection-log-path="))
+        );
+        assert!(spec.args.iter().any(|a| a.starts_with("--metrics-addr=")));
+    }
+
     use super::*;
 
     #[test]

@@ -367,7 +367,7 @@ pub struct RunOptions {
 impl Default for RunOptions {
     fn default() -> Self {
         Self {
-            parallel: 2,
+            parallel: 4,
             clusters_parallel: 2,
             repeat: 1,
             retries: 0,
