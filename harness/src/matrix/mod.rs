@@ -107,6 +107,17 @@ pub struct MatrixEnv<'a> {
     pub cells_parallel: usize,
 }
 
+/// An error with its causes, `: `-separated.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    out
+}
+
 /// Builds every binary the cells need first, two builds at a time.
 async fn prebuild(env: MatrixEnv<'_>, versions: &[KubeVersion], controllers: &[ControllerRef]) {
     let kube = versions.iter().map(|v| {
@@ -115,7 +126,7 @@ async fn prebuild(env: MatrixEnv<'_>, versions: &[KubeVersion], controllers: &[C
         async move {
             if let Err(e) = tc.kubernetes(v).await {
                 env.progress
-                    .line(&format!("warning: Kubernetes {v} did not build: {e}"));
+                    .line(&format!("warning: Kubernetes {v} did not build: {}", chain(&e)));
             }
         }
         .boxed_local()
@@ -126,7 +137,7 @@ async fn prebuild(env: MatrixEnv<'_>, versions: &[KubeVersion], controllers: &[C
         async move {
             if let Err(e) = c.controller().prepare(&tc).await {
                 env.progress
-                    .line(&format!("warning: {c} did not build: {e}"));
+                    .line(&format!("warning: {c} did not build: {}", chain(&e)));
             }
         }
         .boxed_local()
