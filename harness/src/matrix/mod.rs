@@ -125,8 +125,10 @@ async fn prebuild(env: MatrixEnv<'_>, versions: &[KubeVersion], controllers: &[C
         let v = *v;
         async move {
             if let Err(e) = tc.kubernetes(v).await {
-                env.progress
-                    .line(&format!("warning: Kubernetes {v} did not build: {}", chain(&e)));
+                env.progress.line(&format!(
+                    "warning: Kubernetes {v} did not build: {}",
+                    chain(&e)
+                ));
             }
         }
         .boxed_local()
