@@ -33,7 +33,10 @@ pub fn scenarios() -> Vec<Scenario> {
             "Advanced StatefulSet and StatefulSet admit the same templates and strategies and settle on the same ready pods",
             &["parity", "statefulset"],
             |ctx| run(ctx, Pair::StatefulSet).boxed(),
-        ),
+        )
+        // A case one side cannot converge (a finding of its own, like the preStop `sleep`
+        // bug before v1.8.0) leaves that set without progress for as long as the table runs.
+        .expecting(&["failed-create", "liveness"]),
         scenario(
             "parity/advanced-daemonset-agrees-with-daemonset",
             "Advanced DaemonSet and DaemonSet admit the same templates and strategies and settle on the same ready pods",

@@ -128,7 +128,10 @@ pub fn scenarios() -> Vec<Scenario> {
             &["advancedstatefulset", "lifecycle", "pre-normal"],
             &[],
             |ctx| pre_normal(ctx).boxed()
-        ),
+        )
+        // The Advanced StatefulSet's preNormal hook, and lifecycle states other than Normal
+        // counting as unavailable, came with #1858 in v1.8.0.
+        .since("v1.8.0"),
         scenario!(
             "statefulset/pre-delete-finalizer-hook-holds-the-pod-marked-not-ready",
             "lifecycle.preDelete.finalizersHandler keeps a scaled-in pod PreparingDelete until the finalizer goes; markPodNotReady sets its KruisePodReady condition False meanwhile",
@@ -142,7 +145,9 @@ pub fn scenarios() -> Vec<Scenario> {
             &["advancedstatefulset", "lifecycle", "in-place", "mark-pod-not-ready"],
             &[],
             |ctx| in_place_update_hook(ctx).boxed()
-        ),
+        )
+        // An Updated pod is unavailable until Normal from v1.8.0 on (#1858).
+        .since("v1.8.0"),
         scenario!(
             "statefulset/in-place-grace-period-delays-the-image-change",
             "rollingUpdate.inPlaceUpdateStrategy.gracePeriodSeconds marks the pod not ready on its old image and changes the image no sooner than the grace period later",
