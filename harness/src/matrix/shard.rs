@@ -480,18 +480,18 @@ mod tests {
         };
         let cells = info
             .mine()
-            .map(|u| match u {
+            .filter_map(|u| match u {
                 Unit::Cell {
                     kubernetes,
                     controller,
-                } => CellReport {
+                } => Some(CellReport {
                     kubernetes: *kubernetes,
                     controller: controller.clone(),
                     dir: format!("k8s-{kubernetes}_{}", controller.slug()),
                     worst: "pass".into(),
                     results: vec![],
-                },
-                Unit::Upgrade { .. } => unreachable!(),
+                }),
+                Unit::Upgrade { .. } => None,
             })
             .collect();
         MatrixReport {
@@ -499,6 +499,74 @@ mod tests {
             cells,
             shard: Some(info),
         }
+    }
+
+    #[test]
+    fn a_merged_qualification_compares_both_releases_and_gathers_the_upgrades() {
+        use crate::run::ledger::Verdict;
+        use crate::run::{Outcome, ScenarioResult};
+        let (base, cand): (ControllerRef, ControllerRef) = (
+            "openkruise@v1.8.3".parse().unwrap(),
+            "openkruise@v1.9.0".parse().unwrap(),
+        );
+        let k: KubeVersion = "1.32".parse().unwrap();
+        let units = split(
+            vec![
+                (cell(32, "v1.8.3"), 2.0),
+                (cell(32, "v1.9.0"), 2.0),
+                (Unit::Upgrade { kubernetes: k }, 1.0),
+            ],
+            2,
+        );
+        let result = |failure: Option<&str>| ScenarioResult {
+            scenario: "s/a".into(),
+            suite: "s".into(),
+            attempt: 1,
+            profile: "default".into(),
+            outcome: Outcome::Judged(if failure.is_some() {
+                Verdict::Fail
+            } else {
+                Verdict::Pass
+            }),
+            failure: failure.map(String::from),
+            seconds: 1.0,
+            diagnostics: None,
+            sent: Default::default(),
+            failed_tries: vec![],
+        };
+        let root = tempfile::tempdir().unwrap();
+        let mut dirs = vec![];
+        for index in [1, 2] {
+            let mut r = shard_report(index, &units);
+            for c in &mut r.cells {
+                // The candidate regresses.
+                c.results = vec![result((c.controller == cand).then_some("boom"))];
+            }
+            let info = r.shard.as_mut().unwrap();
+            let upgrades = info
+                .mine()
+                .filter(|u| matches!(u, Unit::Upgrade { .. }))
+                .map(|_| UpgradeReport {
+                    kubernetes: k,
+                    baseline: base.clone(),
+                    candidate: cand.clone(),
+                    problems: vec![],
+                })
+                .collect();
+            info.qualify = Some(QualifyShard {
+                baseline: base.clone(),
+                candidate: cand.clone(),
+                upgrades,
+            });
+            dirs.push(shard_dir(root.path(), &format!("q{index}"), &r));
+        }
+        let out = root.path().join("merged");
+        let m = merge(&dirs, &out, "q").unwrap();
+        let (_, _, q) = m.qualification.unwrap();
+        assert_eq!(q.regressions.len(), 1, "{q:?}");
+        assert_eq!(q.upgrades.len(), 1);
+        assert!(q.failed());
+        assert!(out.join("qualify.json").is_file());
     }
 
     #[test]
