@@ -95,6 +95,19 @@ pub enum Change {
     Workload(Box<Workload>),
     /// A workload is gone.
     WorkloadGone(String),
+    /// A watch listed every object of its API anew: these UIDs, and no others.
+    Relisted(Listed, BTreeSet<String>),
+}
+
+/// What a watch lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listed {
+    /// Pods.
+    Pods,
+    /// PVCs.
+    Claims,
+    /// Workloads of one kind.
+    Workloads(WorkloadKind),
 }
 
 /// A finding waiting to persist: since when, and what it said.
@@ -175,6 +188,11 @@ impl Model {
             Change::WorkloadGone(uid) => {
                 self.workloads.remove(&uid);
             }
+            Change::Relisted(Listed::Pods, uids) => self.pods.retain(|u, _| uids.contains(u)),
+            Change::Relisted(Listed::Claims, uids) => self.claims.retain(|u, _| uids.contains(u)),
+            Change::Relisted(Listed::Workloads(kind), uids) => self
+                .workloads
+                .retain(|u, w| w.kind != kind || uids.contains(u)),
         }
     }
 
@@ -485,28 +503,46 @@ fn kinds() -> Vec<(WorkloadKind, ApiResource)> {
     ]
 }
 
-/// The changes of one watched API, as [`Change`]s (a relist replays every object; objects a
-/// relist no longer shows are not dropped, which only delays forgetting them).
+/// The changes of one watched API, as [`Change`]s; a relist (after a watch broke) ends with
+/// [`Change::Relisted`] naming every object it showed, so that objects deleted while the watch
+/// was down are forgotten rather than kept, stale, in the model.
 fn changes<K, S>(
     stream: S,
-    apply: fn(K) -> Change,
-    gone: fn(K) -> Change,
+    apply: impl Fn(K) -> Change + Send + 'static,
+    gone: impl Fn(K) -> Change + Send + 'static,
+    listed: Listed,
 ) -> impl Stream<Item = Change> + Send
 where
-    K: Send + 'static,
+    K: Resource + Send + 'static,
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
 {
-    stream.filter_map(move |e| {
-        futures::future::ready(match e {
-            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => Some(apply(o)),
-            Ok(watcher::Event::Delete(o)) => Some(gone(o)),
-            Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
-            Err(e) => {
-                tracing::debug!("monitor watch: {e}");
-                None
-            }
+    stream
+        .scan(None::<BTreeSet<String>>, move |seen, e| {
+            let out = match e {
+                Ok(watcher::Event::Init) => {
+                    *seen = Some(BTreeSet::new());
+                    vec![]
+                }
+                Ok(watcher::Event::InitApply(o)) => {
+                    if let Some(s) = seen.as_mut() {
+                        s.insert(uid_of(&o));
+                    }
+                    vec![apply(o)]
+                }
+                Ok(watcher::Event::InitDone) => seen
+                    .take()
+                    .map(|uids| vec![Change::Relisted(listed, uids)])
+                    .unwrap_or_default(),
+                Ok(watcher::Event::Apply(o)) => vec![apply(o)],
+                Ok(watcher::Event::Delete(o)) => vec![gone(o)],
+                Err(e) => {
+                    tracing::debug!("monitor watch: {e}");
+                    vec![]
+                }
+            };
+            futures::future::ready(Some(futures::stream::iter(out)))
         })
-    })
+        .flatten()
 }
 
 fn uid_of<K: Resource>(o: &K) -> String {
@@ -526,30 +562,25 @@ fn watch_all(
             watcher(pods, cfg()).default_backoff(),
             |p| Change::Pod(Box::new(p)),
             |p| Change::PodGone(uid_of(&p)),
+            Listed::Pods,
         )
         .boxed(),
         changes(
             watcher(claims, cfg()).default_backoff(),
             |c| Change::Claim(Box::new(c)),
             |c| Change::ClaimGone(uid_of(&c)),
+            Listed::Claims,
         )
         .boxed(),
     ];
     for (kind, ar) in kinds() {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
-        let s = watcher(api, cfg()).default_backoff().filter_map(move |e| {
-            futures::future::ready(match e {
-                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
-                    Some(Change::Workload(Box::new(workload_state(kind, &o))))
-                }
-                Ok(watcher::Event::Delete(o)) => Some(Change::WorkloadGone(uid_of(&o))),
-                Ok(_) => None,
-                Err(e) => {
-                    tracing::debug!("monitor watch {}: {e}", kind.name());
-                    None
-                }
-            })
-        });
+        let s = changes(
+            watcher(api, cfg()).default_backoff(),
+            move |o: DynamicObject| Change::Workload(Box::new(workload_state(kind, &o))),
+            |o: DynamicObject| Change::WorkloadGone(uid_of(&o)),
+            Listed::Workloads(kind),
+        );
         streams.push(s.boxed());
     }
     futures::stream::select_all(streams)
@@ -762,6 +793,27 @@ mod tests {
         m.confirm(key, suspect, Some(1));
         assert_eq!(m.violations().len(), 1);
         assert_eq!(m.violations()[0].at, at);
+    }
+
+    #[test]
+    fn a_relist_forgets_what_was_deleted_while_the_watch_was_down() {
+        let mut m = Model::default();
+        m.apply(Change::Pod(Box::new(pod())));
+        m.apply(Change::Workload(Box::new(cloneset(1))));
+        assert_eq!(m.pods.len(), 1);
+        m.apply(Change::Relisted(Listed::Pods, BTreeSet::new()));
+        assert!(m.pods.is_empty(), "the pod was not in the relist");
+        // Another kind's relist leaves the CloneSet alone; its own drops it.
+        m.apply(Change::Relisted(
+            Listed::Workloads(WorkloadKind::Deployment),
+            BTreeSet::new(),
+        ));
+        assert_eq!(m.workloads.len(), 1);
+        m.apply(Change::Relisted(
+            Listed::Workloads(WorkloadKind::CloneSet),
+            BTreeSet::new(),
+        ));
+        assert!(m.workloads.is_empty());
     }
 
     #[test]
