@@ -354,7 +354,7 @@ pub async fn soak(runs: usize, report_dir: &Path) -> anyhow::Result<ExitCode> {
     Ok(if failed.is_empty() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(crate::cli::EXIT_REGRESSION)
+        ExitCode::FAILURE
     })
 }
 
