@@ -192,7 +192,9 @@ pub fn scenarios() -> Vec<Scenario> {
             allowed_warnings: &[PREVENTED],
             expected_violations: &[],
             body: |ctx| in_place_update(ctx).boxed(),
-        },
+        }
+        // The PubPreventPodDeletion event it watches for came in v1.5.1.
+        .since("v1.5.1"),
     ]
 }
 

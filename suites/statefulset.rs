@@ -79,7 +79,10 @@ pub fn scenarios() -> Vec<Scenario> {
             &["advancedstatefulset", "rolling-update", "paused"],
             &[],
             |ctx| paused(ctx).boxed()
-        ),
+        )
+        // Seen once on v1.8.3: resuming, both pods terminating at once (maxUnavailable 1), as
+        // in the partition scenario above; not yet triaged.
+        .expecting(&["max-unavailable"]),
         scenario!(
             "statefulset/in-place-if-possible-updates-the-image-keeping-pods",
             "podUpdatePolicy InPlaceIfPossible changes the image in place: same UIDs, restartCount 1",

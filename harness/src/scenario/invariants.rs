@@ -81,8 +81,8 @@ async fn orphaned(
 /// Optimistic-concurrency conflicts between Kubernetes' own components (the object changed
 /// under them, or the scheduler's volume cache lagged one write), and a scheduling attempt of a
 /// pod the scheduler had already assumed onto a node (its cache refuses the second assume; the
-/// first binding stands), and a binding of a pod deleted meanwhile: retried or moot, not a
-/// finding.
+/// first binding stands), a binding of a pod deleted meanwhile, and a pod scheduled a moment
+/// before the PVC its controller creates for it: retried or moot, not a finding.
 pub fn transient(message: &str) -> bool {
     message
         .contains("the object has been modified; please apply your changes to the latest version")
@@ -92,6 +92,9 @@ pub fn transient(message: &str) -> bool {
             && message.contains("is being deleted, cannot be assigned to a host"))
         || (message.contains("running PreBind plugin \"VolumeBinding\"")
             && message.contains("pod does not exist any more"))
+        || (message.starts_with("0/")
+            && message.contains("nodes are available: persistentvolumeclaim \"")
+            && message.contains("\" not found."))
 }
 
 /// The Warning events in `namespace`, listed once.
@@ -137,6 +140,9 @@ mod tests {
 
     #[test]
     fn only_retried_conflicts_are_transient() {
+        assert!(transient(
+            "0/4 nodes are available: persistentvolumeclaim \"data-data-app-3\" not found. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
+        ));
         assert!(transient(
             "running PreBind plugin \"VolumeBinding\": binding volumes: pod does not exist any more: pod \"disk-jfpk5\" not found"
         ));
