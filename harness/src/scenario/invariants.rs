@@ -89,7 +89,8 @@ pub fn transient(message: &str) -> bool {
         || (message.contains("VolumeBinding") && message.contains("is out of sync (stored:"))
         || message.ends_with("is in the cache, so can't be assumed")
         || (message.contains("running Bind plugin")
-            && message.contains("is being deleted, cannot be assigned to a host"))
+            && (message.contains("is being deleted, cannot be assigned to a host")
+                || message.ends_with("\" not found")))
         || (message.contains("running PreBind plugin \"VolumeBinding\"")
             && message.contains("pod does not exist any more"))
         || (message.starts_with("0/")
@@ -140,6 +141,9 @@ mod tests {
 
     #[test]
     fn only_retried_conflicts_are_transient() {
+        assert!(transient(
+            "running Bind plugin \"DefaultBinder\": pods \"united-zone-a-lsbg6-0\" not found"
+        ));
         assert!(transient(
             "0/4 nodes are available: persistentvolumeclaim \"data-data-app-3\" not found. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
         ));
