@@ -1148,6 +1148,10 @@ async fn run_one(
     }
 }
 
+/// How long the garbage collector gets to delete the dependents of a deleted owner before
+/// what is left is called orphaned.
+const ORPHAN_GRACE: Duration = Duration::from_secs(15);
+
 /// `h-<scenario's last part, at most 40 characters>-<5 random hex digits>`.
 fn namespace_name(scenario: &str) -> String {
     let short: String = scenario
@@ -1182,7 +1186,7 @@ async fn body_and_invariants(s: &Scenario, ctx: Ctx, unit: Unit<'_>) -> Vec<Stri
         ),
         Err(e) => failures.push(format!("invariant check: list events: {e}")),
     }
-    match invariants::orphans(&client, &namespace).await {
+    match invariants::lasting_orphans(&client, &namespace, ORPHAN_GRACE).await {
         Ok(o) if !o.is_empty() => failures.push(format!("invariant: {}", o.join("; "))),
         Ok(_) => {}
         Err(e) => failures.push(format!("invariant check: list pods and PVCs: {e}")),

@@ -8,6 +8,8 @@ use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
 use kube::api::{Api, DynamicObject, GroupVersionKind, ListParams};
 use kube::core::ObjectMeta;
 
+use crate::wait::Check;
+
 /// Pods and PVCs in `namespace` without a controller owner, or whose owner no longer exists,
 /// named with their labels.
 pub async fn orphans(client: &kube::Client, namespace: &str) -> Result<Vec<String>, kube::Error> {
@@ -31,6 +33,38 @@ pub async fn orphans(client: &kube::Client, namespace: &str) -> Result<Vec<Strin
         }
     }
     Ok(found)
+}
+
+/// [`orphans`] that are still there `grace` later: the garbage collector deletes the
+/// dependents of a deleted owner asynchronously (it lags on a loaded host), so an orphan only
+/// counts once it outlived that. Returns at once when there is none.
+pub async fn lasting_orphans(
+    client: &kube::Client,
+    namespace: &str,
+    grace: std::time::Duration,
+) -> Result<Vec<String>, kube::Error> {
+    if orphans(client, namespace).await?.is_empty() {
+        return Ok(vec![]);
+    }
+    let collected = crate::wait::poll(
+        "orphans to be collected",
+        grace,
+        std::time::Duration::from_secs(1),
+        || {
+            let (client, namespace) = (client.clone(), namespace.to_string());
+            async move {
+                match orphans(&client, &namespace).await {
+                    Ok(o) => Check::when(o.is_empty(), || format!("{} left", o.len())),
+                    Err(e) => Check::Pending(e.to_string()),
+                }
+            }
+        },
+    )
+    .await;
+    if collected.is_ok() {
+        return Ok(vec![]);
+    }
+    orphans(client, namespace).await
 }
 
 fn describe(kind: &str, meta: &ObjectMeta, why: &str) -> String {
