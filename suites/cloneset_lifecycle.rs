@@ -465,15 +465,23 @@ async fn partition(ctx: Ctx) -> anyhow::Result<()> {
             "partition {partition}: status.expectedUpdatedReplicas want {want}, got {}",
             count(&o, "expectedUpdatedReplicas")
         );
-        let v2 = pods(&ctx, &cs.selector())
-            .await?
-            .iter()
-            .filter(|p| container_status(p, "main").is_some_and(|s| s.image == IMAGE_V2))
-            .count();
-        ensure!(
-            v2 == want,
-            "partition {partition}: {v2} pods run {IMAGE_V2}, want {want}"
-        );
+        // The status counts a pod updated once its spec changed; its container runs the new
+        // image a moment later (in place).
+        let runs_v2 = |p: &Pod| container_status(p, "main").is_some_and(|s| s.image == IMAGE_V2);
+        wait_pods(
+            &ctx,
+            &cs.api(),
+            "part",
+            &cs.selector(),
+            &format!("{want} pods running {IMAGE_V2} under partition {partition}"),
+            move |_, pods| {
+                let v2 = pods.iter().filter(|p| runs_v2(p)).count();
+                Check::when(v2 == want && pods.len() == 4, || {
+                    format!("{v2} of {} pods run {IMAGE_V2}", pods.len())
+                })
+            },
+        )
+        .await?;
     }
     Ok(())
 }
