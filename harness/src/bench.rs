@@ -168,30 +168,69 @@ pub async fn bundle(
     Ok(ExitCode::SUCCESS)
 }
 
+/// What the benches of the default run share: its plan (every suite on the default cell), the
+/// binaries built, and the options `harness run` would use (the newest report's times order
+/// the work).
+struct DefaultRun {
+    setup: Setup,
+    kubernetes: KubeVersion,
+    controller: crate::controller::ControllerRef,
+    all: Vec<crate::scenario::Scenario>,
+    plan: crate::run::Plan,
+    ledger: crate::run::ledger::Ledger,
+    options: crate::run::RunOptions,
+    any: crate::cluster::any::Provider,
+}
+
+impl DefaultRun {
+    async fn prepare(runs: usize) -> anyhow::Result<Self> {
+        use crate::run::{Filter, RunOptions, ledger::Ledger};
+        let setup = Setup::new(runs)?;
+        let kubernetes = KubeVersion::default_version();
+        let controller = crate::controller::ControllerRef::default_ref();
+        setup.provider.binaries(&Profile::new(kubernetes)).await?;
+        controller.controller().prepare(&setup.toolchain).await?;
+        let all = crate::suites::all();
+        let plan = crate::run::plan(&all, &Filter::default(), kubernetes, &controller);
+        let options = RunOptions {
+            costs: crate::run::costs::Costs::load(Path::new("reports/latest/report.json"))
+                .unwrap_or_default(),
+            ..RunOptions::default()
+        };
+        let any = crate::cluster::any::Provider::Local(setup.provider.clone());
+        Ok(Self {
+            setup,
+            kubernetes,
+            controller,
+            all,
+            plan,
+            ledger: Ledger::builtin(),
+            options,
+            any,
+        })
+    }
+}
+
 /// `harness bench run`: wall time of the default run (clusters, bundle, all suites) with warm
 /// binaries, and the share of scenario time spent waiting on the controller.
 pub async fn run(runs: usize) -> anyhow::Result<ExitCode> {
-    use crate::run::{Env, Filter, RunOptions, ledger::Ledger};
-    let Setup {
-        progress,
-        toolchain,
-        state: _state,
-        provider,
-    } = Setup::new(runs)?;
-    let kubernetes = KubeVersion::default_version();
-    let controller = crate::controller::ControllerRef::default_ref();
-    provider.binaries(&Profile::new(kubernetes)).await?;
-    controller.controller().prepare(&toolchain).await?;
-    let all = crate::suites::all();
-    let plan = crate::run::plan(&all, &Filter::default(), kubernetes, &controller);
-    let ledger = Ledger::builtin();
-    // As `harness run` does: the newest report's times order the work.
-    let options = RunOptions {
-        costs: crate::run::costs::Costs::load(Path::new("reports/latest/report.json"))
-            .unwrap_or_default(),
-        ..RunOptions::default()
-    };
-    let any = crate::cluster::any::Provider::Local(provider.clone());
+    use crate::run::Env;
+    let DefaultRun {
+        setup:
+            Setup {
+                progress,
+                toolchain,
+                state: _state,
+                ..
+            },
+        kubernetes,
+        controller,
+        all,
+        plan,
+        ledger,
+        options,
+        any,
+    } = DefaultRun::prepare(runs).await?;
     let (mut walls, mut shares) = (vec![], vec![]);
     for i in 0..runs {
         let mut reporters: Vec<Box<dyn crate::run::Reporter>> = vec![];
@@ -249,27 +288,23 @@ pub async fn run(runs: usize) -> anyhow::Result<ExitCode> {
 /// failure rate across runs, the first line of each failure) and the wall times. Exit 1 when a
 /// scenario failed.
 pub async fn soak(runs: usize, report_dir: &Path) -> anyhow::Result<ExitCode> {
-    use crate::run::{Env, Filter, RunOptions, ledger::Ledger};
-    let Setup {
-        progress,
-        toolchain,
-        state: _state,
-        provider,
-    } = Setup::new(runs)?;
-    let kubernetes = KubeVersion::default_version();
-    let controller = crate::controller::ControllerRef::default_ref();
-    provider.binaries(&Profile::new(kubernetes)).await?;
-    controller.controller().prepare(&toolchain).await?;
-    let all = crate::suites::all();
-    let plan = crate::run::plan(&all, &Filter::default(), kubernetes, &controller);
-    let ledger = Ledger::builtin();
-    // As `harness run` does: the newest report's times order the work.
-    let options = RunOptions {
-        costs: crate::run::costs::Costs::load(Path::new("reports/latest/report.json"))
-            .unwrap_or_default(),
-        ..RunOptions::default()
-    };
-    let any = crate::cluster::any::Provider::Local(provider.clone());
+    use crate::run::Env;
+    let DefaultRun {
+        setup:
+            Setup {
+                progress,
+                toolchain,
+                state: _state,
+                ..
+            },
+        kubernetes,
+        controller,
+        all,
+        plan,
+        ledger,
+        options,
+        any,
+    } = DefaultRun::prepare(runs).await?;
     let id = crate::run::new_id("soak");
     let root = report_dir.join(&id);
     let mut walls = vec![];
