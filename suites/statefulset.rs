@@ -288,6 +288,29 @@ where
 }
 
 /// Waits until the (deleted) set's pods are gone too.
+/// Waits until the set's status, caught up, counts `updated` pods at the update revision and
+/// `ready` ready ones, over `pods` pods; returns the pods.
+async fn wait_counts(
+    ctx: &Ctx,
+    sts: &Sts,
+    what: &str,
+    pods: usize,
+    updated: i64,
+    ready: i64,
+) -> anyhow::Result<Vec<Pod>> {
+    wait_pods(ctx, sts, what, move |o, seen| {
+        let s = status(o);
+        Check::when(
+            caught_up(o)
+                && s["updatedReplicas"].as_i64() == Some(updated)
+                && s["readyReplicas"].as_i64() == Some(ready)
+                && seen.len() == pods,
+            || format!("{} pods; status {s}", seen.len()),
+        )
+    })
+    .await
+}
+
 async fn wait_pods_gone(ctx: &Ctx, sts: &Sts) -> anyhow::Result<()> {
     let c = ctx.clone();
     let what = "the deleted set's pods gone";
@@ -355,17 +378,7 @@ async fn partition(ctx: Ctx) -> anyhow::Result<()> {
     let sts = create_sts(&ctx, sts(3, spec)).await?;
     sts.wait_rolled_out(3, ctx.timeouts.converge, &[]).await?;
     sts.set_image(IMAGE_V2).await?;
-    let pods = wait_pods(&ctx, &sts, "ordinal 2 updated, 0 and 1 kept", |o, pods| {
-        let s = status(o);
-        Check::when(
-            caught_up(o)
-                && s["updatedReplicas"].as_i64() == Some(1)
-                && s["readyReplicas"].as_i64() == Some(3)
-                && pods.len() == 3,
-            || format!("status {s}"),
-        )
-    })
-    .await?;
+    let pods = wait_counts(&ctx, &sts, "ordinal 2 updated, 0 and 1 kept", 3, 1, 3).await?;
     let update = status(&sts.get().await?)["updateRevision"]
         .as_str()
         .unwrap_or_default()
@@ -873,17 +886,7 @@ async fn unordered_priority(ctx: Ctx) -> anyhow::Result<()> {
             .map_err(refusal)?;
         }
         set.set_image(IMAGE_V2).await?;
-        let pods = wait_pods(&ctx, &set, "one pod updated, all ready", |o, pods| {
-            let s = status(o);
-            Check::when(
-                caught_up(o)
-                    && s["updatedReplicas"].as_i64() == Some(1)
-                    && s["readyReplicas"].as_i64() == Some(3)
-                    && pods.len() == 3,
-                || format!("status {s}"),
-            )
-        })
-        .await?;
+        let pods = wait_counts(&ctx, &set, "one pod updated, all ready", 3, 1, 3).await?;
         let updated: Vec<String> = pods
             .iter()
             .filter(|p| image(p) == IMAGE_V2)

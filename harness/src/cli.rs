@@ -398,18 +398,8 @@ struct FlakeArgs {
 
 #[derive(Debug, Args)]
 struct SelectArgs {
-    /// Only these suites (repeatable, comma-separated).
-    #[arg(long, value_delimiter = ',')]
-    suite: Vec<String>,
-    /// Only scenarios whose name contains one of these (repeatable).
-    #[arg(long)]
-    focus: Vec<String>,
-    /// Not scenarios whose name contains one of these (repeatable).
-    #[arg(long)]
-    skip: Vec<String>,
-    /// Only scenarios with one of these labels (repeatable, comma-separated).
-    #[arg(long, value_delimiter = ',')]
-    labels: Vec<String>,
+    #[command(flatten)]
+    selection: Selection,
     /// Scenarios at once per cluster.
     #[arg(long, default_value_t = 2)]
     parallel: usize,
@@ -425,12 +415,7 @@ struct SelectArgs {
 
 impl SelectArgs {
     fn filter(&self) -> crate::run::Filter {
-        crate::run::Filter {
-            suites: self.suite.clone(),
-            focus: self.focus.clone(),
-            skip: self.skip.clone(),
-            labels: self.labels.clone(),
-        }
+        self.selection.filter()
     }
 }
 
