@@ -682,7 +682,12 @@ pub async fn execute(
     out.emit(Event::RunFinished {
         seconds: started.elapsed().as_secs_f64(),
     });
-    out.state.into_inner().expect("not poisoned").1
+    // In the reports' order (suite, scenario, attempt), not the order they finished in.
+    let mut results = out.state.into_inner().expect("not poisoned").1;
+    results.sort_by(|a, b| {
+        (&a.suite, &a.scenario, a.attempt).cmp(&(&b.suite, &b.scenario, b.attempt))
+    });
+    results
 }
 
 /// The plan's clusters (indexes), longest first by the expected costs (ties keep the plan's
