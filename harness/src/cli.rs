@@ -540,6 +540,13 @@ struct ProfileArgs {
     /// Extra label for every node (repeatable).
     #[arg(long = "node-label", value_name = "KEY=VALUE")]
     node_labels: Vec<String>,
+    /// Number of real nodes beside the fake ones: a kubelet and a containerd each, running
+    /// real containers (local provider; needs root, and Debian's containerd, runc,
+    /// containernetworking-plugins, iptables and iproute2, which the harness installs when
+    /// they are missing). Real nodes are tainted `harness.io/real-node=true:NoSchedule` and
+    /// labelled `harness.io/node=real`.
+    #[arg(long = "real-nodes", default_value_t = 0)]
+    real_nodes: usize,
 }
 
 impl ProfileArgs {
@@ -551,6 +558,7 @@ impl ProfileArgs {
         let zones: Vec<&str> = self.zones.iter().map(String::as_str).collect();
         let labels: BTreeMap<String, String> = parse_key_values(&self.node_labels)?;
         p.set_nodes(self.nodes, &zones, &labels)?;
+        p.set_real_nodes(self.real_nodes, &zones, &labels)?;
         Ok(p)
     }
 }
@@ -636,6 +644,9 @@ enum ToolchainCommand {
         /// Also build kwokctl (used by the bring-up benchmark).
         #[arg(long)]
         kwokctl: bool,
+        /// Also build the kubelet of each version (for real nodes).
+        #[arg(long)]
+        kubelet: bool,
         /// Controller managers to build, e.g. openkruise@v1.9.0 (repeatable, comma-separated).
         #[arg(long = "controller", value_delimiter = ',')]
         controllers: Vec<String>,
@@ -1034,8 +1045,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Toolchain(ToolchainCommand::Build {
             kubernetes,
             kwokctl,
+            kubelet,
             controllers,
-        }) => toolchain_build(kubernetes, kwokctl, controllers).await,
+        }) => toolchain_build(kubernetes, kwokctl, kubelet, controllers).await,
         Command::Toolchain(ToolchainCommand::List) => toolchain_list(),
         Command::Bench(BenchCommand::ClusterUp {
             runs,
@@ -1523,6 +1535,7 @@ fn gc() -> anyhow::Result<ExitCode> {
 async fn toolchain_build(
     kubernetes: Vec<String>,
     kwokctl: bool,
+    kubelet: bool,
     controllers: Vec<String>,
 ) -> anyhow::Result<ExitCode> {
     let tc = toolchain();
@@ -1558,6 +1571,9 @@ async fn toolchain_build(
     for v in versions {
         let b = tc.kubernetes(v).await?;
         println!("kubernetes {}\t{}", v.tag(), b.install.dir.display());
+        if kubelet {
+            println!("kubelet {}\t{}", v.tag(), tc.kubelet(v).await?.display());
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

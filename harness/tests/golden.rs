@@ -49,6 +49,7 @@ fn render(profile: &Profile) -> String {
         scheduler: bin("kube-scheduler"),
         kwok: bin("kwok"),
         harness: bin("harness"),
+        real: None,
     };
     components::all(Inputs {
         layout: &layout,

@@ -48,8 +48,11 @@ pub struct Profile {
     pub feature_gates: BTreeMap<String, bool>,
     /// `--runtime-config` entries of the apiserver.
     pub runtime_config: BTreeMap<String, String>,
-    /// Nodes.
+    /// Nodes (kwok's fake nodes).
     pub nodes: Vec<NodeSpec>,
+    /// Real nodes: a kubelet and a containerd each (local provider only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub real_nodes: Vec<NodeSpec>,
 }
 
 /// A malformed profile setting.
@@ -85,6 +88,7 @@ impl Profile {
             feature_gates: BTreeMap::new(),
             runtime_config: BTreeMap::new(),
             nodes: vec![],
+            real_nodes: vec![],
         };
         p.set_nodes(4, &["zone-a", "zone-b"], &BTreeMap::new())
             .expect("default node layout is valid");
@@ -111,6 +115,30 @@ impl Profile {
                 l.insert(ZONE_LABEL.into(), zones[i % zones.len()].to_string());
                 NodeSpec {
                     name: format!("kwok-node-{i}"),
+                    labels: l,
+                }
+            })
+            .collect();
+        Ok(())
+    }
+
+    /// Replaces the real nodes with `count` nodes `real-node-<i>`, spread round-robin over
+    /// `zones`, each also carrying `labels`.
+    pub fn set_real_nodes(
+        &mut self,
+        count: usize,
+        zones: &[&str],
+        labels: &BTreeMap<String, String>,
+    ) -> Result<(), ProfileError> {
+        if zones.is_empty() && count > 0 {
+            return Err(ProfileError::NoZones);
+        }
+        self.real_nodes = (0..count)
+            .map(|i| {
+                let mut l = labels.clone();
+                l.insert(ZONE_LABEL.into(), zones[i % zones.len()].to_string());
+                NodeSpec {
+                    name: format!("real-node-{i}"),
                     labels: l,
                 }
             })

@@ -145,7 +145,22 @@ impl Toolchain {
     /// The binary of a Debian package: found on `PATH`, or — when the harness runs as root —
     /// installed with `apt-get` under a cache lock (so parallel tests install it once).
     pub async fn debian_binary(&self, package: DebianPackage) -> Result<PathBuf, ToolchainError> {
-        let path = std::env::var_os("PATH");
+        self.debian_binary_in(package, &[]).await
+    }
+
+    /// [`Toolchain::debian_binary`], looking in `dirs` first (e.g. `/usr/lib/cni`, or
+    /// `/usr/sbin` when it is not on `PATH`).
+    pub async fn debian_binary_in(
+        &self,
+        package: DebianPackage,
+        dirs: &[&str],
+    ) -> Result<PathBuf, ToolchainError> {
+        // `dirs` first: they are where the package puts what is asked for.
+        let mut paths: Vec<PathBuf> = dirs.iter().map(PathBuf::from).collect();
+        if let Some(p) = std::env::var_os("PATH") {
+            paths.extend(std::env::split_paths(&p));
+        }
+        let path = std::env::join_paths(paths).ok();
         let root = nix::unistd::geteuid().is_root();
         let apt = match package.plan(path.as_deref(), root) {
             PackagePlan::Found(p) => return Ok(p),

@@ -171,6 +171,22 @@ impl Toolchain {
         Ok(KubeBinaries { version, install })
     }
 
+    /// The kubelet at `version` (for real nodes), built if not cached.
+    pub async fn kubelet(&self, version: KubeVersion) -> Result<PathBuf, ToolchainError> {
+        let key = BuildKey::new("kubelet", version.tag());
+        let install = self
+            .ensure(&key, |go, dir| async move {
+                let upstream = go
+                    .module_go_mod(&dir, "k8s.io/kubernetes", &version.tag(), false)
+                    .await?;
+                let text = std::fs::read_to_string(&upstream)
+                    .map_err(|e| ToolchainError::io(&upstream, e))?;
+                Ok(recipes::kubelet(&version, &text))
+            })
+            .await?;
+        Ok(install.binary("kubelet"))
+    }
+
     /// A binary installed with `go install <package>@<version>` (kwok, kwokctl).
     pub async fn go_install(
         &self,

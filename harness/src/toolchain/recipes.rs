@@ -81,6 +81,19 @@ pub fn kubernetes(version: &KubeVersion, upstream_go_mod: &str) -> GoRecipe {
     }
 }
 
+/// The recipe for the kubelet at `version`: the same module graph as [`kubernetes`] (so the
+/// Go build cache is shared), one binary. Cached apart so that a cached control plane is never
+/// rebuilt for it.
+pub fn kubelet(version: &KubeVersion, upstream_go_mod: &str) -> GoRecipe {
+    let mut r = kubernetes(version, upstream_go_mod);
+    r.steps = vec![GoBuildStep {
+        packages: vec!["k8s.io/kubernetes/cmd/kubelet".into()],
+        output: "kubelet".into(),
+    }];
+    r.outputs = vec!["kubelet".into()];
+    r
+}
+
 /// A module installed with `go install <package>@<version>`, as kwok is.
 pub fn go_install(
     module: &str,
@@ -253,5 +266,16 @@ mod tests {
                 .contains("-X k8s.io/client-go/pkg/version.gitMinor=32")
         );
         assert_eq!(r.outputs.len(), 5);
+    }
+
+    #[test]
+    fn kubelet_recipe_shares_the_module_graph_and_builds_one_binary() {
+        let v: KubeVersion = "1.32".parse().unwrap();
+        let (k, kubelet) = (kubernetes(&v, UPSTREAM), kubelet(&v, UPSTREAM));
+        assert_eq!(k.go_mod, kubelet.go_mod);
+        assert_eq!(k.ldflags, kubelet.ldflags);
+        assert_eq!(kubelet.steps.len(), 1);
+        assert_eq!(kubelet.steps[0].packages, ["k8s.io/kubernetes/cmd/kubelet"]);
+        assert_eq!(kubelet.outputs, ["kubelet"]);
     }
 }

@@ -136,6 +136,17 @@ pub struct Binaries {
     pub kwok: PathBuf,
     /// The harness binary itself (runs the storage provisioner).
     pub harness: PathBuf,
+    /// What real nodes run, when the profile has any.
+    pub real: Option<RealBinaries>,
+}
+
+/// The binaries and host tools of real nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RealBinaries {
+    /// The kubelet of the cluster's Kubernetes version.
+    pub kubelet: PathBuf,
+    /// containerd, runc, the CNI plugins.
+    pub tools: super::node::HostTools,
 }
 
 /// Everything the component functions read.
@@ -239,7 +250,20 @@ pub fn kube_apiserver(i: Inputs<'_>) -> ComponentSpec {
         format!("--tls-cert-file={}", l.pki_file("apiserver.crt")),
         format!("--tls-private-key-file={}", l.pki_file("apiserver.key")),
         format!("--client-ca-file={}", l.pki_file("ca.crt")),
-        "--authorization-mode=RBAC".into(),
+        format!(
+            "--kubelet-client-certificate={}",
+            l.pki_file("apiserver-kubelet-client.crt")
+        ),
+        format!(
+            "--kubelet-client-key={}",
+            l.pki_file("apiserver-kubelet-client.key")
+        ),
+        // Real nodes are reached at their InternalIP (their names do not resolve).
+        "--kubelet-preferred-address-types=InternalIP,Hostname".into(),
+        // Node authorization and NodeRestriction, as on a real cluster, for real nodes'
+        // kubelets (which authenticate as system:node:<name>).
+        "--authorization-mode=Node,RBAC".into(),
+        "--enable-admission-plugins=NodeRestriction".into(),
         "--anonymous-auth=false".into(),
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
         format!("--service-account-key-file={}", l.pki_file("sa.pub")),

@@ -9,6 +9,7 @@
 
 pub mod components;
 pub mod kwok;
+pub mod node;
 pub mod pki;
 pub mod process;
 pub mod provisioner;
@@ -22,7 +23,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use kube::api::{Api, PostParams};
 
-use self::components::{Binaries, ComponentSpec, Inputs, Layout, Ports};
+use self::components::{Binaries, ComponentSpec, Inputs, Layout, Ports, RealBinaries};
 use self::process::{ProcRecord, Process};
 use self::state::ClusterState;
 use super::{Cluster, ClusterProvider, Profile, admin_client};
@@ -133,6 +134,14 @@ pub enum LocalError {
         #[source]
         source: std::io::Error,
     },
+    /// The host lacks something real nodes need.
+    #[error("{what}; {fix}")]
+    Host {
+        /// What failed.
+        what: String,
+        /// How to fix it.
+        fix: String,
+    },
     /// Teardown met errors (all of them are listed).
     #[error("tear down cluster `{name}`: {}", errors.join("; "))]
     Teardown {
@@ -225,6 +234,11 @@ impl LocalProvider {
             self.toolchain.kubernetes(profile.kubernetes),
             self.toolchain.kwok()
         )?;
+        let real = if profile.real_nodes.is_empty() {
+            None
+        } else {
+            Some(self.real_node_binaries(profile).await?)
+        };
         Ok(Binaries {
             etcd: kube.path("etcd"),
             apiserver: kube.path("kube-apiserver"),
@@ -232,6 +246,29 @@ impl LocalProvider {
             scheduler: kube.path("kube-scheduler"),
             kwok,
             harness: self.options.harness_binary.clone(),
+            real,
+        })
+    }
+
+    /// The kubelet, and the host's containerd, runc and CNI plugins (installed with apt-get
+    /// when the harness runs as root), after checking the kernel has what they need.
+    async fn real_node_binaries(&self, profile: &Profile) -> Result<RealBinaries, LocalError> {
+        node::check_kernel()?;
+        let mut found = vec![];
+        for (package, dirs) in node::PACKAGES {
+            found.push(self.toolchain.debian_binary_in(*package, dirs).await?);
+        }
+        let kubelet = self.toolchain.kubelet(profile.kubernetes).await?;
+        Ok(RealBinaries {
+            kubelet,
+            tools: node::HostTools {
+                containerd: found[0].clone(),
+                runc: found[1].clone(),
+                cni_bin_dir: found[2]
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_else(|| node::CNI_BIN_DIR.into()),
+            },
         })
     }
 
@@ -280,6 +317,7 @@ impl LocalProvider {
                     .map(|d| d.as_secs())
                     .unwrap_or(0),
                 ready: false,
+                real_nodes: vec![],
             },
             layout: layout.clone(),
             procs: Arc::default(),
@@ -411,15 +449,26 @@ impl LocalProvider {
 }
 
 fn remove_recorded(name: &str, dir: &Path) -> Result<(), LocalError> {
+    let mut errors = vec![];
     if let Ok(s) = ClusterState::load(&dir.join("cluster.json")) {
         for p in s.processes.iter().rev() {
             p.terminate(Duration::from_secs(5));
         }
+        for n in &s.real_nodes {
+            errors.extend(n.cleanup());
+        }
     }
-    crate::toolchain::cache::make_writable_and_remove(dir).map_err(|e| LocalError::Teardown {
-        name: name.into(),
-        errors: vec![format!("remove {}: {e}", dir.display())],
-    })
+    if let Err(e) = crate::toolchain::cache::make_writable_and_remove(dir) {
+        errors.push(format!("remove {}: {e}", dir.display()));
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(LocalError::Teardown {
+            name: name.into(),
+            errors,
+        })
+    }
 }
 
 impl ClusterProvider for LocalProvider {
@@ -472,6 +521,7 @@ impl BringUp<'_> {
     async fn run(&self, cluster: &mut LocalCluster) -> Result<(), LocalError> {
         let client = self.control_plane(cluster).await?;
         self.components_and_nodes(cluster, &client).await?;
+        self.real_nodes(cluster).await?;
         self.ready(cluster, &client).await
     }
 
@@ -534,6 +584,52 @@ impl BringUp<'_> {
         Ok(())
     }
 
+    /// Each real node: recorded first (so that teardown and `gc` find it), then its
+    /// certificate and kubeconfig, directories, bridge and cgroups, its containerd (waited
+    /// for) and its kubelet.
+    async fn real_nodes(&self, cluster: &mut LocalCluster) -> Result<(), LocalError> {
+        let Some(real) = &self.inputs.binaries.real else {
+            return Ok(());
+        };
+        let layout = self.inputs.layout;
+        let pki = pki::Pki::at(&layout.pki());
+        for spec in &self.inputs.profile.real_nodes {
+            self.phase(&format!("real node {}", spec.name));
+            let taken: Vec<[u8; 2]> = cluster.state.real_nodes.iter().map(|n| n.subnet).collect();
+            let n = node::RealNode::plan(&layout.dir, spec, &taken, free_port()?)?;
+            cluster.state.real_nodes.push(n.clone());
+            cluster.save()?;
+            let stem = format!("node-{}", n.name);
+            pki.issue_client(
+                &stem,
+                &format!("system:node:{}", n.name),
+                Some("system:nodes"),
+            )?;
+            n.prepare(
+                &real.tools,
+                &pki.path("ca.crt"),
+                &self.inputs.profile.kubernetes,
+            )?;
+            let kc = n.dir.join("kubeconfig");
+            std::fs::write(&kc, pki.kubeconfig(&cluster.state.server, &stem)?)
+                .map_err(|e| LocalError::io(&kc, e))?;
+            cluster.spawn(&n.containerd_spec(&real.tools))?;
+            let socket = n.socket();
+            cluster
+                .wait_until(&format!("containerd of {}", n.name), self.timeout, || {
+                    let socket = socket.clone();
+                    async move {
+                        std::os::unix::net::UnixStream::connect(&socket)
+                            .map(|_| ())
+                            .map_err(|e| format!("{}: {e}", socket.display()))
+                    }
+                })
+                .await?;
+            cluster.spawn(&n.kubelet_spec(&real.kubelet))?;
+        }
+        Ok(())
+    }
+
     /// The components' health endpoints, every node Ready, the default service account.
     async fn ready(&self, cluster: &LocalCluster, client: &kube::Client) -> Result<(), LocalError> {
         let ports = self.inputs.ports;
@@ -551,7 +647,13 @@ impl BringUp<'_> {
         }
         self.phase("nodes Ready");
         let nodes: Api<Node> = Api::all(client.clone());
-        for n in &self.inputs.profile.nodes {
+        for n in self
+            .inputs
+            .profile
+            .nodes
+            .iter()
+            .chain(&self.inputs.profile.real_nodes)
+        {
             cluster
                 .wait_node_ready(&nodes, &n.name, self.timeout)
                 .await?;
@@ -890,6 +992,9 @@ impl LocalCluster {
                     ));
                 }
             }
+        }
+        for n in &self.state.real_nodes {
+            errors.extend(n.cleanup());
         }
         if !self.keep_dir {
             if let Err(e) = crate::toolchain::cache::make_writable_and_remove(&self.layout.dir) {

@@ -52,6 +52,12 @@ pub const CLIENTS: &[Identity] = &[
         cn: "harness:provisioner",
         group: Some("system:masters"),
     },
+    // The apiserver's identity towards kubelets (exec, logs, port-forward on real nodes).
+    Identity {
+        file: "apiserver-kubelet-client",
+        cn: "kube-apiserver-kubelet-client",
+        group: Some("system:masters"),
+    },
     Identity {
         file: "apiserver-etcd-client",
         cn: "kube-apiserver-etcd-client",
@@ -82,17 +88,7 @@ impl Pki {
             dir: dir.to_path_buf(),
         };
         let ca_key = KeyPair::generate().map_err(LocalError::pki)?;
-        let mut ca_params =
-            CertificateParams::new(Vec::<String>::new()).map_err(LocalError::pki)?;
-        ca_params
-            .distinguished_name
-            .push(DnType::CommonName, "harness-cluster-ca");
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
+        let ca_params = ca_params()?;
         let ca_cert = ca_params.self_signed(&ca_key).map_err(LocalError::pki)?;
         pki.write("ca.crt", &ca_cert.pem())?;
         pki.write("ca.key", &ca_key.serialize_pem())?;
@@ -133,6 +129,25 @@ impl Pki {
         pki.write("sa.key", &sa.serialize_pem())?;
         pki.write("sa.pub", &sa.public_key_pem())?;
         Ok(pki)
+    }
+
+    /// Issues one more client certificate, `<stem>.crt`/`<stem>.key`, for user `cn` in
+    /// `group` (e.g. a real node's kubelet: `system:node:<name>` in `system:nodes`).
+    pub fn issue_client(
+        &self,
+        stem: &str,
+        cn: &str,
+        group: Option<&str>,
+    ) -> Result<(), LocalError> {
+        let key = KeyPair::from_pem(&self.read("ca.key")?).map_err(LocalError::pki)?;
+        let issuer = Issuer::new(ca_params()?, key);
+        let mut p = CertificateParams::new(Vec::<String>::new()).map_err(LocalError::pki)?;
+        p.distinguished_name.push(DnType::CommonName, cn);
+        if let Some(g) = group {
+            p.distinguished_name.push(DnType::OrganizationName, g);
+        }
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        self.leaf(stem, p, &issuer)
     }
 
     fn leaf(
@@ -192,6 +207,22 @@ impl Pki {
             stem,
         ))
     }
+}
+
+/// The CA's parameters: the same every time, so that the stored CA key can issue more
+/// certificates later under the same subject.
+fn ca_params() -> Result<CertificateParams, LocalError> {
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(LocalError::pki)?;
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "harness-cluster-ca");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    Ok(ca_params)
 }
 
 /// How a kubeconfig user authenticates.

@@ -29,6 +29,9 @@ pub struct ClusterState {
     pub created: u64,
     /// Set once every component is ready.
     pub ready: bool,
+    /// Its real nodes, recorded before any of their host resources is made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub real_nodes: Vec<super::node::RealNode>,
 }
 
 impl ClusterState {
