@@ -32,6 +32,12 @@ pub const CHROMIUM: DebianPackage = DebianPackage {
     binaries: &["chromium", "chromium-browser"],
 };
 
+/// Debian's static busybox, the base of the busybox images (see [`super::images`]).
+pub const BUSYBOX_STATIC: DebianPackage = DebianPackage {
+    package: "busybox-static",
+    binaries: &["busybox"],
+};
+
 /// What to do about a Debian package: pure, so every branch is testable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PackagePlan {
