@@ -254,6 +254,25 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_busybox_is_installed_by_root_and_named_for_anyone_else() {
+        let dir = bin_dir(&["apt-get"]);
+        let path = dir.path().as_os_str();
+        assert_eq!(
+            BUSYBOX_STATIC.plan(Some(path), true),
+            PackagePlan::Install(dir.path().join("apt-get"))
+        );
+        let PackagePlan::Refuse(fix) = BUSYBOX_STATIC.plan(Some(path), false) else {
+            panic!("not root: refused");
+        };
+        assert!(fix.contains("apt-get install -y busybox-static"), "{fix}");
+        let err = missing(BUSYBOX_STATIC, fix).to_string();
+        assert!(
+            err.starts_with("find busybox (Debian package `busybox-static`)"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn a_file_that_is_not_executable_is_not_a_binary() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("chromium"), "").unwrap();

@@ -11,6 +11,7 @@ import (
 func main() {
 	signals := make(chan os.Signal, 8)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGCHLD)
+	os.Stderr.WriteString("pause: waiting for SIGTERM or SIGINT\n")
 	for s := range signals {
 		if s == syscall.SIGCHLD {
 			reap()
