@@ -384,7 +384,7 @@ async fn ctr(socket: &Path, args: &[&str]) -> Result<String, String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn containerd_imports_and_unpacks_the_oci_archive_of_busybox() {
+async fn containerd_imports_the_busybox_archive_and_pulls_through_hosts_toml() {
     let tc = toolchain();
     let containerd = match tc.debian_binary(CONTAINERD).await {
         Ok(p) => p,
@@ -433,6 +433,48 @@ async fn containerd_imports_and_unpacks_the_oci_archive_of_busybox() {
         snapshots.lines().count() > 1,
         "the layer is unpacked: {snapshots}"
     );
+
+    // Pulling by name through hosts.toml reaches the local registry and trusts its CA.
+    let registry_binary = tc.registry().await.expect("the registry builds");
+    let served = RunningRegistry::start(&registry_binary).await;
+    registry::push(&images, served.registry.port, &served.ca_pem)
+        .await
+        .unwrap();
+    let ca = served.dir.path().join("pki").join("ca.crt");
+    let hosts = dir.path().join("certs.d");
+    std::fs::create_dir_all(hosts.join(images::IMAGE_HOST)).unwrap();
+    std::fs::write(
+        hosts.join(images::IMAGE_HOST).join("hosts.toml"),
+        registry::hosts_toml(served.registry.port, &ca),
+    )
+    .unwrap();
+    let hosts_arg = hosts.display().to_string();
+    ctr(
+        &running.socket,
+        &[
+            "images",
+            "pull",
+            "--hosts-dir",
+            &hosts_arg,
+            "--snapshotter",
+            "native",
+            images::BUSYBOX_V2_IMAGE,
+        ],
+    )
+    .await
+    .expect("ctr pulls through hosts.toml");
+    let listed = ctr(&running.socket, &["images", "ls"]).await.unwrap();
+    let v2 = images
+        .iter()
+        .find(|i| i.name.to_string() == images::BUSYBOX_V2_IMAGE)
+        .unwrap();
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with(images::BUSYBOX_V2_IMAGE) && l.contains(v2.digest())),
+        "{listed}"
+    );
+    drop(served);
     drop(running);
     assert!(!record.alive(), "containerd is gone");
 }
