@@ -9,6 +9,7 @@ pub mod existing;
 pub mod k3s;
 pub mod kind;
 pub mod local;
+pub mod registry;
 
 use std::collections::BTreeMap;
 use std::future::Future;

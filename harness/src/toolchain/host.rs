@@ -32,6 +32,12 @@ pub const CHROMIUM: DebianPackage = DebianPackage {
     binaries: &["chromium", "chromium-browser"],
 };
 
+/// Debian's static busybox, the base of the busybox images (see [`super::images`]).
+pub const BUSYBOX_STATIC: DebianPackage = DebianPackage {
+    package: "busybox-static",
+    binaries: &["busybox"],
+};
+
 /// What to do about a Debian package: pure, so every branch is testable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PackagePlan {
@@ -260,6 +266,25 @@ mod tests {
             panic!("no apt-get: refused");
         };
         assert!(fix.contains("no apt-get"), "{fix}");
+    }
+
+    #[test]
+    fn a_missing_busybox_is_installed_by_root_and_named_for_anyone_else() {
+        let dir = bin_dir(&["apt-get"]);
+        let path = dir.path().as_os_str();
+        assert_eq!(
+            BUSYBOX_STATIC.plan(Some(path), true),
+            PackagePlan::Install(dir.path().join("apt-get"))
+        );
+        let PackagePlan::Refuse(fix) = BUSYBOX_STATIC.plan(Some(path), false) else {
+            panic!("not root: refused");
+        };
+        assert!(fix.contains("apt-get install -y busybox-static"), "{fix}");
+        let err = missing(BUSYBOX_STATIC, fix).to_string();
+        assert!(
+            err.starts_with("find busybox (Debian package `busybox-static`)"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -8,6 +8,8 @@
 pub mod cache;
 pub mod go;
 pub mod host;
+pub mod images;
+pub mod oci;
 pub mod recipes;
 pub mod versions;
 
@@ -16,7 +18,8 @@ use std::time::{Duration, Instant};
 
 pub use cache::{BuildKey, Cache, Installed};
 pub use go::{GoEnv, GoVersion};
-pub use versions::{KWOK_VERSION, KubeVersion};
+pub use images::BuiltImage;
+pub use versions::{KWOK_VERSION, KubeVersion, REGISTRY_VERSION};
 
 use crate::progress::Progress;
 
@@ -258,6 +261,23 @@ impl Toolchain {
             "kwokctl",
         )
         .await
+    }
+
+    /// The CNCF distribution registry (`registry`) at [`REGISTRY_VERSION`], serving the
+    /// harness images to real nodes.
+    pub async fn registry(&self) -> Result<PathBuf, ToolchainError> {
+        let key = BuildKey::new("registry", REGISTRY_VERSION);
+        let install = self
+            .ensure(&key, |go, dir| async move {
+                let upstream = go
+                    .module_go_mod(&dir, recipes::REGISTRY_MODULE, REGISTRY_VERSION, false)
+                    .await?;
+                let text = std::fs::read_to_string(&upstream)
+                    .map_err(|e| ToolchainError::io(&upstream, e))?;
+                Ok(recipes::registry(REGISTRY_VERSION, &text))
+            })
+            .await?;
+        Ok(install.binary("registry"))
     }
 
     /// Returns the install for `key`, running `prepare` + the recipe's Go build under the lock

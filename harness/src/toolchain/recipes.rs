@@ -118,6 +118,42 @@ pub fn go_install(
     }
 }
 
+/// The module of the CNCF distribution registry.
+pub const REGISTRY_MODULE: &str = "github.com/distribution/distribution/v3";
+
+/// The distribution registry at `version` (`go install …/cmd/registry@version`, the module has
+/// no replaces), stamped with its version.
+pub fn registry(version: &str, upstream_go_mod: &str) -> GoRecipe {
+    let mut r = go_install(
+        REGISTRY_MODULE,
+        &format!("{REGISTRY_MODULE}/cmd/registry"),
+        version,
+        "registry",
+        upstream_go_mod,
+    );
+    r.ldflags = format!("-s -w -X {REGISTRY_MODULE}/version.version={version}");
+    r
+}
+
+/// The static programs of the harness images (`pause`, `health`): a module without
+/// dependencies whose sources the caller writes to `pause/main.go` and `health/main.go`.
+pub fn image_programs() -> GoRecipe {
+    GoRecipe {
+        go_mod: "module harness.local/images\n\ngo 1.22\n".into(),
+        steps: ["pause", "health"]
+            .iter()
+            .map(|p| GoBuildStep {
+                packages: vec![format!("./{p}")],
+                output: p.to_string(),
+            })
+            .collect(),
+        ldflags: "-s -w".into(),
+        outputs: vec!["pause".into(), "health".into()],
+        nosum: vec![],
+        min_go: GoVersion(1, 22, 0),
+    }
+}
+
 /// A module whose main package is at its root (a controller manager such as
 /// `github.com/openkruise/kruise`), built with a generated `go.mod` that requires it at `version`
 /// and copies its own `replace` directives (replacements of local paths are dropped: they cannot
@@ -234,6 +270,33 @@ mod tests {
         assert_eq!(r.nosum, ["github.com/openkruise/kruise"]);
         assert_eq!(r.steps[0].packages, ["github.com/openkruise/kruise"]);
         assert_eq!(r.outputs, ["kruise-manager"]);
+    }
+
+    #[test]
+    fn registry_recipe_installs_the_command_with_its_version() {
+        let r = registry(
+            "v3.1.2",
+            "module github.com/distribution/distribution/v3\n\ngo 1.26.0\n",
+        );
+        assert_eq!(
+            r.steps[0].packages,
+            ["github.com/distribution/distribution/v3/cmd/registry@v3.1.2"]
+        );
+        assert_eq!(r.outputs, ["registry"]);
+        assert!(
+            r.ldflags
+                .contains("-X github.com/distribution/distribution/v3/version.version=v3.1.2")
+        );
+        assert_eq!(r.min_go, GoVersion(1, 26, 0));
+    }
+
+    #[test]
+    fn image_programs_build_each_program_to_its_own_name() {
+        let r = image_programs();
+        assert_eq!(r.steps.len(), 2);
+        assert_eq!(r.steps[1].packages, ["./health"]);
+        assert_eq!(r.steps[1].output, "health");
+        assert!(r.nosum.is_empty());
     }
 
     const UPSTREAM: &str = "module k8s.io/kubernetes\n\ngo 1.23.0\n\ngodebug default=go1.23\n\ngodebug winsymlink=0\n\nrequire (\n\tk8s.io/api v0.0.0\n)\n\nreplace (\n\tk8s.io/api => ./staging/src/k8s.io/api\n\tk8s.io/client-go => ./staging/src/k8s.io/client-go\n\tgithub.com/x/y => github.com/x/y v1.0.0\n)\n";

@@ -72,6 +72,8 @@ pub const SERVERS: &[&str] = &[
     "etcd",
     "kube-controller-manager-serving",
     "kube-scheduler-serving",
+    // The local image registry real nodes pull from (see `cluster::registry`).
+    "registry",
 ];
 
 /// The cluster's PKI on disk.

@@ -1,0 +1,585 @@
+//! The container images real nodes run, built here because no registry is reachable. Start
+//! with [`Toolchain::images`]: it returns every image of [`HARNESS_IMAGES`] as a
+//! [`BuiltImage`] (an OCI image layout in the cache), building what is not cached yet.
+//!
+//! - `harness.local/pause:3.10`, the sandbox image: a static Go program that sleeps, reaps
+//!   zombies and exits on SIGTERM/SIGINT ([`PAUSE_GO`]).
+//! - `harness.local/busybox:v1` and `:v2`: Debian's static busybox with its applet links and a
+//!   default command that sleeps until SIGTERM; they differ in `/etc/harness-image` and
+//!   `HARNESS_IMAGE_VERSION`, so they have different digests.
+//! - `harness.local/health:v1`: a static Go HTTP server for probe tests ([`HEALTH_GO`]).
+//!
+//! What goes into each image is a pure [`ImageRecipe`] ([`pause`], [`busybox`], [`health`]);
+//! the OCI format itself is in [`super::oci`]. Images are cached under a key that hashes every
+//! input, so a changed binary or recipe gives a new image and an unchanged one is never
+//! rebuilt. [`write_oci_archive`] packs an image for `ctr images import`.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::cache::{BuildKey, Installed, Manifest};
+use super::host::BUSYBOX_STATIC;
+use super::oci::{self, Descriptor, Entry, ImageConfig};
+use super::{Toolchain, ToolchainError, recipes};
+
+/// The registry host of every harness image.
+pub const IMAGE_HOST: &str = "harness.local";
+/// The sandbox (pod infra) image.
+pub const PAUSE_IMAGE: &str = "harness.local/pause:3.10";
+/// A long-running busybox image.
+pub const BUSYBOX_V1_IMAGE: &str = "harness.local/busybox:v1";
+/// The same busybox image with a different digest (for image updates).
+pub const BUSYBOX_V2_IMAGE: &str = "harness.local/busybox:v2";
+/// The HTTP server for probe tests.
+pub const HEALTH_IMAGE: &str = "harness.local/health:v1";
+/// Every image the harness builds, in the order [`Toolchain::images`] returns them.
+pub const HARNESS_IMAGES: &[&str] = &[
+    PAUSE_IMAGE,
+    BUSYBOX_V1_IMAGE,
+    BUSYBOX_V2_IMAGE,
+    HEALTH_IMAGE,
+];
+
+/// Source of the sandbox image's program.
+pub const PAUSE_GO: &str = include_str!("images/pause.go");
+/// Source of the health image's program.
+pub const HEALTH_GO: &str = include_str!("images/health.go");
+
+/// The busybox applets linked in `/bin` of the busybox images.
+pub const BUSYBOX_APPLETS: &[&str] = &[
+    "[",
+    "ash",
+    "awk",
+    "base64",
+    "basename",
+    "cat",
+    "chmod",
+    "cp",
+    "cut",
+    "date",
+    "dd",
+    "df",
+    "diff",
+    "dirname",
+    "du",
+    "echo",
+    "env",
+    "expr",
+    "false",
+    "find",
+    "free",
+    "grep",
+    "gunzip",
+    "gzip",
+    "head",
+    "hostname",
+    "httpd",
+    "id",
+    "ifconfig",
+    "ip",
+    "kill",
+    "killall",
+    "less",
+    "ln",
+    "ls",
+    "md5sum",
+    "mkdir",
+    "mktemp",
+    "more",
+    "mount",
+    "mv",
+    "nc",
+    "netstat",
+    "nproc",
+    "nslookup",
+    "pidof",
+    "ping",
+    "printf",
+    "ps",
+    "pwd",
+    "readlink",
+    "realpath",
+    "rm",
+    "rmdir",
+    "sed",
+    "seq",
+    "sh",
+    "sha256sum",
+    "sleep",
+    "sort",
+    "stat",
+    "sync",
+    "tail",
+    "tar",
+    "tee",
+    "test",
+    "timeout",
+    "top",
+    "touch",
+    "tr",
+    "true",
+    "umount",
+    "uname",
+    "uniq",
+    "vi",
+    "watch",
+    "wc",
+    "wget",
+    "which",
+    "whoami",
+    "xargs",
+    "yes",
+];
+
+/// Bumped whenever the way recipes become images changes, so cached images are rebuilt.
+const FORMAT: &str = "1";
+
+/// `host/repo:tag`, split.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ImageName {
+    /// Registry host (`harness.local`).
+    pub host: String,
+    /// Repository inside the registry (`busybox`).
+    pub repo: String,
+    /// Tag (`v1`).
+    pub tag: String,
+}
+
+impl ImageName {
+    /// Parses `host/repo:tag` (the repository may contain slashes; the tag is required).
+    pub fn parse(s: &str) -> Option<Self> {
+        let (host, rest) = s.split_once('/')?;
+        let (repo, tag) = rest.rsplit_once(':')?;
+        (!host.is_empty() && !repo.is_empty() && !tag.is_empty() && !tag.contains('/')).then(|| {
+            Self {
+                host: host.into(),
+                repo: repo.into(),
+                tag: tag.into(),
+            }
+        })
+    }
+
+    fn known(s: &str) -> Self {
+        Self::parse(s).expect("the harness's own image names parse")
+    }
+}
+
+impl std::fmt::Display for ImageName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}:{}", self.host, self.repo, self.tag)
+    }
+}
+
+/// What goes into one image: its name, what it runs and its files (one layer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageRecipe {
+    /// The image's name.
+    pub name: ImageName,
+    /// Env, entrypoint and command.
+    pub config: ImageConfig,
+    /// The files of its only layer.
+    pub entries: Vec<Entry>,
+}
+
+impl ImageRecipe {
+    /// The cache key: `image-<repo>` at `<tag>-<hash of every input>`.
+    pub fn key(&self) -> BuildKey {
+        let mut h = ring::digest::Context::new(&ring::digest::SHA256);
+        h.update(FORMAT.as_bytes());
+        h.update(self.name.to_string().as_bytes());
+        h.update(&serde_json::to_vec(&self.config).expect("config serializes"));
+        let mut entries: Vec<&Entry> = self.entries.iter().collect();
+        entries.sort_by(|a, b| a.path().cmp(b.path()));
+        for e in entries {
+            e.fingerprint(&mut h);
+        }
+        let hex: String = h.finish().as_ref()[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        BuildKey::new(
+            format!("image-{}", self.name.repo),
+            format!("{}-{hex}", self.name.tag),
+        )
+    }
+}
+
+fn dir(path: &str, mode: u32) -> Entry {
+    Entry::Dir {
+        path: path.into(),
+        mode,
+    }
+}
+
+fn file(path: &str, mode: u32, data: impl Into<Vec<u8>>) -> Entry {
+    Entry::File {
+        path: path.into(),
+        mode,
+        data: data.into(),
+    }
+}
+
+/// The sandbox image around the static `pause` program.
+pub fn pause(program: Vec<u8>) -> ImageRecipe {
+    ImageRecipe {
+        name: ImageName::known(PAUSE_IMAGE),
+        config: ImageConfig {
+            env: vec!["PATH=/".into()],
+            entrypoint: vec!["/pause".into()],
+            ..ImageConfig::default()
+        },
+        entries: vec![file("/pause", 0o755, program)],
+    }
+}
+
+/// The default command of the busybox images: sleep until SIGTERM or SIGINT (as PID 1 a shell
+/// without a trap would ignore them), then exit 0.
+pub const BUSYBOX_COMMAND: &str =
+    "trap 'exit 0' TERM INT; while true; do sleep 3600 & wait $!; done";
+
+/// A busybox image around the static `busybox` binary; `version` (`v1`, `v2`) is its tag and
+/// what `/etc/harness-image` and `HARNESS_IMAGE_VERSION` say.
+pub fn busybox(binary: Vec<u8>, version: &str) -> ImageRecipe {
+    let mut entries = vec![
+        dir("/bin", 0o755),
+        dir("/dev", 0o755),
+        dir("/etc", 0o755),
+        dir("/proc", 0o755),
+        dir("/root", 0o700),
+        dir("/sys", 0o755),
+        dir("/tmp", 0o1777),
+        dir("/var", 0o755),
+        file("/bin/busybox", 0o755, binary),
+        file(
+            "/etc/passwd",
+            0o644,
+            "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n",
+        ),
+        file("/etc/group", 0o644, "root:x:0:\nnogroup:x:65534:\n"),
+        file("/etc/harness-image", 0o644, format!("{version}\n")),
+    ];
+    entries.extend(BUSYBOX_APPLETS.iter().map(|a| Entry::Symlink {
+        path: format!("/bin/{a}"),
+        target: "busybox".into(),
+    }));
+    ImageRecipe {
+        name: ImageName {
+            host: IMAGE_HOST.into(),
+            repo: "busybox".into(),
+            tag: version.into(),
+        },
+        config: ImageConfig {
+            env: vec![
+                "PATH=/bin".into(),
+                format!("HARNESS_IMAGE_VERSION={version}"),
+            ],
+            cmd: vec!["sh".into(), "-c".into(), BUSYBOX_COMMAND.into()],
+            working_dir: "/".into(),
+            ..ImageConfig::default()
+        },
+        entries,
+    }
+}
+
+/// The probe-test image around the static `health` program.
+pub fn health(program: Vec<u8>) -> ImageRecipe {
+    let name = ImageName::known(HEALTH_IMAGE);
+    ImageRecipe {
+        config: ImageConfig {
+            env: vec![
+                "PATH=/".into(),
+                format!("HARNESS_IMAGE_VERSION={}", name.tag),
+            ],
+            entrypoint: vec!["/health".into()],
+            ..ImageConfig::default()
+        },
+        name,
+        entries: vec![dir("/tmp", 0o1777), file("/health", 0o755, program)],
+    }
+}
+
+/// Whether `elf` is an ELF executable without a program interpreter (statically linked).
+pub fn is_static_elf(elf: &[u8]) -> bool {
+    const PT_INTERP: u32 = 3;
+    let u16_at = |o: usize| elf.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u32_at = |o: usize| {
+        elf.get(o..o + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let u64_at = |o: usize| {
+        elf.get(o..o + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    };
+    // 64-bit little-endian ELF only (the images are linux/amd64).
+    if elf.get(0..6) != Some(b"\x7fELF\x02\x01") {
+        return false;
+    }
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38))
+    else {
+        return false;
+    };
+    (0..phnum as usize).all(|i| {
+        let at = phoff as usize + i * phentsize as usize;
+        u32_at(at).is_some_and(|t| t != PT_INTERP)
+    })
+}
+
+/// An image in the cache, as an OCI image layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuiltImage {
+    /// Its name (`harness.local/busybox:v1`).
+    pub name: ImageName,
+    /// Its layout directory, manifest, config and layers.
+    pub layout: oci::Layout,
+}
+
+impl BuiltImage {
+    /// The manifest digest (what a registry and containerd call the image's digest).
+    pub fn digest(&self) -> &str {
+        &self.layout.manifest.digest
+    }
+
+    /// The config and layer descriptors (the blobs a push uploads before the manifest).
+    pub fn blobs(&self) -> Vec<&Descriptor> {
+        std::iter::once(&self.layout.config)
+            .chain(&self.layout.layers)
+            .collect()
+    }
+
+    /// Where a blob of this image lives.
+    pub fn blob_path(&self, digest: &str) -> PathBuf {
+        self.layout.blob_path(digest)
+    }
+
+    /// Reads a blob.
+    pub fn read_blob(&self, digest: &str) -> Result<Vec<u8>, ToolchainError> {
+        let path = self.blob_path(digest);
+        std::fs::read(&path).map_err(|e| ToolchainError::io(&path, e))
+    }
+
+    fn open(name: ImageName, install: &Installed) -> Result<Self, ToolchainError> {
+        let layout =
+            oci::read_layout(&install.dir).map_err(|e| ToolchainError::io(&install.dir, e))?;
+        Ok(Self { name, layout })
+    }
+}
+
+/// Writes `image` as an OCI archive at `path` (`oci-layout`, `index.json`, `blobs/sha256/…`),
+/// the file `ctr images import` reads; the image is named by its `io.containerd.image.name`
+/// annotation.
+pub fn write_oci_archive(image: &BuiltImage, path: &Path) -> Result<(), ToolchainError> {
+    oci::archive(&image.layout.dir, path).map_err(|e| ToolchainError::io(path, e))
+}
+
+/// The cache key of the image programs: their sources' hash.
+fn programs_key() -> BuildKey {
+    let recipe = recipes::image_programs();
+    let mut h = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in [recipe.go_mod.as_str(), PAUSE_GO, HEALTH_GO, &recipe.ldflags] {
+        h.update(&(part.len() as u64).to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    let hex: String = h.finish().as_ref()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    BuildKey::new("image-programs", format!("src-{hex}"))
+}
+
+impl Toolchain {
+    /// Every image of [`HARNESS_IMAGES`], in that order: built on first use (the Go programs
+    /// with the Go toolchain, busybox from Debian's `busybox-static`, installed with apt-get
+    /// when the harness runs as root) and cached.
+    pub async fn images(&self) -> Result<Vec<BuiltImage>, ToolchainError> {
+        let programs = self.image_programs().await?;
+        let read = |p: PathBuf| std::fs::read(&p).map_err(|e| ToolchainError::io(&p, e));
+        let busybox_binary = read(self.static_busybox().await?)?;
+        let recipes = [
+            pause(read(programs.binary("pause"))?),
+            busybox(busybox_binary.clone(), "v1"),
+            busybox(busybox_binary, "v2"),
+            health(read(programs.binary("health"))?),
+        ];
+        let mut out = Vec::with_capacity(recipes.len());
+        for r in recipes {
+            out.push(self.image(r).await?);
+        }
+        Ok(out)
+    }
+
+    /// The image `recipe` describes, from the cache or built into it.
+    pub async fn image(&self, recipe: ImageRecipe) -> Result<BuiltImage, ToolchainError> {
+        let key = recipe.key();
+        let name = recipe.name.clone();
+        let name_out = name.clone();
+        let install = self
+            .ensure_built(&key, |staging| async move {
+                let started = Instant::now();
+                let out = staging.join("bin");
+                let image = oci::Image::build(&recipe.config, &recipe.entries)
+                    .map_err(|e| ToolchainError::io(&out, e))?;
+                let files = oci::write_layout(&out, &image, &name.to_string(), &name.tag)
+                    .map_err(|e| ToolchainError::io(&out, e))?;
+                Ok(Manifest {
+                    key: recipe.key(),
+                    binaries: files,
+                    built_with: format!("harness {}", env!("CARGO_PKG_VERSION")),
+                    build_seconds: started.elapsed().as_secs(),
+                })
+            })
+            .await?;
+        BuiltImage::open(name_out, &install)
+    }
+
+    /// The static `pause` and `health` programs ([`PAUSE_GO`], [`HEALTH_GO`]), built with Go
+    /// (cgo off) on first use.
+    pub async fn image_programs(&self) -> Result<Installed, ToolchainError> {
+        self.ensure(&programs_key(), |_go, src| async move {
+            for (dir, source) in [("pause", PAUSE_GO), ("health", HEALTH_GO)] {
+                let d = src.join(dir);
+                std::fs::create_dir_all(&d).map_err(|e| ToolchainError::io(&d, e))?;
+                let f = d.join("main.go");
+                std::fs::write(&f, source).map_err(|e| ToolchainError::io(&f, e))?;
+            }
+            Ok(recipes::image_programs())
+        })
+        .await
+    }
+
+    /// Debian's static busybox (package `busybox-static`), installed when missing and the
+    /// harness runs as root; a dynamically linked busybox is refused.
+    pub async fn static_busybox(&self) -> Result<PathBuf, ToolchainError> {
+        let path = self.debian_binary(BUSYBOX_STATIC).await?;
+        let bytes = std::fs::read(&path).map_err(|e| ToolchainError::io(&path, e))?;
+        if !is_static_elf(&bytes) {
+            return Err(ToolchainError::ToolMissing {
+                tool: "a statically linked busybox (Debian package `busybox-static`)".into(),
+                fix: format!(
+                    "`{}` is dynamically linked, so it cannot run alone in an image; install \
+                     Debian's `busybox-static` package, which replaces it (`apt-get install -y \
+                     busybox-static`)",
+                    path.display()
+                ),
+            });
+        }
+        Ok(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fake_busybox() -> Vec<u8> {
+        b"\x7fELF\x02\x01busybox".to_vec()
+    }
+
+    fn build(r: &ImageRecipe) -> oci::Image {
+        oci::Image::build(&r.config, &r.entries).unwrap()
+    }
+
+    #[test]
+    fn image_names_split_into_host_repo_and_tag() {
+        let n = ImageName::parse(BUSYBOX_V1_IMAGE).unwrap();
+        assert_eq!(
+            (n.host.as_str(), n.repo.as_str()),
+            ("harness.local", "busybox")
+        );
+        assert_eq!(n.tag, "v1");
+        assert_eq!(n.to_string(), BUSYBOX_V1_IMAGE);
+        assert_eq!(
+            ImageName::parse("127.0.0.1:5000/a/b:c").unwrap().repo,
+            "a/b"
+        );
+        assert_eq!(ImageName::parse("busybox"), None);
+        assert_eq!(ImageName::parse("harness.local/busybox"), None);
+        for name in HARNESS_IMAGES {
+            assert_eq!(ImageName::parse(name).unwrap().host, IMAGE_HOST);
+        }
+    }
+
+    #[test]
+    fn busybox_v1_and_v2_differ_in_digest_and_in_a_visible_file() {
+        let v1 = busybox(fake_busybox(), "v1");
+        let v2 = busybox(fake_busybox(), "v2");
+        assert_ne!(build(&v1).manifest.digest, build(&v2).manifest.digest);
+        assert_ne!(v1.key(), v2.key());
+        assert!(
+            v2.config
+                .env
+                .contains(&"HARNESS_IMAGE_VERSION=v2".to_string())
+        );
+        assert!(
+            v2.entries
+                .contains(&file("/etc/harness-image", 0o644, "v2\n"))
+        );
+    }
+
+    #[test]
+    fn two_builds_of_a_recipe_give_the_same_digests_and_key() {
+        let a = busybox(fake_busybox(), "v1");
+        let b = busybox(fake_busybox(), "v1");
+        assert_eq!(build(&a), build(&b));
+        assert_eq!(a.key(), b.key());
+        let mut changed = fake_busybox();
+        changed.push(0);
+        assert_ne!(busybox(changed, "v1").key(), a.key());
+    }
+
+    #[test]
+    fn the_busybox_layer_links_every_applet_to_busybox() {
+        let img = build(&busybox(fake_busybox(), "v1"));
+        let gz = &img.blobs[&img.layers[0].digest];
+        let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(&gz[..]));
+        let mut links = std::collections::BTreeMap::new();
+        let mut files = vec![];
+        for e in tar.entries().unwrap() {
+            let e = e.unwrap();
+            let path = e.path().unwrap().display().to_string();
+            match e.header().entry_type() {
+                tar::EntryType::Symlink => {
+                    let target = e.link_name().unwrap().unwrap().display().to_string();
+                    links.insert(path, target);
+                }
+                tar::EntryType::Regular => files.push(path),
+                _ => {}
+            }
+        }
+        for applet in [
+            "sh", "sleep", "cat", "ls", "echo", "wget", "httpd", "true", "false",
+        ] {
+            assert_eq!(
+                links.get(&format!("bin/{applet}")).map(String::as_str),
+                Some("busybox"),
+                "{applet}"
+            );
+        }
+        assert!(files.contains(&"bin/busybox".to_string()));
+        assert!(files.contains(&"etc/harness-image".to_string()));
+    }
+
+    #[test]
+    fn the_go_images_run_their_program() {
+        let p = pause(b"p".to_vec());
+        assert_eq!(p.config.entrypoint, ["/pause"]);
+        assert_eq!(p.name.to_string(), PAUSE_IMAGE);
+        let h = health(b"h".to_vec());
+        assert_eq!(h.config.entrypoint, ["/health"]);
+        assert_eq!(h.name.to_string(), HEALTH_IMAGE);
+        assert!(h.entries.iter().any(|e| e.path() == "/tmp"));
+    }
+
+    #[test]
+    fn only_an_elf_without_an_interpreter_is_static() {
+        let bin = std::fs::read("/bin/sh").unwrap_or_default();
+        if !bin.is_empty() {
+            // Debian's /bin/sh (dash) is dynamically linked.
+            assert!(!is_static_elf(&bin));
+        }
+        assert!(!is_static_elf(b"#!/bin/sh\n"));
+        // A minimal ELF64 header with no program headers.
+        let mut elf = vec![0u8; 64];
+        elf[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        assert!(is_static_elf(&elf));
+    }
+}
