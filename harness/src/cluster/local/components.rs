@@ -147,6 +147,10 @@ pub struct RealBinaries {
     pub kubelet: PathBuf,
     /// containerd, runc, the CNI plugins.
     pub tools: super::node::HostTools,
+    /// The image registry that serves the images to the nodes.
+    pub registry: PathBuf,
+    /// The images it serves.
+    pub images: Vec<crate::toolchain::BuiltImage>,
 }
 
 /// Everything the component functions read.

@@ -142,6 +142,9 @@ pub enum LocalError {
         /// How to fix it.
         fix: String,
     },
+    /// The image registry failed.
+    #[error("serve the images to real nodes: {0}")]
+    Registry(String),
     /// Teardown met errors (all of them are listed).
     #[error("tear down cluster `{name}`: {}", errors.join("; "))]
     Teardown {
@@ -258,9 +261,15 @@ impl LocalProvider {
         for (package, dirs) in node::PACKAGES {
             found.push(self.toolchain.debian_binary_in(*package, dirs).await?);
         }
-        let kubelet = self.toolchain.kubelet(profile.kubernetes).await?;
+        let (kubelet, registry, images) = tokio::try_join!(
+            self.toolchain.kubelet(profile.kubernetes),
+            self.toolchain.registry(),
+            self.toolchain.images()
+        )?;
         Ok(RealBinaries {
             kubelet,
+            registry,
+            images,
             tools: node::HostTools {
                 containerd: found[0].clone(),
                 runc: found[1].clone(),
@@ -350,8 +359,13 @@ impl LocalProvider {
         bring_up.run(&mut cluster).await?;
         cluster.state.ready = true;
         cluster.save()?;
+        let real = match profile.real_nodes.len() {
+            0 => String::new(),
+            1 => " + 1 real node".into(),
+            n => format!(" + {n} real nodes"),
+        };
         task.finish(&format!(
-            "cluster `{name}` ready in {:.1}s (Kubernetes {}, {} nodes); KUBECONFIG={}",
+            "cluster `{name}` ready in {:.1}s (Kubernetes {}, {} nodes{real}); KUBECONFIG={}",
             started.elapsed().as_secs_f64(),
             profile.kubernetes,
             profile.nodes.len(),
@@ -593,6 +607,30 @@ impl BringUp<'_> {
         };
         let layout = self.inputs.layout;
         let pki = pki::Pki::at(&layout.pki());
+        self.phase("image registry");
+        let port = free_port()?;
+        let registry = crate::cluster::registry::RegistryLayout::new(layout.dir.join("registry"));
+        let tls = crate::cluster::registry::RegistryTls::from_pki(&pki);
+        std::fs::create_dir_all(registry.storage())
+            .map_err(|e| LocalError::io(&registry.dir, e))?;
+        std::fs::write(
+            registry.config(),
+            crate::cluster::registry::config_yaml(&registry, port, &tls),
+        )
+        .map_err(|e| LocalError::io(&registry.config(), e))?;
+        cluster.spawn(&crate::cluster::registry::spec(&real.registry, &registry))?;
+        let client = crate::cluster::registry::RegistryClient::new(port, &self.ca)
+            .map_err(|e| LocalError::Registry(e.to_string()))?;
+        cluster
+            .wait_until("the image registry", self.timeout, || {
+                let client = client.clone();
+                async move { client.ping().await.map_err(|e| e.to_string()) }
+            })
+            .await?;
+        crate::cluster::registry::push(&real.images, port, &self.ca)
+            .await
+            .map_err(|e| LocalError::Registry(format!("{e:#}")))?;
+        let hosts = crate::cluster::registry::hosts_toml(port, &pki.path("ca.crt"));
         for spec in &self.inputs.profile.real_nodes {
             self.phase(&format!("real node {}", spec.name));
             let taken: Vec<[u8; 2]> = cluster.state.real_nodes.iter().map(|n| n.subnet).collect();
@@ -610,6 +648,12 @@ impl BringUp<'_> {
                 &pki.path("ca.crt"),
                 &self.inputs.profile.kubernetes,
             )?;
+            let h = n
+                .registry_hosts_dir()
+                .join(crate::toolchain::images::IMAGE_HOST);
+            std::fs::create_dir_all(&h).map_err(|e| LocalError::io(&h, e))?;
+            std::fs::write(h.join("hosts.toml"), &hosts)
+                .map_err(|e| LocalError::io(&h.join("hosts.toml"), e))?;
             let kc = n.dir.join("kubeconfig");
             std::fs::write(&kc, pki.kubeconfig(&cluster.state.server, &stem)?)
                 .map_err(|e| LocalError::io(&kc, e))?;

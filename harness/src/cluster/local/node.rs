@@ -430,6 +430,65 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     }
 }
 
+impl RealNode {
+    /// What of this node is still on the host: processes in its cgroups, its containerd's
+    /// shims, mounts under its directories, its bridge, iptables rules and cgroups, its `/run`
+    /// directory and container log links. Empty once [`RealNode::cleanup`] has run.
+    pub fn leftovers(&self) -> Vec<String> {
+        let mut out = vec![];
+        let sock = self.socket().display().to_string();
+        for e in fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(cmdline) = fs::read(e.path().join("cmdline")) else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if text.contains("containerd-shim") && text.contains(&sock) {
+                out.push(format!("shim process {}", e.file_name().to_string_lossy()));
+            }
+        }
+        for h in cgroup_hierarchies()
+            .into_iter()
+            .chain([PathBuf::from("/sys/fs/cgroup/unified")])
+        {
+            let d = h.join(self.cgroup());
+            if d.exists() {
+                out.push(format!("cgroup {}", d.display()));
+            }
+        }
+        let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        for root in [&self.run_dir, &self.dir] {
+            out.extend(
+                mounts_under(&info, root)
+                    .into_iter()
+                    .map(|m| format!("mount {}", m.display())),
+            );
+        }
+        if Path::new("/sys/class/net").join(self.bridge()).exists() {
+            out.push(format!("bridge {}", self.bridge()));
+        }
+        if let Ok(save) = run_host("iptables-save", &["-t", "nat"]) {
+            out.extend(
+                save.lines()
+                    .filter(|l| l.contains(&self.network()))
+                    .map(|l| format!("iptables rule {l}")),
+            );
+        }
+        if self.run_dir.exists() {
+            out.push(format!("directory {}", self.run_dir.display()));
+        }
+        for e in fs::read_dir(CONTAINER_LOG_LINKS)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if fs::read_link(e.path()).is_ok_and(|t| t.starts_with(&self.dir)) {
+                out.push(format!("log link {}", e.path().display()));
+            }
+        }
+        out
+    }
+}
+
 /// Checks what real nodes need of the host that no package brings: root, the overlay
 /// filesystem and cgroups.
 pub fn check_kernel() -> Result<(), LocalError> {

@@ -1,0 +1,298 @@
+//! Real nodes: a kubelet with its own containerd beside a kwok node runs real containers
+//! pulled from the cluster's local registry — with IPs on the node's bridge, hostPorts,
+//! probes, exec and cgroup limits on the host — and everything a real node makes on the host
+//! is removed on every exit path: destroy, panic, Ctrl-C, and SIGKILL followed by `gc`.
+//! Needs root (as CI runs).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{provider, within};
+use harness::cluster::local::node::RealNode;
+use harness::cluster::local::state::ClusterState;
+use harness::cluster::{Cluster, ClusterProvider, Profile};
+use harness::toolchain::KubeVersion;
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::api::{Api, ListParams, PostParams};
+use kube::runtime::wait::{Condition, await_condition};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+fn profile() -> Profile {
+    let mut p = Profile::new(KubeVersion::default_version());
+    p.set_nodes(1, &["zone-a"], &Default::default()).unwrap();
+    p.set_real_nodes(1, &["zone-a"], &Default::default())
+        .unwrap();
+    p
+}
+
+fn real_nodes(dir: &Path) -> Vec<RealNode> {
+    ClusterState::load(&dir.join("cluster.json"))
+        .unwrap()
+        .real_nodes
+}
+
+fn assert_nothing_left(nodes: &[RealNode], dir: &Path) {
+    assert_eq!(nodes.len(), 1, "the real node was recorded");
+    for n in nodes {
+        let left = n.leftovers();
+        assert!(left.is_empty(), "{} left: {left:#?}", n.name);
+    }
+    assert!(!dir.exists(), "{} still exists", dir.display());
+}
+
+/// A pod on the real node: the health image serving on 8080, published on host port
+/// `host_port`, ready while `/readyz` answers, limited to 64 MiB.
+fn health_pod(host_port: u16) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "health"},
+        "spec": {
+            "nodeSelector": {"harness.io/node": "real"},
+            "tolerations": [{"key": "harness.io/real-node", "operator": "Exists"}],
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{
+                "name": "main",
+                "image": "harness.local/health:v1",
+                "ports": [{"containerPort": 8080, "hostPort": host_port}],
+                "readinessProbe": {
+                    "httpGet": {"path": "/readyz", "port": 8080},
+                    "periodSeconds": 1,
+                    "failureThreshold": 1,
+                },
+                "resources": {"limits": {"memory": "64Mi", "cpu": "200m"}},
+            }],
+        },
+    }))
+    .unwrap()
+}
+
+fn ready(want: bool) -> impl Condition<Pod> {
+    move |p: Option<&Pod>| {
+        p.and_then(|p| p.status.as_ref())
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c.type_ == "Ready" && c.status == if want { "True" } else { "False" })
+            })
+    }
+}
+
+async fn describe(pods: &Api<Pod>) -> String {
+    format!(
+        "{:?}",
+        pods.get_opt("health")
+            .await
+            .map(|p| p.and_then(|p| p.status))
+    )
+}
+
+fn http_get(addr: &str, path: &str) -> String {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[tokio::test]
+async fn a_real_node_runs_real_containers_and_destroy_removes_everything() {
+    let (p, _root) = provider();
+    let started = Instant::now();
+    let c = p.create("r", &profile()).await.unwrap();
+    eprintln!("cluster with a real node ready in {:?}", started.elapsed());
+    let dir = c.layout().dir.clone();
+    let nodes = real_nodes(&dir);
+    let node = nodes[0].clone();
+    let client = c.client();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let host_port = harness::cluster::local::free_port().unwrap();
+    pods.create(&PostParams::default(), &health_pod(host_port))
+        .await
+        .unwrap();
+    within(
+        "the pod Ready on the real node",
+        Duration::from_secs(60),
+        await_condition(pods.clone(), "health", ready(true)),
+        || describe(&pods),
+    )
+    .await
+    .unwrap();
+    let pod = pods.get("health").await.unwrap();
+    let spec = pod.spec.as_ref().unwrap();
+    assert_eq!(spec.node_name.as_deref(), Some(node.name.as_str()));
+    let ip = pod.status.as_ref().unwrap().pod_ip.clone().unwrap();
+    let prefix = node.cidr().trim_end_matches("0/24").to_string();
+    assert!(ip.starts_with(&prefix), "{ip} is in {}", node.cidr());
+
+    // The image was pulled from the local registry, not found on the node.
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let pulled = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .any(|e| e.reason.as_deref() == Some("Pulled"));
+    assert!(pulled, "a Pulled event");
+
+    // The hostPort reaches the container through the node address.
+    let reply = http_get(&format!("{}:{host_port}", node.ip()), "/healthz");
+    assert!(reply.starts_with("HTTP/1.0 200"), "{reply}");
+
+    // The memory limit is the pod's cgroup limit on the host (limits alone make the pod
+    // Guaranteed, whose cgroups sit right under kubepods).
+    let uid = pod.metadata.uid.clone().unwrap();
+    let limit = Path::new("/sys/fs/cgroup/memory")
+        .join(node.cgroup())
+        .join("kubepods")
+        .join(format!("pod{uid}"))
+        .join("memory.limit_in_bytes");
+    let limit =
+        std::fs::read_to_string(&limit).unwrap_or_else(|e| panic!("{}: {e}", limit.display()));
+    assert_eq!(limit.trim(), (64u64 << 20).to_string());
+
+    // exec goes through the apiserver to the kubelet; the probe follows the container.
+    let kubectl = harness::toolchain::Toolchain::new(
+        harness::toolchain::Cache::from_env(),
+        harness::progress::Progress::plain(),
+    )
+    .kubernetes(KubeVersion::default_version())
+    .await
+    .unwrap()
+    .path("kubectl");
+    let out = Command::new(&kubectl)
+        .env("KUBECONFIG", c.kubeconfig())
+        .args(["exec", "health", "--", "/health", "touch", "/tmp/unready"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    within(
+        "the pod not Ready once /readyz fails",
+        Duration::from_secs(30),
+        await_condition(pods.clone(), "health", ready(false)),
+        || describe(&pods),
+    )
+    .await
+    .unwrap();
+
+    assert!(node.leftovers().iter().any(|l| l.starts_with("cgroup")));
+    c.destroy().unwrap();
+    assert_nothing_left(&nodes, &dir);
+}
+
+#[tokio::test]
+async fn a_panic_in_the_test_body_still_removes_the_real_node() {
+    let (p, _root) = provider();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let c = p.create("r", &profile()).await.unwrap();
+        let dir = c.layout().dir.clone();
+        tx.send((real_nodes(&dir), dir)).unwrap();
+        panic!("the test body fails");
+    });
+    assert!(task.await.unwrap_err().is_panic());
+    let (nodes, dir) = rx.await.unwrap();
+    assert_nothing_left(&nodes, &dir);
+}
+
+struct Cli {
+    state: tempfile::TempDir,
+}
+
+impl Cli {
+    fn new() -> Self {
+        Self {
+            state: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn cmd(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_harness"));
+        c.env("HARNESS_STATE_DIR", self.state.path());
+        c
+    }
+
+    fn dir(&self, name: &str) -> PathBuf {
+        self.state.path().join("clusters").join(name)
+    }
+
+    /// `cluster up` with a real node, attached; returned once it printed the kubeconfig.
+    fn up(&self, name: &str) -> std::process::Child {
+        let mut child = self
+            .cmd()
+            .args([
+                "cluster",
+                "up",
+                "--name",
+                name,
+                "--nodes",
+                "1",
+                "--real-nodes",
+                "1",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.trim().ends_with("kubeconfig"), "{line:?}");
+        child
+    }
+}
+
+fn wait_exit(child: &mut std::process::Child, within: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "harness did not exit in {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn ctrl_c_removes_the_real_node() {
+    let cli = Cli::new();
+    let mut child = cli.up("c");
+    let dir = cli.dir("c");
+    let nodes = real_nodes(&dir);
+    assert!(!nodes[0].leftovers().is_empty(), "the node is up");
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    assert_eq!(
+        wait_exit(&mut child, Duration::from_secs(60)).code(),
+        Some(130)
+    );
+    assert_nothing_left(&nodes, &dir);
+}
+
+#[test]
+fn gc_removes_the_real_node_of_a_killed_run() {
+    let cli = Cli::new();
+    let mut child = cli.up("k");
+    let dir = cli.dir("k");
+    let nodes = real_nodes(&dir);
+    child.kill().unwrap(); // SIGKILL: no chance to clean up
+    child.wait().unwrap();
+    assert!(
+        !nodes[0].leftovers().is_empty(),
+        "the killed run left its node behind"
+    );
+    let out = cli.cmd().arg("gc").output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("removed cluster `k`"));
+    assert_nothing_left(&nodes, &dir);
+}
