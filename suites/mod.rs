@@ -12,6 +12,7 @@ pub mod daemonset_lifecycle;
 pub mod parity;
 pub mod persistentpodstate;
 pub mod podunavailablebudget;
+pub mod real_node;
 pub mod resourcedistribution;
 pub mod sidecarset;
 pub mod sidecarset_injection;
@@ -42,6 +43,7 @@ pub fn all() -> Vec<Scenario> {
     v.extend(statefulset::scenarios());
     v.extend(broadcastjob::scenarios());
     v.extend(advancedcronjob::scenarios());
+    v.extend(real_node::scenarios());
     v.extend(upgrade::scenarios());
     v
 }

@@ -37,6 +37,11 @@ pub enum AnyCluster {
 }
 
 impl Provider {
+    /// Whether it can add real nodes to a cluster (a profile's [`Profile::real_nodes`]).
+    pub fn has_real_nodes(&self) -> bool {
+        matches!(self, Provider::Local(_))
+    }
+
     /// Its name on the command line.
     pub fn label(&self) -> &'static str {
         match self {

@@ -103,19 +103,26 @@ pub fn scenario_profile(kubernetes: KubeVersion) -> Profile {
     p
 }
 
-/// The cluster a scenario needs: the scenario layout with its apiserver gates.
+/// The cluster a scenario needs: the scenario layout with its apiserver gates and the real
+/// nodes it asks for (in `zone-a`).
 fn cluster_profile(s: &Scenario, kubernetes: KubeVersion) -> Profile {
     let mut p = scenario_profile(kubernetes);
     p.feature_gates = s.requires.apiserver_gates.clone();
+    p.set_real_nodes(s.requires.real_nodes, &["zone-a"], &BTreeMap::new())
+        .expect("valid layout");
     p
 }
+
+/// The suffix of a profile's name that says it has real nodes.
+pub const REAL_NODES_PROFILE: &str = "real-nodes";
 
 /// The cluster profiles the scenarios need at `kubernetes` (one per set of apiserver gates),
 /// named `default` or after their gates: what `kind-configs/` holds.
 pub fn cluster_profiles(scenarios: &[Scenario], kubernetes: KubeVersion) -> Vec<Profile> {
     let mut by_gates: BTreeMap<String, Profile> = BTreeMap::new();
     for s in scenarios {
-        if s.requires.unmet(kubernetes).is_some() {
+        // kind's nodes are all real; its configs describe the gates only.
+        if s.requires.unmet(kubernetes).is_some() || s.requires.real_nodes > 0 {
             continue;
         }
         let mut p = cluster_profile(s, kubernetes);
@@ -259,7 +266,7 @@ fn plan_with(
     controller: &ControllerRef,
     upgrade_to: Option<&ControllerRef>,
 ) -> Plan {
-    let mut groups: BTreeMap<(String, String, String), PlannedCluster> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, String, usize, String), PlannedCluster> = BTreeMap::new();
     let mut skipped = vec![];
     let implementation = controller.controller();
     for s in scenarios.iter().filter(|s| filter.selects(s)) {
@@ -296,6 +303,7 @@ fn plan_with(
         let key = (
             serde_json::to_string(&profile.feature_gates).expect("serializes"),
             serde_json::to_string(&gates).expect("serializes"),
+            s.requires.real_nodes,
             own.to_string(),
         );
         let entry = groups.entry(key).or_insert_with(|| PlannedCluster {
@@ -318,6 +326,7 @@ fn plan_with(
             .keys()
             .chain(g.controller_gates.keys())
             .map(String::as_str)
+            .chain((!g.profile.real_nodes.is_empty()).then_some(REAL_NODES_PROFILE))
             .collect();
         g.profile.name = if gates.is_empty() {
             "default".into()
@@ -876,6 +885,19 @@ async fn run_cluster(
     // The longest scenarios first, so that none starts last and runs alone.
     let costs = &env.options.costs;
     selected.sort_by(|a, b| costs.scenario(b.name).total_cmp(&costs.scenario(a.name)));
+    if !pc.profile.real_nodes.is_empty() && !env.provider.has_real_nodes() {
+        let reason = format!(
+            "needs real nodes, which only the local provider adds (this run uses {})",
+            env.provider.label()
+        );
+        for s in &selected {
+            let skipped = Outcome::Skipped {
+                reason: reason.clone(),
+            };
+            out.finish(unrun(s.name, s.suite, &profile, skipped));
+        }
+        return;
+    }
     let cell = match bring_up(plan, pc, name, env).await {
         Ok(cell) => cell,
         Err(e) => {
@@ -963,6 +985,12 @@ async fn run_scenarios_on(
                 .push(n.name.clone());
             m
         }),
+        real_nodes: pc
+            .profile
+            .real_nodes
+            .iter()
+            .map(|n| n.name.clone())
+            .collect(),
     };
     let jobs: Vec<(&Scenario, usize)> = selected
         .iter()
@@ -1364,9 +1392,23 @@ mod tests {
             k,
             &"openkruise@v1.9.0".parse().unwrap(),
         );
-        // default, in-place vertical scaling, and one per set of controller gates: recreate-VCT,
-        // SidecarSet pod metadata, PodUnavailableBudget, ResourceDistribution.
-        assert_eq!(p.clusters.len(), 6, "{:#?}", p.clusters);
+        // default, in-place vertical scaling, one per set of controller gates (recreate-VCT,
+        // SidecarSet pod metadata, PodUnavailableBudget, ResourceDistribution), and one with a
+        // real node.
+        assert_eq!(p.clusters.len(), 7, "{:#?}", p.clusters);
+        let real: Vec<_> = p
+            .clusters
+            .iter()
+            .filter(|c| !c.profile.real_nodes.is_empty())
+            .collect();
+        assert_eq!(real.len(), 1);
+        assert_eq!(real[0].profile.name, REAL_NODES_PROFILE);
+        assert!(
+            real[0]
+                .scenarios
+                .iter()
+                .all(|s| all.iter().any(|a| a.name == s && a.requires.real_nodes == 1))
+        );
         let total: usize = p.clusters.iter().map(|c| c.scenarios.len()).sum();
         let upgrades = all.iter().filter(|s| s.requires.upgrade).count();
         assert!(upgrades >= 1);
@@ -1384,7 +1426,7 @@ mod tests {
         );
         assert_eq!(
             old.clusters.len(),
-            5,
+            6,
             "without the gate the VCT scenarios share the default cluster"
         );
         assert!(old.clusters.iter().any(|c| !c.dropped_gates.is_empty()));

@@ -116,10 +116,15 @@ async fn orphaned(
 /// under them, or the scheduler's volume cache lagged one write), and a scheduling attempt of a
 /// pod the scheduler had already assumed onto a node (its cache refuses the second assume; the
 /// first binding stands), a binding of a pod deleted meanwhile, and a pod scheduled a moment
-/// before the PVC its controller creates for it: retried or moot, not a finding.
+/// before the PVC its controller creates for it, and a kubelet's first volume mount of a pod in
+/// a new namespace timing out while the Node authorizer learns of the pod (the kubelet
+/// retries): retried or moot, not a finding.
 pub fn transient(message: &str) -> bool {
-    message
-        .contains("the object has been modified; please apply your changes to the latest version")
+    message.starts_with("MountVolume.SetUp failed for volume \"kube-api-access-")
+        && message.ends_with("failed to sync configmap cache: timed out waiting for the condition")
+        || message.contains(
+            "the object has been modified; please apply your changes to the latest version",
+        )
         || (message.contains("VolumeBinding") && message.contains("is out of sync (stored:"))
         || message.ends_with("is in the cache, so can't be assumed")
         || (message.contains("running Bind plugin")
@@ -195,6 +200,12 @@ mod tests {
         ));
         assert!(transient(
             "pod 8fe0c4ac-8836-4f0b-8a4e-c89be9e016d6(ns/sel-x6hww) is in the cache, so can't be assumed"
+        ));
+        assert!(transient(
+            "MountVolume.SetUp failed for volume \"kube-api-access-pp6gp\" : failed to sync configmap cache: timed out waiting for the condition"
+        ));
+        assert!(!transient(
+            "MountVolume.SetUp failed for volume \"data\" : failed to sync configmap cache: timed out waiting for the condition"
         ));
         assert!(!transient(
             "Error creating: pods \"x\" is forbidden: quota exceeded"

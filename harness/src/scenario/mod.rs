@@ -54,6 +54,10 @@ pub struct Requirements {
     /// feature); older releases skip it with the reason. Commits and checkouts have it.
     #[serde(default)]
     pub min_controller: Option<String>,
+    /// Real nodes (a kubelet and a container runtime each) the scenario needs beside the fake
+    /// ones; its cluster gets them (local provider), other providers skip it.
+    #[serde(default)]
+    pub real_nodes: usize,
 }
 
 impl Requirements {
@@ -149,6 +153,13 @@ impl Scenario {
         self
     }
 
+    /// The same scenario, on a cluster with `count` real nodes (see
+    /// [`Requirements::real_nodes`]).
+    pub fn on_real_nodes(mut self, count: usize) -> Self {
+        self.requires.real_nodes = count;
+        self
+    }
+
     /// The same scenario, for controller releases from `release` on (see
     /// [`Requirements::min_controller`]).
     pub fn since(mut self, release: &str) -> Self {
@@ -173,8 +184,11 @@ pub struct Facts {
     pub kubernetes: KubeVersion,
     /// Controller under test.
     pub controller: ControllerRef,
-    /// Node names by zone.
+    /// Node names by zone (the fake nodes).
     pub zones: BTreeMap<String, Vec<String>>,
+    /// The real nodes' names (see [`Requirements::real_nodes`]).
+    #[serde(default)]
+    pub real_nodes: Vec<String>,
 }
 
 /// Timeouts a scenario uses.

@@ -28,6 +28,12 @@ pub const IMAGE_V1: &str = "nginx:1.25";
 /// The image workloads are updated to.
 pub const IMAGE_V2: &str = "nginx:1.26";
 
+/// The long-running image real nodes pull from the cluster's registry (busybox; its
+/// `/etc/harness-image` says `v1`).
+pub const REAL_IMAGE_V1: &str = "harness.local/busybox:v1";
+/// The same image's next version (`/etc/harness-image` says `v2`).
+pub const REAL_IMAGE_V2: &str = "harness.local/busybox:v2";
+
 /// A workload kind: its API, the shape of its manifest and its rollout check.
 pub trait Kind: Send + Sync + 'static {
     /// The API (group, version, kind, plural).
@@ -316,6 +322,7 @@ pub struct Spec<K> {
     labels: BTreeMap<String, String>,
     node_selector: BTreeMap<String, String>,
     resources: Option<Value>,
+    tolerations: Vec<Value>,
     extra: serde_json::Map<String, Value>,
     kind: PhantomData<K>,
 }
@@ -332,6 +339,7 @@ impl<K: Kind> Spec<K> {
             labels: BTreeMap::new(),
             node_selector: BTreeMap::new(),
             resources: None,
+            tolerations: vec![],
             extra: serde_json::Map::new(),
             kind: PhantomData,
         }
@@ -378,6 +386,18 @@ impl<K: Kind> Spec<K> {
         self
     }
 
+    /// Pods on the cluster's real nodes only (selected by their label, their taint
+    /// tolerated), running [`REAL_IMAGE_V1`] with a short grace period.
+    pub fn on_real_nodes(mut self) -> Self {
+        use crate::cluster::local::node::REAL_NODE_LABEL;
+        self.node_selector
+            .insert(REAL_NODE_LABEL.0.into(), REAL_NODE_LABEL.1.into());
+        self.tolerations
+            .push(json!({"key": "harness.io/real-node", "operator": "Exists"}));
+        self.image = REAL_IMAGE_V1.into();
+        self
+    }
+
     /// Container 0's `resources` (requests and limits).
     pub fn resources(mut self, resources: Value) -> Self {
         self.resources = Some(resources);
@@ -400,6 +420,11 @@ impl<K: Kind> Spec<K> {
         }
         if !self.node_selector.is_empty() {
             pod["nodeSelector"] = json!(self.node_selector);
+        }
+        if !self.tolerations.is_empty() {
+            pod["tolerations"] = json!(self.tolerations);
+            // Real containers stop on SIGTERM; no need to wait the default 30 s.
+            pod["terminationGracePeriodSeconds"] = json!(2);
         }
         let mut spec = json!({
             "selector": {"matchLabels": {"app": self.name}},

@@ -7,8 +7,8 @@
 //! a killed run (`harness gc`).
 //!
 //! What a node makes outside its directory, all named after its random id:
-//! - `/run/harness/<id>`: containerd's state (sockets, runc state, network namespaces), short
-//!   enough for a unix socket path;
+//! - `/run/harness/<id>`: containerd's state (sockets, runc state, network namespaces) and
+//!   the kubelet's root directory (pod volumes, its sockets), short enough for unix sockets;
 //! - the bridge `hb<id>` with the node's address (the node's InternalIP; the kubelet listens
 //!   there), and a veth per pod;
 //! - the cgroup `harness-<id>` in every cgroup hierarchy (the kubelet's `cgroupRoot`);
@@ -287,6 +287,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             "volumePluginDir": self.file("volume-plugins").display().to_string(),
             "makeIPTablesUtilChains": false,
             "resolvConf": "",
+            // The service address a cluster DNS would have; none runs, but pods get the
+            // resolv.conf of a real cluster and no MissingClusterDNS warning.
+            "clusterDNS": ["10.96.0.10"],
+            "clusterDomain": "cluster.local",
             "evictionHard": {
                 "memory.available": "1Mi",
                 "nodefs.available": "1%",
@@ -336,7 +340,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             args: vec![
                 format!("--config={}", self.file("kubelet.json").display()),
                 format!("--kubeconfig={}", self.file("kubeconfig").display()),
-                format!("--root-dir={}", self.file("kubelet").display()),
+                // Its sockets (pod resources, plugin registration) need a short path.
+                format!("--root-dir={}", self.run_dir.join("kubelet").display()),
                 format!("--cert-dir={}", self.file("kubelet-pki").display()),
                 format!("--hostname-override={}", self.name),
                 format!("--node-ip={}", self.ip()),
