@@ -65,11 +65,13 @@ impl Setup {
 
 /// `harness bench cluster-up`: bring-up to "nodes Ready and the default service account
 /// present", the local provider against `kwokctl create cluster --runtime binary` given the
-/// same binaries, `runs` times each, interleaved.
+/// same binaries, `runs` times each, interleaved; with `real_nodes`, also the local provider
+/// with that many real nodes added (their registry, containerds and kubelets Ready).
 pub async fn cluster_up(
     runs: usize,
     version: KubeVersion,
     nodes: usize,
+    real_nodes: usize,
 ) -> anyhow::Result<ExitCode> {
     let Setup {
         progress,
@@ -79,13 +81,16 @@ pub async fn cluster_up(
     } = Setup::new(runs)?;
     let mut profile = Profile::new(version);
     profile.set_nodes(nodes, &["zone-a", "zone-b"], &Default::default())?;
+    let mut with_real = profile.clone();
+    with_real.set_real_nodes(real_nodes, &["zone-a", "zone-b"], &Default::default())?;
     // Warm binaries first: the benchmark measures bring-up, not builds.
-    provider.binaries(&profile).await?;
+    provider.binaries(&with_real).await?;
     let kube = toolchain.kubernetes(version).await?;
     let kwok = toolchain.kwok().await?;
     let kwokctl = toolchain.kwokctl().await?;
 
     let mut ours = vec![];
+    let mut real = vec![];
     let mut peer = vec![];
     for i in 0..runs {
         let t = Instant::now();
@@ -98,6 +103,19 @@ pub async fn cluster_up(
             d.as_secs_f64()
         ));
         ours.push(d);
+
+        if real_nodes > 0 {
+            let t = Instant::now();
+            let c = provider.create(&format!("bench-real-{i}"), &with_real).await?;
+            let d = t.elapsed();
+            c.destroy()?;
+            progress.line(&format!(
+                "run {}: harness local + {real_nodes} real node(s) {:.2}s",
+                i + 1,
+                d.as_secs_f64()
+            ));
+            real.push(d);
+        }
 
         let work = state.path().join(format!("kwokctl-{i}"));
         let d = kwokctl_up(&kwokctl, &kube, &kwok, &work, nodes).await?;
@@ -126,6 +144,18 @@ pub async fn cluster_up(
         "  ratio kwokctl / harness: {:.2}x",
         m_peer.as_secs_f64() / m_ours.as_secs_f64()
     );
+    if real_nodes > 0 {
+        let m_real = median(real.clone());
+        println!(
+            "  harness local + {real_nodes} real median {:>6.2}s  runs {}",
+            m_real.as_secs_f64(),
+            fmt_runs(&real)
+        );
+        println!(
+            "  ratio with real nodes / kwok only: {:.2}x",
+            m_real.as_secs_f64() / m_ours.as_secs_f64()
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -669,6 +669,10 @@ enum BenchCommand {
         /// Number of nodes.
         #[arg(long, default_value_t = 4)]
         nodes: usize,
+        /// Also time the same cluster with this many real nodes added (a kubelet and a
+        /// containerd each; needs root), in the same runs.
+        #[arg(long = "real-nodes", default_value_t = 0)]
+        real_nodes: usize,
     },
     /// Wall time of the default run (clusters, bundle, all suites) and the share of scenario
     /// time spent waiting on the controller.
@@ -1053,7 +1057,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             runs,
             kubernetes,
             nodes,
-        }) => crate::bench::cluster_up(runs, kubernetes.parse()?, nodes).await,
+            real_nodes,
+        }) => crate::bench::cluster_up(runs, kubernetes.parse()?, nodes, real_nodes).await,
         Command::Bench(BenchCommand::Run { runs }) => crate::bench::run(runs).await,
         Command::Bench(BenchCommand::Soak { runs, report_dir }) => {
             crate::bench::soak(runs, &report_dir).await
