@@ -8,7 +8,7 @@ use futures::FutureExt;
 use serde_json::json;
 
 use super::common::*;
-use crate::scenario::workload::{CloneSet, CloneSetKind, Handle};
+use crate::scenario::workload::{CloneSet, CloneSetKind, Handle, REAL_IMAGE_V2};
 use crate::scenario::{Ctx, Requirements, Scenario};
 
 const GATE: &str = "RecreatePodWhenChangeVCTInCloneSetGate";
@@ -31,8 +31,19 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: requires(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| s2_together(ctx).boxed(),
+            body: |ctx| s2_together_on(ctx, false).boxed(),
         },
+        Scenario {
+            name: "cloneset/recreate-pods-and-pvcs-on-image-and-template-change-on-a-real-node",
+            suite: "cloneset",
+            summary: "S2 with the pods on a real node: a real kubelet mounts the claims and runs the images",
+            labels: &["s2", "pvc", "real-node", "fidelity"],
+            requires: requires(),
+            allowed_warnings: &[],
+            expected_violations: &[],
+            body: |ctx| s2_together_on(ctx, true).boxed(),
+        }
+        .on_real_nodes(1),
         Scenario {
             name: "cloneset/template-only-change-touches-no-pod",
             suite: "cloneset",
@@ -63,12 +74,23 @@ async fn start(
     ctx: &Ctx,
     strategy: &str,
 ) -> anyhow::Result<(Handle<CloneSetKind>, BTreeMap<String, String>)> {
-    let cs = CloneSet::new(NAME)
+    start_on(ctx, strategy, false).await
+}
+
+/// The CloneSet of 2 pods with a 1Gi claim each, on the kwok nodes or on a real node.
+async fn start_on(
+    ctx: &Ctx,
+    strategy: &str,
+    real: bool,
+) -> anyhow::Result<(Handle<CloneSetKind>, BTreeMap<String, String>)> {
+    let mut spec = CloneSet::new(NAME)
         .replicas(2)
         .strategy(strategy)
-        .data_volume("1Gi")
-        .create(ctx)
-        .await?;
+        .data_volume("1Gi");
+    if real {
+        spec = spec.on_real_nodes();
+    }
+    let cs = spec.create(ctx).await?;
     cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
     Ok((cs, pod_uids(ctx, SELECTOR).await?))
 }
@@ -96,14 +118,15 @@ async fn update(cs: &Handle<CloneSetKind>, image: Option<&str>, size: &str) -> a
     cs.json_patch(json!(ops)).await
 }
 
-async fn s2_together(ctx: Ctx) -> anyhow::Result<()> {
-    let (cs, before) = start(&ctx, "InPlaceIfPossible").await?;
+async fn s2_together_on(ctx: Ctx, real: bool) -> anyhow::Result<()> {
+    let (cs, before) = start_on(&ctx, "InPlaceIfPossible", real).await?;
     let old_claims: Vec<String> = claims(&ctx, SELECTOR)
         .await?
         .into_iter()
         .filter_map(|c| c.metadata.name)
         .collect();
-    update(&cs, Some(IMAGE_V2), "2Gi").await?;
+    let v2 = if real { REAL_IMAGE_V2 } else { IMAGE_V2 };
+    update(&cs, Some(v2), "2Gi").await?;
     cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
     let after = pod_uids(&ctx, SELECTOR).await?;
     let kept: Vec<&String> = after

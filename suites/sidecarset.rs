@@ -8,7 +8,7 @@ use futures::FutureExt;
 use serde_json::json;
 
 use super::common::*;
-use crate::scenario::workload::CloneSet;
+use crate::scenario::workload::{CloneSet, REAL_IMAGE_V1, REAL_IMAGE_V2};
 use crate::scenario::{Ctx, Requirements, Scenario};
 
 /// The scenarios of this suite.
@@ -24,11 +24,30 @@ pub fn scenarios() -> Vec<Scenario> {
         },
         allowed_warnings: &[],
         expected_violations: &[],
-        body: |ctx| s3(ctx).boxed(),
-    }]
+        body: |ctx| s3_on(ctx, false).boxed(),
+    },
+    Scenario {
+        name: "sidecarset/in-place-update-with-injected-sidecar-on-a-real-node",
+        suite: "sidecarset",
+        summary: "S3 with the pods on a real node: a real kubelet restarts the container in place",
+        labels: &["s3", "in-place", "real-node", "fidelity"],
+        requires: Requirements {
+            apiserver_gates: BTreeMap::from([("InPlacePodVerticalScaling".to_string(), true)]),
+            ..Default::default()
+        },
+        allowed_warnings: &[],
+        expected_violations: &[],
+        body: |ctx| s3_on(ctx, true).boxed(),
+    }
+    .on_real_nodes(1)]
 }
 
-async fn s3(ctx: Ctx) -> anyhow::Result<()> {
+async fn s3_on(ctx: Ctx, real: bool) -> anyhow::Result<()> {
+    let (sidecar_image, v2) = if real {
+        (REAL_IMAGE_V1, REAL_IMAGE_V2)
+    } else {
+        ("busybox:1.36", IMAGE_V2)
+    };
     let sidecarset = ctx.unique("logger");
     create_observed(
         &ctx,
@@ -38,12 +57,16 @@ async fn s3(ctx: Ctx) -> anyhow::Result<()> {
             "metadata": {"name": sidecarset},
             "spec": {
                 "selector": {"matchLabels": {"harness-sidecar": ctx.namespace}},
-                "containers": [{"name": "logger", "image": "busybox:1.36", "command": ["sleep", "3600"]}]
+                "containers": [{"name": "logger", "image": sidecar_image, "command": ["sleep", "3600"]}]
             }
         }),
     )
     .await?;
-    let app = CloneSet::new("app")
+    let mut app = CloneSet::new("app");
+    if real {
+        app = app.on_real_nodes();
+    }
+    let app = app
         .replicas(2)
         .in_place_if_possible()
         .label("harness-sidecar", &ctx.namespace)
@@ -67,7 +90,7 @@ async fn s3(ctx: Ctx) -> anyhow::Result<()> {
             p.metadata.name
         );
     }
-    app.set_image(IMAGE_V2).await?;
+    app.set_image(v2).await?;
     app.wait_rolled_out(2, ctx.timeouts.converge, &["FailedUpdatePodInPlace"])
         .await?;
     ensure!(
@@ -78,8 +101,8 @@ async fn s3(ctx: Ctx) -> anyhow::Result<()> {
         let s = container_status(&p, "main");
         ensure!(
             s.as_ref()
-                .is_some_and(|s| s.image == IMAGE_V2 && s.restart_count >= 1),
-            "container main of {:?} was not restarted with {IMAGE_V2}: {s:?}",
+                .is_some_and(|s| s.image == v2 && s.restart_count >= 1),
+            "container main of {:?} was not restarted with {v2}: {s:?}",
             p.metadata.name
         );
     }

@@ -106,7 +106,9 @@ pub async fn cluster_up(
 
         if real_nodes > 0 {
             let t = Instant::now();
-            let c = provider.create(&format!("bench-real-{i}"), &with_real).await?;
+            let c = provider
+                .create(&format!("bench-real-{i}"), &with_real)
+                .await?;
             let d = t.elapsed();
             c.destroy()?;
             progress.line(&format!(

@@ -88,6 +88,9 @@ enum Command {
         /// Kubeconfig to use.
         #[arg(long)]
         kubeconfig: PathBuf,
+        /// Directory the volumes' hostPath directories go in.
+        #[arg(long = "volumes-dir")]
+        volumes_dir: PathBuf,
     },
 }
 
@@ -1066,9 +1069,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(BenchCommand::Bundle { runs, controller }) => {
             crate::bench::bundle(runs, controller.parse()?).await
         }
-        Command::Provisioner { kubeconfig } => {
+        Command::Provisioner {
+            kubeconfig,
+            volumes_dir,
+        } => {
             let client = crate::cluster::admin_client(&kubeconfig).await?;
-            crate::cluster::local::provisioner::run(client).await?;
+            crate::cluster::local::provisioner::run(client, volumes_dir).await?;
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -29,6 +29,15 @@ pub struct KnownBug {
     pub summary: String,
 }
 
+/// The suffix of a scenario that repeats another on a real node.
+pub const REAL_NODE_VARIANT: &str = "-on-a-real-node";
+
+/// The scenario whose ledger entries judge `scenario`: itself, or for a real-node variant its
+/// base.
+pub fn base_scenario(scenario: &str) -> &str {
+    scenario.strip_suffix(REAL_NODE_VARIANT).unwrap_or(scenario)
+}
+
 /// An inclusive version range; either end may be open.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Range {
@@ -134,6 +143,9 @@ impl Ledger {
     }
 
     /// The known bug predicted for this cell, if any.
+    ///
+    /// A scenario's real-node variant (its name plus [`REAL_NODE_VARIANT`]) is judged by its
+    /// base scenario's entries: the same behaviour on a real kubelet.
     pub fn expected(
         &self,
         scenario: &str,
@@ -141,6 +153,7 @@ impl Ledger {
         kubernetes: KubeVersion,
     ) -> Option<&KnownBug> {
         let k = kubernetes.minor_string();
+        let scenario = base_scenario(scenario);
         self.bugs.iter().find(|b| {
             b.scenario == scenario && b.controller.contains(controller) && b.kubernetes.contains(&k)
         })
@@ -154,6 +167,7 @@ impl Ledger {
         kubernetes: KubeVersion,
     ) -> Vec<&KnownBug> {
         let k = kubernetes.minor_string();
+        let scenario = base_scenario(scenario);
         self.bugs
             .iter()
             .filter(|b| {

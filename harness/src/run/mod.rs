@@ -1403,12 +1403,10 @@ mod tests {
             .collect();
         assert_eq!(real.len(), 1);
         assert_eq!(real[0].profile.name, REAL_NODES_PROFILE);
-        assert!(
-            real[0]
-                .scenarios
-                .iter()
-                .all(|s| all.iter().any(|a| a.name == s && a.requires.real_nodes == 1))
-        );
+        assert!(real[0].scenarios.iter().all(|s| {
+            all.iter()
+                .any(|a| a.name == s && a.requires.real_nodes == 1)
+        }));
         let total: usize = p.clusters.iter().map(|c| c.scenarios.len()).sum();
         let upgrades = all.iter().filter(|s| s.requires.upgrade).count();
         assert!(upgrades >= 1);

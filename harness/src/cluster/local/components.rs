@@ -415,6 +415,7 @@ pub fn provisioner(i: Inputs<'_>) -> ComponentSpec {
         args: vec![
             "provisioner".into(),
             format!("--kubeconfig={}", path(&i.layout.kubeconfig("provisioner"))),
+            format!("--volumes-dir={}", path(&i.layout.dir.join("volumes"))),
         ],
         env: vec![],
     }

@@ -262,7 +262,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     /// The kubelet's configuration: listening on the node address only, client-certificate and
     /// webhook authentication (anonymous off), webhook authorization, the cgroupfs driver under
     /// the node's own cgroup root, its own log and plugin directories, no iptables chains of
-    /// its own, and evictions that do not fire on a busy shared host.
+    /// its own, and no disk-pressure evictions.
     pub fn kubelet_config(&self, ca: &Path, version: &KubeVersion) -> String {
         let mut config = serde_json::json!({
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -291,10 +291,14 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             // resolv.conf of a real cluster and no MissingClusterDNS warning.
             "clusterDNS": ["10.96.0.10"],
             "clusterDomain": "cluster.local",
+            // No disk-pressure evictions (as kind does): the host's disk is shared with
+            // everything else on it, and a full disk is not what a scenario tests.
             "evictionHard": {
                 "memory.available": "1Mi",
-                "nodefs.available": "1%",
-                "imagefs.available": "1%",
+                "nodefs.available": "0%",
+                "nodefs.inodesFree": "0%",
+                "imagefs.available": "0%",
+                "imagefs.inodesFree": "0%",
             },
             "imageGCHighThresholdPercent": 100,
             "imageGCLowThresholdPercent": 99,

@@ -53,8 +53,14 @@ pub async fn create_default_storage_class(client: &kube::Client) -> Result<(), k
         .map(|_| ())
 }
 
-/// The PV to make for `pvc` (None if the claim is not ours to provision yet).
-pub fn volume_for(pvc: &PersistentVolumeClaim, class: &StorageClass) -> Option<PersistentVolume> {
+/// The PV to make for `pvc` (None if the claim is not ours to provision yet): a hostPath
+/// directory under `volumes` (the cluster's own directory, so that a real node's kubelet
+/// creates it there and the cluster's teardown removes it).
+pub fn volume_for(
+    pvc: &PersistentVolumeClaim,
+    class: &StorageClass,
+    volumes: &std::path::Path,
+) -> Option<PersistentVolume> {
     let meta = &pvc.metadata;
     let spec = pvc.spec.as_ref()?;
     if spec.volume_name.as_ref().is_some_and(|v| !v.is_empty()) {
@@ -106,7 +112,7 @@ pub fn volume_for(pvc: &PersistentVolumeClaim, class: &StorageClass) -> Option<P
             storage_class_name: Some(class.metadata.name.clone().unwrap_or_default()),
             volume_mode: spec.volume_mode.clone(),
             host_path: Some(HostPathVolumeSource {
-                path: format!("/var/lib/harness/volumes/{name}"),
+                path: volumes.join(&name).display().to_string(),
                 type_: Some("DirectoryOrCreate".into()),
             }),
             node_affinity: node.map(|n| VolumeNodeAffinity {
@@ -153,7 +159,7 @@ pub fn should_delete(pv: &PersistentVolume) -> bool {
 }
 
 /// Runs the provisioner until the API goes away or an unrecoverable error occurs.
-pub async fn run(client: kube::Client) -> anyhow::Result<()> {
+pub async fn run(client: kube::Client, volumes: std::path::PathBuf) -> anyhow::Result<()> {
     let pvcs: Api<PersistentVolumeClaim> = Api::all(client.clone());
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
     let classes: Api<StorageClass> = Api::all(client.clone());
@@ -167,6 +173,7 @@ pub async fn run(client: kube::Client) -> anyhow::Result<()> {
             .try_for_each(move |pvc| {
                 let pvs = pvs.clone();
                 let classes = classes.clone();
+                let volumes = volumes.clone();
                 async move {
                     if !ours(&pvc) {
                         return Ok(());
@@ -179,7 +186,7 @@ pub async fn run(client: kube::Client) -> anyhow::Result<()> {
                     let Some(class) = classes.get_opt(&class_name).await? else {
                         return Ok(());
                     };
-                    if let Some(pv) = volume_for(&pvc, &class) {
+                    if let Some(pv) = volume_for(&pvc, &class, &volumes) {
                         match pvs.create(&PostParams::default(), &pv).await {
                             Ok(_) => tracing::info!(
                                 pv = pv.metadata.name.as_deref(),
@@ -218,6 +225,7 @@ pub async fn run(client: kube::Client) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    const VOLUMES: &str = "/c/volumes";
     use super::*;
 
     #[test]
@@ -261,8 +269,8 @@ mod tests {
     #[test]
     fn waits_for_the_scheduler_then_provisions_on_the_selected_node() {
         let class = default_storage_class();
-        assert!(volume_for(&claim(None), &class).is_none());
-        let pv = volume_for(&claim(Some("kwok-node-1")), &class).unwrap();
+        assert!(volume_for(&claim(None), &class, VOLUMES.as_ref()).is_none());
+        let pv = volume_for(&claim(Some("kwok-node-1")), &class, VOLUMES.as_ref()).unwrap();
         let spec = pv.spec.unwrap();
         assert_eq!(pv.metadata.name.as_deref(), Some("pvc-u1"));
         assert_eq!(spec.capacity.unwrap()["storage"], Quantity("1Gi".into()));
@@ -283,9 +291,9 @@ mod tests {
     fn leaves_bound_claims_and_foreign_classes_alone() {
         let mut bound = claim(Some("n"));
         bound.spec.as_mut().unwrap().volume_name = Some("pv".into());
-        assert!(volume_for(&bound, &default_storage_class()).is_none());
+        assert!(volume_for(&bound, &default_storage_class(), VOLUMES.as_ref()).is_none());
         let mut other = default_storage_class();
         other.provisioner = "example.com/other".into();
-        assert!(volume_for(&claim(Some("n")), &other).is_none());
+        assert!(volume_for(&claim(Some("n")), &other, VOLUMES.as_ref()).is_none());
     }
 }
