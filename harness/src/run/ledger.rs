@@ -233,6 +233,21 @@ fn findings(predicted: &[&KnownBug], text: &str) -> Verdict {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_real_node_variant_is_judged_by_its_base_scenario() {
+        let l = Ledger::builtin();
+        let k: KubeVersion = "1.32".parse().unwrap();
+        let base = "sidecarset/in-place-update-with-injected-sidecar";
+        let real = format!("{base}{REAL_NODE_VARIANT}");
+        assert_eq!(
+            l.expected(&real, "v1.6.0", k).map(|b| &b.id),
+            l.expected(base, "v1.6.0", k).map(|b| &b.id)
+        );
+        assert!(l.expected(&real, "v1.6.0", k).is_some());
+        assert!(l.expected(&real, "v1.9.0", k).is_none());
+        assert_eq!(base_scenario("a/b"), "a/b");
+    }
     use super::*;
 
     #[test]

@@ -1393,20 +1393,27 @@ mod tests {
             &"openkruise@v1.9.0".parse().unwrap(),
         );
         // default, in-place vertical scaling, one per set of controller gates (recreate-VCT,
-        // SidecarSet pod metadata, PodUnavailableBudget, ResourceDistribution), and one with a
-        // real node.
-        assert_eq!(p.clusters.len(), 7, "{:#?}", p.clusters);
+        // SidecarSet pod metadata, PodUnavailableBudget, ResourceDistribution), and three with a
+        // real node: plain, and S2's and S3's gates (their real-node variants).
+        assert_eq!(p.clusters.len(), 9, "{:#?}", p.clusters);
         let real: Vec<_> = p
             .clusters
             .iter()
             .filter(|c| !c.profile.real_nodes.is_empty())
             .collect();
-        assert_eq!(real.len(), 1);
-        assert_eq!(real[0].profile.name, REAL_NODES_PROFILE);
-        assert!(real[0].scenarios.iter().all(|s| {
-            all.iter()
-                .any(|a| a.name == s && a.requires.real_nodes == 1)
-        }));
+        assert_eq!(real.len(), 3);
+        assert!(real.iter().any(|c| c.profile.name == REAL_NODES_PROFILE));
+        for c in real {
+            assert!(
+                c.profile.name.ends_with(REAL_NODES_PROFILE),
+                "{}",
+                c.profile.name
+            );
+            assert!(c.scenarios.iter().all(|s| {
+                all.iter()
+                    .any(|a| a.name == s && a.requires.real_nodes == 1)
+            }));
+        }
         let total: usize = p.clusters.iter().map(|c| c.scenarios.len()).sum();
         let upgrades = all.iter().filter(|s| s.requires.upgrade).count();
         assert!(upgrades >= 1);
@@ -1424,8 +1431,9 @@ mod tests {
         );
         assert_eq!(
             old.clusters.len(),
-            6,
-            "without the gate the VCT scenarios share the default cluster"
+            7,
+            "without the gate the VCT scenarios share the default cluster (and its real-node \
+             variant the real-nodes one)"
         );
         assert!(old.clusters.iter().any(|c| !c.dropped_gates.is_empty()));
     }
