@@ -653,6 +653,9 @@ enum ToolchainCommand {
         /// Controller managers to build, e.g. openkruise@v1.9.0 (repeatable, comma-separated).
         #[arg(long = "controller", value_delimiter = ',')]
         controllers: Vec<String>,
+        /// Also build each controller's node daemon (kruise-daemon, for real nodes).
+        #[arg(long)]
+        daemon: bool,
     },
     /// List cached builds and the supported versions.
     List,
@@ -1054,7 +1057,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             kwokctl,
             kubelet,
             controllers,
-        }) => toolchain_build(kubernetes, kwokctl, kubelet, controllers).await,
+            daemon,
+        }) => toolchain_build(kubernetes, kwokctl, kubelet, controllers, daemon).await,
         Command::Toolchain(ToolchainCommand::List) => toolchain_list(),
         Command::Bench(BenchCommand::ClusterUp {
             runs,
@@ -1548,6 +1552,7 @@ async fn toolchain_build(
     kwokctl: bool,
     kubelet: bool,
     controllers: Vec<String>,
+    daemon: bool,
 ) -> anyhow::Result<ExitCode> {
     let tc = toolchain();
     let controllers: Vec<crate::controller::ControllerRef> = controllers
@@ -1560,6 +1565,10 @@ async fn toolchain_build(
         }
         let path = crate::controller::openkruise::build_ref(&tc, c).await?;
         println!("{c}\t{}", path.display());
+        if daemon {
+            let path = crate::controller::openkruise::daemon::build_ref(&tc, c).await?;
+            println!("{c} daemon\t{}", path.display());
+        }
     }
     if !controllers.is_empty() && kubernetes.is_empty() {
         return Ok(ExitCode::SUCCESS);

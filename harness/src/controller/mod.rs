@@ -82,7 +82,8 @@ pub trait Controller: fmt::Debug + Send + Sync {
     ) -> BoxFuture<'a, Result<Installation, ControllerError>>;
 }
 
-/// One running part of an installed controller (OpenKruise: its manager).
+/// One running part of an installed controller (OpenKruise: its manager, and on real nodes a
+/// node daemon per node).
 pub trait Component: fmt::Debug + Send + Sync {
     /// Its name (`kruise-manager`).
     fn name(&self) -> &str;
@@ -164,7 +165,8 @@ pub enum ControllerError {
         /// Last observation.
         last: String,
     },
-    /// The manager exited.
+    /// The manager (or another component running as a local process, e.g. a node daemon)
+    /// exited.
     #[error("{name} {version} exited; last lines of {}:\n{tail}", log.display())]
     ManagerExited {
         /// Process name.
@@ -176,7 +178,7 @@ pub enum ControllerError {
         /// The log's tail.
         tail: String,
     },
-    /// The manager was denied by the RBAC it ships.
+    /// The manager (or another component) was denied by the RBAC it ships.
     #[error("{name} {version} is denied by its RBAC ({count} times); first: {first}")]
     ManagerForbidden {
         /// Process name.
@@ -188,7 +190,7 @@ pub enum ControllerError {
         /// The first denial.
         first: String,
     },
-    /// The manager's log shows a panic (recovered or not) and its goroutine stack.
+    /// A component's log shows a panic (recovered or not) and its goroutine stack.
     #[error("{name} {version} panicked ({count} times); first:\n{first}")]
     ManagerPanicked {
         /// Process name.
@@ -341,16 +343,29 @@ impl Manager {
     /// Fails if the manager exited (with its log tail) or its log shows RBAC denials of its own
     /// ServiceAccount or a panic, within `window`.
     pub fn check_process(&self, window: &Window) -> Result<(), ControllerError> {
-        if !self.record.alive() {
-            return Err(ControllerError::ManagerExited {
-                name: self.name.clone(),
-                version: self.version.clone(),
-                log: self.log.clone(),
-                tail: log_tail(&self.log, 20),
-            });
-        }
-        log_findings(&self.name, &self.version, &window.read(&self.log), window)
+        check_local_process(&self.name, &self.version, &self.record, &self.log, window)
     }
+}
+
+/// Fails if the local process `record` (component `name` at `version`) exited, with the tail
+/// of its `log`, or its log shows RBAC denials of its own ServiceAccount or a panic, within
+/// `window`. Shared by every component that runs as a local process.
+pub(crate) fn check_local_process(
+    name: &str,
+    version: &str,
+    record: &ProcRecord,
+    log: &Path,
+    window: &Window,
+) -> Result<(), ControllerError> {
+    if !record.alive() {
+        return Err(ControllerError::ManagerExited {
+            name: name.into(),
+            version: version.into(),
+            log: log.to_path_buf(),
+            tail: log_tail(log, 20),
+        });
+    }
+    log_findings(name, version, &window.read(log), window)
 }
 
 /// The denials and panics a manager's log shows, the first as the error.

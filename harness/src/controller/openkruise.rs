@@ -4,7 +4,11 @@
 //!
 //! On the local provider the manager runs as a local process: `WEBHOOK_HOST=127.0.0.1`, a free
 //! `WEBHOOK_PORT`, certificates in the cluster's directory, and a kubeconfig holding a token of
-//! its own ServiceAccount, so the RBAC it ships is exactly what it gets.
+//! its own ServiceAccount, so the RBAC it ships is exactly what it gets. When the cluster has
+//! real nodes, the manager runs with `KruiseDaemon=true` and each real node gets the release's
+//! node daemon ([`daemon`]).
+
+pub mod daemon;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -45,8 +49,8 @@ pub const SERVICE_ACCOUNT: &str = "kruise-manager";
 pub const MUTATING_WEBHOOKS: &str = "kruise-mutating-webhook-configuration";
 /// See [`MUTATING_WEBHOOKS`].
 pub const VALIDATING_WEBHOOKS: &str = "kruise-validating-webhook-configuration";
-/// Kinds of `config/default` that are not applied: the manager runs as a local process and
-/// there is no kruise-daemon on fake nodes.
+/// Kinds of `config/default` that are not applied: the manager runs as a local process, and
+/// so do the node daemons of real nodes (kwok nodes have none).
 pub const SKIPPED_KINDS: &[&str] = &["Deployment", "DaemonSet"];
 
 /// What to tell a user who asks for `tag`.
@@ -81,6 +85,17 @@ pub async fn build(toolchain: &Toolchain, tag: &str) -> Result<PathBuf, Toolchai
 /// checkout is not modified), into `<cache>/checkouts/<hash>/kruise-manager`. It is rebuilt
 /// every time (Go's build cache makes that cheap), so the binary always matches the tree.
 pub async fn build_checkout(toolchain: &Toolchain, dir: &Path) -> Result<PathBuf, ToolchainError> {
+    build_checkout_package(toolchain, dir, ".", BINARY).await
+}
+
+/// [`build_checkout`] for main package `package` of the checkout (`./cmd/daemon`), as
+/// `binary`.
+pub async fn build_checkout_package(
+    toolchain: &Toolchain,
+    dir: &Path,
+    package: &str,
+    binary: &str,
+) -> Result<PathBuf, ToolchainError> {
     use std::hash::{Hash, Hasher};
     let go = GoEnv::detect().await?;
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -91,23 +106,23 @@ pub async fn build_checkout(toolchain: &Toolchain, dir: &Path) -> Result<PathBuf
         .join("checkouts")
         .join(format!("{:016x}", h.finish()));
     std::fs::create_dir_all(&out).map_err(|e| ToolchainError::io(&out, e))?;
-    let tmp = out.join(format!(".{BINARY}.{:08x}.tmp", rand::random::<u32>()));
+    let tmp = out.join(format!(".{binary}.{:08x}.tmp", rand::random::<u32>()));
     let mut cmd = go.command(dir);
     cmd.env("GOFLAGS", "-mod=readonly -buildvcs=false")
         .env("GOSUMDB", "off")
         .args(["build", "-v", "-trimpath", "-o"])
         .arg(&tmp)
-        .arg(".");
-    eprintln!("building {BINARY} from {} ...", dir.display());
-    let what = format!("go build of {BINARY} in {}", dir.display());
+        .arg(package);
+    eprintln!("building {binary} from {} ...", dir.display());
+    let what = format!("go build of {binary} in {}", dir.display());
     let built = crate::toolchain::go::run_streaming(cmd, &what, 40, |_| {}).await;
     if let Err(e) = built {
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
     }
-    let binary = out.join(BINARY);
-    std::fs::rename(&tmp, &binary).map_err(|e| ToolchainError::io(&binary, e))?;
-    Ok(binary)
+    let built = out.join(binary);
+    std::fs::rename(&tmp, &built).map_err(|e| ToolchainError::io(&built, e))?;
+    Ok(built)
 }
 
 /// The manager for `reference`: a release or commit from the module proxy, or a checkout.
@@ -121,8 +136,8 @@ pub async fn build_ref(
     }
 }
 
-/// OpenKruise at one version, as a [`Controller`]: on the local provider its manager runs as a
-/// local process ([`install`]), on kind and k3s as the release's Deployment
+/// OpenKruise at one version, as a [`Controller`]: on the local provider its manager (and on
+/// real nodes its node daemons) run as local processes ([`install_local`]), on kind and k3s as the release's Deployment
 /// ([`install_in_cluster`]), and on an existing cluster it must already run
 /// ([`verify_installed`]).
 #[derive(Debug, Clone)]
@@ -203,16 +218,30 @@ impl Controller for OpenKruise {
     ) -> BoxFuture<'a, Result<Installation, ControllerError>> {
         Box::pin(async move {
             let options = self.options(gates);
-            let manager: Box<dyn Component> = match host {
-                Host::Processes(cluster) => Box::new(install(cluster, toolchain, &options).await?),
-                Host::Pods(client) => {
-                    Box::new(install_in_cluster(&client, toolchain, &options).await?)
+            let components: Vec<Box<dyn Component>> = match host {
+                Host::Processes(cluster) => {
+                    let local = install_local(cluster, toolchain, &options).await?;
+                    std::iter::once(Box::new(local.manager) as Box<dyn Component>)
+                        .chain(
+                            local
+                                .daemons
+                                .into_iter()
+                                .map(|d| Box::new(d) as Box<dyn Component>),
+                        )
+                        .collect()
                 }
-                Host::Preinstalled(client) => Box::new(verify_installed(&client, &options).await?),
+                Host::Pods(client) => {
+                    vec![Box::new(
+                        install_in_cluster(&client, toolchain, &options).await?,
+                    )]
+                }
+                Host::Preinstalled(client) => {
+                    vec![Box::new(verify_installed(&client, &options).await?)]
+                }
             };
             Ok(Installation {
                 reference: self.reference.clone(),
-                components: vec![manager],
+                components,
             })
         })
     }
@@ -225,7 +254,8 @@ pub struct InstallOptions {
     pub version: Option<String>,
     /// A local checkout to build and take the manifests from instead of the module proxy.
     pub checkout: Option<PathBuf>,
-    /// Manager feature gates in addition to `KruiseDaemon=false`.
+    /// Manager (and daemon) feature gates in addition to `KruiseDaemon`, which the harness
+    /// sets: true when the cluster has real nodes, false otherwise.
     pub gates: BTreeMap<String, bool>,
     /// Edits the rendered manifests before they are applied (tests use it to take a permission
     /// away from the manager).
@@ -432,26 +462,61 @@ async fn replace_webhook_configuration(
     }
 }
 
+/// What [`install_local`] started: the manager, and a node daemon per real node.
+#[derive(Debug, Clone)]
+pub struct LocalInstall {
+    /// The manager.
+    pub manager: Manager,
+    /// The node daemons, one per real node (none without real nodes).
+    pub daemons: Vec<daemon::Daemon>,
+}
+
 /// Installs OpenKruise into `cluster` and waits until it is ready: CRDs established, webhook
 /// configurations carrying the manager's URL and CA, the manager's readiness endpoint up, and a
-/// smoke CloneSet admitted and reconciled.
+/// smoke CloneSet admitted and reconciled; with real nodes, also every node daemon
+/// ([`daemon::wait_ready`]). The manager only: see [`install_local`] for the daemons' handles
+/// (the daemons run either way, as components of the cluster).
 pub async fn install(
     cluster: &mut LocalCluster,
     toolchain: &Toolchain,
     options: &InstallOptions,
 ) -> Result<Manager, ControllerError> {
+    Ok(install_local(cluster, toolchain, options).await?.manager)
+}
+
+/// [`install`], returning every component: the manager, and with real nodes
+/// (`ClusterState::real_nodes`) the manager runs with `KruiseDaemon=true` and each real node
+/// gets a daemon ([`daemon::start`]); the daemons share the manager's bound for readiness.
+pub async fn install_local(
+    cluster: &mut LocalCluster,
+    toolchain: &Toolchain,
+    options: &InstallOptions,
+) -> Result<LocalInstall, ControllerError> {
     let tag = options.tag();
     let timeout = options.timeout.unwrap_or(Duration::from_secs(120));
     let started = Instant::now();
+    let with_daemon = !cluster.state().real_nodes.is_empty();
     let kube_bins = toolchain
         .kubernetes(cluster.state().profile.kubernetes)
         .await?;
     let kubectl = kube_bins.path("kubectl");
-    let (binary, mut docs) = tokio::try_join!(
+    let reference = ControllerRef {
+        kind: super::ControllerKind::OpenKruise,
+        version: tag.clone(),
+        checkout: options.checkout.clone(),
+    };
+    let (binary, daemon_binary, mut docs) = tokio::try_join!(
         async {
             match &options.checkout {
                 Some(dir) => build_checkout(toolchain, dir).await,
                 None => build(toolchain, &tag).await,
+            }
+            .map_err(ControllerError::from)
+        },
+        async {
+            match with_daemon {
+                true => daemon::build_ref(toolchain, &reference).await.map(Some),
+                false => Ok(None),
             }
             .map_err(ControllerError::from)
         },
@@ -463,7 +528,7 @@ pub async fn install(
     }
     let client = cluster.client();
     apply_all(&client, &docs, timeout).await?;
-    let token = manager_token(&client).await?;
+    let token = service_account_token(&client, SERVICE_ACCOUNT).await?;
     let layout = cluster.layout().clone();
     let work = layout.work("kruise-manager");
     let (certs, log_dir) = (work.join("certs"), work.join("log"));
@@ -485,9 +550,9 @@ pub async fn install(
         health: free_port()?,
         pprof: free_port()?,
     };
-    let gates = manager_gates(&options.gates);
+    let gates = manager_gates_for(&options.gates, with_daemon);
     let mut spec = manager_spec(&binary, &kubeconfig, &certs, &log_dir, &ports, &gates);
-    drop_unknown_flags(&mut spec, &binary).await;
+    drop_unknown_flags(&mut spec, &binary, OPTIONAL_FLAGS).await;
     // A manager stopped for an upgrade leaves its lease held; the next one would wait for it
     // to expire.
     release_lease(&client).await?;
@@ -499,20 +564,31 @@ pub async fn install(
         log: layout.log(&spec.name),
         webhook_port: ports.webhook,
         health_port: ports.health,
-        gates,
+        gates: gates.clone(),
+    };
+    let daemons = match &daemon_binary {
+        Some(binary) => daemon::start(cluster, binary, &tag, &gates).await?,
+        None => vec![],
     };
     wait_ready(cluster, &manager, timeout).await?;
+    let manager_ready = started.elapsed();
+    daemon::wait_ready(&client, &daemons, timeout).await?;
     tracing::info!(
         elapsed_ms = started.elapsed().as_millis() as u64,
+        manager_ms = manager_ready.as_millis() as u64,
+        daemons = daemons.len(),
         version = tag,
         "openkruise ready"
     );
-    Ok(manager)
+    Ok(LocalInstall { manager, daemons })
 }
 
-/// A token of the manager's own ServiceAccount: its identity on the local provider, so it gets
-/// exactly the RBAC the release ships.
-async fn manager_token(client: &kube::Client) -> Result<String, ControllerError> {
+/// A token of ServiceAccount `name` of [`NAMESPACE`] (the manager's, a daemon's): its identity
+/// on the local provider, so it gets exactly the RBAC the release ships.
+async fn service_account_token(
+    client: &kube::Client,
+    name: &str,
+) -> Result<String, ControllerError> {
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), NAMESPACE);
     let request = TokenRequest {
         spec: TokenRequestSpec {
@@ -523,11 +599,11 @@ async fn manager_token(client: &kube::Client) -> Result<String, ControllerError>
         ..Default::default()
     };
     let token = sas
-        .create_token_request(SERVICE_ACCOUNT, &PostParams::default(), &request)
+        .create_token_request(name, &PostParams::default(), &request)
         .await
-        .map_err(ControllerError::kube(
-            "request a token for kruise-system/kruise-manager",
-        ))?;
+        .map_err(ControllerError::kube(format!(
+            "request a token for {NAMESPACE}/{name}"
+        )))?;
     Ok(token.status.map(|s| s.token).unwrap_or_default())
 }
 
@@ -536,11 +612,20 @@ pub fn manager_image(tag: &str) -> String {
     format!("openkruise/kruise-manager:{tag}")
 }
 
-/// The feature-gate argument the manager gets on every provider: `KruiseDaemon=false` plus
-/// `gates`.
+/// The feature gates the manager gets on a cluster without real nodes (every in-cluster
+/// install too): `KruiseDaemon=false` plus `gates`.
 pub fn manager_gates(gates: &BTreeMap<String, bool>) -> BTreeMap<String, bool> {
-    let mut all = BTreeMap::from([("KruiseDaemon".to_string(), false)]);
-    all.extend(gates.clone());
+    manager_gates_for(gates, false)
+}
+
+/// The feature gates of the manager (and its node daemons): `KruiseDaemon=<with_daemon>` —
+/// true only where real nodes run a daemon, since kwok nodes have none — plus `gates`.
+pub fn manager_gates_for(
+    gates: &BTreeMap<String, bool>,
+    with_daemon: bool,
+) -> BTreeMap<String, bool> {
+    let mut all = gates.clone();
+    all.insert("KruiseDaemon".to_string(), with_daemon);
     all
 }
 
@@ -870,8 +955,8 @@ async fn release_lease(client: &kube::Client) -> Result<(), ControllerError> {
 /// `--protection-log-path`); a manager exits on an unknown flag.
 const OPTIONAL_FLAGS: &[&str] = &["--protection-log-path"];
 
-/// Leaves out of `spec` the optional flags the manager's `--help` does not list.
-async fn drop_unknown_flags(spec: &mut ComponentSpec, binary: &Path) {
+/// Leaves out of `spec` the flags of `optional` that `binary`'s `--help` does not list.
+async fn drop_unknown_flags(spec: &mut ComponentSpec, binary: &Path, optional: &[&str]) {
     let help = tokio::process::Command::new(binary)
         .arg("--help")
         .stdin(std::process::Stdio::null())
@@ -891,7 +976,7 @@ async fn drop_unknown_flags(spec: &mut ComponentSpec, binary: &Path) {
     }
     spec.args.retain(|a| {
         let flag = a.split('=').next().unwrap_or(a);
-        !OPTIONAL_FLAGS.contains(&flag) || help.contains(&format!("{flag} "))
+        !optional.contains(&flag) || help.contains(&format!("{flag} "))
     });
 }
 
@@ -1158,7 +1243,7 @@ mod tests {
                 .iter()
                 .any(|a| a.starts_with("--protection-log-path="))
         );
-        drop_unknown_flags(&mut spec, &old).await;
+        drop_unknown_flags(&mut spec, &old, OPTIONAL_FLAGS).await;
         assert!(
             !spec
                 .args
@@ -1169,6 +1254,24 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn the_daemon_gate_follows_the_real_nodes() {
+        let asked = BTreeMap::from([
+            ("ImagePullJobGate".to_string(), true),
+            ("KruiseDaemon".to_string(), true),
+        ]);
+        let kwok_only = manager_gates_for(&asked, false);
+        assert_eq!(
+            kwok_only.get("KruiseDaemon"),
+            Some(&false),
+            "no daemon on kwok nodes"
+        );
+        assert_eq!(kwok_only.get("ImagePullJobGate"), Some(&true));
+        assert_eq!(manager_gates(&asked), kwok_only);
+        let real = manager_gates_for(&BTreeMap::new(), true);
+        assert_eq!(gate_arg(&real), "--feature-gates=KruiseDaemon=true");
+    }
 
     #[test]
     fn manager_runs_on_loopback_with_the_daemon_off() {

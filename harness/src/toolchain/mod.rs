@@ -228,14 +228,34 @@ impl Toolchain {
         binary: &str,
         nosum: bool,
     ) -> Result<PathBuf, ToolchainError> {
+        self.module_package(module, module, version, binary, nosum)
+            .await
+    }
+
+    /// [`module_main`](Self::module_main) for a main package elsewhere in the module, e.g.
+    /// `github.com/openkruise/kruise/cmd/daemon` at `v1.9.0` as `kruise-daemon`; cached under
+    /// `binary` and `version`.
+    pub async fn module_package(
+        &self,
+        module: &str,
+        package: &str,
+        version: &str,
+        binary: &str,
+        nosum: bool,
+    ) -> Result<PathBuf, ToolchainError> {
         let key = BuildKey::new(binary, version);
-        let (m, v, b) = (module.to_string(), version.to_string(), binary.to_string());
+        let (m, p, v, b) = (
+            module.to_string(),
+            package.to_string(),
+            version.to_string(),
+            binary.to_string(),
+        );
         let install = self
             .ensure(&key, |go, dir| async move {
                 let upstream = go.module_go_mod(&dir, &m, &v, nosum).await?;
                 let text = std::fs::read_to_string(&upstream)
                     .map_err(|e| ToolchainError::io(&upstream, e))?;
-                Ok(recipes::module_main(&m, &v, &b, &text, nosum))
+                Ok(recipes::module_package(&m, &p, &v, &b, &text, nosum))
             })
             .await?;
         Ok(install.binary(binary))

@@ -165,6 +165,20 @@ pub fn module_main(
     upstream_go_mod: &str,
     nosum: bool,
 ) -> GoRecipe {
+    module_package(module, module, version, binary, upstream_go_mod, nosum)
+}
+
+/// [`module_main`] for a main package elsewhere in the module (a node daemon such as
+/// `github.com/openkruise/kruise/cmd/daemon`): the same generated `go.mod`, so the manager and
+/// the daemon of one release share their module graph and Go's build cache.
+pub fn module_package(
+    module: &str,
+    package: &str,
+    version: &str,
+    binary: &str,
+    upstream_go_mod: &str,
+    nosum: bool,
+) -> GoRecipe {
     let min_go = go_directive(upstream_go_mod).unwrap_or(GoVersion(1, 20, 0));
     let mut go_mod = format!(
         "module harness.local/build/{binary}\n\ngo {min_go}\n\nrequire {module} {version}\n"
@@ -180,7 +194,7 @@ pub fn module_main(
     GoRecipe {
         go_mod,
         steps: vec![GoBuildStep {
-            packages: vec![module.to_string()],
+            packages: vec![package.to_string()],
             output: binary.to_string(),
         }],
         ldflags: "-s -w".into(),
@@ -270,6 +284,28 @@ mod tests {
         assert_eq!(r.nosum, ["github.com/openkruise/kruise"]);
         assert_eq!(r.steps[0].packages, ["github.com/openkruise/kruise"]);
         assert_eq!(r.outputs, ["kruise-manager"]);
+    }
+
+    #[test]
+    fn module_package_builds_a_command_of_the_module_with_the_same_go_mod() {
+        let upstream = "module github.com/openkruise/kruise\n\ngo 1.22\n\nreplace k8s.io/api => k8s.io/api v0.30.10\n";
+        let module = "github.com/openkruise/kruise";
+        let daemon = module_package(
+            module,
+            "github.com/openkruise/kruise/cmd/daemon",
+            "v1.9.0",
+            "kruise-daemon",
+            upstream,
+            true,
+        );
+        let manager = module_main(module, "v1.9.0", "kruise-daemon", upstream, true);
+        assert_eq!(daemon.go_mod, manager.go_mod);
+        assert_eq!(
+            daemon.steps[0].packages,
+            ["github.com/openkruise/kruise/cmd/daemon"]
+        );
+        assert_eq!(daemon.outputs, ["kruise-daemon"]);
+        assert_eq!(daemon.nosum, [module]);
     }
 
     #[test]
