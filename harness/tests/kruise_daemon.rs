@@ -200,7 +200,16 @@ async fn the_daemon_pulls_images_and_recreates_containers_on_a_real_node(#[case]
         await_condition(pods.clone(), "sleeper", |p: Option<&Pod>| {
             restarts(p) == Some((1, true))
         }),
-        || async { format!("{:?}", pods.get("sleeper").await.map(|p| p.status)) },
+        || async {
+            format!(
+                "{:?}; the request: {}",
+                pods.get("sleeper").await.map(|p| p.status),
+                crrs.get("recreate-main")
+                    .await
+                    .map(|o| serde_json::to_string(&o.data).unwrap_or_default())
+                    .unwrap_or_default()
+            )
+        },
     )
     .await
     .unwrap();

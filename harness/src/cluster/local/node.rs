@@ -115,6 +115,16 @@ pub struct RealNode {
 /// Where the `/run` directories of real nodes live.
 pub const RUN_ROOT: &str = "/run/harness";
 
+/// A symlink to `/run` that node agents find the runtime socket under (OpenKruise's daemon
+/// looks in `/hostvarrun`, where its DaemonSet mounts the host's `/var/run`). Made by the
+/// controller that needs it; removed with the host's last real node.
+pub const RUNTIME_DIR_LINK: &str = "/hostvarrun";
+
+/// Whether `path` is a symlink to `/run`.
+fn links_to_run(path: &Path) -> bool {
+    fs::read_link(path).is_ok_and(|t| t == Path::new("/run"))
+}
+
 impl RealNode {
     /// Plans node `spec` of the cluster in `cluster_dir`: a fresh id, a /24 that no route of
     /// this host and no node in `taken` uses, and the kubelet's port.
@@ -433,8 +443,15 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         {
             errors.push(format!("remove {}: {e}", self.run_dir.display()));
         }
-        // The shared parent goes with the last node.
+        // The shared parent and link go with the host's last real node.
         let _ = fs::remove_dir(RUN_ROOT);
+        let link = Path::new(RUNTIME_DIR_LINK);
+        if !Path::new(RUN_ROOT).exists()
+            && links_to_run(link)
+            && let Err(e) = fs::remove_file(link)
+        {
+            errors.push(format!("remove {}: {e}", link.display()));
+        }
         errors
     }
 }
@@ -484,6 +501,9 @@ impl RealNode {
         }
         if self.run_dir.exists() {
             out.push(format!("directory {}", self.run_dir.display()));
+        }
+        if !Path::new(RUN_ROOT).exists() && links_to_run(Path::new(RUNTIME_DIR_LINK)) {
+            out.push(format!("symlink {RUNTIME_DIR_LINK}"));
         }
         for e in fs::read_dir(CONTAINER_LOG_LINKS)
             .into_iter()

@@ -46,7 +46,7 @@ pub const BINARY: &str = "kruise-daemon";
 pub const SERVICE_ACCOUNT: &str = "kruise-daemon";
 /// Where every release looks for the container runtime's socket: the release's DaemonSet
 /// mounts the host's `/var/run` there.
-pub const VAR_RUN_MOUNT: &str = "/hostvarrun";
+pub const VAR_RUN_MOUNT: &str = crate::cluster::local::node::RUNTIME_DIR_LINK;
 /// What [`VAR_RUN_MOUNT`] stands for on the host (`/var/run` is a link to it).
 pub const HOST_RUN: &str = "/run";
 /// Flags of [`daemon_spec`] that not every release has; a daemon exits on an unknown flag.
@@ -135,8 +135,8 @@ pub fn daemon_spec(
 }
 
 /// Makes `at` (normally [`VAR_RUN_MOUNT`]) a symlink to `target` ([`HOST_RUN`]) unless it
-/// already leads there. It is shared by every daemon of every cluster on the host and left in
-/// place: it names no cluster, and removing it could cut off another cluster's daemons.
+/// already leads there. It is shared by every daemon of every cluster on the host; the last
+/// real node's cleanup removes it ([`crate::cluster::local::node::RealNode::cleanup`]).
 pub fn link_var_run(at: &Path, target: &Path) -> Result<(), LocalError> {
     let leads_there = |at: &Path| match (std::fs::canonicalize(at), std::fs::canonicalize(target)) {
         (Ok(a), Ok(t)) => a == t,
