@@ -20,12 +20,24 @@ pub struct ComponentSpec {
     pub args: Vec<String>,
     /// Extra environment.
     pub env: Vec<(String, String)>,
+    /// Start with an empty environment: the child sees only `env`.
+    #[serde(default)]
+    pub clear_env: bool,
+    /// Working directory; the harness's own when `None`.
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
 }
 
 impl fmt::Display for ComponentSpec {
     /// A shell line, one argument per line.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "# {}", self.name)?;
+        if let Some(dir) = &self.dir {
+            write!(f, "cd {} && ", shell_quote(&dir.display().to_string()))?;
+        }
+        if self.clear_env {
+            write!(f, "env -i ")?;
+        }
         for (k, v) in &self.env {
             write!(f, "{k}={} ", shell_quote(v))?;
         }
@@ -217,6 +229,8 @@ pub fn etcd(i: Inputs<'_>) -> ComponentSpec {
         binary: i.binaries.etcd.clone(),
         args,
         env: vec![],
+        clear_env: false,
+        dir: None,
     }
 }
 
@@ -296,6 +310,8 @@ pub fn kube_apiserver(i: Inputs<'_>) -> ComponentSpec {
         binary: i.binaries.apiserver.clone(),
         args,
         env: vec![],
+        clear_env: false,
+        dir: None,
     }
 }
 
@@ -344,6 +360,8 @@ pub fn kube_controller_manager(i: Inputs<'_>) -> ComponentSpec {
         binary: i.binaries.controller_manager.clone(),
         args,
         env: vec![],
+        clear_env: false,
+        dir: None,
     }
 }
 
@@ -372,6 +390,8 @@ pub fn kube_scheduler(i: Inputs<'_>) -> ComponentSpec {
         binary: i.binaries.scheduler.clone(),
         args,
         env: vec![],
+        clear_env: false,
+        dir: None,
     }
 }
 
@@ -403,6 +423,8 @@ pub fn kwok(i: Inputs<'_>) -> ComponentSpec {
         args,
         // kwok also reads `$KWOK_WORKDIR/kwok.yaml`; keep it inside the cluster.
         env: vec![("KWOK_WORKDIR".into(), path(&l.work("kwok")))],
+        clear_env: false,
+        dir: None,
     }
 }
 
@@ -418,5 +440,7 @@ pub fn provisioner(i: Inputs<'_>) -> ComponentSpec {
             format!("--volumes-dir={}", path(&i.layout.dir.join("volumes"))),
         ],
         env: vec![],
+        clear_env: false,
+        dir: None,
     }
 }
