@@ -157,6 +157,8 @@ async fn the_image_programs_are_static_and_behave() {
             binary: programs.binary("pause"),
             args: vec![],
             env: vec![],
+            clear_env: false,
+            dir: None,
         },
         &tmp.path().join("pause.log"),
     )
@@ -203,6 +205,8 @@ async fn the_image_programs_are_static_and_behave() {
                 ("PORT".into(), port.to_string()),
                 ("HARNESS_IMAGE_VERSION".into(), "v1".into()),
             ],
+            clear_env: false,
+            dir: None,
         },
         &tmp.path().join("health.log"),
     )
@@ -330,6 +334,8 @@ impl Containerd {
                 binary: binary.to_path_buf(),
                 args: vec!["--config".into(), config.display().to_string()],
                 env: vec![],
+                clear_env: false,
+                dir: None,
             },
             &dir.join("containerd.log"),
         )

@@ -421,3 +421,79 @@ async fn nodes_carry_zone_labels_and_export_logs_works() {
         assert!(out.path().join(format!("{comp}.log")).is_file(), "{comp}");
     }
 }
+
+#[tokio::test]
+async fn exec_and_logs_on_a_kwok_node_run_as_nobody_in_the_scratch_dir() {
+    use harness::cluster::local::kwok::{EXEC_UID, POD_LOG_LINE};
+    use harness::toolchain::{Cache, KubeVersion, Toolchain};
+    use std::process::Command;
+
+    let (c, _root) = cluster(&default_profile()).await;
+    let work = c.layout().kwok_exec_dir();
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(c.client());
+    for n in nodes.list(&ListParams::default()).await.unwrap() {
+        let port = n.status.unwrap().daemon_endpoints.unwrap().kubelet_endpoint;
+        assert_ne!(port.unwrap().port, 0, "{:?}", n.metadata.name);
+    }
+    let pods: Api<Pod> = Api::default_namespaced(c.client());
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "fake"},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let running = await_condition(pods.clone(), "fake", |p: Option<&Pod>| {
+        p.is_some_and(pod_running_and_ready)
+    });
+    within("pod running", WAIT, running, || async {
+        format!("{:?}", pods.get("fake").await.map(|p| p.status))
+    })
+    .await
+    .unwrap();
+
+    let kubectl = Toolchain::new(Cache::from_env(), harness::progress::Progress::plain())
+        .kubernetes(KubeVersion::default_version())
+        .await
+        .unwrap()
+        .path("kubectl");
+    let run = |args: &[&str]| {
+        let out = Command::new(&kubectl)
+            .env("KUBECONFIG", c.kubeconfig())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "kubectl {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(
+        run(&["exec", "fake", "--", "id", "-u"]).trim(),
+        EXEC_UID.to_string()
+    );
+    assert_eq!(
+        run(&["exec", "fake", "--", "id", "-g"]).trim(),
+        EXEC_UID.to_string()
+    );
+    assert_eq!(
+        run(&["exec", "fake", "--", "pwd"]).trim(),
+        work.display().to_string()
+    );
+    // A small environment: kwok's (PATH, KWOK_WORKDIR) and the rule's, nothing of the harness's.
+    let env = run(&["exec", "fake", "--", "env"]);
+    let mut names: Vec<&str> = env
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|p| p.0)
+        .collect();
+    names.sort();
+    assert_eq!(names, ["HARNESS_FAKE_POD", "KWOK_WORKDIR", "PATH"], "{env}");
+    assert!(env.contains("HARNESS_FAKE_POD=true"), "{env}");
+    // A scratch file lands in the work dir, owned by nobody.
+    run(&["exec", "fake", "--", "touch", "scratch"]);
+    assert!(work.join("scratch").is_file());
+    assert_eq!(run(&["logs", "fake"]).trim(), POD_LOG_LINE);
+
+    c.destroy().unwrap();
+    assert!(!work.exists(), "{} remains", work.display());
+}

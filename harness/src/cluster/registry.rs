@@ -214,6 +214,8 @@ pub fn spec(binary: &Path, layout: &RegistryLayout) -> ComponentSpec {
         binary: binary.to_path_buf(),
         args: vec!["serve".into(), layout.config().display().to_string()],
         env: vec![("OTEL_TRACES_EXPORTER".into(), "none".into())],
+        clear_env: false,
+        dir: None,
     }
 }
 

@@ -1015,6 +1015,8 @@ pub fn manager_spec(
             ("WEBHOOK_PORT".into(), ports.webhook.to_string()),
             ("WEBHOOK_CERT_DIR".into(), certs.display().to_string()),
         ],
+        clear_env: false,
+        dir: None,
     }
 }
 

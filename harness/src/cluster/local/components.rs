@@ -20,12 +20,24 @@ pub struct ComponentSpec {
     pub args: Vec<String>,
     /// Extra environment.
     pub env: Vec<(String, String)>,
+    /// Start with an empty environment: the child sees only `env`.
+    #[serde(default)]
+    pub clear_env: bool,
+    /// Working directory; the harness's own when `None`.
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
 }
 
 impl fmt::Display for ComponentSpec {
     /// A shell line, one argument per line.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "# {}", self.name)?;
+        if let Some(dir) = &self.dir {
+            write!(f, "cd {} && ", shell_quote(&dir.display().to_string()))?;
+        }
+        if self.clear_env {
+            write!(f, "env -i ")?;
+        }
         for (k, v) in &self.env {
             write!(f, "{k}={} ", shell_quote(v))?;
         }
@@ -97,6 +109,14 @@ impl Layout {
     /// The cluster's state record.
     pub fn state(&self) -> PathBuf {
         self.dir.join("cluster.json")
+    }
+    /// The scratch directory `kubectl exec` runs commands in on kwok nodes.
+    pub fn kwok_exec_dir(&self) -> PathBuf {
+        self.work("kwok-exec")
+    }
+    /// The file `kubectl logs` serves for pods on kwok nodes.
+    pub fn kwok_pod_log(&self) -> PathBuf {
+        self.dir.join("kwok-pod.log")
     }
     /// Scratch space for components that want a work dir.
     pub fn work(&self, component: &str) -> PathBuf {
@@ -217,6 +237,8 @@ pub fn etcd(i: Inputs<'_>) -> ComponentSpec {
         binary: i.binaries.etcd.clone(),
         args,
         env: vec![],
+        clear_env: false,
+        dir: None,
     }
 }
 
@@ -296,6 +318,8 @@ pub fn kube_apiserver(i: Inputs<'_>) -> ComponentSpec {
         binary: i.binaries.apiserver.clone(),
         args,
         env: vec![],
+        clear_env: false,
+        dir: None,
     }
 }
 
@@ -344,6 +368,8 @@ pub fn kube_controller_manager(i: Inputs<'_>) -> ComponentSpec {
         binary: i.binaries.controller_manager.clone(),
         args,
         env: vec![],
+        clear_env: false,
+        dir: None,
     }
 }
 
@@ -372,13 +398,23 @@ pub fn kube_scheduler(i: Inputs<'_>) -> ComponentSpec {
         binary: i.binaries.scheduler.clone(),
         args,
         env: vec![],
+        clear_env: false,
+        dir: None,
     }
 }
 
 /// The label that marks the nodes kwok plays the kubelet for.
 pub const KWOK_NODE_LABEL: (&str, &str) = ("type", "kwok");
 
-/// kwok: the kubelet of every fake node, driven by the stages in `kwok.yaml`.
+/// The environment kwok runs with, and so the environment of every command `kubectl exec`
+/// runs on a kwok node (kwok adds its exec rule's variables to its own environment).
+pub const KWOK_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// kwok: the kubelet of every fake node, driven by the stages in `kwok.yaml`. Its server (on
+/// loopback, TLS with a certificate from the cluster CA) is every kwok node's kubelet endpoint,
+/// so the apiserver can reach it for `kubectl exec` and `kubectl logs`. kwok starts with an
+/// empty environment in the exec scratch directory, which exec'd commands inherit (see
+/// [`super::kwok`]).
 pub fn kwok(i: Inputs<'_>) -> ComponentSpec {
     let l = i.layout;
     let args = vec![
@@ -392,7 +428,12 @@ pub fn kwok(i: Inputs<'_>) -> ComponentSpec {
         "--node-ip=127.0.0.1".into(),
         // Pod IPs outside the service range.
         "--cidr=10.244.0.0/16".into(),
+        // The server listens on loopback only; the nodes advertise its port as their kubelet
+        // port (`daemonEndpoints`, set by the node-init stage).
         format!("--server-address=127.0.0.1:{}", i.ports.kwok),
+        format!("--node-port={}", i.ports.kwok),
+        format!("--tls-cert-file={}", l.pki_file("kwok-serving.crt")),
+        format!("--tls-private-key-file={}", l.pki_file("kwok-serving.key")),
         // Leases are renewed well inside the node controller's grace period, so nodes stay
         // Ready for the cluster's whole life.
         "--node-lease-duration-seconds=40".into(),
@@ -401,8 +442,13 @@ pub fn kwok(i: Inputs<'_>) -> ComponentSpec {
         name: "kwok".into(),
         binary: i.binaries.kwok.clone(),
         args,
-        // kwok also reads `$KWOK_WORKDIR/kwok.yaml`; keep it inside the cluster.
-        env: vec![("KWOK_WORKDIR".into(), path(&l.work("kwok")))],
+        env: vec![
+            // kwok also reads `$KWOK_WORKDIR/kwok.yaml`; keep it inside the cluster.
+            ("KWOK_WORKDIR".into(), path(&l.work("kwok"))),
+            ("PATH".into(), KWOK_PATH.into()),
+        ],
+        clear_env: true,
+        dir: Some(l.kwok_exec_dir()),
     }
 }
 
@@ -418,5 +464,58 @@ pub fn provisioner(i: Inputs<'_>) -> ComponentSpec {
             format!("--volumes-dir={}", path(&i.layout.dir.join("volumes"))),
         ],
         env: vec![],
+        clear_env: false,
+        dir: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kwok_serves_the_node_port_on_loopback_over_tls_from_the_scratch_dir() {
+        let layout = Layout::new("/c");
+        let ports = Ports {
+            etcd_client: 1,
+            etcd_peer: 2,
+            apiserver: 3,
+            controller_manager: 4,
+            scheduler: 5,
+            kwok: 6,
+        };
+        let binaries = Binaries {
+            etcd: "etcd".into(),
+            apiserver: "kube-apiserver".into(),
+            controller_manager: "kube-controller-manager".into(),
+            scheduler: "kube-scheduler".into(),
+            kwok: "kwok".into(),
+            harness: "harness".into(),
+            real: None,
+        };
+        let profile = Profile::new(crate::toolchain::KubeVersion::default_version());
+        let spec = kwok(Inputs {
+            layout: &layout,
+            ports: &ports,
+            profile: &profile,
+            binaries: &binaries,
+        });
+        for arg in [
+            "--server-address=127.0.0.1:6",
+            "--node-port=6",
+            "--tls-cert-file=/c/pki/kwok-serving.crt",
+            "--tls-private-key-file=/c/pki/kwok-serving.key",
+        ] {
+            assert!(
+                spec.args.iter().any(|a| a == arg),
+                "{arg} in {:?}",
+                spec.args
+            );
+        }
+        // exec'd commands inherit kwok's directory and environment.
+        assert_eq!(spec.dir, Some(PathBuf::from("/c/work/kwok-exec")));
+        assert!(spec.clear_env);
+        let names: Vec<&str> = spec.env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["KWOK_WORKDIR", "PATH"]);
     }
 }

@@ -6,6 +6,10 @@
 //! per-cluster CA ([`pki`]). Components are described as data ([`components`]) and run by
 //! [`process`]. A [`LocalCluster`] ends every process and removes its directory when destroyed
 //! or dropped (also while a panic unwinds); [`gc`] cleans what a killed run left.
+//!
+//! kwok's server is the kubelet endpoint of the kwok nodes, so `kubectl exec` and `kubectl
+//! logs` work on their pods: exec runs the command on the host as `nobody` in a scratch
+//! directory of the cluster, logs print one line saying there is no container (see [`kwok`]).
 
 pub mod components;
 pub mod kwok;
@@ -513,13 +517,34 @@ fn write_component_files(layout: &Layout, pki: &pki::Pki, server: &str) -> Resul
         std::fs::write(&path, pki.kubeconfig(server, stem)?)
             .map_err(|e| LocalError::io(&path, e))?;
     }
-    std::fs::write(layout.kwok_config(), kwok::config())
+    std::fs::write(layout.kwok_config(), kwok::config(layout))
         .map_err(|e| LocalError::io(&layout.kwok_config(), e))?;
     for c in ["kube-apiserver", "kwok"] {
         let w = layout.work(c);
         std::fs::create_dir_all(&w).map_err(|e| LocalError::io(&w, e))?;
     }
-    Ok(())
+    let log = layout.kwok_pod_log();
+    std::fs::write(&log, kwok::pod_log(time::OffsetDateTime::now_utc()))
+        .map_err(|e| LocalError::io(&log, e))?;
+    kwok_exec_dir(&layout.kwok_exec_dir())
+}
+
+/// Creates the scratch directory `kubectl exec` runs commands in on kwok nodes: owned by
+/// `nobody` when the harness runs as root (so kwok can drop to it), closed to everyone else.
+fn kwok_exec_dir(dir: &Path) -> Result<(), LocalError> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).map_err(|e| LocalError::io(dir, e))?;
+    if nix::unistd::geteuid().is_root() {
+        let id = kwok::EXEC_UID;
+        nix::unistd::chown(
+            dir,
+            Some(nix::unistd::Uid::from_raw(id)),
+            Some(nix::unistd::Gid::from_raw(id)),
+        )
+        .map_err(|e| LocalError::io(dir, e.into()))?;
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| LocalError::io(dir, e))
 }
 
 /// The bring-up of a local cluster, in phases: etcd, the apiserver, the other components and

@@ -337,6 +337,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                 self.file("containerd.toml").display()
             )],
             env: vec![],
+            clear_env: false,
+            dir: None,
         }
     }
 
@@ -363,6 +365,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                 "--v=1".into(),
             ],
             env: vec![],
+            clear_env: false,
+            dir: None,
         }
     }
 

@@ -72,6 +72,8 @@ pub const SERVERS: &[&str] = &[
     "etcd",
     "kube-controller-manager-serving",
     "kube-scheduler-serving",
+    // kwok's server: the kubelet endpoint of every kwok node (exec, logs).
+    "kwok-serving",
     // The local image registry real nodes pull from (see `cluster::registry`).
     "registry",
 ];

@@ -102,7 +102,14 @@ impl Process {
             .open(log)
             .map_err(|e| LocalError::io(log, e))?;
         let err = out.try_clone().map_err(|e| LocalError::io(log, e))?;
-        let child = Command::new(&spec.binary)
+        let mut cmd = Command::new(&spec.binary);
+        if spec.clear_env {
+            cmd.env_clear();
+        }
+        if let Some(dir) = &spec.dir {
+            cmd.current_dir(dir);
+        }
+        let child = cmd
             .args(&spec.args)
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
@@ -197,6 +204,8 @@ mod tests {
             binary: "/bin/sh".into(),
             args: vec!["-c".into(), script.into()],
             env: vec![],
+            clear_env: false,
+            dir: None,
         }
     }
 
