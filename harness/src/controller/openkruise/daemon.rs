@@ -131,6 +131,8 @@ pub fn daemon_spec(
             ("KUBECONFIG".into(), kubeconfig.display().to_string()),
             ("NODE_NAME".into(), node.into()),
         ],
+        clear_env: false,
+        dir: None,
     }
 }
 
