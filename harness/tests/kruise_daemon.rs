@@ -173,6 +173,28 @@ async fn the_daemon_pulls_images_and_recreates_containers_on_a_real_node(#[case]
         "ContainerRecreateRequest",
     )
     .await;
+    // Releases before v1.9.0 take a container that started after the request's
+    // creationTimestamp — which has second precision — for one already recreated, and
+    // complete the request without recreating it: a request made in the second its container
+    // started does nothing. This test shows the daemon at work, so it makes its request once
+    // the clock has left that second (the race is a finding of its own, see the README).
+    let container_started = pods
+        .get("sleeper")
+        .await
+        .unwrap()
+        .status
+        .and_then(|s| s.container_statuses)
+        .and_then(|cs| cs.into_iter().next())
+        .and_then(|c| c.state)
+        .and_then(|s| s.running)
+        .and_then(|r| r.started_at)
+        .map(|t| t.0.as_second())
+        .expect("the sleeper runs");
+    let now_ms = k8s_openapi::jiff::Timestamp::now().as_millisecond();
+    let next_second_ms = (container_started + 1) * 1000;
+    if next_second_ms > now_ms {
+        tokio::time::sleep(Duration::from_millis((next_second_ms - now_ms) as u64)).await;
+    }
     let started = Instant::now();
     create(
         &crrs,
