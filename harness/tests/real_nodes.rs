@@ -6,12 +6,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{provider, within};
+use common::{Cli, provider, wait_exit, within};
 use harness::cluster::local::node::RealNode;
 use harness::cluster::local::state::ClusterState;
 use harness::cluster::{Cluster, ClusterProvider, Profile};
@@ -29,6 +29,9 @@ fn profile() -> Profile {
         .unwrap();
     p
 }
+
+/// `cluster up` arguments for one kwok node and one real node.
+const REAL: &[&str] = &["--nodes", "1", "--real-nodes", "1"];
 
 fn real_nodes(dir: &Path) -> Vec<RealNode> {
     ClusterState::load(&dir.join("cluster.json"))
@@ -202,72 +205,10 @@ async fn a_panic_in_the_test_body_still_removes_the_real_node() {
     assert_nothing_left(&nodes, &dir);
 }
 
-struct Cli {
-    state: tempfile::TempDir,
-}
-
-impl Cli {
-    fn new() -> Self {
-        Self {
-            state: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn cmd(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_harness"));
-        c.env("HARNESS_STATE_DIR", self.state.path());
-        c
-    }
-
-    fn dir(&self, name: &str) -> PathBuf {
-        self.state.path().join("clusters").join(name)
-    }
-
-    /// `cluster up` with a real node, attached; returned once it printed the kubeconfig.
-    fn up(&self, name: &str) -> std::process::Child {
-        let mut child = self
-            .cmd()
-            .args([
-                "cluster",
-                "up",
-                "--name",
-                name,
-                "--nodes",
-                "1",
-                "--real-nodes",
-                "1",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(line.trim().ends_with("kubeconfig"), "{line:?}");
-        child
-    }
-}
-
-fn wait_exit(child: &mut std::process::Child, within: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "harness did not exit in {within:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn ctrl_c_removes_the_real_node() {
     let cli = Cli::new();
-    let mut child = cli.up("c");
+    let mut child = cli.up_attached("c", REAL);
     let dir = cli.dir("c");
     let nodes = real_nodes(&dir);
     assert!(!nodes[0].leftovers().is_empty(), "the node is up");
@@ -282,7 +223,7 @@ fn ctrl_c_removes_the_real_node() {
 #[test]
 fn gc_removes_the_real_node_of_a_killed_run() {
     let cli = Cli::new();
-    let mut child = cli.up("k");
+    let mut child = cli.up_attached("k", REAL);
     let dir = cli.dir("k");
     let nodes = real_nodes(&dir);
     child.kill().unwrap(); // SIGKILL: no chance to clean up

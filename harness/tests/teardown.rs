@@ -3,12 +3,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use common::{default_profile, provider};
+use common::{Cli, default_profile, provider, wait_exit};
 use harness::cluster::local::process::ProcRecord;
 use harness::cluster::local::state::ClusterState;
 use harness::cluster::{Cluster, ClusterProvider};
@@ -97,66 +96,10 @@ async fn a_port_in_use_is_named_and_nothing_is_left() {
     assert!(!root.path().join("t").exists());
 }
 
-struct Cli {
-    state: tempfile::TempDir,
-}
-
-impl Cli {
-    fn new() -> Self {
-        Self {
-            state: tempfile::Builder::new()
-                .prefix("harness-cli-")
-                .tempdir()
-                .unwrap(),
-        }
-    }
-
-    fn cmd(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_harness"));
-        c.env("HARNESS_STATE_DIR", self.state.path());
-        c
-    }
-
-    fn dir(&self, name: &str) -> std::path::PathBuf {
-        self.state.path().join("clusters").join(name)
-    }
-
-    /// Starts `cluster up` attached and returns it once it printed the kubeconfig path.
-    fn up_attached(&self, name: &str) -> std::process::Child {
-        let mut child = self
-            .cmd()
-            .args(["cluster", "up", "--name", name])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(line.trim().ends_with("kubeconfig"), "{line:?}");
-        child
-    }
-}
-
-fn wait_exit(child: &mut std::process::Child, within: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "harness did not exit in {within:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn ctrl_c_ends_the_cluster() {
     let cli = Cli::new();
-    let mut child = cli.up_attached("c");
+    let mut child = cli.up_attached("c", &[]);
     let dir = cli.dir("c");
     let procs = records(&dir);
     assert!(procs.iter().all(ProcRecord::alive));
@@ -169,7 +112,7 @@ fn ctrl_c_ends_the_cluster() {
 #[test]
 fn gc_cleans_up_after_a_killed_run() {
     let cli = Cli::new();
-    let mut child = cli.up_attached("k");
+    let mut child = cli.up_attached("k", &[]);
     let dir = cli.dir("k");
     let procs = records(&dir);
     child.kill().unwrap(); // SIGKILL: no chance to clean up

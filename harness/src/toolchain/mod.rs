@@ -160,34 +160,38 @@ impl Toolchain {
 
     /// The Kubernetes binaries and etcd at `version`, built if not cached.
     pub async fn kubernetes(&self, version: KubeVersion) -> Result<KubeBinaries, ToolchainError> {
-        let key = BuildKey::new("kubernetes", version.tag());
         let install = self
-            .ensure(&key, |go, dir| async move {
-                let upstream = go
-                    .module_go_mod(&dir, "k8s.io/kubernetes", &version.tag(), false)
-                    .await?;
-                let text = std::fs::read_to_string(&upstream)
-                    .map_err(|e| ToolchainError::io(&upstream, e))?;
-                Ok(recipes::kubernetes(&version, &text))
-            })
+            .build_in_kubernetes_graph("kubernetes", version, recipes::kubernetes)
             .await?;
         Ok(KubeBinaries { version, install })
     }
 
     /// The kubelet at `version` (for real nodes), built if not cached.
     pub async fn kubelet(&self, version: KubeVersion) -> Result<PathBuf, ToolchainError> {
-        let key = BuildKey::new("kubelet", version.tag());
         let install = self
-            .ensure(&key, |go, dir| async move {
-                let upstream = go
-                    .module_go_mod(&dir, "k8s.io/kubernetes", &version.tag(), false)
-                    .await?;
-                let text = std::fs::read_to_string(&upstream)
-                    .map_err(|e| ToolchainError::io(&upstream, e))?;
-                Ok(recipes::kubelet(&version, &text))
-            })
+            .build_in_kubernetes_graph("kubelet", version, recipes::kubelet)
             .await?;
         Ok(install.binary("kubelet"))
+    }
+
+    /// The build `component` at `version` from `k8s.io/kubernetes`'s module graph, made by
+    /// `recipe` from the release's own `go.mod`.
+    async fn build_in_kubernetes_graph(
+        &self,
+        component: &str,
+        version: KubeVersion,
+        recipe: fn(&KubeVersion, &str) -> go::GoRecipe,
+    ) -> Result<Installed, ToolchainError> {
+        let key = BuildKey::new(component, version.tag());
+        self.ensure(&key, |go, dir| async move {
+            let upstream = go
+                .module_go_mod(&dir, "k8s.io/kubernetes", &version.tag(), false)
+                .await?;
+            let text =
+                std::fs::read_to_string(&upstream).map_err(|e| ToolchainError::io(&upstream, e))?;
+            Ok(recipe(&version, &text))
+        })
+        .await
     }
 
     /// A binary installed with `go install <package>@<version>` (kwok, kwokctl).

@@ -130,3 +130,67 @@ pub async fn wait_dyn(
     .await
     .expect("watch works");
 }
+
+/// The `harness` binary with a state directory of its own (its clusters live there).
+pub struct Cli {
+    pub state: tempfile::TempDir,
+}
+
+impl Cli {
+    /// A fresh state directory.
+    pub fn new() -> Self {
+        Self {
+            state: tempfile::Builder::new()
+                .prefix("harness-cli-")
+                .tempdir()
+                .unwrap(),
+        }
+    }
+
+    /// A command of the binary over that state directory.
+    pub fn cmd(&self) -> std::process::Command {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_harness"));
+        c.env("HARNESS_STATE_DIR", self.state.path());
+        c
+    }
+
+    /// The directory of cluster `name`.
+    pub fn dir(&self, name: &str) -> PathBuf {
+        self.state.path().join("clusters").join(name)
+    }
+
+    /// Starts `cluster up --name <name> <extra>` attached and returns it once it printed the
+    /// kubeconfig path.
+    pub fn up_attached(&self, name: &str, extra: &[&str]) -> std::process::Child {
+        use std::io::BufRead;
+        let mut child = self
+            .cmd()
+            .args(["cluster", "up", "--name", name])
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.trim().ends_with("kubeconfig"), "{line:?}");
+        child
+    }
+}
+
+/// Waits (polling, bounded by `within`) for `child` to exit.
+pub fn wait_exit(child: &mut std::process::Child, within: Duration) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "harness did not exit in {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
