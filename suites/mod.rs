@@ -9,6 +9,7 @@ pub mod cloneset_lifecycle;
 pub mod common;
 pub mod daemonset;
 pub mod daemonset_lifecycle;
+pub mod node_daemon;
 pub mod parity;
 pub mod persistentpodstate;
 pub mod podunavailablebudget;
@@ -44,6 +45,7 @@ pub fn all() -> Vec<Scenario> {
     v.extend(broadcastjob::scenarios());
     v.extend(advancedcronjob::scenarios());
     v.extend(real_node::scenarios());
+    v.extend(node_daemon::scenarios());
     v.extend(upgrade::scenarios());
     v
 }
