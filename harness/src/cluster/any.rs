@@ -37,9 +37,21 @@ pub enum AnyCluster {
 }
 
 impl Provider {
-    /// Whether it can add real nodes to a cluster (a profile's [`Profile::real_nodes`]).
-    pub fn has_real_nodes(&self) -> bool {
-        matches!(self, Provider::Local(_))
+    /// Why it cannot add real nodes to a cluster (a profile's `real_nodes`), if it cannot: only
+    /// the local provider adds them, and only as root.
+    pub fn no_real_nodes(&self) -> Option<String> {
+        match self {
+            Provider::Local(_) if nix::unistd::geteuid().is_root() => None,
+            Provider::Local(_) => Some(
+                "needs real nodes, which need root (a kubelet and containerd manage cgroups, \
+                 mounts and network devices): run the harness as root"
+                    .into(),
+            ),
+            _ => Some(format!(
+                "needs real nodes, which only the local provider adds (this run uses {})",
+                self.label()
+            )),
+        }
     }
 
     /// Its name on the command line.

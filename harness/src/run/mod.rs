@@ -885,11 +885,10 @@ async fn run_cluster(
     // The longest scenarios first, so that none starts last and runs alone.
     let costs = &env.options.costs;
     selected.sort_by(|a, b| costs.scenario(b.name).total_cmp(&costs.scenario(a.name)));
-    if !pc.profile.real_nodes.is_empty() && !env.provider.has_real_nodes() {
-        let reason = format!(
-            "needs real nodes, which only the local provider adds (this run uses {})",
-            env.provider.label()
-        );
+    if let Some(reason) = (!pc.profile.real_nodes.is_empty())
+        .then(|| env.provider.no_real_nodes())
+        .flatten()
+    {
         for s in &selected {
             let skipped = Outcome::Skipped {
                 reason: reason.clone(),
