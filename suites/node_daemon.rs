@@ -1,7 +1,8 @@
 //! The APIs OpenKruise's node daemon serves, on a real node (kruise-daemon runs beside its
 //! kubelet and talks to its containerd): ContainerRecreateRequest recreates the named
 //! containers of a running pod in place, ImagePullJob pulls an image onto the selected nodes
-//! (NodeImage records it). Start with [`scenarios`]. Their pods are bare pods (what these APIs
+//! (NodeImage records it), PodProbeMarker runs probes in containers and marks the pods (through
+//! the node's NodePodProbe). Start with [`scenarios`]. Their pods are bare pods (what these APIs
 //! act on); each scenario deletes its own.
 
 use std::collections::BTreeMap;
@@ -30,6 +31,13 @@ pub fn scenarios() -> Vec<Scenario> {
             "a ContainerRecreateRequest for one container of a running pod on a real node recreates that container (new container ID, restartCount + 1) and leaves the pod and its other container alone",
             &["containerrecreaterequest", "real-node", "node-daemon"],
             |ctx| recreate(ctx).boxed(),
+        )
+        .on_real_nodes(1),
+        Scenario::new(
+            "podprobemarker/marks-pods-by-the-result-of-their-probes",
+            "a PodProbeMarker's probes run in the selected pods' containers on a real node: a passing probe sets its condition True and its Succeeded labels, a failing one False and its Failed labels, and the node's NodePodProbe lists both",
+            &["podprobemarker", "real-node", "node-daemon"],
+            |ctx| probe(ctx).boxed(),
         )
         .on_real_nodes(1),
         Scenario {
@@ -289,5 +297,93 @@ async fn pull(ctx: Ctx) -> anyhow::Result<()> {
     .await?;
     // A bare pod has no owner to remove it.
     ctx.delete("v1", "Pod", "from-cache").await?;
+    Ok(())
+}
+
+async fn probe(ctx: Ctx) -> anyhow::Result<()> {
+    let mut pod = two_containers("probed");
+    pod["metadata"]["labels"] = json!({"app": "probed"});
+    create(&ctx, pod).await?;
+    // One probe that passes (the image's version file is there) and one that fails.
+    let probe = |name: &str, command: &[&str]| {
+        json!({
+            "name": name,
+            "containerName": "main",
+            "probe": {
+                "exec": {"command": command},
+                "periodSeconds": 1,
+                "timeoutSeconds": 5,
+            },
+            "podConditionType": format!("harness.io/{name}"),
+            "markerPolicy": [
+                {"state": "Succeeded", "labels": {format!("harness-{name}"): "ok"}},
+                {"state": "Failed", "labels": {format!("harness-{name}"): "failed"}},
+            ],
+        })
+    };
+    create(
+        &ctx,
+        json!({
+            "apiVersion": API,
+            "kind": "PodProbeMarker",
+            "metadata": {"name": "markers"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "probed"}},
+                "probes": [
+                    probe("versioned", &["cat", "/etc/harness-image"]),
+                    probe("broken", &["cat", "/no/such/file"]),
+                ],
+            },
+        }),
+    )
+    .await?;
+    let condition = |p: &Pod, t: &str| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == t))
+            .map(|c| c.status.clone())
+    };
+    wait_pod(&ctx, "probed", "both probes marked the pod", move |p| {
+        let labels = p.metadata.labels.clone().unwrap_or_default();
+        let want = [
+            ("harness.io/versioned", "True", "harness-versioned", "ok"),
+            ("harness.io/broken", "False", "harness-broken", "failed"),
+        ];
+        let done = want.iter().all(|(t, s, l, v)| {
+            condition(p, t).as_deref() == Some(*s) && labels.get(*l).map(String::as_str) == Some(*v)
+        });
+        Check::when(done, || {
+            format!(
+                "conditions versioned={:?} broken={:?}, labels {labels:?}",
+                condition(p, "harness.io/versioned"),
+                condition(p, "harness.io/broken")
+            )
+        })
+    })
+    .await?;
+    // The manager gave the node's daemon the probes of the pod.
+    let node = ctx
+        .facts
+        .real_nodes
+        .first()
+        .cloned()
+        .ok_or_else(|| anyhow::anyhow!("the cluster has no real node"))?;
+    let npp = ctx.dyn_api(API, "NodePodProbe").await?.get(&node).await?;
+    let listed: Vec<String> = npp.data["spec"]["podProbes"]
+        .as_array()
+        .map(|ps| {
+            ps.iter()
+                .filter(|p| p["name"] == "probed" && p["namespace"] == ctx.namespace.as_str())
+                .flat_map(|p| p["probes"].as_array().cloned().unwrap_or_default())
+                .filter_map(|p| p["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    ensure!(
+        listed.len() == 2,
+        "NodePodProbe {node} lists probes {listed:?} for the pod, want both"
+    );
+    ctx.delete("v1", "Pod", "probed").await?;
     Ok(())
 }
