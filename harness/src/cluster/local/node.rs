@@ -950,6 +950,29 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_package_is_named_with_the_install_line() {
+        use crate::toolchain::host::PackagePlan;
+        let empty = tempfile::tempdir().unwrap();
+        for (package, _) in PACKAGES {
+            let PackagePlan::Refuse(fix) = package.plan(Some(empty.path().as_os_str()), false)
+            else {
+                panic!("{} refused when missing and not root", package.package);
+            };
+            assert!(
+                fix.contains(&format!("apt-get install -y {}", package.package)),
+                "{fix}"
+            );
+        }
+        // The CNI plugins are found by a name no other package has (iproute2 has `bridge`).
+        let cni = PACKAGES
+            .iter()
+            .find(|(p, _)| p.package == "containernetworking-plugins")
+            .unwrap();
+        assert_eq!(cni.0.binaries, ["host-local"]);
+        assert_eq!(cni.1, [CNI_BIN_DIR]);
+    }
+
+    #[test]
     fn names_fit_the_kernel_limits() {
         let n = node();
         assert!(n.bridge().len() <= 15, "{}", n.bridge());
