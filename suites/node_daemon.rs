@@ -217,6 +217,24 @@ async fn pull(ctx: Ctx) -> anyhow::Result<()> {
         .first()
         .cloned()
         .ok_or_else(|| anyhow::anyhow!("the cluster has no real node"))?;
+    // A job picks nodes by their NodeImages' labels, which the manager copies from the node
+    // some moment after it makes the NodeImage: a job made before would find no node.
+    for n in ctx.facts.real_nodes.clone() {
+        wait_object(
+            &ctx,
+            "NodeImage",
+            &n,
+            "the real node's NodeImage labelled like the node",
+            |o| {
+                let labels = o.metadata.labels.clone().unwrap_or_default();
+                Check::when(
+                    labels.get(REAL_NODE_LABEL.0).map(String::as_str) == Some(REAL_NODE_LABEL.1),
+                    || format!("labels {labels:?}"),
+                )
+            },
+        )
+        .await?;
+    }
     create(
         &ctx,
         json!({

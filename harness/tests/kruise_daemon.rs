@@ -107,6 +107,23 @@ async fn the_daemon_pulls_images_and_recreates_containers_on_a_real_node(#[case]
         !images_on(&node).await.contains("harness.local/busybox:v2"),
         "not on the node before the job"
     );
+    // A job picks nodes by their NodeImages' labels, which the manager copies from the node
+    // some moment after it makes the NodeImage: a job made before would find no node.
+    let node_images = dyn_api(&client, "apps.kruise.io/v1alpha1", "NodeImage").await;
+    wait_dyn(
+        &node_images,
+        &node.name,
+        "the node's NodeImage labelled like the node",
+        |o| {
+            o.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("harness.io/node"))
+                .map(String::as_str)
+                == Some("real")
+        },
+    )
+    .await;
     let jobs = dyn_api(&client, "apps.kruise.io/v1alpha1", "ImagePullJob").await;
     let started = Instant::now();
     create(
