@@ -1392,15 +1392,16 @@ mod tests {
             &"openkruise@v1.9.0".parse().unwrap(),
         );
         // default, in-place vertical scaling, one per set of controller gates (recreate-VCT,
-        // SidecarSet pod metadata, PodUnavailableBudget, ResourceDistribution), and four with a
-        // real node: plain, S2's and S3's gates (their real-node variants) and ImagePullJob's.
-        assert_eq!(p.clusters.len(), 10, "{:#?}", p.clusters);
+        // SidecarSet pod metadata, PodUnavailableBudget, ResourceDistribution), and five with a
+        // real node: plain, S2's and S3's gates (their real-node variants), ImagePullJob's and
+        // PodProbeMarker's.
+        assert_eq!(p.clusters.len(), 11, "{:#?}", p.clusters);
         let real: Vec<_> = p
             .clusters
             .iter()
             .filter(|c| !c.profile.real_nodes.is_empty())
             .collect();
-        assert_eq!(real.len(), 4);
+        assert_eq!(real.len(), 5);
         assert!(real.iter().any(|c| c.profile.name == REAL_NODES_PROFILE));
         for c in real {
             assert!(
@@ -1430,7 +1431,7 @@ mod tests {
         );
         assert_eq!(
             old.clusters.len(),
-            8,
+            9,
             "without the gate the VCT scenarios share the default cluster (and its real-node \
              variant the real-nodes one)"
         );
