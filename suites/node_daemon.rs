@@ -5,8 +5,6 @@
 //! the node's NodePodProbe). Start with [`scenarios`]. Their pods are bare pods (what these APIs
 //! act on); each scenario deletes its own.
 
-use std::collections::BTreeMap;
-
 use anyhow::ensure;
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -17,7 +15,7 @@ use super::common::*;
 use crate::cluster::local::node::REAL_NODE_LABEL;
 use crate::scenario::wait::{Check, until};
 use crate::scenario::workload::REAL_IMAGE_V1;
-use crate::scenario::{Ctx, Requirements, Scenario, status};
+use crate::scenario::{Ctx, Scenario, status};
 
 const API: &str = "apps.kruise.io/v1alpha1";
 /// An image no other scenario of the cluster pulls.
@@ -35,32 +33,22 @@ pub fn scenarios() -> Vec<Scenario> {
         .on_real_nodes(1),
         // Its own cluster (the gate is on by default): where the daemon's probe worker panics
         // (a known bug of older releases), no other scenario's daemon check sees it.
-        Scenario {
-            requires: Requirements {
-                controller_gates: BTreeMap::from([("PodProbeMarkerGate".to_string(), true)]),
-                real_nodes: 1,
-                ..Default::default()
-            },
-            ..Scenario::new(
-                "podprobemarker/marks-pods-by-the-result-of-their-probes",
-                "a PodProbeMarker's probes run in the selected pods' containers on a real node: a passing probe sets its condition True and its Succeeded labels, a failing one False and its Failed labels, and the node's NodePodProbe lists both",
-                &["podprobemarker", "real-node", "node-daemon"],
-                |ctx| probe(ctx).boxed(),
-            )
-        },
-        Scenario {
-            requires: Requirements {
-                controller_gates: BTreeMap::from([("ImagePullJobGate".to_string(), true)]),
-                real_nodes: 1,
-                ..Default::default()
-            },
-            ..Scenario::new(
-                "imagepulljob/pulls-the-image-onto-the-selected-nodes",
-                "an ImagePullJob pulls its image onto the real nodes its selector picks: the job counts them succeeded, NodeImage records the tag, and a pod that may not pull starts from it",
-                &["imagepulljob", "real-node", "node-daemon"],
-                |ctx| pull(ctx).boxed(),
-            )
-        },
+        Scenario::new(
+            "podprobemarker/marks-pods-by-the-result-of-their-probes",
+            "a PodProbeMarker's probes run in the selected pods' containers on a real node: a passing probe sets its condition True and its Succeeded labels, a failing one False and its Failed labels, and the node's NodePodProbe lists both",
+            &["podprobemarker", "real-node", "node-daemon"],
+            |ctx| probe(ctx).boxed(),
+        )
+        .with_controller_gate("PodProbeMarkerGate")
+        .on_real_nodes(1),
+        Scenario::new(
+            "imagepulljob/pulls-the-image-onto-the-selected-nodes",
+            "an ImagePullJob pulls its image onto the real nodes its selector picks: the job counts them succeeded, NodeImage records the tag, and a pod that may not pull starts from it",
+            &["imagepulljob", "real-node", "node-daemon"],
+            |ctx| pull(ctx).boxed(),
+        )
+        .with_controller_gate("ImagePullJobGate")
+        .on_real_nodes(1),
     ]
 }
 

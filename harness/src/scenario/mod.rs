@@ -153,6 +153,12 @@ impl Scenario {
         self
     }
 
+    /// The same scenario, with controller gate `gate` on.
+    pub fn with_controller_gate(mut self, gate: &str) -> Self {
+        self.requires.controller_gates.insert(gate.into(), true);
+        self
+    }
+
     /// The same scenario, on a cluster with `count` real nodes (see
     /// [`Requirements::real_nodes`]).
     pub fn on_real_nodes(mut self, count: usize) -> Self {

@@ -420,10 +420,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     pub fn cleanup(&self) -> Vec<String> {
         let mut errors = vec![];
         kill_shims(&self.socket());
-        for h in cgroup_hierarchies()
-            .into_iter()
-            .chain([PathBuf::from("/sys/fs/cgroup/unified")])
-        {
+        for h in cleanup_hierarchies() {
             kill_cgroup_tree(&h.join(self.cgroup()));
         }
         for root in [&self.run_dir, &self.dir] {
@@ -435,10 +432,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         {
             errors.push(e.to_string());
         }
-        // containerd also files its tasks under the hybrid `unified` hierarchy.
-        let mut hierarchies = cgroup_hierarchies();
-        hierarchies.push("/sys/fs/cgroup/unified".into());
-        for h in hierarchies {
+        for h in cleanup_hierarchies() {
             errors.extend(remove_cgroup_tree(&h.join(self.cgroup())));
         }
         errors.extend(remove_container_log_links(&self.dir));
@@ -476,10 +470,7 @@ impl RealNode {
                 out.push(format!("shim process {}", e.file_name().to_string_lossy()));
             }
         }
-        for h in cgroup_hierarchies()
-            .into_iter()
-            .chain([PathBuf::from("/sys/fs/cgroup/unified")])
-        {
+        for h in cleanup_hierarchies() {
             let d = h.join(self.cgroup());
             if d.exists() {
                 out.push(format!("cgroup {}", d.display()));
@@ -663,6 +654,14 @@ pub fn cgroup_hierarchies() -> Vec<PathBuf> {
         })
         .collect();
     out.sort();
+    out
+}
+
+/// Where a node's cgroups may be: [`cgroup_hierarchies`] plus the hybrid `unified` mount,
+/// under which containerd also files its tasks.
+fn cleanup_hierarchies() -> Vec<PathBuf> {
+    let mut out = cgroup_hierarchies();
+    out.push("/sys/fs/cgroup/unified".into());
     out
 }
 
