@@ -31,7 +31,7 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: requires(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| s2_together_on(ctx, false).boxed(),
+            body: std::sync::Arc::new(|ctx| s2_together_on(ctx, false).boxed()),
         },
         Scenario {
             name: "cloneset/recreate-pods-and-pvcs-on-image-and-template-change-on-a-real-node",
@@ -41,7 +41,7 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: requires(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| s2_together_on(ctx, true).boxed(),
+            body: std::sync::Arc::new(|ctx| s2_together_on(ctx, true).boxed()),
         }
         .on_real_nodes(1),
         Scenario {
@@ -52,7 +52,7 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: requires(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| s2_template_only(ctx).boxed(),
+            body: std::sync::Arc::new(|ctx| s2_template_only(ctx).boxed()),
         },
         Scenario {
             name: "cloneset/in-place-only-keeps-pods-and-pvcs",
@@ -62,7 +62,7 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: requires(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| s2_in_place_only(ctx).boxed(),
+            body: std::sync::Arc::new(|ctx| s2_in_place_only(ctx).boxed()),
         },
     ]
 }

@@ -106,3 +106,64 @@ pub fn container_status(
         .find(|c| c.name == name)
         .cloned()
 }
+
+/// Waits for pod `name` of the scenario's namespace until `check` holds.
+pub async fn wait_pod<F>(ctx: &Ctx, name: &str, what: &str, check: F) -> anyhow::Result<Pod>
+where
+    F: Fn(&Pod) -> Check + Send + Sync + Clone + 'static,
+{
+    let pod = until(
+        &ctx.api::<Pod>(),
+        name,
+        what,
+        ctx.timeouts.converge,
+        move |p: Option<Pod>| {
+            let check = check.clone();
+            async move {
+                match p {
+                    None => Check::Pending("no such pod".into()),
+                    Some(p) => check(&p),
+                }
+            }
+            .boxed()
+        },
+    )
+    .await?;
+    pod.ok_or_else(|| anyhow::anyhow!("pod {name} vanished"))
+}
+
+/// (container ID, restart count, ready) of container `name`.
+pub fn container_state(p: &Pod, name: &str) -> (String, i32, bool) {
+    container_status(p, name)
+        .map(|c| (c.container_id.unwrap_or_default(), c.restart_count, c.ready))
+        .unwrap_or_default()
+}
+
+/// Waits for object `name` (of `api_version` `kind`, in the scenario's namespace, or the
+/// cluster's if the kind is cluster-scoped) until `check` holds.
+pub async fn wait_object<F>(
+    ctx: &Ctx,
+    api_version: &str,
+    kind: &str,
+    name: &str,
+    what: &str,
+    check: F,
+) -> anyhow::Result<DynamicObject>
+where
+    F: Fn(&DynamicObject) -> Check + Send + Sync + Clone + 'static,
+{
+    let api = ctx.dyn_api(api_version, kind).await?;
+    let kind = kind.to_string();
+    let o = until(&api, name, what, ctx.timeouts.converge, move |o| {
+        let (check, kind) = (check.clone(), kind.clone());
+        async move {
+            match o {
+                None => Check::Pending(format!("the {kind} does not exist")),
+                Some(o) => check(&o),
+            }
+        }
+        .boxed()
+    })
+    .await?;
+    o.ok_or_else(|| anyhow::anyhow!("{name} vanished"))
+}

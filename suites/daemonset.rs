@@ -21,7 +21,9 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: Requirements::default(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| selector_immutable_on(ctx, Workload::AdvancedDaemonSet).boxed(),
+            body: std::sync::Arc::new(|ctx| {
+                selector_immutable_on(ctx, Workload::AdvancedDaemonSet).boxed()
+            }),
         },
         Scenario {
             name: "daemonset/cloneset-selector-is-immutable",
@@ -31,7 +33,7 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: Requirements::default(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| selector_immutable_on(ctx, Workload::CloneSet).boxed(),
+            body: std::sync::Arc::new(|ctx| selector_immutable_on(ctx, Workload::CloneSet).boxed()),
         },
         Scenario {
             name: "daemonset/native-deployment-selector-is-immutable",
@@ -41,7 +43,9 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: Requirements::default(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| selector_immutable_on(ctx, Workload::Deployment).boxed(),
+            body: std::sync::Arc::new(|ctx| {
+                selector_immutable_on(ctx, Workload::Deployment).boxed()
+            }),
         },
     ]
 }

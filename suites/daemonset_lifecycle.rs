@@ -5,9 +5,12 @@
 
 use anyhow::{Context, ensure};
 use futures::FutureExt;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::DynamicObject;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 use super::cloneset_lifecycle::{
     count, label, merge, name_of, observed, text, wait_owned_revisions, wait_pods,
@@ -53,6 +56,12 @@ pub fn scenarios() -> Vec<Scenario> {
             "rollingUpdateType InPlaceIfPossible changes the image of every pod without recreating it",
             &["advanced-daemonset", "update", "in-place"],
             in_place
+        ),
+        daemonset!(
+            "daemonset/in-place-rollout-counts-updating-pods-against-max-unavailable",
+            "with InPlaceIfPossible and maxUnavailable 1, a pod being updated in place is unavailable: no second pod is updated before the first is ready again, even when the kubelet takes a moment to turn it unready",
+            &["advanced-daemonset", "update", "in-place", "max-unavailable"],
+            in_place_slow_readiness
         ),
         daemonset!(
             "daemonset/rolling-selector-updates-only-matching-nodes",
@@ -301,6 +310,94 @@ async fn in_place(ctx: Ctx) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The annotation that makes the kwok kubelet of a pod notice a readiness gate turned False
+/// only at its next status sync, this many seconds later (a loaded node's kubelet).
+const READINESS_SYNC: &str = "harness.kwok/readiness-sync-seconds";
+
+async fn in_place_slow_readiness(ctx: Ctx) -> anyhow::Result<()> {
+    let n = node_count(&ctx);
+    let mut m = AdvancedDaemonSet::new("slowsync").manifest();
+    m["spec"]["template"]["metadata"]["annotations"] = json!({READINESS_SYNC: "3"});
+    let spec = rolling(json!({"rollingUpdateType": "InPlaceIfPossible", "maxUnavailable": 1}));
+    let ds = start_with(&ctx, m, n, spec).await?;
+    let hash_before = text(&ds.get().await?, "daemonSetHash");
+    ds.set_image(IMAGE_V2).await?;
+    // Watch the pods: how many have an in-place update under way (InPlaceUpdateReady not
+    // True) at once, until every pod is at the new revision with its update done.
+    let pods: Api<Pod> = ctx.api();
+    let cfg = watcher::Config::default().labels(&ds.selector());
+    let mut stream = watcher(pods, cfg).default_backoff().boxed();
+    let mut state: BTreeMap<String, (bool, Option<String>)> = BTreeMap::new();
+    let mut most = (0, String::new());
+    let deadline = tokio::time::Instant::now() + ctx.timeouts.converge;
+    loop {
+        let updating: Vec<&String> = state
+            .iter()
+            .filter(|(_, (u, _))| *u)
+            .map(|(k, _)| k)
+            .collect();
+        if updating.len() > most.0 {
+            most = (
+                updating.len(),
+                updating
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            );
+        }
+        let moved = state
+            .values()
+            .filter(|(u, h)| !u && h.as_deref().is_some_and(|h| h != hash_before))
+            .count();
+        if state.len() == n && moved == n {
+            break;
+        }
+        let event = tokio::time::timeout_at(deadline, stream.next())
+            .await
+            .with_context(|| {
+                format!(
+                    "{moved} of {n} pods updated in place within {:?}",
+                    ctx.timeouts.converge
+                )
+            })?
+            .context("pod watch ended")?
+            .context("watch pods")?;
+        let mut seen = |p: Pod| {
+            let name = name_of(&p);
+            if p.metadata.deletion_timestamp.is_some() {
+                state.remove(&name);
+                return;
+            }
+            let updating = p
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c.type_ == "InPlaceUpdateReady" && c.status != "True")
+                });
+            let hash = label(&p, "controller-revision-hash").map(str::to_string);
+            state.insert(name, (updating, hash));
+        };
+        match event {
+            watcher::Event::Apply(p) | watcher::Event::InitApply(p) => seen(p),
+            watcher::Event::Delete(p) => {
+                state.remove(&name_of(&p));
+            }
+            watcher::Event::Init | watcher::Event::InitDone => {}
+        }
+    }
+    ensure!(
+        most.0 <= 1,
+        "{} pods were being updated in place at once ({}), maxUnavailable allows 1",
+        most.0,
+        most.1
+    );
+    wait_updated(&ctx, &ds, n, n).await?;
+    Ok(())
+}
+
 async fn rolling_selector(ctx: Ctx) -> anyhow::Result<()> {
     let n = node_count(&ctx);
     let (zone, nodes) = ctx.facts.zones.iter().next().context("no zone")?;
@@ -399,16 +496,45 @@ async fn wait_available(
     Ok(())
 }
 
-/// Rolls a DaemonSet with `settings` to a new image; returns the most pods seen on one node
-/// and the fewest available pods reported during the rollout.
-async fn observe_rollout(ctx: &Ctx, name: &str, settings: Value) -> anyhow::Result<(usize, i64)> {
+/// What a rollout showed: the most pods on one node, the fewest available pods the status
+/// reported, and the fewest nodes with an available pod (Ready for `minReadySeconds`) seen
+/// among the pods themselves.
+#[derive(Debug, Clone, Copy)]
+struct Rollout {
+    most_on_a_node: usize,
+    fewest_reported: i64,
+    fewest_seen: i64,
+}
+
+/// Seconds the rolled DaemonSets ask their pods to be Ready before they count as available.
+const MIN_READY: i64 = 2;
+
+/// Whether a live pod is available: Running and Ready for at least [`MIN_READY`] seconds.
+fn available(p: &Pod, now: i64) -> bool {
+    let ready_since = p
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready" && c.status == "True"))
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map(|t| t.0.as_second());
+    p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        && ready_since.is_some_and(|t| now - t >= MIN_READY)
+}
+
+/// Rolls a DaemonSet with `settings` to a new image and says what the rollout showed.
+async fn observe_rollout(ctx: &Ctx, name: &str, settings: Value) -> anyhow::Result<Rollout> {
     let n = node_count(ctx);
     let mut spec = rolling(settings);
-    spec["minReadySeconds"] = json!(2);
+    spec["minReadySeconds"] = json!(MIN_READY);
     let ds = start(ctx, name, n, spec).await?;
     wait_available(ctx, &ds, n).await?;
     ds.set_image(IMAGE_V2).await?;
-    let seen = std::sync::Arc::new(std::sync::Mutex::new((0usize, i64::MAX)));
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Rollout {
+        most_on_a_node: 0,
+        fewest_reported: i64::MAX,
+        fewest_seen: i64::MAX,
+    }));
     let record = seen.clone();
     let what = "the rollout to finish with every pod available";
     wait_pods(
@@ -418,19 +544,27 @@ async fn observe_rollout(ctx: &Ctx, name: &str, settings: Value) -> anyhow::Resu
         &ds.selector(),
         what,
         move |o, pods| {
+            let now = k8s_openapi::jiff::Timestamp::now().as_second();
             let mut per_node = std::collections::BTreeMap::<String, usize>::new();
+            let mut available_on = std::collections::BTreeSet::<String>::new();
             for p in pods {
                 let node = p
                     .spec
                     .as_ref()
                     .and_then(|s| s.node_name.clone())
                     .unwrap_or_default();
+                if available(p, now) {
+                    available_on.insert(node.clone());
+                }
                 *per_node.entry(node).or_default() += 1;
             }
             let mut s = record.lock().expect("not poisoned");
-            s.0 = s.0.max(per_node.values().copied().max().unwrap_or(0));
+            s.most_on_a_node = s
+                .most_on_a_node
+                .max(per_node.values().copied().max().unwrap_or(0));
+            s.fewest_seen = s.fewest_seen.min(available_on.len() as i64);
             if observed(o) {
-                s.1 = s.1.min(count(o, "numberAvailable"));
+                s.fewest_reported = s.fewest_reported.min(count(o, "numberAvailable"));
             }
             let updated = at_hash(o, pods);
             Check::when(
@@ -455,22 +589,40 @@ async fn observe_rollout(ctx: &Ctx, name: &str, settings: Value) -> anyhow::Resu
 
 async fn surge_and_unavailable(ctx: Ctx) -> anyhow::Result<()> {
     let n = node_count(&ctx) as i64;
-    let (most, fewest) =
-        observe_rollout(&ctx, "surge", json!({"maxSurge": 1, "maxUnavailable": 0})).await?;
-    ensure!(
-        most == 2,
-        "maxSurge 1: at most {most} pods were seen on one node, want 2 (new before old)"
-    );
-    ensure!(
-        fewest >= n,
-        "maxUnavailable 0: numberAvailable fell to {fewest} of {n}"
-    );
-    let (most, fewest) =
+    let surge = observe_rollout(&ctx, "surge", json!({"maxSurge": 1, "maxUnavailable": 0})).await?;
+    let unavail =
         observe_rollout(&ctx, "unavail", json!({"maxSurge": 0, "maxUnavailable": 2})).await?;
-    ensure!(most == 1, "maxSurge 0: {most} pods were seen on one node");
+    // What the pods themselves show first; the status's own count last (releases count a
+    // deleted, terminal old pod while its surged successor is available).
     ensure!(
-        fewest >= n - 2,
-        "maxUnavailable 2: numberAvailable fell to {fewest} of {n}"
+        surge.most_on_a_node == 2,
+        "maxSurge 1: at most {} pods were seen on one node, want 2 (new before old)",
+        surge.most_on_a_node
+    );
+    ensure!(
+        surge.fewest_seen >= n,
+        "maxUnavailable 0: the pods had an available one on only {} of {n} nodes",
+        surge.fewest_seen
+    );
+    ensure!(
+        unavail.most_on_a_node == 1,
+        "maxSurge 0: {} pods were seen on one node",
+        unavail.most_on_a_node
+    );
+    ensure!(
+        unavail.fewest_seen >= n - 2,
+        "maxUnavailable 2: the pods had an available one on only {} of {n} nodes",
+        unavail.fewest_seen
+    );
+    ensure!(
+        unavail.fewest_reported >= n - 2,
+        "maxUnavailable 2: numberAvailable fell to {} of {n}",
+        unavail.fewest_reported
+    );
+    ensure!(
+        surge.fewest_reported >= n,
+        "maxUnavailable 0: numberAvailable fell to {} of {n}",
+        surge.fewest_reported
     );
     Ok(())
 }

@@ -47,5 +47,27 @@ pub fn all() -> Vec<Scenario> {
     v.extend(real_node::scenarios());
     v.extend(node_daemon::scenarios());
     v.extend(upgrade::scenarios());
+    v.extend(declarative());
     v
+}
+
+/// The declarative scenarios: chainsaw tests in `suites/chainsaw/`, compiled in (resources
+/// inline, no `file:`).
+pub fn declarative() -> Vec<Scenario> {
+    static TESTS: std::sync::OnceLock<Vec<Scenario>> = std::sync::OnceLock::new();
+    TESTS
+        .get_or_init(|| {
+            [(
+                "suites/chainsaw/daemonset-selector-is-immutable.yaml",
+                include_str!("chainsaw/daemonset-selector-is-immutable.yaml"),
+            )]
+            .iter()
+            .flat_map(|(path, text)| {
+                crate::chainsaw::parse_embedded(path, text)
+                    .unwrap_or_else(|e| panic!("{path}: {e:#}"))
+            })
+            .map(crate::chainsaw::scenario)
+            .collect()
+        })
+        .clone()
 }

@@ -1,7 +1,8 @@
 //! The APIs OpenKruise's node daemon serves, on a real node (kruise-daemon runs beside its
 //! kubelet and talks to its containerd): ContainerRecreateRequest recreates the named
 //! containers of a running pod in place, ImagePullJob pulls an image onto the selected nodes
-//! (NodeImage records it), PodProbeMarker runs probes in containers and marks the pods (through
+//! (NodeImage records it), ImageListPullJob does so for a list of images through an
+//! ImagePullJob each, PodProbeMarker runs probes in containers and marks the pods (through
 //! the node's NodePodProbe). Start with [`scenarios`]. Their pods are bare pods (what these APIs
 //! act on); each scenario deletes its own.
 
@@ -18,8 +19,15 @@ use crate::scenario::workload::REAL_IMAGE_V1;
 use crate::scenario::{Ctx, Scenario, status};
 
 const API: &str = "apps.kruise.io/v1alpha1";
-/// An image no other scenario of the cluster pulls.
+/// An image no other scenario of the cluster runs.
 const PULLED: &str = "harness.local/health:v1";
+/// The ImageListPullJob's images: none of them the ImagePullJob scenario's, which shares the
+/// cluster (a job deleted while another job pulls the same image on the node stops that pull:
+/// PullImageFailed "pulling image ... is stopped").
+const LISTED: [&str; 2] = [
+    crate::scenario::workload::REAL_IMAGE_V2,
+    crate::cluster::local::node::SANDBOX_IMAGE,
+];
 
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
@@ -49,6 +57,14 @@ pub fn scenarios() -> Vec<Scenario> {
         )
         .with_controller_gate("ImagePullJobGate")
         .on_real_nodes(1),
+        Scenario::new(
+            "imagelistpulljob/pulls-every-listed-image-through-a-job-each",
+            "an ImageListPullJob makes one ImagePullJob per listed image, owned by it; it completes when each has pulled its image onto the selected real nodes (NodeImage records both tags), and deleting it removes its jobs",
+            &["imagelistpulljob", "imagepulljob", "real-node", "node-daemon"],
+            |ctx| list_pull(ctx).boxed(),
+        )
+        .with_controller_gate("ImagePullJobGate")
+        .on_real_nodes(1),
     ]
 }
 
@@ -68,68 +84,10 @@ fn two_containers(name: &str) -> Value {
     })
 }
 
-/// Waits for pod `name` until `check` holds.
-async fn wait_pod<F>(ctx: &Ctx, name: &str, what: &str, check: F) -> anyhow::Result<Pod>
-where
-    F: Fn(&Pod) -> Check + Send + Sync + Clone + 'static,
-{
-    let pod = until(
-        &ctx.api::<Pod>(),
-        name,
-        what,
-        ctx.timeouts.converge,
-        move |p: Option<Pod>| {
-            let check = check.clone();
-            async move {
-                match p {
-                    None => Check::Pending("no such pod".into()),
-                    Some(p) => check(&p),
-                }
-            }
-            .boxed()
-        },
-    )
-    .await?;
-    pod.ok_or_else(|| anyhow::anyhow!("pod {name} vanished"))
-}
-
-/// (container ID, restart count, ready) of container `name`.
-fn state(p: &Pod, name: &str) -> (String, i32, bool) {
-    container_status(p, name)
-        .map(|c| (c.container_id.unwrap_or_default(), c.restart_count, c.ready))
-        .unwrap_or_default()
-}
-
-async fn wait_object<F>(
-    ctx: &Ctx,
-    kind: &str,
-    name: &str,
-    what: &str,
-    check: F,
-) -> anyhow::Result<DynamicObject>
-where
-    F: Fn(&DynamicObject) -> Check + Send + Sync + Clone + 'static,
-{
-    let api = ctx.dyn_api(API, kind).await?;
-    let kind = kind.to_string();
-    let o = until(&api, name, what, ctx.timeouts.converge, move |o| {
-        let (check, kind) = (check.clone(), kind.clone());
-        async move {
-            match o {
-                None => Check::Pending(format!("the {kind} does not exist")),
-                Some(o) => check(&o),
-            }
-        }
-        .boxed()
-    })
-    .await?;
-    o.ok_or_else(|| anyhow::anyhow!("{name} vanished"))
-}
-
 async fn recreate(ctx: Ctx) -> anyhow::Result<()> {
     create(&ctx, two_containers("app")).await?;
     let before = wait_pod(&ctx, "app", "both containers ready", |p| {
-        let ready = ["main", "side"].iter().all(|c| state(p, c).2);
+        let ready = ["main", "side"].iter().all(|c| container_state(p, c).2);
         Check::when(ready, || "not ready yet".into())
     })
     .await?;
@@ -165,6 +123,7 @@ async fn recreate(ctx: Ctx) -> anyhow::Result<()> {
     .await?;
     wait_object(
         &ctx,
+        API,
         "ContainerRecreateRequest",
         "recreate-main",
         "the request Completed with main Succeeded",
@@ -178,10 +137,10 @@ async fn recreate(ctx: Ctx) -> anyhow::Result<()> {
         },
     )
     .await?;
-    let (main_id, main_restarts, _) = state(&before, "main");
-    let (side_id, side_restarts, _) = state(&before, "side");
+    let (main_id, main_restarts, _) = container_state(&before, "main");
+    let (side_id, side_restarts, _) = container_state(&before, "side");
     let after = wait_pod(&ctx, "app", "main restarted and ready", move |p| {
-        let (_, restarts, ready) = state(p, "main");
+        let (_, restarts, ready) = container_state(p, "main");
         Check::when(restarts == main_restarts + 1 && ready, || {
             format!("main restartCount {restarts}, ready {ready}")
         })
@@ -191,12 +150,12 @@ async fn recreate(ctx: Ctx) -> anyhow::Result<()> {
         after.metadata.uid == before.metadata.uid,
         "the pod was recreated, not its container"
     );
-    let (main_id2, _, _) = state(&after, "main");
+    let (main_id2, _, _) = container_state(&after, "main");
     ensure!(
         main_id2 != main_id,
         "container main kept its ID {main_id} though the request completed"
     );
-    let (side_id2, side_restarts2, _) = state(&after, "side");
+    let (side_id2, side_restarts2, _) = container_state(&after, "side");
     ensure!(
         side_id2 == side_id && side_restarts2 == side_restarts,
         "container side was touched: {side_id} ({side_restarts} restarts) -> {side_id2} ({side_restarts2})"
@@ -206,18 +165,14 @@ async fn recreate(ctx: Ctx) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn pull(ctx: Ctx) -> anyhow::Result<()> {
-    let node = ctx
-        .facts
-        .real_nodes
-        .first()
-        .cloned()
-        .ok_or_else(|| anyhow::anyhow!("the cluster has no real node"))?;
-    // A job picks nodes by their NodeImages' labels, which the manager copies from the node
-    // some moment after it makes the NodeImage: a job made before would find no node.
+/// Waits until the real nodes' NodeImages carry the real-node label: a job picks nodes by their
+/// NodeImages' labels, which the manager copies from the node some moment after it makes the
+/// NodeImage, so a job made before would find no node.
+async fn node_images_labelled(ctx: &Ctx) -> anyhow::Result<()> {
     for n in ctx.facts.real_nodes.clone() {
         wait_object(
-            &ctx,
+            ctx,
+            API,
             "NodeImage",
             &n,
             "the real node's NodeImage labelled like the node",
@@ -231,25 +186,59 @@ async fn pull(ctx: Ctx) -> anyhow::Result<()> {
         )
         .await?;
     }
+    Ok(())
+}
+
+/// The spec of an image pull job (or list job) with `field` (its image or images) set: onto
+/// the real nodes, one node at a time, one retry, done within two minutes.
+fn pull_spec(field: &str, value: Value) -> Value {
+    let mut spec = json!({
+        "selector": {"matchLabels": {REAL_NODE_LABEL.0: REAL_NODE_LABEL.1}},
+        "parallelism": 1,
+        "pullPolicy": {"backoffLimit": 1, "timeoutSeconds": 60},
+        "completionPolicy": {"type": "Always", "activeDeadlineSeconds": 120},
+    });
+    spec[field] = value;
+    spec
+}
+
+/// Fails unless NodeImage `node` records `image` (`repo:tag`) as pulled.
+async fn node_image_records(ctx: &Ctx, node: &str, image: &str) -> anyhow::Result<()> {
+    let ni = ctx.dyn_api(API, "NodeImage").await?.get(node).await?;
+    let (repo, tag) = image.rsplit_once(':').expect("a tag");
+    let tags = &ni.data["status"]["imageStatuses"][repo]["tags"];
+    ensure!(
+        tags.as_array().is_some_and(|t| t
+            .iter()
+            .any(|x| x["tag"] == tag && x["phase"] == "Succeeded")),
+        "NodeImage {node} does not record {image} pulled: {}",
+        ni.data["status"]
+    );
+    Ok(())
+}
+
+async fn pull(ctx: Ctx) -> anyhow::Result<()> {
+    let node = ctx
+        .facts
+        .real_nodes
+        .first()
+        .cloned()
+        .ok_or_else(|| anyhow::anyhow!("the cluster has no real node"))?;
+    node_images_labelled(&ctx).await?;
     create(
         &ctx,
         json!({
             "apiVersion": API,
             "kind": "ImagePullJob",
             "metadata": {"name": "pull"},
-            "spec": {
-                "image": PULLED,
-                "selector": {"matchLabels": {REAL_NODE_LABEL.0: REAL_NODE_LABEL.1}},
-                "parallelism": 1,
-                "pullPolicy": {"backoffLimit": 1, "timeoutSeconds": 60},
-                "completionPolicy": {"type": "Always", "activeDeadlineSeconds": 120},
-            },
+            "spec": pull_spec("image", json!(PULLED)),
         }),
     )
     .await?;
     let real = ctx.facts.real_nodes.len() as i64;
     wait_object(
         &ctx,
+        API,
         "ImagePullJob",
         "pull",
         "the job completed with every real node succeeded",
@@ -265,17 +254,7 @@ async fn pull(ctx: Ctx) -> anyhow::Result<()> {
     )
     .await?;
     // NodeImage records the tag pulled on the node.
-    let images = ctx.dyn_api(API, "NodeImage").await?;
-    let ni = images.get(&node).await?;
-    let (repo, tag) = PULLED.rsplit_once(':').expect("a tag");
-    let tags = &ni.data["status"]["imageStatuses"][repo]["tags"];
-    ensure!(
-        tags.as_array().is_some_and(|t| t
-            .iter()
-            .any(|x| x["tag"] == tag && x["phase"] == "Succeeded")),
-        "NodeImage {node} does not record {PULLED} pulled: {}",
-        ni.data["status"]
-    );
+    node_image_records(&ctx, &node, PULLED).await?;
     // A pod that may not pull starts: the image is in the node's runtime.
     create(
         &ctx,
@@ -297,7 +276,7 @@ async fn pull(ctx: Ctx) -> anyhow::Result<()> {
         "from-cache",
         "the pod running from the pulled image",
         |p| {
-            let (_, _, ready) = state(p, "main");
+            let (_, _, ready) = container_state(p, "main");
             let waiting = container_status(p, "main")
                 .and_then(|c| c.state)
                 .and_then(|s| s.waiting)
@@ -311,6 +290,97 @@ async fn pull(ctx: Ctx) -> anyhow::Result<()> {
     .await?;
     // A bare pod has no owner to remove it.
     ctx.delete("v1", "Pod", "from-cache").await?;
+    Ok(())
+}
+
+async fn list_pull(ctx: Ctx) -> anyhow::Result<()> {
+    node_images_labelled(&ctx).await?;
+    let listed = LISTED;
+    let list = create(
+        &ctx,
+        json!({
+            "apiVersion": API,
+            "kind": "ImageListPullJob",
+            "metadata": {"name": "pull-list"},
+            "spec": pull_spec("images", json!(listed)),
+        }),
+    )
+    .await?;
+    let uid = list.metadata.uid.clone().unwrap_or_default();
+    wait_object(
+        &ctx,
+        API,
+        "ImageListPullJob",
+        "pull-list",
+        "the list job completed with both images' jobs succeeded",
+        |o| {
+            let s = status(o);
+            Check::when(
+                s["desired"].as_i64() == Some(2)
+                    && s["completed"].as_i64() == Some(2)
+                    && s["succeeded"].as_i64() == Some(2)
+                    && !s["completionTime"].is_null(),
+                || format!("status {s}"),
+            )
+        },
+    )
+    .await?;
+    // One ImagePullJob per image, owned by the list job, each done on every real node.
+    let jobs = ctx.dyn_api(API, "ImagePullJob").await?;
+    let owned = |all: Vec<DynamicObject>| -> Vec<DynamicObject> {
+        all.into_iter()
+            .filter(|j| {
+                j.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|r| r.uid == uid && r.kind == "ImageListPullJob")
+            })
+            .collect()
+    };
+    let children = owned(jobs.list(&Default::default()).await?.items);
+    let mut images: Vec<String> = children
+        .iter()
+        .map(|j| j.data["spec"]["image"].as_str().unwrap_or_default().into())
+        .collect();
+    images.sort();
+    let mut want: Vec<String> = listed.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    ensure!(
+        images == want,
+        "the list job's ImagePullJobs pull {images:?}, want one each for {want:?}"
+    );
+    let real = ctx.facts.real_nodes.len() as i64;
+    for j in &children {
+        ensure!(
+            status(j)["succeeded"].as_i64() == Some(real),
+            "ImagePullJob {} for {}: status {}",
+            j.metadata.name.as_deref().unwrap_or_default(),
+            j.data["spec"]["image"],
+            status(j)
+        );
+    }
+    for node in &ctx.facts.real_nodes {
+        for image in listed {
+            node_image_records(&ctx, node, image).await?;
+        }
+    }
+    // Its jobs go with it (they are owned by it).
+    ctx.delete(API, "ImageListPullJob", "pull-list").await?;
+    let names: Vec<String> = children
+        .iter()
+        .filter_map(|j| j.metadata.name.clone())
+        .collect();
+    for name in names {
+        until(
+            &jobs,
+            &name,
+            "the list job's ImagePullJob removed with it",
+            ctx.timeouts.converge,
+            |o| async move { Check::when(o.is_none(), || "still there".into()) }.boxed(),
+        )
+        .await?;
+    }
     Ok(())
 }
 

@@ -67,7 +67,10 @@ fn scenario(
     name: &'static str,
     summary: &'static str,
     labels: &'static [&'static str],
-    body: crate::scenario::Body,
+    body: impl Fn(crate::scenario::Ctx) -> futures::future::BoxFuture<'static, anyhow::Result<()>>
+    + Send
+    + Sync
+    + 'static,
 ) -> Scenario {
     Scenario {
         name,
@@ -78,7 +81,7 @@ fn scenario(
         // Pods a template makes unschedulable, or invalid, on purpose (on both sides).
         allowed_warnings: &["FailedScheduling", "FailedCreate"],
         expected_violations: &["failed-create"],
-        body,
+        body: std::sync::Arc::new(body),
     }
 }
 

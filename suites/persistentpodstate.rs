@@ -38,7 +38,7 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: Requirements::default(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| explicit(ctx).boxed(),
+            body: std::sync::Arc::new(|ctx| explicit(ctx).boxed()),
         },
         Scenario {
             name: "persistentpodstate/advanced-statefulset-annotations-generate-the-state",
@@ -53,7 +53,7 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: Requirements::default(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| generated(ctx).boxed(),
+            body: std::sync::Arc::new(|ctx| generated(ctx).boxed()),
         },
     ]
 }

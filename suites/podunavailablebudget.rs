@@ -16,7 +16,7 @@ use crate::scenario::wait::{Check, until};
 use crate::scenario::workload::{
     AdvancedStatefulSet, CloneSet, Deployment, Handle, Kind, Spec, StatefulSet,
 };
-use crate::scenario::{Body, Ctx, Requirements, Scenario, status};
+use crate::scenario::{BodyFn, Ctx, Requirements, Scenario, status};
 
 const API: &str = "policy.kruise.io/v1alpha1";
 const KIND: &str = "PodUnavailableBudget";
@@ -113,7 +113,7 @@ static CASES: [Case; 6] = [
 
 /// One scenario per row of [`CASES`], then the in-place update case.
 pub fn scenarios() -> Vec<Scenario> {
-    let budget = |name, summary, labels, body: Body| Scenario {
+    let budget = |name, summary, labels, body: BodyFn| Scenario {
         name,
         suite: "podunavailablebudget",
         summary,
@@ -123,10 +123,10 @@ pub fn scenarios() -> Vec<Scenario> {
         // The scenario evicts a pod the budget lets go, beyond what the workload's own
         // rollout strategy would take down at once.
         expected_violations: &["max-unavailable"],
-        body,
+        body: std::sync::Arc::new(body),
     };
     // A StatefulSet's successor pod bears the evicted pod's name (see `budget_over`).
-    let same_name = |name, summary, labels, body: Body| Scenario {
+    let same_name = |name, summary, labels, body: BodyFn| Scenario {
         allowed_warnings: &[PREVENTED, "NotDeleted"],
         ..budget(name, summary, labels, body)
     };
@@ -191,7 +191,7 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: requires(),
             allowed_warnings: &[PREVENTED],
             expected_violations: &[],
-            body: |ctx| in_place_update(ctx).boxed(),
+            body: std::sync::Arc::new(|ctx| in_place_update(ctx).boxed()),
         }
         // The PubPreventPodDeletion event it watches for came in v1.5.1.
         .since("v1.5.1"),

@@ -38,7 +38,7 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: requires(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| secret_targets(ctx).boxed(),
+            body: std::sync::Arc::new(|ctx| secret_targets(ctx).boxed()),
         },
         Scenario {
             name: "resourcedistribution/configmap-follows-namespace-labels",
@@ -53,7 +53,7 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: requires(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| configmap_labels(ctx).boxed(),
+            body: std::sync::Arc::new(|ctx| configmap_labels(ctx).boxed()),
         },
     ]
 }

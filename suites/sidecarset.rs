@@ -24,7 +24,7 @@ pub fn scenarios() -> Vec<Scenario> {
         },
         allowed_warnings: &[],
         expected_violations: &[],
-        body: |ctx| s3_on(ctx, false).boxed(),
+        body: std::sync::Arc::new(|ctx| s3_on(ctx, false).boxed()),
     },
     Scenario {
         name: "sidecarset/in-place-update-with-injected-sidecar-on-a-real-node",
@@ -37,7 +37,7 @@ pub fn scenarios() -> Vec<Scenario> {
         },
         allowed_warnings: &[],
         expected_violations: &[],
-        body: |ctx| s3_on(ctx, true).boxed(),
+        body: std::sync::Arc::new(|ctx| s3_on(ctx, true).boxed()),
     }
     .on_real_nodes(1)]
 }

@@ -42,7 +42,7 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: Requirements::default(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| transfer_and_hot_upgrade(ctx).boxed(),
+            body: std::sync::Arc::new(|ctx| transfer_and_hot_upgrade(ctx).boxed()),
         }
         .since("v1.7.0"),
         Scenario {
@@ -53,7 +53,7 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: Requirements::default(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| resources_and_devices(ctx).boxed(),
+            body: std::sync::Arc::new(|ctx| resources_and_devices(ctx).boxed()),
         }
         .since("v1.9.0"),
         Scenario {
@@ -64,7 +64,7 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: Requirements::default(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| injection_revision(ctx).boxed(),
+            body: std::sync::Arc::new(|ctx| injection_revision(ctx).boxed()),
         },
         Scenario {
             name: "sidecarset/partial-injection-revision-gives-selected-pods-the-latest",
@@ -74,7 +74,7 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: Requirements::default(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| partial_injection_revision(ctx).boxed(),
+            body: std::sync::Arc::new(|ctx| partial_injection_revision(ctx).boxed()),
         }
         .since("v1.8.0"),
         Scenario {
@@ -85,7 +85,7 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: Requirements::default(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| update_order(ctx).boxed(),
+            body: std::sync::Arc::new(|ctx| update_order(ctx).boxed()),
         },
     ]
 }

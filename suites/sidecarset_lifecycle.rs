@@ -33,7 +33,7 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: Requirements::default(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| injection(ctx).boxed(),
+            body: std::sync::Arc::new(|ctx| injection(ctx).boxed()),
         },
         Scenario {
             name: "sidecarset/patch-pod-metadata-annotates-injected-pods",
@@ -46,7 +46,7 @@ pub fn scenarios() -> Vec<Scenario> {
             },
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| patch_metadata(ctx).boxed(),
+            body: std::sync::Arc::new(|ctx| patch_metadata(ctx).boxed()),
         },
         Scenario {
             name: "sidecarset/sidecar-image-change-updates-running-pods-in-place",
@@ -65,7 +65,7 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: Requirements::default(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| updates(ctx).boxed(),
+            body: std::sync::Arc::new(|ctx| updates(ctx).boxed()),
         },
         Scenario {
             name: "sidecarset/revision-history-limit-prunes-revisions",
@@ -75,7 +75,7 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: Requirements::default(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| revision_history(ctx).boxed(),
+            body: std::sync::Arc::new(|ctx| revision_history(ctx).boxed()),
         },
     ]
 }

@@ -32,7 +32,7 @@ pub fn scenarios() -> Vec<Scenario> {
         },
         allowed_warnings: &[],
         expected_violations: &[],
-        body: |ctx| workloads_survive(ctx).boxed(),
+        body: std::sync::Arc::new(|ctx| workloads_survive(ctx).boxed()),
     }]
 }
 

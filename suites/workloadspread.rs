@@ -21,7 +21,7 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: Requirements::default(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| s1(ctx, Target::CloneSet).boxed(),
+            body: std::sync::Arc::new(|ctx| s1(ctx, Target::CloneSet).boxed()),
         },
         Scenario {
             name: "workloadspread/statefulset-volume-claim-templates",
@@ -31,7 +31,7 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: Requirements::default(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| s1(ctx, Target::StatefulSet).boxed(),
+            body: std::sync::Arc::new(|ctx| s1(ctx, Target::StatefulSet).boxed()),
         },
         Scenario {
             name: "workloadspread/deployment-priority-class-patch",
@@ -41,7 +41,7 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: Requirements::default(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| s4(ctx, Target::Deployment).boxed(),
+            body: std::sync::Arc::new(|ctx| s4(ctx, Target::Deployment).boxed()),
         },
         Scenario {
             name: "workloadspread/cloneset-priority-class-patch",
@@ -51,7 +51,7 @@ pub fn scenarios() -> Vec<Scenario> {
             requires: Requirements::default(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: |ctx| s4(ctx, Target::CloneSet).boxed(),
+            body: std::sync::Arc::new(|ctx| s4(ctx, Target::CloneSet).boxed()),
         },
         Scenario::new(
             "workloadspread/subset-tolerations-and-preferred-terms-are-injected",

@@ -82,6 +82,9 @@ enum Command {
     /// Measure things (see the README for figures).
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// chainsaw tests: which of them the harness can run (see `run --chainsaw`).
+    #[command(subcommand)]
+    Chainsaw(ChainsawCommand),
     /// Run the storage provisioner of a local cluster (started by the harness itself).
     #[command(hide = true)]
     Provisioner {
@@ -109,9 +112,25 @@ struct Selection {
     /// Only scenarios with one of these labels (repeatable, comma-separated).
     #[arg(long, value_delimiter = ',')]
     labels: Vec<String>,
+    /// Run chainsaw tests (`chainsaw.kyverno.io/v1alpha1` Test) instead of the catalog: test
+    /// files, or directories searched for chainsaw-test.yaml (repeatable). Each test is a
+    /// scenario `<suite>/<test name>` (suite `chainsaw` unless its `harness.io/suite`
+    /// annotation names one), with the requirements of its `harness.io/` annotations; a
+    /// feature the harness does not implement is refused by name.
+    #[arg(long, value_name = "PATH", num_args = 1..)]
+    chainsaw: Vec<PathBuf>,
 }
 
 impl Selection {
+    /// The scenarios to select from: the chainsaw tests given, or the built-in catalog.
+    fn catalog(&self) -> anyhow::Result<Vec<crate::scenario::Scenario>> {
+        if self.chainsaw.is_empty() {
+            return Ok(crate::suites::all());
+        }
+        let tests = crate::chainsaw::load(&self.chainsaw).context("load chainsaw tests")?;
+        Ok(tests.into_iter().map(crate::chainsaw::scenario).collect())
+    }
+
     fn filter(&self) -> crate::run::Filter {
         crate::run::Filter {
             suites: self.suite.clone(),
@@ -156,8 +175,23 @@ struct RunArgs {
     /// Print the plan (clusters, gates, scenarios) and exit without starting anything.
     #[arg(long)]
     dry_run: bool,
-    /// Run every scenario N times (flake hunting); the summary then prints each scenario's
-    /// failure rate.
+    /// Run the controller release's own end-to-end suite (OpenKruise's Ginkgo `test/e2e`,
+    /// built from the release module and cached) on the cell instead of the catalog: one
+    /// result per spec (`upstream/<spec text>`), judged by the ledger. --focus and --skip are
+    /// then Ginkgo regexes over the spec texts. Its e2e configuration is created before the
+    /// manager starts, as upstream's CI does.
+    #[arg(long = "upstream-e2e", conflicts_with = "list")]
+    upstream_e2e: bool,
+    /// With --upstream-e2e: another release's suite, e.g. openkruise@v1.9.1 against an older
+    /// manager (how a fix's regression test qualifies an older line).
+    #[arg(
+        long = "upstream-e2e-from",
+        value_name = "NAME@TAG",
+        conflicts_with = "list"
+    )]
+    upstream_e2e_from: Option<String>,
+    /// Run every scenario N times, one time after another (flake hunting); the summary then
+    /// prints each scenario's failure rate.
     #[arg(long, default_value_t = 1)]
     repeat: usize,
     #[command(flatten)]
@@ -550,6 +584,23 @@ struct ProfileArgs {
     /// labelled `harness.io/node=real`.
     #[arg(long = "real-nodes", default_value_t = 0)]
     real_nodes: usize,
+    /// How long an in-place container restart (new image) takes on the fake nodes, in
+    /// milliseconds (each takes up to half as long again); the default is what the harness's
+    /// real nodes take.
+    #[arg(long = "in-place-restart-ms", value_name = "MS",
+          default_value_t = crate::cluster::DEFAULT_IN_PLACE_RESTART_MS)]
+    in_place_restart_ms: u64,
+    /// How long a deleted pod's containers take to exit on SIGTERM on the fake nodes, in
+    /// milliseconds (the grace period caps it; a pod's `harness.kwok/stop-seconds` annotation
+    /// sets its own).
+    #[arg(long = "pod-stop-ms", value_name = "MS",
+          default_value_t = crate::cluster::DEFAULT_STOP_MS)]
+    pod_stop_ms: u64,
+    /// A YAML file of objects to create once the cluster is up, before the controller starts
+    /// (what a controller reads only at start, e.g. OpenKruise's `kruise-configuration`
+    /// ConfigMap in `kruise-system`); missing namespaces are made first (repeatable).
+    #[arg(long = "seed", value_name = "FILE")]
+    seed: Vec<PathBuf>,
 }
 
 impl ProfileArgs {
@@ -562,6 +613,11 @@ impl ProfileArgs {
         let labels: BTreeMap<String, String> = parse_key_values(&self.node_labels)?;
         p.set_nodes(self.nodes, &zones, &labels)?;
         p.set_real_nodes(self.real_nodes, &zones, &labels)?;
+        p.pod_timing = crate::cluster::PodTiming {
+            in_place_restart_ms: self.in_place_restart_ms,
+            stop_ms: self.pod_stop_ms,
+        };
+        p.objects = crate::cluster::seed::load(&self.seed)?;
         Ok(p)
     }
 }
@@ -656,6 +712,10 @@ enum ToolchainCommand {
         /// Also build each controller's node daemon (kruise-daemon, for real nodes).
         #[arg(long)]
         daemon: bool,
+        /// Also build each controller release's own end-to-end suite (OpenKruise's
+        /// `test/e2e`, a Go test binary; a cold build takes many minutes).
+        #[arg(long = "upstream-e2e")]
+        upstream_e2e: bool,
     },
     /// List cached builds and the supported versions.
     List,
@@ -801,7 +861,10 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(p) => Ledger::load(p)?,
         None => Ledger::builtin(),
     };
-    let all = crate::suites::all();
+    if !args.select.chainsaw.is_empty() && (args.upstream_e2e || args.upstream_e2e_from.is_some()) {
+        bail!("--chainsaw and --upstream-e2e pick different suites; give one of them");
+    }
+    let all = args.select.catalog()?;
     let inject_failures = injected_failures(&all)?;
     let filter = args.select.filter();
     filter.check_suites(&all)?;
@@ -811,7 +874,27 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let plan = crate::run::plan(&all, &filter, kubernetes, &controller);
+    let plan = if args.upstream_e2e || args.upstream_e2e_from.is_some() {
+        if !args.select.suite.is_empty() || !args.select.labels.is_empty() {
+            bail!(
+                "--suite and --labels select harness scenarios; with --upstream-e2e use --focus \
+                 and --skip (Ginkgo regexes over the spec texts)"
+            );
+        }
+        let from = match &args.upstream_e2e_from {
+            Some(r) => r.parse()?,
+            None => controller.clone(),
+        };
+        let objects = crate::controller::openkruise::e2e::config_objects(&from).await?;
+        let suite = crate::run::upstream::UpstreamSuite {
+            from,
+            focus: args.select.focus.clone(),
+            skip: args.select.skip.clone(),
+        };
+        crate::run::upstream::plan(kubernetes, &controller, suite, objects)
+    } else {
+        crate::run::plan(&all, &filter, kubernetes, &controller)
+    };
     if plan.clusters.is_empty() && plan.skipped.is_empty() {
         bail!("select scenarios: the filters match none (see `harness run --list`)");
     }
@@ -918,7 +1001,7 @@ impl MatrixSetup {
         if select.parallel == 0 || select.cells_parallel == 0 {
             bail!("--parallel and --cells-parallel must be at least 1");
         }
-        let scenarios = crate::suites::all();
+        let scenarios = select.selection.catalog()?;
         let inject_failures = injected_failures(&scenarios)?;
         let filter = select.filter();
         if !scenarios.iter().any(|s| filter.selects(s)) {
@@ -1029,12 +1112,56 @@ impl MatrixSetup {
     }
 }
 
+/// `harness chainsaw ...`.
+#[derive(Debug, Subcommand)]
+enum ChainsawCommand {
+    /// Read chainsaw tests (files, or directories searched for chainsaw-test.yaml) and say for
+    /// each whether the harness can run it, or which feature it uses that the harness does not
+    /// implement; exit 1 if any cannot run. Nothing is started.
+    Check {
+        /// Test files or directories.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+}
+
+fn chainsaw_check(paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let files = crate::chainsaw::check(paths)?;
+    let (mut ok, mut refused) = (0, 0);
+    for (path, result) in &files {
+        match result {
+            Ok(tests) => {
+                for t in tests {
+                    ok += 1;
+                    println!("ok       {}\t{}", t.name, path.display());
+                }
+            }
+            Err(e) => {
+                refused += 1;
+                let why = std::iter::successors(Some(e as &dyn std::error::Error), |e| e.source())
+                    .skip(1)
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join(": ");
+                println!("refused  {}\t{why}", path.display());
+            }
+        }
+    }
+    println!("{ok} runnable, {refused} refused, in {} files", files.len());
+    Ok(if refused == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
 /// Calls the library for one command; errors become exit code 1 in [`main`].
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => run_scenarios(args).await,
         Command::Matrix(args) => matrix(args).await,
         Command::Coverage(args) => coverage(args).await,
+        Command::Chainsaw(ChainsawCommand::Check { paths }) => chainsaw_check(&paths),
         Command::Qualify(args) => qualify(args).await,
         Command::Report(ReportCommand::Merge { dirs, report_dir }) => {
             report_merge(&dirs, &report_dir)
@@ -1058,7 +1185,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             kubelet,
             controllers,
             daemon,
-        }) => toolchain_build(kubernetes, kwokctl, kubelet, controllers, daemon).await,
+            upstream_e2e,
+        }) => {
+            let extras = ControllerExtras {
+                daemon,
+                upstream_e2e,
+            };
+            toolchain_build(kubernetes, kwokctl, kubelet, controllers, extras).await
+        }
         Command::Toolchain(ToolchainCommand::List) => toolchain_list(),
         Command::Bench(BenchCommand::ClusterUp {
             runs,
@@ -1547,12 +1681,19 @@ fn gc() -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `toolchain build` builds of each controller beside its manager.
+#[derive(Debug, Clone, Copy)]
+struct ControllerExtras {
+    daemon: bool,
+    upstream_e2e: bool,
+}
+
 async fn toolchain_build(
     kubernetes: Vec<String>,
     kwokctl: bool,
     kubelet: bool,
     controllers: Vec<String>,
-    daemon: bool,
+    extras: ControllerExtras,
 ) -> anyhow::Result<ExitCode> {
     let tc = toolchain();
     let controllers: Vec<crate::controller::ControllerRef> = controllers
@@ -1565,9 +1706,13 @@ async fn toolchain_build(
         }
         let path = crate::controller::openkruise::build_ref(&tc, c).await?;
         println!("{c}\t{}", path.display());
-        if daemon {
+        if extras.daemon {
             let path = crate::controller::openkruise::daemon::build_ref(&tc, c).await?;
             println!("{c} daemon\t{}", path.display());
+        }
+        if extras.upstream_e2e {
+            let path = crate::controller::openkruise::e2e::build_ref(&tc, c).await?;
+            println!("{c} upstream e2e\t{}", path.display());
         }
     }
     if !controllers.is_empty() && kubernetes.is_empty() {

@@ -5,6 +5,7 @@
 //! the embedded default), and [`cli`] is the thin command-line layer over them.
 
 pub mod bench;
+pub mod chainsaw;
 pub mod cli;
 pub mod cluster;
 pub mod controller;

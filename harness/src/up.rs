@@ -44,6 +44,10 @@ impl Session {
             .create(name, profile)
             .await
             .with_context(|| format!("start cluster `{name}`"))?;
+        if !profile.objects.is_empty() {
+            let client = cluster.client().await?;
+            crate::cluster::seed::create(&client, &profile.objects).await?;
+        }
         let mut installation = None;
         if let Some(c) = controller {
             let implementation = c.reference.controller();

@@ -13,6 +13,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("cluster", 2),
     ("controller", 3),
     ("scenario", 4),
+    ("chainsaw", 5),
     ("suites", 5),
     ("run", 6),
     ("up", 6),

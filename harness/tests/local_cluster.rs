@@ -348,7 +348,10 @@ async fn a_claim_binds_and_the_pod_using_it_runs() {
 
 #[tokio::test]
 async fn an_image_change_is_reflected_in_place_like_a_kubelet_does() {
-    let (c, _root) = cluster(&default_profile()).await;
+    // In-place restarts take the profile's time.
+    let mut profile = default_profile();
+    profile.pod_timing.in_place_restart_ms = 2000;
+    let (c, _root) = cluster(&profile).await;
     let pods: Api<Pod> = Api::default_namespaced(c.client());
     let pod = pods
         .create(&PostParams::default(), &resized_pod())
@@ -365,6 +368,7 @@ async fn an_image_change_is_reflected_in_place_like_a_kubelet_does() {
     let old = status(&before);
     let mut updated = before.clone();
     updated.spec.as_mut().unwrap().containers[0].image = Some("nginx:1.26".into());
+    let patched = std::time::Instant::now();
     pods.replace("sized", &PostParams::default(), &updated)
         .await
         .unwrap();
@@ -378,6 +382,11 @@ async fn an_image_change_is_reflected_in_place_like_a_kubelet_does() {
     })
     .await
     .unwrap();
+    let took = patched.elapsed();
+    assert!(
+        took >= Duration::from_millis(2000),
+        "the restart took {took:?}, less than the profile's 2 s"
+    );
     let after = pods.get("sized").await.unwrap();
     let new = status(&after);
     assert_eq!(
@@ -392,6 +401,126 @@ async fn an_image_change_is_reflected_in_place_like_a_kubelet_does() {
         old.container_id
     );
     assert!(pod_running_and_ready(&after));
+}
+
+/// A running pod `name` with `grace` seconds of grace, `annotations` and `finalizers`.
+fn stopping_pod(
+    name: &str,
+    grace: i64,
+    annotations: serde_json::Value,
+    finalizers: &[&str],
+) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": annotations, "finalizers": finalizers},
+        "spec": {
+            "terminationGracePeriodSeconds": grace,
+            "containers": [{"name": "main", "image": "nginx:1.25"}],
+        }
+    }))
+    .unwrap()
+}
+
+/// Whether every container of the pod has exited and the pod is unready and terminal.
+fn stopped(p: &Pod) -> bool {
+    let s = p.status.as_ref();
+    let exited = s
+        .and_then(|s| s.container_statuses.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .all(|c| c.state.as_ref().is_some_and(|st| st.terminated.is_some()) && !c.ready)
+        });
+    let unready = s
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "False"));
+    exited && unready && s.and_then(|s| s.phase.as_deref()) == Some("Succeeded")
+}
+
+#[tokio::test]
+async fn deleted_pods_stop_within_their_grace_period_and_keep_their_finalizers() {
+    let mut profile = default_profile();
+    profile.pod_timing.stop_ms = 1500;
+    let (c, _root) = cluster(&profile).await;
+    let pods: Api<Pod> = Api::default_namespaced(c.client());
+    let cases = [
+        // Stops after the profile's stop time; its finalizer holds it until removed.
+        stopping_pod("held", 30, json!({}), &["harness.io/hold"]),
+        // Ignores SIGTERM for 60 s; killed when its 2 s of grace end.
+        stopping_pod(
+            "stubborn",
+            2,
+            json!({"harness.kwok/stop-seconds": "60"}),
+            &[],
+        ),
+        // Stops after the profile's stop time and goes.
+        stopping_pod("plain", 30, json!({}), &[]),
+    ];
+    for p in &cases {
+        pods.create(&PostParams::default(), p).await.unwrap();
+    }
+    for name in ["held", "stubborn", "plain"] {
+        let running = await_condition(pods.clone(), name, |p: Option<&Pod>| {
+            p.is_some_and(pod_running_and_ready)
+        });
+        within("pod running", WAIT, running, || async { String::new() })
+            .await
+            .unwrap();
+    }
+    let deleted = std::time::Instant::now();
+    for name in ["held", "stubborn", "plain"] {
+        pods.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    // Still running and ready right after the delete: nothing stops at once.
+    let now = pods.get("held").await.unwrap();
+    assert!(pod_running_and_ready(&now), "{:?}", now.status);
+
+    let held = await_condition(pods.clone(), "held", |p: Option<&Pod>| {
+        p.is_some_and(stopped)
+    });
+    within("held stopped", WAIT, held, || async {
+        format!("{:?}", pods.get("held").await.map(|p| p.status))
+    })
+    .await
+    .unwrap();
+    let took = deleted.elapsed();
+    assert!(
+        took >= Duration::from_millis(1500),
+        "held stopped after {took:?}, before the profile's 1.5 s stop time"
+    );
+    let gone = |name: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let w = await_condition(pods.clone(), name, |p: Option<&Pod>| p.is_none());
+            within(&format!("{name} gone"), WAIT, w, || async {
+                format!("{:?}", pods.get(name).await.map(|p| p.status))
+            })
+            .await
+            .unwrap();
+        }
+    };
+    gone("stubborn").await;
+    let took = deleted.elapsed();
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(30),
+        "stubborn went after {took:?}: its 2 s grace period ends its 60 s stop"
+    );
+    gone("plain").await;
+    // The finalizer keeps the stopped pod until it is removed; then it goes.
+    let still = pods.get("held").await.unwrap();
+    assert!(still.metadata.deletion_timestamp.is_some() && stopped(&still));
+    assert_eq!(
+        still.metadata.finalizers.as_deref(),
+        Some(&["harness.io/hold".to_string()][..])
+    );
+    pods.patch(
+        "held",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    gone("held").await;
 }
 
 #[tokio::test]

@@ -373,17 +373,20 @@ async fn a_manager_stopped_mid_run_is_detected(#[case] version: &str) {
     );
 }
 
+/// Runs the harness binary with `args`, its state under `state`.
+fn cli(state: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(args)
+        .env("HARNESS_STATE_DIR", state)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn bundle_install_adds_the_manager_to_a_running_cluster_and_down_ends_it() {
     use harness::cluster::local::state::ClusterState;
     let state = tempfile::tempdir().unwrap();
-    let harness = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_harness"))
-            .args(args)
-            .env("HARNESS_STATE_DIR", state.path())
-            .output()
-            .unwrap()
-    };
+    let harness = |args: &[&str]| cli(state.path(), args);
     let up = harness(&["cluster", "up", "--name", "b", "--detach"]);
     assert!(up.status.success(), "{up:?}");
     let install = harness(&[
@@ -435,4 +438,70 @@ fn the_aliased_tag_is_explained_and_bad_refs_are_refused() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected NAME@TAG"));
+}
+
+#[test]
+fn seeded_objects_are_there_before_the_controller_and_a_bad_seed_starts_nothing() {
+    let state = tempfile::tempdir().unwrap();
+    let harness = |args: &[&str]| cli(state.path(), args);
+    // A document without a name: refused before anything starts.
+    let bad = state.path().join("bad.yaml");
+    std::fs::write(&bad, "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n").unwrap();
+    let up = harness(&[
+        "cluster",
+        "up",
+        "--name",
+        "x",
+        "--detach",
+        "--seed",
+        bad.to_str().unwrap(),
+    ]);
+    assert!(!up.status.success());
+    let err = String::from_utf8_lossy(&up.stderr);
+    assert!(err.contains("has no metadata.name"), "{err}");
+    assert!(!state.path().join("clusters/x").exists());
+
+    let seed = state.path().join("seed.yaml");
+    std::fs::write(
+        &seed,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kruise-configuration, namespace: kruise-system}\ndata:\n  WorkloadSpread_Watch_Custom_Workload_WhiteList: '{\"workloads\":[]}'\n",
+    )
+    .unwrap();
+    let up = harness(&[
+        "cluster",
+        "up",
+        "--name",
+        "s",
+        "--detach",
+        "--seed",
+        seed.to_str().unwrap(),
+        "--controller",
+        "openkruise@v1.9.0",
+    ]);
+    assert!(up.status.success(), "{up:?}");
+    let kubeconfig = state.path().join("clusters/s/kubeconfig");
+    let check = async {
+        let client = harness::cluster::admin_client(&kubeconfig).await.unwrap();
+        let cm: Api<k8s_openapi::api::core::v1::ConfigMap> =
+            Api::namespaced(client.clone(), "kruise-system");
+        let cm = cm.get("kruise-configuration").await.unwrap();
+        assert!(
+            cm.data
+                .unwrap_or_default()
+                .contains_key("WorkloadSpread_Watch_Custom_Workload_WhiteList")
+        );
+        // Made before the release's own objects (its ServiceAccount), so the manager read it.
+        let sa: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+            Api::namespaced(client, "kruise-system");
+        let sa = sa.get("kruise-manager").await.unwrap();
+        assert!(
+            cm.metadata.creation_timestamp <= sa.metadata.creation_timestamp,
+            "seeded at {:?}, the manager's ServiceAccount at {:?}",
+            cm.metadata.creation_timestamp,
+            sa.metadata.creation_timestamp
+        );
+    };
+    tokio::runtime::Runtime::new().unwrap().block_on(check);
+    let down = harness(&["cluster", "down", "s"]);
+    assert!(down.status.success(), "{down:?}");
 }

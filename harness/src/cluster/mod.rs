@@ -10,6 +10,7 @@ pub mod k3s;
 pub mod kind;
 pub mod local;
 pub mod registry;
+pub mod seed;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -54,7 +55,40 @@ pub struct Profile {
     /// Real nodes: a kubelet and a containerd each (local provider only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub real_nodes: Vec<NodeSpec>,
+    /// How long the fake nodes take for what takes a kubelet time (local provider).
+    #[serde(default)]
+    pub pod_timing: PodTiming,
+    /// Objects created once the cluster is up, before the controller is installed (see
+    /// [`seed`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<serde_json::Value>,
 }
+
+/// How long kwok, playing the kubelet of the fake nodes, takes for what takes a real kubelet
+/// time. The defaults are what the harness's real nodes take (see the README's fidelity notes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodTiming {
+    /// An in-place container restart for a new image: the old container stopped, the new one
+    /// started and ready (milliseconds; each restart takes up to half as long again).
+    pub in_place_restart_ms: u64,
+    /// A deleted pod's containers exiting on SIGTERM (milliseconds; the grace period caps it,
+    /// and a pod's `harness.kwok/stop-seconds` annotation overrides it).
+    pub stop_ms: u64,
+}
+
+impl Default for PodTiming {
+    fn default() -> Self {
+        Self {
+            in_place_restart_ms: DEFAULT_IN_PLACE_RESTART_MS,
+            stop_ms: DEFAULT_STOP_MS,
+        }
+    }
+}
+
+/// [`PodTiming::in_place_restart_ms`] by default.
+pub const DEFAULT_IN_PLACE_RESTART_MS: u64 = 1500;
+/// [`PodTiming::stop_ms`] by default.
+pub const DEFAULT_STOP_MS: u64 = 1200;
 
 /// A malformed profile setting.
 #[derive(Debug, thiserror::Error)]
@@ -90,6 +124,8 @@ impl Profile {
             runtime_config: BTreeMap::new(),
             nodes: vec![],
             real_nodes: vec![],
+            pod_timing: PodTiming::default(),
+            objects: vec![],
         };
         p.set_nodes(4, &["zone-a", "zone-b"], &BTreeMap::new())
             .expect("default node layout is valid");

@@ -9,6 +9,7 @@
 //! node daemon ([`daemon`]).
 
 pub mod daemon;
+pub mod e2e;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -32,10 +32,16 @@ pub struct KnownBug {
 /// The suffix of a scenario that repeats another on a real node.
 pub const REAL_NODE_VARIANT: &str = "-on-a-real-node";
 
-/// The scenario whose ledger entries judge `scenario`: itself, or for a real-node variant its
-/// base.
+/// The scenario whose ledger entries also judge `scenario`: for a real-node variant its base,
+/// otherwise itself.
 pub fn base_scenario(scenario: &str) -> &str {
     scenario.strip_suffix(REAL_NODE_VARIANT).unwrap_or(scenario)
+}
+
+/// Whether a ledger entry for `entry` judges `scenario`: its own entries, and for a real-node
+/// variant its base's.
+fn judges(entry: &str, scenario: &str) -> bool {
+    entry == scenario || entry == base_scenario(scenario)
 }
 
 /// An inclusive version range; either end may be open.
@@ -153,9 +159,10 @@ impl Ledger {
         kubernetes: KubeVersion,
     ) -> Option<&KnownBug> {
         let k = kubernetes.minor_string();
-        let scenario = base_scenario(scenario);
         self.bugs.iter().find(|b| {
-            b.scenario == scenario && b.controller.contains(controller) && b.kubernetes.contains(&k)
+            judges(&b.scenario, scenario)
+                && b.controller.contains(controller)
+                && b.kubernetes.contains(&k)
         })
     }
 
@@ -167,11 +174,10 @@ impl Ledger {
         kubernetes: KubeVersion,
     ) -> Vec<&KnownBug> {
         let k = kubernetes.minor_string();
-        let scenario = base_scenario(scenario);
         self.bugs
             .iter()
             .filter(|b| {
-                b.scenario == scenario
+                judges(&b.scenario, scenario)
                     && b.controller.contains(controller)
                     && b.kubernetes.contains(&k)
             })
@@ -247,6 +253,11 @@ mod tests {
         assert!(l.expected(&real, "v1.6.0", k).is_some());
         assert!(l.expected(&real, "v1.9.0", k).is_none());
         assert_eq!(base_scenario("a/b"), "a/b");
+        // A real-node scenario with no base has entries of its own.
+        let own = "cloneset/in-place-resize-changes-the-host-cgroup-limits-on-a-real-node";
+        assert!(l.expected(own, "v1.8.3", k).is_some());
+        assert!(l.expected(own, "v1.8.3", "1.29".parse().unwrap()).is_none());
+        assert!(l.expected(own, "v1.9.0", k).is_none());
     }
     use super::*;
 

@@ -4,7 +4,9 @@
 //! every result against the [`ledger::Ledger`] and emits [`Event`]s for the reporters.
 
 pub mod costs;
+pub mod ginkgo;
 pub mod ledger;
+pub mod upstream;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -89,6 +91,9 @@ pub struct Plan {
     pub clusters: Vec<PlannedCluster>,
     /// Scenarios whose requirements the cell does not meet.
     pub skipped: Vec<Skip>,
+    /// The controller's own end-to-end suite, run instead of scenarios (`--upstream-e2e`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<upstream::UpstreamSuite>,
 }
 
 /// The node layout every scenario cluster has: 4 nodes over zone-a/zone-b, two `node-type`s.
@@ -184,8 +189,24 @@ impl Plan {
             for d in &c.dropped_gates {
                 write!(f, "\n  note: gate {d} left out")?;
             }
+            for o in &c.profile.objects {
+                write!(
+                    f,
+                    "\n  seeded before the controller: {} {}/{}",
+                    o["kind"].as_str().unwrap_or_default(),
+                    o["metadata"]["namespace"].as_str().unwrap_or("-"),
+                    o["metadata"]["name"].as_str().unwrap_or_default()
+                )?;
+            }
             for s in &c.scenarios {
                 write!(f, "\n  {s}")?;
+            }
+            if let Some(u) = &self.upstream {
+                write!(
+                    f,
+                    "\n  the upstream e2e suite of {} (focus {:?}, skip {:?})",
+                    u.from, u.focus, u.skip
+                )?;
             }
         }
         for s in &self.skipped {
@@ -340,6 +361,7 @@ fn plan_with(
         upgrade_to: upgrade_to.cloned(),
         clusters: groups.into_values().collect(),
         skipped,
+        upstream: None,
     }
 }
 
@@ -823,6 +845,13 @@ async fn bring_up(
 ) -> anyhow::Result<Cell> {
     let mut cluster = env.provider.create(name, &pc.profile).await?;
     let controller = plan.controller.controller();
+    if !pc.profile.objects.is_empty() {
+        let client = cluster.client().await?;
+        if let Err(e) = crate::cluster::seed::create(&client, &pc.profile.objects).await {
+            export_logs(&cluster, env.options, &pc.profile.name);
+            return Err(e.into());
+        }
+    }
     let installed = async {
         let host = Host::of(&mut cluster).await?;
         controller
@@ -914,7 +943,9 @@ async fn run_cluster(
         profile: profile.clone(),
         seconds: t.elapsed().as_secs_f64(),
     });
-    if out.take_api_fields() {
+    // Field coverage counts what the catalog's scenarios send; an upstream suite's requests
+    // are not recorded, so its run has no coverage table.
+    if plan.upstream.is_none() && out.take_api_fields() {
         match installed_api_fields(&cell.client, &plan.controller).await {
             Ok(fields) => out.emit(Event::ApiFields(fields)),
             Err(e) => {
@@ -923,7 +954,10 @@ async fn run_cluster(
             }
         }
     }
-    let failed = run_scenarios_on(&cell, plan, pc, &selected, env, out).await;
+    let failed = match &plan.upstream {
+        Some(suite) => run_upstream_on(&cell, plan, pc, suite, env, out).await,
+        None => run_scenarios_on(&cell, plan, pc, &selected, env, out).await,
+    };
     let Ok(cluster) = Arc::try_unwrap(cell.cluster) else {
         // Still shared: the last handle's drop tears the cluster down.
         eprintln!(
@@ -943,6 +977,83 @@ async fn run_cluster(
         }
     } else if let Err(e) = cluster.destroy() {
         eprintln!("warning: {e:#}");
+    }
+}
+
+/// Runs the controller's own suite on a ready cell: one result per spec that ran (or skipped
+/// itself), judged by the ledger; an infrastructure error if the suite cannot be built or
+/// writes no report. Returns whether any result fails the run.
+async fn run_upstream_on(
+    cell: &Cell,
+    plan: &Plan,
+    pc: &PlannedCluster,
+    suite: &upstream::UpstreamSuite,
+    env: Env<'_>,
+    out: &Emitter<'_>,
+) -> bool {
+    let profile = pc.profile.name.as_str();
+    let report = async {
+        let binary =
+            crate::controller::openkruise::e2e::build_ref(env.toolchain, &suite.from).await?;
+        let kubectl = env
+            .toolchain
+            .kubernetes(plan.kubernetes)
+            .await?
+            .path("kubectl");
+        let kubectl_dir = kubectl.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let kubeconfig = cell.cluster.lock().await.kubeconfig().to_path_buf();
+        let work = upstream::work_dir(env.options.logs_dir.as_deref())?;
+        // Specs that need what the cell lacks are skipped, with the reason, decided from
+        // each spec's own source and the cell's capabilities.
+        let caps = upstream::Capabilities {
+            node_daemon: !pc.profile.real_nodes.is_empty(),
+        };
+        let unservable = upstream::unservable(
+            &binary,
+            suite,
+            &work,
+            caps,
+            crate::controller::openkruise::daemon::DAEMON_KINDS,
+        )
+        .await?;
+        let runnable = upstream::skipping(suite, &unservable);
+        let report = upstream::run(&binary, &runnable, &kubeconfig, &kubectl_dir, &work).await?;
+        anyhow::Ok((report, unservable))
+    }
+    .await;
+    let judged = report
+        .map_err(|e| format!("{e:#}"))
+        .and_then(|(report, unservable)| {
+            let mut r = upstream::results(&report, profile, |name, failure| {
+                Outcome::Judged(env.ledger.classify(
+                    name,
+                    &plan.controller.version,
+                    plan.kubernetes,
+                    failure,
+                ))
+            })?;
+            r.extend(upstream::skipped(&unservable, profile));
+            Ok(r)
+        });
+    match judged {
+        Ok(results) => {
+            let mut failed = false;
+            for r in results {
+                failed |= r.outcome.fails_run(false);
+                out.finish(r);
+            }
+            failed
+        }
+        Err(reason) => {
+            let name = format!("{}/suite", upstream::SUITE);
+            out.finish(unrun(
+                &name,
+                upstream::SUITE,
+                profile,
+                Outcome::InfraError { reason },
+            ));
+            true
+        }
     }
 }
 
@@ -990,7 +1101,20 @@ async fn run_scenarios_on(
             .iter()
             .map(|n| n.name.clone())
             .collect(),
+        kubeconfig: Some(cell.cluster.lock().await.kubeconfig().to_path_buf()),
+        kubectl: None,
     };
+    let mut facts = facts;
+    // Declarative tests with scripts run the toolchain's kubectl (cached with the control plane).
+    if selected
+        .iter()
+        .any(|s| s.labels.contains(&crate::chainsaw::KUBECTL_LABEL))
+    {
+        match env.toolchain.kubernetes(plan.kubernetes).await {
+            Ok(k) => facts.kubectl = Some(k.path("kubectl")),
+            Err(e) => tracing::warn!("kubectl for scripts: {e}"),
+        }
+    }
     let jobs: Vec<(&Scenario, usize)> = selected
         .iter()
         .flat_map(|s| (1..=env.options.repeat.max(1)).map(move |a| (*s, a)))
@@ -1014,12 +1138,19 @@ async fn run_scenarios_on(
         plan,
         env,
     };
-    let mut stream = futures::stream::iter(jobs.into_iter().map(|(s, attempt)| {
+    // The attempts of one scenario run one after another, as in a single run no scenario
+    // overlaps itself (its cluster-scoped objects and node-level work would collide).
+    let repeat = env.options.repeat.max(1);
+    let mut stream = futures::stream::iter(selected.iter().map(|s| {
         let facts = facts.clone();
-        let span = tracing::info_span!("scenario", scenario = s.name, attempt);
-        run_with_retries(s, attempt, facts, unit, out).instrument(span)
+        futures::stream::iter(1..=repeat)
+            .then(move |attempt| {
+                let span = tracing::info_span!("scenario", scenario = s.name, attempt);
+                run_with_retries(s, attempt, facts.clone(), unit, out).instrument(span)
+            })
+            .boxed()
     }))
-    .buffer_unordered(env.options.parallel.max(1));
+    .flatten_unordered(env.options.parallel.max(1));
     let mut failed = false;
     while let Some(r) = stream.next().await {
         failed |= r.outcome.fails_run(false);
@@ -1219,6 +1350,17 @@ async fn body_and_invariants(s: &Scenario, ctx: Ctx, unit: Unit<'_>) -> Vec<Stri
         Err(e) => failures.push(format!("invariant check: list events: {e}")),
     }
     match invariants::lasting_orphans(&client, &namespace, ORPHAN_GRACE).await {
+        // A scenario that creates bare pods or PVCs itself (declarative tests) expects those
+        // to have no owner; objects whose owner is gone still count.
+        Ok(o) if s.expected_violations.contains(&invariants::BARE_OBJECTS) => {
+            let o: Vec<String> = o
+                .into_iter()
+                .filter(|o| !o.ends_with(invariants::NO_OWNER))
+                .collect();
+            if !o.is_empty() {
+                failures.push(format!("invariant: {}", o.join("; ")));
+            }
+        }
         Ok(o) if !o.is_empty() => failures.push(format!("invariant: {}", o.join("; "))),
         Ok(_) => {}
         Err(e) => failures.push(format!("invariant check: list pods and PVCs: {e}")),
@@ -1392,16 +1534,16 @@ mod tests {
             &"openkruise@v1.9.0".parse().unwrap(),
         );
         // default, in-place vertical scaling, one per set of controller gates (recreate-VCT,
-        // SidecarSet pod metadata, PodUnavailableBudget, ResourceDistribution), and five with a
-        // real node: plain, S2's and S3's gates (their real-node variants), ImagePullJob's and
-        // PodProbeMarker's.
-        assert_eq!(p.clusters.len(), 11, "{:#?}", p.clusters);
+        // SidecarSet pod metadata, PodUnavailableBudget, ResourceDistribution), and six with a
+        // real node: plain, S2's and S3's gates (their real-node variants), ImagePullJob's,
+        // PodProbeMarker's and in-place resize's.
+        assert_eq!(p.clusters.len(), 12, "{:#?}", p.clusters);
         let real: Vec<_> = p
             .clusters
             .iter()
             .filter(|c| !c.profile.real_nodes.is_empty())
             .collect();
-        assert_eq!(real.len(), 5);
+        assert_eq!(real.len(), 6);
         assert!(real.iter().any(|c| c.profile.name == REAL_NODES_PROFILE));
         for c in real {
             assert!(
@@ -1480,9 +1622,13 @@ mod tests {
             .filter(|s| f.selects(s))
             .map(|s| s.name)
             .collect();
+        // S5 exists twice: as Rust and as the declarative (chainsaw) test.
         assert_eq!(
             picked,
-            ["daemonset/advanced-daemonset-selector-is-immutable"]
+            [
+                "daemonset/advanced-daemonset-selector-is-immutable",
+                "daemonset/advanced-daemonset-selector-is-immutable-yaml"
+            ]
         );
         let f = Filter {
             suites: vec!["cloneset".into()],

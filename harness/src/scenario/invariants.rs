@@ -10,6 +10,13 @@ use kube::core::ObjectMeta;
 
 use crate::wait::Check;
 
+/// Why a pod or PVC without any owner reference is an orphan.
+pub const NO_OWNER: &str = "no owner reference";
+
+/// The expected violation of a scenario that creates pods or PVCs of its own, without owners:
+/// the orphan check then counts only objects whose owner is gone.
+pub const BARE_OBJECTS: &str = "bare-objects";
+
 /// Pods and PVCs in `namespace` without a controller owner, or whose owner no longer exists,
 /// named with their labels.
 pub async fn orphans(client: &kube::Client, namespace: &str) -> Result<Vec<String>, kube::Error> {
@@ -91,7 +98,7 @@ async fn orphaned(
         .find(|r| r.controller == Some(true))
         .or(refs.first())
     else {
-        return Ok(Some("no owner reference".into()));
+        return Ok(Some(NO_OWNER.into()));
     };
     let (group, version) = owner
         .api_version

@@ -31,8 +31,12 @@ use crate::toolchain::KubeVersion;
 /// went wrong); the ledger then judges the failure line by line.
 pub const FINDING: &str = "finding: ";
 
-/// A scenario body.
-pub type Body = fn(Ctx) -> Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
+/// A scenario body as a plain function (what most suites write).
+pub type BodyFn = fn(Ctx) -> Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
+
+/// A scenario body: a function of its context, shared (a declarative test carries its data).
+pub type Body =
+    Arc<dyn Fn(Ctx) -> Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>> + Send + Sync>;
 
 /// What a scenario needs from its cell.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,11 +62,17 @@ pub struct Requirements {
     /// ones; its cluster gets them (local provider), other providers skip it.
     #[serde(default)]
     pub real_nodes: usize,
+    /// Skipped everywhere, with this reason (a declarative test that says `skip: true`).
+    #[serde(default)]
+    pub skip: Option<String>,
 }
 
 impl Requirements {
     /// Why the scenario cannot run on `kubernetes`, if it cannot.
     pub fn unmet(&self, kubernetes: KubeVersion) -> Option<String> {
+        if let Some(why) = &self.skip {
+            return Some(why.clone());
+        }
         let v = (kubernetes.major, kubernetes.minor);
         if let Some(min) = self.min_kubernetes
             && v < min
@@ -127,7 +137,10 @@ impl Scenario {
         name: &'static str,
         summary: &'static str,
         labels: &'static [&'static str],
-        body: Body,
+        body: impl Fn(Ctx) -> Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>
+        + Send
+        + Sync
+        + 'static,
     ) -> Self {
         Self {
             name,
@@ -137,7 +150,7 @@ impl Scenario {
             requires: Requirements::default(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body,
+            body: Arc::new(body),
         }
     }
 
@@ -156,6 +169,12 @@ impl Scenario {
     /// The same scenario, with controller gate `gate` on.
     pub fn with_controller_gate(mut self, gate: &str) -> Self {
         self.requires.controller_gates.insert(gate.into(), true);
+        self
+    }
+
+    /// The same scenario, with cluster (Kubernetes) feature gate `gate` on.
+    pub fn with_cluster_gate(mut self, gate: &str) -> Self {
+        self.requires.apiserver_gates.insert(gate.into(), true);
         self
     }
 
@@ -195,6 +214,26 @@ pub struct Facts {
     /// The real nodes' names (see [`Requirements::real_nodes`]).
     #[serde(default)]
     pub real_nodes: Vec<String>,
+    /// An admin kubeconfig of the cell, for tools a scenario runs (declarative tests' scripts).
+    #[serde(skip)]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// The toolchain's kubectl for the cell's Kubernetes version, when the run built it.
+    #[serde(skip)]
+    pub kubectl: Option<std::path::PathBuf>,
+}
+
+impl Facts {
+    /// Whether the controller under test has what release `release` brought (commits and
+    /// checkouts are taken to have it): for a scenario that asks for a later addition only
+    /// where it exists.
+    pub fn controller_since(&self, release: &str) -> bool {
+        Requirements {
+            min_controller: Some(release.into()),
+            ..Requirements::default()
+        }
+        .unmet_controller(&self.controller)
+        .is_none()
+    }
 }
 
 /// Timeouts a scenario uses.

@@ -155,6 +155,8 @@ pub struct GoBuildStep {
     pub packages: Vec<String>,
     /// `-o` argument: a directory (ending in `/`) or a file name, relative to the output dir.
     pub output: String,
+    /// A test binary (`go test -c`) of the one package, rather than `go build`.
+    pub test: bool,
 }
 
 /// A build described as data: the generated `go.mod`, the `go build` steps and ldflags.

@@ -247,6 +247,34 @@ impl Toolchain {
         binary: &str,
         nosum: bool,
     ) -> Result<PathBuf, ToolchainError> {
+        self.module_build(module, package, version, binary, nosum, false)
+            .await
+    }
+
+    /// The test binary of package `package` of `module` at `version` (`go test -c`), as
+    /// `binary`: a controller's own end-to-end suite; cached under `binary` and `version`.
+    pub async fn module_test(
+        &self,
+        module: &str,
+        package: &str,
+        version: &str,
+        binary: &str,
+        nosum: bool,
+    ) -> Result<PathBuf, ToolchainError> {
+        self.module_build(module, package, version, binary, nosum, true)
+            .await
+    }
+
+    /// [`module_package`](Self::module_package), or with `test` its test binary.
+    async fn module_build(
+        &self,
+        module: &str,
+        package: &str,
+        version: &str,
+        binary: &str,
+        nosum: bool,
+        test: bool,
+    ) -> Result<PathBuf, ToolchainError> {
         let key = BuildKey::new(binary, version);
         let (m, p, v, b) = (
             module.to_string(),
@@ -259,7 +287,11 @@ impl Toolchain {
                 let upstream = go.module_go_mod(&dir, &m, &v, nosum).await?;
                 let text = std::fs::read_to_string(&upstream)
                     .map_err(|e| ToolchainError::io(&upstream, e))?;
-                Ok(recipes::module_package(&m, &p, &v, &b, &text, nosum))
+                Ok(if test {
+                    recipes::module_test(&m, &p, &v, &b, &text, nosum)
+                } else {
+                    recipes::module_package(&m, &p, &v, &b, &text, nosum)
+                })
             })
             .await?;
         Ok(install.binary(binary))
@@ -397,6 +429,9 @@ impl Toolchain {
                     .env("GOFLAGS", "-buildvcs=false")
                     .env("GOBIN", &bin)
                     .args(["install", "-v", "-trimpath", "-ldflags", &recipe.ldflags]);
+            } else if step.test {
+                cmd.args(["test", "-c", "-trimpath", "-ldflags", &recipe.ldflags, "-o"])
+                    .arg(bin.join(&step.output));
             } else {
                 cmd.args([
                     "build",

@@ -68,10 +68,12 @@ pub fn kubernetes(version: &KubeVersion, upstream_go_mod: &str) -> GoRecipe {
                 .map(|c| format!("k8s.io/kubernetes/cmd/{c}"))
                 .collect(),
                 output: "./".into(),
+                test: false,
             },
             GoBuildStep {
                 packages: vec!["go.etcd.io/etcd/server/v3".into()],
                 output: "etcd".into(),
+                test: false,
             },
         ],
         ldflags: ldflags.join(" "),
@@ -89,6 +91,7 @@ pub fn kubelet(version: &KubeVersion, upstream_go_mod: &str) -> GoRecipe {
     r.steps = vec![GoBuildStep {
         packages: vec!["k8s.io/kubernetes/cmd/kubelet".into()],
         output: "kubelet".into(),
+        test: false,
     }];
     r.outputs = vec!["kubelet".into()];
     r
@@ -110,6 +113,7 @@ pub fn go_install(
         steps: vec![GoBuildStep {
             packages: vec![format!("{package}@{version}")],
             output: "install".into(),
+            test: false,
         }],
         ldflags: "-s -w".into(),
         outputs: vec![binary.to_string()],
@@ -145,6 +149,7 @@ pub fn image_programs() -> GoRecipe {
             .map(|p| GoBuildStep {
                 packages: vec![format!("./{p}")],
                 output: p.to_string(),
+                test: false,
             })
             .collect(),
         ldflags: "-s -w".into(),
@@ -196,6 +201,7 @@ pub fn module_package(
         steps: vec![GoBuildStep {
             packages: vec![package.to_string()],
             output: binary.to_string(),
+            test: false,
         }],
         ldflags: "-s -w".into(),
         outputs: vec![binary.to_string()],
@@ -206,6 +212,22 @@ pub fn module_package(
         },
         min_go,
     }
+}
+
+/// [`module_package`] for the test binary of a package (`go test -c`): a controller's own
+/// end-to-end suite, such as `github.com/openkruise/kruise/test/e2e`, built against the
+/// release's module graph.
+pub fn module_test(
+    module: &str,
+    package: &str,
+    version: &str,
+    binary: &str,
+    upstream_go_mod: &str,
+    nosum: bool,
+) -> GoRecipe {
+    let mut r = module_package(module, package, version, binary, upstream_go_mod, nosum);
+    r.steps[0].test = true;
+    r
 }
 
 /// Every `replace` directive of a go.mod (single-line and block form), without the keyword,
@@ -306,6 +328,26 @@ mod tests {
         );
         assert_eq!(daemon.outputs, ["kruise-daemon"]);
         assert_eq!(daemon.nosum, [module]);
+        assert!(!daemon.steps[0].test && !manager.steps[0].test);
+        // The e2e suite: a test binary of its package, on the same module graph.
+        let e2e = module_test(
+            module,
+            "github.com/openkruise/kruise/test/e2e",
+            "v1.9.0",
+            "kruise-e2e.test",
+            upstream,
+            true,
+        );
+        assert_eq!(
+            e2e.go_mod.replace("kruise-e2e.test", "kruise-daemon"),
+            daemon.go_mod
+        );
+        assert!(e2e.steps[0].test);
+        assert_eq!(
+            e2e.steps[0].packages,
+            ["github.com/openkruise/kruise/test/e2e"]
+        );
+        assert_eq!(e2e.outputs, ["kruise-e2e.test"]);
     }
 
     #[test]

@@ -25,10 +25,23 @@ use kube::api::ObjectMeta;
 use serde_json::json;
 
 use super::components::{KWOK_NODE_LABEL, Layout};
-use crate::cluster::NodeSpec;
+use crate::cluster::{NodeSpec, PodTiming};
 
-/// The stage set: node init + heartbeat, pod ready / in-place image update / complete / delete.
+/// The stage set: node init + heartbeat, pod ready / in-place image update / complete / stop /
+/// delete, with `@...@` placeholders for the profile's [`PodTiming`] (see [`stages`]).
 pub const STAGES: &str = include_str!("assets/kwok-stages.yaml");
+
+/// [`STAGES`] with `timing` filled in.
+pub fn stages(timing: &PodTiming) -> String {
+    let restart = timing.in_place_restart_ms;
+    STAGES
+        .replace("@IN_PLACE_MS@", &restart.to_string())
+        .replace("@IN_PLACE_JITTER_MS@", &(restart + restart / 2).to_string())
+        .replace(
+            "@STOP_SECONDS@",
+            &format!("{}", timing.stop_ms as f64 / 1000.0),
+        )
+}
 
 /// The user and group `kubectl exec` runs commands as on kwok nodes: `nobody`.
 pub const EXEC_UID: u32 = 65534;
@@ -40,9 +53,10 @@ pub const EXEC_ENV: &[(&str, &str)] = &[("HARNESS_FAKE_POD", "true")];
 pub const POD_LOG_LINE: &str =
     "harness: this pod runs on a kwok fake node; it has no containers and no output";
 
-/// The kwok configuration file: the stages, then the exec and logs rules for every pod (as
-/// JSON documents, which are YAML too).
-pub fn config(layout: &Layout) -> String {
+/// The kwok configuration file: the stages (with `timing`), then the exec and logs rules for
+/// every pod (as JSON documents, which are YAML too).
+pub fn config(layout: &Layout, timing: &PodTiming) -> String {
+    let stages = stages(timing);
     let envs: Vec<serde_json::Value> = EXEC_ENV
         .iter()
         .map(|(name, value)| json!({"name": name, "value": value}))
@@ -63,7 +77,7 @@ pub fn config(layout: &Layout) -> String {
         "spec": {"logs": [{"logsFile": layout.kwok_pod_log()}]},
     });
     format!(
-        "{STAGES}---\n\
+        "{stages}---\n\
          # `kubectl exec` on any pod of a kwok node: the command runs on the host as nobody, in\n\
          # kwok's own working directory (no workDir: see the module docs of `cluster::local::kwok`).\n\
          {exec:#}\n---\n\
@@ -110,7 +124,7 @@ mod tests {
     #[test]
     fn stages_parse_as_yaml_documents_with_unique_names() {
         let mut names = vec![];
-        for doc in STAGES.split("\n---\n") {
+        for doc in stages(&PodTiming::default()).split("\n---\n") {
             let v: serde_json::Value = serde_saphyr::from_str(doc).unwrap();
             assert_eq!(v["kind"], "Stage");
             names.push(v["metadata"]["name"].as_str().unwrap().to_string());
@@ -123,7 +137,7 @@ mod tests {
     }
 
     fn documents(layout: &Layout) -> Vec<serde_json::Value> {
-        config(layout)
+        config(layout, &PodTiming::default())
             .split("\n---\n")
             .map(|doc| serde_saphyr::from_str(doc).unwrap())
             .collect()

@@ -347,7 +347,7 @@ impl LocalProvider {
         ));
         let started = Instant::now();
         let pki = pki::Pki::generate(&layout.pki())?;
-        write_component_files(&layout, &pki, &server)?;
+        write_component_files(&layout, &pki, &server, &profile.pod_timing)?;
         let inputs = Inputs {
             layout: &layout,
             ports: &ports,
@@ -502,7 +502,12 @@ impl ClusterProvider for LocalProvider {
 
 /// Writes every component's kubeconfig (the admin's included), the kwok configuration and the
 /// components' work directories.
-fn write_component_files(layout: &Layout, pki: &pki::Pki, server: &str) -> Result<(), LocalError> {
+fn write_component_files(
+    layout: &Layout,
+    pki: &pki::Pki,
+    server: &str,
+    timing: &crate::cluster::PodTiming,
+) -> Result<(), LocalError> {
     std::fs::write(layout.admin_kubeconfig(), pki.kubeconfig(server, "admin")?)
         .map_err(|e| LocalError::io(&layout.admin_kubeconfig(), e))?;
     for stem in [
@@ -517,7 +522,7 @@ fn write_component_files(layout: &Layout, pki: &pki::Pki, server: &str) -> Resul
         std::fs::write(&path, pki.kubeconfig(server, stem)?)
             .map_err(|e| LocalError::io(&path, e))?;
     }
-    std::fs::write(layout.kwok_config(), kwok::config(layout))
+    std::fs::write(layout.kwok_config(), kwok::config(layout, timing))
         .map_err(|e| LocalError::io(&layout.kwok_config(), e))?;
     for c in ["kube-apiserver", "kwok"] {
         let w = layout.work(c);
@@ -672,6 +677,7 @@ impl BringUp<'_> {
                 &real.tools,
                 &pki.path("ca.crt"),
                 &self.inputs.profile.kubernetes,
+                &self.inputs.profile.feature_gates,
             )?;
             let h = n
                 .registry_hosts_dir()

@@ -308,6 +308,17 @@ pub async fn wait_ready(
     Ok(())
 }
 
+/// The APIs kruise-daemon acts for on its node (pulling images, recreating containers,
+/// probing): without the daemon (no real node), objects of these kinds are never served.
+pub const DAEMON_KINDS: &[&str] = &[
+    "ContainerRecreateRequest",
+    "ImagePullJob",
+    "ImageListPullJob",
+    "NodeImage",
+    "NodePodProbe",
+    "PodProbeMarker",
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,428 @@
+//! A controller's own end-to-end suite run on a cell (`harness run --upstream-e2e`):
+//! OpenKruise's Ginkgo suite, built from a release module ([`crate::controller::openkruise::e2e`]),
+//! run against the cell's cluster with what upstream's CI prepares (its e2e configuration
+//! seeded before the manager starts, `kubectl` on `PATH`), its JSON report read back as one
+//! result per spec ([`super::ginkgo`]), each judged by the ledger like a scenario. Start with
+//! [`plan`] and [`run`].
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::ginkgo::{self, SpecState};
+use super::{Outcome, Plan, PlannedCluster, ScenarioResult, scenario_profile};
+use crate::controller::ControllerRef;
+use crate::scenario::record::Sends;
+use crate::toolchain::KubeVersion;
+
+/// The suite name of upstream specs in reports; a spec's result is named
+/// `upstream/<its full text>`.
+pub const SUITE: &str = "upstream";
+
+/// What `--upstream-e2e` runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct UpstreamSuite {
+    /// Whose suite: the controller under test's release, or another's
+    /// (`--upstream-e2e-from`).
+    pub from: ControllerRef,
+    /// Ginkgo focus regexes (a spec runs if its text matches any).
+    pub focus: Vec<String>,
+    /// Ginkgo skip regexes.
+    pub skip: Vec<String>,
+}
+
+impl UpstreamSuite {
+    /// The suite binary's arguments: the JSON report at `report`, the focus and skip, a
+    /// timeout, and no colour.
+    pub fn args(&self, report: &Path) -> Vec<String> {
+        let mut a = vec![
+            format!("--ginkgo.json-report={}", report.display()),
+            "--ginkgo.timeout=3h".into(),
+            "--ginkgo.no-color".into(),
+            "--ginkgo.v".into(),
+        ];
+        a.extend(self.focus.iter().map(|f| format!("--ginkgo.focus={f}")));
+        a.extend(self.skip.iter().map(|s| format!("--ginkgo.skip={s}")));
+        a
+    }
+}
+
+/// What a cell can serve that upstream specs may need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// OpenKruise's node daemon runs (the cell has real nodes).
+    pub node_daemon: bool,
+}
+
+/// The text of the spec node written at `line` (1-based) of `source`: from that line to the
+/// brace that closes the first block opened there (the spec's function body).
+pub fn spec_body(source: &str, line: u64) -> Option<&str> {
+    let start: usize = source
+        .split_inclusive('\n')
+        .take(line.checked_sub(1)? as usize)
+        .map(str::len)
+        .sum();
+    let rest = source.get(start..)?;
+    let mut depth = 0usize;
+    for (i, c) in rest.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth > 0 => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(&rest[..=i]);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Why a spec whose body is `body` cannot run on a cell with `caps`, if it cannot: it uses an
+/// API only the node daemon serves (one of `daemon_kinds`) and the cell has no daemon.
+pub fn unmet(body: &str, caps: Capabilities, daemon_kinds: &[&str]) -> Option<String> {
+    if caps.node_daemon {
+        return None;
+    }
+    let kind = daemon_kinds.iter().find(|k| body.contains(*k))?;
+    Some(format!(
+        "needs the node daemon (it uses {kind}); the cell has no real node"
+    ))
+}
+
+/// A spec the cell cannot serve: its full text and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unservable {
+    /// The spec's full text.
+    pub name: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// The specs of `suite` (a dry run of `binary`: nothing runs) that a cell with `caps` cannot
+/// serve, decided from each spec's own source in the module it was built from.
+pub async fn unservable(
+    binary: &Path,
+    suite: &UpstreamSuite,
+    work: &Path,
+    caps: Capabilities,
+    daemon_kinds: &[&str],
+) -> anyhow::Result<Vec<Unservable>> {
+    use anyhow::Context;
+    let report = work.join("ginkgo-dry-run.json");
+    let mut args = suite.args(&report);
+    args.push("--ginkgo.dry-run".into());
+    let out = tokio::process::Command::new(binary)
+        .args(&args)
+        .current_dir(work)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .with_context(|| format!("dry-run {}", binary.display()))?;
+    let text = std::fs::read_to_string(&report).with_context(|| {
+        format!(
+            "the upstream suite's dry run ({}) wrote no report: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?;
+    let modcache = std::env::var("GOMODCACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join("go/pkg/mod")
+        });
+    let mut sources: std::collections::BTreeMap<String, Option<String>> = Default::default();
+    let mut found = vec![];
+    for spec in ginkgo::parse(&text).map_err(anyhow::Error::msg)? {
+        // A dry run passes the specs it would run; those focus and skip leave out are skipped.
+        if spec.state != SpecState::Passed {
+            continue;
+        }
+        let Some((file, line)) = &spec.location else {
+            continue;
+        };
+        let source = sources.entry(file.clone()).or_insert_with(|| {
+            // Built with -trimpath: module paths are relative to the module cache.
+            let p = Path::new(file);
+            std::fs::read_to_string(p)
+                .or_else(|_| std::fs::read_to_string(modcache.join(p)))
+                .ok()
+        });
+        let Some(body) = source.as_deref().and_then(|s| spec_body(s, *line)) else {
+            continue;
+        };
+        if let Some(reason) = unmet(body, caps, daemon_kinds) {
+            found.push(Unservable {
+                name: spec.name,
+                reason,
+            });
+        }
+    }
+    Ok(found)
+}
+
+/// `suite` with the specs in `unservable` skipped (anchored, escaped full texts).
+pub fn skipping(suite: &UpstreamSuite, unservable: &[Unservable]) -> UpstreamSuite {
+    let mut s = suite.clone();
+    if !unservable.is_empty() {
+        let names: Vec<String> = unservable
+            .iter()
+            .map(|u| format!("^{}$", regex::escape(&u.name)))
+            .collect();
+        s.skip.push(names.join("|"));
+    }
+    s
+}
+
+/// The results of specs skipped because the cell cannot serve them.
+pub fn skipped(unservable: &[Unservable], profile: &str) -> Vec<ScenarioResult> {
+    unservable
+        .iter()
+        .map(|u| {
+            result(
+                u.name.clone(),
+                profile,
+                Outcome::Skipped {
+                    reason: u.reason.clone(),
+                },
+                None,
+                0.0,
+            )
+        })
+        .collect()
+}
+
+/// The plan of an upstream run: one cluster of the scenario layout with the suite's e2e
+/// configuration seeded (`objects`), the controller installed with its default gates.
+pub fn plan(
+    kubernetes: KubeVersion,
+    controller: &ControllerRef,
+    suite: UpstreamSuite,
+    objects: Vec<serde_json::Value>,
+) -> Plan {
+    let mut profile = scenario_profile(kubernetes);
+    profile.name = SUITE.into();
+    profile.objects = objects;
+    Plan {
+        kubernetes,
+        controller: controller.clone(),
+        upgrade_to: None,
+        clusters: vec![PlannedCluster {
+            profile,
+            controller_gates: Default::default(),
+            dropped_gates: vec![],
+            scenarios: vec![],
+        }],
+        skipped: vec![],
+        upstream: Some(suite),
+    }
+}
+
+/// The result of one spec.
+fn result(
+    name: String,
+    profile: &str,
+    outcome: Outcome,
+    failure: Option<String>,
+    seconds: f64,
+) -> ScenarioResult {
+    ScenarioResult {
+        scenario: format!("{SUITE}/{name}"),
+        suite: SUITE.into(),
+        attempt: 1,
+        profile: profile.into(),
+        outcome,
+        failure,
+        seconds,
+        diagnostics: None,
+        sent: Sends::default(),
+        failed_tries: vec![],
+    }
+}
+
+/// The results of a finished suite run from its JSON report: specs that ran are judged by
+/// `judge` (name, failure -> outcome); specs the suite skipped itself are skipped with its
+/// message; specs the focus and skip left out are not results at all.
+pub fn results(
+    report: &str,
+    profile: &str,
+    judge: impl Fn(&str, Option<&str>) -> Outcome,
+) -> Result<Vec<ScenarioResult>, String> {
+    let mut out = vec![];
+    for s in ginkgo::parse(report)? {
+        let name = format!("{SUITE}/{}", s.name);
+        match s.state {
+            SpecState::Skipped => {
+                if let Some(reason) = s.message {
+                    out.push(result(
+                        s.name,
+                        profile,
+                        Outcome::Skipped { reason },
+                        None,
+                        s.seconds,
+                    ));
+                }
+            }
+            SpecState::Passed => {
+                out.push(result(s.name, profile, judge(&name, None), None, s.seconds));
+            }
+            SpecState::Failed => {
+                let failure = s.message.unwrap_or_else(|| "failed".into());
+                let outcome = judge(&name, Some(&failure));
+                out.push(result(s.name, profile, outcome, Some(failure), s.seconds));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Runs the suite `binary` against the cluster of `kubeconfig`, with `kubectl_dir` first on
+/// `PATH`, its output in `log`; returns the JSON report's text. The suite failing is no error
+/// (its specs say so); no report is.
+pub async fn run(
+    binary: &Path,
+    suite: &UpstreamSuite,
+    kubeconfig: &Path,
+    kubectl_dir: &Path,
+    work: &Path,
+) -> anyhow::Result<String> {
+    use anyhow::Context;
+    let report = work.join("ginkgo-report.json");
+    let log = work.join("upstream-e2e.log");
+    let log_file =
+        std::fs::File::create(&log).with_context(|| format!("create {}", log.display()))?;
+    let path = format!(
+        "{}:{}",
+        kubectl_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let started = Instant::now();
+    let status = tokio::process::Command::new(binary)
+        .args(suite.args(&report))
+        .env("KUBECONFIG", kubeconfig)
+        .env("PATH", path)
+        .current_dir(work)
+        .stdin(std::process::Stdio::null())
+        .stdout(log_file.try_clone()?)
+        .stderr(log_file)
+        .kill_on_drop(true)
+        .status()
+        .await
+        .with_context(|| format!("run {}", binary.display()))?;
+    tracing::info!(
+        ?status,
+        seconds = started.elapsed().as_secs_f64(),
+        "upstream suite ended"
+    );
+    std::fs::read_to_string(&report).with_context(|| {
+        format!(
+            "the upstream suite ({status}) wrote no report {}; its output is in {}",
+            report.display(),
+            log.display()
+        )
+    })
+}
+
+/// Where a run keeps the suite's output: `<logs>/upstream-e2e`, inside the run's report
+/// directory (nothing outside it is left behind).
+pub fn work_dir(logs: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let logs = logs.ok_or_else(|| {
+        anyhow::anyhow!("the upstream e2e suite needs the run's report directory for its output")
+    })?;
+    let dir = logs.join("upstream-e2e");
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::ledger::Verdict;
+
+    #[test]
+    fn a_spec_body_is_its_block_and_daemon_apis_need_a_daemon() {
+        let src = "package e2e\n\nvar _ = Describe(\"x\", func() {\n\tIt(\"recreates\", func() {\n\t\tcrr := &appsv1alpha1.ContainerRecreateRequest{}\n\t\tif x { y() }\n\t})\n\tIt(\"scales\", func() {\n\t\tscale()\n\t})\n})\n";
+        let first = spec_body(src, 4).unwrap();
+        assert!(first.contains("ContainerRecreateRequest") && first.ends_with('}'));
+        assert!(!first.contains("scale()"), "{first}");
+        let second = spec_body(src, 8).unwrap();
+        assert!(second.contains("scale()") && !second.contains("Recreate"));
+        let kinds = &["ContainerRecreateRequest", "ImagePullJob"];
+        let none = Capabilities { node_daemon: false };
+        let daemon = Capabilities { node_daemon: true };
+        assert!(
+            unmet(first, none, kinds)
+                .unwrap()
+                .contains("needs the node daemon (it uses ContainerRecreateRequest)")
+        );
+        assert_eq!(unmet(first, daemon, kinds), None);
+        assert_eq!(unmet(second, none, kinds), None);
+        assert_eq!(spec_body(src, 0), None);
+        let suite = UpstreamSuite {
+            from: "openkruise@v1.9.0".parse().unwrap(),
+            focus: vec![],
+            skip: vec![],
+        };
+        let skip = skipping(
+            &suite,
+            &[Unservable {
+                name: "[apps] CRR recreates (a+b)".into(),
+                reason: "r".into(),
+            }],
+        );
+        assert_eq!(
+            skip.skip,
+            vec![r"^\[apps\] CRR recreates \(a\+b\)$".to_string()]
+        );
+    }
+
+    #[test]
+    fn specs_become_results_judged_by_name_and_filtered_specs_are_left_out() {
+        let report = r#"[{"SpecReports": [
+          {"ContainerHierarchyTexts": ["[apps] CloneSet"], "LeafNodeType": "It",
+           "LeafNodeText": "scales", "State": "passed", "RunTime": 1000000000},
+          {"ContainerHierarchyTexts": ["[apps] CloneSet"], "LeafNodeType": "It",
+           "LeafNodeText": "updates", "State": "failed", "RunTime": 2000000000,
+           "Failure": {"Message": "boom"}},
+          {"ContainerHierarchyTexts": ["[apps] Job"], "LeafNodeType": "It",
+           "LeafNodeText": "not focused", "State": "skipped"},
+          {"ContainerHierarchyTexts": ["[apps] Job"], "LeafNodeType": "It",
+           "LeafNodeText": "needs three workers", "State": "skipped",
+           "Failure": {"Message": "only 1 worker"}}
+        ]}]"#;
+        let judged = results(report, "upstream", |name, failure| {
+            assert!(name.starts_with("upstream/[apps] "), "{name}");
+            Outcome::Judged(if failure.is_some() {
+                Verdict::Fail
+            } else {
+                Verdict::Pass
+            })
+        })
+        .unwrap();
+        let got: Vec<(&str, &str)> = judged
+            .iter()
+            .map(|r| (r.scenario.as_str(), r.outcome.label()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("upstream/[apps] CloneSet scales", "pass"),
+                ("upstream/[apps] CloneSet updates", "FAIL"),
+                ("upstream/[apps] Job needs three workers", "skipped"),
+            ]
+        );
+        assert_eq!(judged[1].failure.as_deref(), Some("boom"));
+        assert_eq!(judged[1].suite, SUITE);
+        let s = UpstreamSuite {
+            from: "openkruise@v1.9.0".parse().unwrap(),
+            focus: vec!["CloneSet".into()],
+            skip: vec!["Scaling".into()],
+        };
+        let args = s.args(Path::new("/w/r.json"));
+        assert!(args.contains(&"--ginkgo.json-report=/w/r.json".to_string()));
+        assert!(args.contains(&"--ginkgo.focus=CloneSet".to_string()));
+        assert!(args.contains(&"--ginkgo.skip=Scaling".to_string()));
+    }
+}

@@ -1,0 +1,73 @@
+//! OpenKruise's own e2e suite on the default cell (`harness run --upstream-e2e`): a focused
+//! spec set runs and passes, and the specs that need the node daemon are skipped with the
+//! reason on a cell without real nodes. Builds the suite binary once (cached).
+
+use std::path::Path;
+
+fn harness(state: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(args)
+        .env("HARNESS_STATE_DIR", state)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_focused_upstream_spec_set_runs_and_daemon_specs_are_skipped_without_a_daemon() {
+    let state = tempfile::tempdir().unwrap();
+    let reports = tempfile::tempdir().unwrap();
+    let out = harness(
+        state.path(),
+        &[
+            "run",
+            "--upstream-e2e",
+            "--focus",
+            "BroadcastJob|ContainerRecreateRequest",
+            "--report-dir",
+            reports.path().to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(reports.path().join("latest/report.json"))
+            .unwrap_or_else(|e| panic!("no report ({e}): {stderr}")),
+    )
+    .unwrap();
+    let results = report["results"].as_array().unwrap();
+    // "pass" for a judged pass, "skipped" for a skip.
+    let kind = |r: &serde_json::Value| {
+        let o = &r["outcome"];
+        o["kind"]
+            .as_str()
+            .or(o["result"].as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    let broadcast: Vec<&serde_json::Value> = results
+        .iter()
+        .filter(|r| r["scenario"].as_str().unwrap().contains("BroadcastJob"))
+        .collect();
+    assert!(broadcast.len() >= 3, "BroadcastJob specs ran: {report}");
+    for r in &broadcast {
+        assert_eq!(kind(r), "pass", "{r}");
+    }
+    let crr: Vec<&serde_json::Value> = results
+        .iter()
+        .filter(|r| {
+            r["scenario"]
+                .as_str()
+                .unwrap()
+                .contains("ContainerRecreateRequest")
+        })
+        .collect();
+    assert!(
+        !crr.is_empty(),
+        "ContainerRecreateRequest specs are reported: {report}"
+    );
+    for r in &crr {
+        assert_eq!(kind(r), "skipped", "{r}");
+        let reason = r["outcome"]["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains("needs the node daemon"), "{r}");
+    }
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
