@@ -119,6 +119,18 @@ struct Selection {
     /// feature the harness does not implement is refused by name.
     #[arg(long, value_name = "PATH", num_args = 1..)]
     chainsaw: Vec<PathBuf>,
+    /// Run the controller release's own end-to-end suite (OpenKruise's Ginkgo `test/e2e`,
+    /// built from the release module and cached) on each cell instead of the catalog: one
+    /// result per spec (`upstream/<spec text>`), judged by the ledger. --focus and --skip are
+    /// then Ginkgo regexes over the spec texts. Its e2e configuration is created before the
+    /// manager starts, as upstream's CI does; specs needing what the cell lacks (the node
+    /// daemon without real nodes) are skipped with the reason.
+    #[arg(long = "upstream-e2e")]
+    upstream_e2e: bool,
+    /// With --upstream-e2e: another release's suite on every cell, e.g. openkruise@v1.9.1
+    /// against an older manager (how a fix's regression test qualifies an older line).
+    #[arg(long = "upstream-e2e-from", value_name = "NAME@TAG")]
+    upstream_e2e_from: Option<String>,
 }
 
 impl Selection {
@@ -129,6 +141,32 @@ impl Selection {
         }
         let tests = crate::chainsaw::load(&self.chainsaw).context("load chainsaw tests")?;
         Ok(tests.into_iter().map(crate::chainsaw::scenario).collect())
+    }
+
+    /// The upstream suite asked for (`--upstream-e2e`, `--upstream-e2e-from`), if any; refuses
+    /// it beside chainsaw tests or the scenario selectors it cannot honour.
+    fn upstream(&self) -> anyhow::Result<Option<crate::run::upstream::Choice>> {
+        if !self.upstream_e2e && self.upstream_e2e_from.is_none() {
+            return Ok(None);
+        }
+        if !self.chainsaw.is_empty() {
+            bail!("--chainsaw and --upstream-e2e pick different suites; give one of them");
+        }
+        if !self.suite.is_empty() || !self.labels.is_empty() {
+            bail!(
+                "--suite and --labels select harness scenarios; with --upstream-e2e use --focus \
+                 and --skip (Ginkgo regexes over the spec texts)"
+            );
+        }
+        let from = match &self.upstream_e2e_from {
+            Some(r) => Some(r.parse()?),
+            None => None,
+        };
+        Ok(Some(crate::run::upstream::Choice {
+            from,
+            focus: self.focus.clone(),
+            skip: self.skip.clone(),
+        }))
     }
 
     fn filter(&self) -> crate::run::Filter {
@@ -175,21 +213,6 @@ struct RunArgs {
     /// Print the plan (clusters, gates, scenarios) and exit without starting anything.
     #[arg(long)]
     dry_run: bool,
-    /// Run the controller release's own end-to-end suite (OpenKruise's Ginkgo `test/e2e`,
-    /// built from the release module and cached) on the cell instead of the catalog: one
-    /// result per spec (`upstream/<spec text>`), judged by the ledger. --focus and --skip are
-    /// then Ginkgo regexes over the spec texts. Its e2e configuration is created before the
-    /// manager starts, as upstream's CI does.
-    #[arg(long = "upstream-e2e", conflicts_with = "list")]
-    upstream_e2e: bool,
-    /// With --upstream-e2e: another release's suite, e.g. openkruise@v1.9.1 against an older
-    /// manager (how a fix's regression test qualifies an older line).
-    #[arg(
-        long = "upstream-e2e-from",
-        value_name = "NAME@TAG",
-        conflicts_with = "list"
-    )]
-    upstream_e2e_from: Option<String>,
     /// Run every scenario N times, one time after another (flake hunting); the summary then
     /// prints each scenario's failure rate.
     #[arg(long, default_value_t = 1)]
@@ -861,8 +884,11 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(p) => Ledger::load(p)?,
         None => Ledger::builtin(),
     };
-    if !args.select.chainsaw.is_empty() && (args.upstream_e2e || args.upstream_e2e_from.is_some()) {
-        bail!("--chainsaw and --upstream-e2e pick different suites; give one of them");
+    let upstream = args.select.upstream()?;
+    if upstream.is_some() && args.list {
+        bail!(
+            "--list lists harness scenarios; the upstream suite's specs are listed by its own binary"
+        );
     }
     let all = args.select.catalog()?;
     let inject_failures = injected_failures(&all)?;
@@ -874,26 +900,9 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let plan = if args.upstream_e2e || args.upstream_e2e_from.is_some() {
-        if !args.select.suite.is_empty() || !args.select.labels.is_empty() {
-            bail!(
-                "--suite and --labels select harness scenarios; with --upstream-e2e use --focus \
-                 and --skip (Ginkgo regexes over the spec texts)"
-            );
-        }
-        let from = match &args.upstream_e2e_from {
-            Some(r) => r.parse()?,
-            None => controller.clone(),
-        };
-        let objects = crate::controller::openkruise::e2e::config_objects(&from).await?;
-        let suite = crate::run::upstream::UpstreamSuite {
-            from,
-            focus: args.select.focus.clone(),
-            skip: args.select.skip.clone(),
-        };
-        crate::run::upstream::plan(kubernetes, &controller, suite, objects)
-    } else {
-        crate::run::plan(&all, &filter, kubernetes, &controller)
+    let plan = match &upstream {
+        Some(choice) => choice.plan(kubernetes, &controller).await?,
+        None => crate::run::plan(&all, &filter, kubernetes, &controller),
     };
     if plan.clusters.is_empty() && plan.skipped.is_empty() {
         bail!("select scenarios: the filters match none (see `harness run --list`)");
@@ -994,6 +1003,8 @@ struct MatrixSetup {
     provider: crate::cluster::any::Provider,
     toolchain: Toolchain,
     options: crate::run::RunOptions,
+    /// The upstream suite the cells run instead of scenarios.
+    upstream: Option<crate::run::upstream::Choice>,
 }
 
 impl MatrixSetup {
@@ -1001,10 +1012,11 @@ impl MatrixSetup {
         if select.parallel == 0 || select.cells_parallel == 0 {
             bail!("--parallel and --cells-parallel must be at least 1");
         }
+        let upstream = select.selection.upstream()?;
         let scenarios = select.selection.catalog()?;
         let inject_failures = injected_failures(&scenarios)?;
         let filter = select.filter();
-        if !scenarios.iter().any(|s| filter.selects(s)) {
+        if upstream.is_none() && !scenarios.iter().any(|s| filter.selects(s)) {
             bail!("select scenarios: the filters match none (see `harness run --list`)");
         }
         Ok(Self {
@@ -1022,6 +1034,7 @@ impl MatrixSetup {
                 inject_failures,
                 ..Default::default()
             },
+            upstream,
         })
     }
 
@@ -1058,7 +1071,18 @@ impl MatrixSetup {
                 else {
                     unreachable!("cell_units gives cells")
                 };
-                let plan = crate::run::plan(&self.scenarios, &self.filter, *kubernetes, controller);
+                let plan = match &self.upstream {
+                    // The cost of a suite run is its cluster's: no scenario times to add.
+                    Some(choice) => crate::run::upstream::plan(
+                        *kubernetes,
+                        controller,
+                        choice.suite(controller),
+                        vec![],
+                    ),
+                    None => {
+                        crate::run::plan(&self.scenarios, &self.filter, *kubernetes, controller)
+                    }
+                };
                 let cost = costs.plan(&plan, self.options.parallel);
                 (u, cost)
             })
@@ -1100,6 +1124,7 @@ impl MatrixSetup {
             options: &self.options,
             progress: &progress,
             cells_parallel: select.cells_parallel,
+            upstream: self.upstream.as_ref(),
         };
         let report = crate::matrix::run_matrix(env, &versions, &controllers, &id, &dir, shard)
             .await
@@ -1293,6 +1318,7 @@ fn sharding(
     args: &ShardArgs,
     units: Vec<(crate::matrix::Unit, f64)>,
     cells_parallel: usize,
+    upstream: Option<&crate::run::upstream::Choice>,
 ) -> Sharding {
     use crate::matrix::Unit;
     let count = args.shard.map_or(1, |s| s.count);
@@ -1305,10 +1331,14 @@ fn sharding(
                 Unit::Cell {
                     kubernetes,
                     controller,
-                } => (
-                    kubernetes,
-                    vec![format!("{}-{}", controller.kind.name(), controller.slug())],
-                ),
+                } => {
+                    let mut c = vec![format!("{}-{}", controller.kind.name(), controller.slug())];
+                    if let Some(choice) = upstream {
+                        let from = choice.suite(controller).from;
+                        c.push(format!("{}-e2e-{}", from.kind.name(), from.slug()));
+                    }
+                    (kubernetes, c)
+                }
                 // The upgrade check runs both releases (named by the cells).
                 Unit::Upgrade { kubernetes } => (kubernetes, vec![]),
             };
@@ -1471,7 +1501,12 @@ async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
     };
     setup.options.costs = costs.clone();
     let units = setup.units(&versions, &controllers, None, &costs);
-    let shard = match sharding(&args.shards, units, args.select.cells_parallel) {
+    let shard = match sharding(
+        &args.shards,
+        units,
+        args.select.cells_parallel,
+        setup.upstream.as_ref(),
+    ) {
         Sharding::Printed => return Ok(ExitCode::SUCCESS),
         Sharding::Whole => None,
         Sharding::Shard(info) => Some(info),
@@ -1516,7 +1551,12 @@ async fn qualify(args: QualifyArgs) -> anyhow::Result<ExitCode> {
         Some((&baseline, &candidate)),
         &costs,
     );
-    let shard = match sharding(&args.shards, units, args.select.cells_parallel) {
+    let shard = match sharding(
+        &args.shards,
+        units,
+        args.select.cells_parallel,
+        setup.upstream.as_ref(),
+    ) {
         Sharding::Printed => return Ok(ExitCode::SUCCESS),
         Sharding::Whole => None,
         Sharding::Shard(mut info) => {

@@ -297,3 +297,66 @@ fn qualifying_the_old_release_against_the_new_reports_regressions_and_fails() {
     assert_eq!(scenarios(&q["regressions"]), S1_S4);
     assert!(out.stdout.contains("REGRESSION"));
 }
+
+/// `matrix` and `qualify` without starting anything: the output and the exit code.
+fn plan_only(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn an_upstream_matrix_needs_each_cells_suite_or_the_one_asked_for() {
+    let matrix = [
+        "matrix",
+        "--k8s",
+        "1.32",
+        "--controller",
+        "openkruise@v1.8.3,v1.9.0",
+        "--binaries",
+    ];
+    let (code, own, err) = plan_only(&[&matrix[..], &["--upstream-e2e"]].concat());
+    assert_eq!(code, Some(0), "{err}");
+    let own: Vec<&str> = own.trim().split(',').collect();
+    for suite in ["openkruise-e2e-v1.8.3", "openkruise-e2e-v1.9.0"] {
+        assert!(own.contains(&suite), "{own:?}");
+    }
+    let (code, from, err) = plan_only(
+        &[
+            &matrix[..],
+            &[
+                "--upstream-e2e-from",
+                "openkruise@v1.9.0",
+                "--focus",
+                "CloneSet",
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let from: Vec<&str> = from.trim().split(',').collect();
+    assert!(from.contains(&"openkruise-e2e-v1.9.0"), "{from:?}");
+    assert!(!from.contains(&"openkruise-e2e-v1.8.3"), "{from:?}");
+    assert!(from.contains(&"openkruise-v1.8.3"), "{from:?}");
+    // Scenario selectors mean nothing to the upstream suite, and are refused by name.
+    let (code, _, err) = plan_only(&[
+        "qualify",
+        "--candidate",
+        "openkruise@v1.9.0",
+        "--baseline",
+        "v1.8.3",
+        "--upstream-e2e",
+        "--suite",
+        "cloneset",
+        "--plan",
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("with --upstream-e2e use --focus"), "{err}");
+}

@@ -105,6 +105,8 @@ pub struct MatrixEnv<'a> {
     pub progress: &'a Progress,
     /// Cells run at once (each with its own clusters).
     pub cells_parallel: usize,
+    /// The controller's own e2e suite, run on every cell instead of the scenarios.
+    pub upstream: Option<&'a crate::run::upstream::Choice>,
 }
 
 /// An error with its causes, `: `-separated.
@@ -151,7 +153,24 @@ async fn prebuild(env: MatrixEnv<'_>, versions: &[KubeVersion], controllers: &[C
         }
         .boxed_local()
     };
-    futures::stream::iter(std::iter::once(kwok).chain(kube).chain(ctrl))
+    // The suites the cells run (one per release, or the one of --upstream-e2e-from).
+    let mut suites: Vec<ControllerRef> = env
+        .upstream
+        .map(|u| controllers.iter().map(|c| u.suite(c).from).collect())
+        .unwrap_or_default();
+    suites.dedup();
+    let e2e = suites.into_iter().map(|from| {
+        let tc = env.toolchain.clone();
+        async move {
+            if let Err(e) = crate::controller::openkruise::e2e::build_ref(&tc, &from).await {
+                env.progress.line(&format!(
+                    "warning: the e2e suite of {from} did not build: {e:#}"
+                ));
+            }
+        }
+        .boxed_local()
+    });
+    futures::stream::iter(std::iter::once(kwok).chain(kube).chain(ctrl).chain(e2e))
         .buffer_unordered(2)
         .collect::<Vec<()>>()
         .await;
@@ -214,7 +233,26 @@ pub async fn run_matrix(
     write_matrix(dir, &report)?;
     let cells = order.iter().cloned().map(|(v, c)| async move {
         let slug = format!("k8s-{}_{}-{}", v, c.kind.name(), c.slug());
-        let plan = crate::run::plan(env.scenarios, env.filter, v, &c);
+        let plan = match env.upstream {
+            None => crate::run::plan(env.scenarios, env.filter, v, &c),
+            Some(choice) => match choice.plan(v, &c).await {
+                Ok(plan) => plan,
+                Err(e) => {
+                    // The suite's configuration could not be read: the cell cannot run.
+                    let results = vec![crate::run::upstream::suite_error(
+                        &format!("{e:#}"),
+                        crate::run::upstream::SUITE,
+                    )];
+                    return Ok(CellReport {
+                        kubernetes: v,
+                        controller: c,
+                        dir: slug,
+                        worst: worst(&results),
+                        results,
+                    });
+                }
+            },
+        };
         let files = Files::new(dir, &slug)?;
         let options = RunOptions {
             logs_dir: Some(files.dir().join("cluster-logs")),

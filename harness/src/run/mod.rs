@@ -1045,13 +1045,7 @@ async fn run_upstream_on(
             failed
         }
         Err(reason) => {
-            let name = format!("{}/suite", upstream::SUITE);
-            out.finish(unrun(
-                &name,
-                upstream::SUITE,
-                profile,
-                Outcome::InfraError { reason },
-            ));
+            out.finish(upstream::suite_error(&reason, profile));
             true
         }
     }

@@ -48,6 +48,42 @@ impl UpstreamSuite {
     }
 }
 
+/// Which upstream suite a run, matrix or qualification runs on its cells
+/// (`--upstream-e2e`, `--upstream-e2e-from`): each cell's own release's, or one release's
+/// everywhere.
+#[derive(Debug, Clone, Default)]
+pub struct Choice {
+    /// One release's suite for every cell; `None` runs each cell's own.
+    pub from: Option<ControllerRef>,
+    /// Ginkgo focus regexes.
+    pub focus: Vec<String>,
+    /// Ginkgo skip regexes.
+    pub skip: Vec<String>,
+}
+
+impl Choice {
+    /// The suite a cell with `controller` runs.
+    pub fn suite(&self, controller: &ControllerRef) -> UpstreamSuite {
+        UpstreamSuite {
+            from: self.from.clone().unwrap_or_else(|| controller.clone()),
+            focus: self.focus.clone(),
+            skip: self.skip.clone(),
+        }
+    }
+
+    /// The plan of the cell (`kubernetes`, `controller`), with the suite's e2e configuration
+    /// read from its release module.
+    pub async fn plan(
+        &self,
+        kubernetes: KubeVersion,
+        controller: &ControllerRef,
+    ) -> anyhow::Result<Plan> {
+        let suite = self.suite(controller);
+        let objects = crate::controller::openkruise::e2e::config_objects(&suite.from).await?;
+        Ok(plan(kubernetes, controller, suite, objects))
+    }
+}
+
 /// What a cell can serve that upstream specs may need.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Capabilities {
@@ -218,6 +254,19 @@ pub fn plan(
         skipped: vec![],
         upstream: Some(suite),
     }
+}
+
+/// The one result of a suite that could not run (its binary did not build, its configuration
+/// could not be read, its report is missing): an infrastructure error named `upstream/suite`.
+pub fn suite_error(reason: &str, profile: &str) -> ScenarioResult {
+    super::unrun(
+        &format!("{SUITE}/suite"),
+        SUITE,
+        profile,
+        Outcome::InfraError {
+            reason: reason.into(),
+        },
+    )
 }
 
 /// The result of one spec.
