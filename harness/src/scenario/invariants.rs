@@ -124,11 +124,14 @@ async fn orphaned(
 /// pod the scheduler had already assumed onto a node (its cache refuses the second assume; the
 /// first binding stands), a binding of a pod deleted meanwhile, and a pod scheduled a moment
 /// before the PVC its controller creates for it, and a kubelet's first volume mount of a pod in
-/// a new namespace timing out while the Node authorizer learns of the pod (the kubelet
-/// retries): retried or moot, not a finding.
+/// a new namespace timing out while the Node authorizer learns of the pod, or asked before the
+/// kubelet's ConfigMap manager has registered the pod (`"kube-root-ca.crt" not registered`;
+/// the kubelet retries either): retried or moot, not a finding.
 pub fn transient(message: &str) -> bool {
     message.starts_with("MountVolume.SetUp failed for volume \"kube-api-access-")
-        && message.ends_with("failed to sync configmap cache: timed out waiting for the condition")
+        && (message
+            .ends_with("failed to sync configmap cache: timed out waiting for the condition")
+            || message.ends_with("/\"kube-root-ca.crt\" not registered"))
         || message.contains(
             "the object has been modified; please apply your changes to the latest version",
         )
@@ -211,8 +214,14 @@ mod tests {
         assert!(transient(
             "MountVolume.SetUp failed for volume \"kube-api-access-pp6gp\" : failed to sync configmap cache: timed out waiting for the condition"
         ));
+        assert!(transient(
+            "MountVolume.SetUp failed for volume \"kube-api-access-sjnzt\" : object \"h-in-place-update-with-injected-sidecar-on-26033\"/\"kube-root-ca.crt\" not registered"
+        ));
         assert!(!transient(
             "MountVolume.SetUp failed for volume \"data\" : failed to sync configmap cache: timed out waiting for the condition"
+        ));
+        assert!(!transient(
+            "MountVolume.SetUp failed for volume \"config\" : object \"ns\"/\"app-config\" not registered"
         ));
         assert!(!transient(
             "Error creating: pods \"x\" is forbidden: quota exceeded"
