@@ -125,13 +125,16 @@ async fn orphaned(
 /// first binding stands), a binding of a pod deleted meanwhile, and a pod scheduled a moment
 /// before the PVC its controller creates for it, and a kubelet's first volume mount of a pod in
 /// a new namespace timing out while the Node authorizer learns of the pod, or asked before the
-/// kubelet's ConfigMap manager has registered the pod (`"kube-root-ca.crt" not registered`;
-/// the kubelet retries either): retried or moot, not a finding.
+/// kubelet's ConfigMap manager has registered the pod (`"kube-root-ca.crt" not registered`),
+/// or a claim the Node authorizer does not yet tie to the pod's node (`no relationship found
+/// between node`; the kubelet retries each): retried or moot, not a finding.
 pub fn transient(message: &str) -> bool {
     message.starts_with("MountVolume.SetUp failed for volume \"kube-api-access-")
         && (message
             .ends_with("failed to sync configmap cache: timed out waiting for the condition")
             || message.ends_with("/\"kube-root-ca.crt\" not registered"))
+        || (message.contains("failed to fetch PVC from API server")
+            && message.contains("no relationship found between node"))
         || message.contains(
             "the object has been modified; please apply your changes to the latest version",
         )
@@ -222,6 +225,9 @@ mod tests {
         ));
         assert!(!transient(
             "MountVolume.SetUp failed for volume \"config\" : object \"ns\"/\"app-config\" not registered"
+        ));
+        assert!(transient(
+            "Unable to attach or mount volumes: unmounted volumes=[data kube-api-access-7nxjh], unattached volumes=[], failed to process volumes=[data]: error processing PVC ns/data-vct-w5qhh: failed to fetch PVC from API server: persistentvolumeclaims \"data-vct-w5qhh\" is forbidden: User \"system:node:real-node-0\" cannot get resource \"persistentvolumeclaims\" in API group \"\" in the namespace \"ns\": no relationship found between node 'real-node-0' and this object"
         ));
         assert!(!transient(
             "Error creating: pods \"x\" is forbidden: quota exceeded"

@@ -73,7 +73,7 @@ impl Settings {
     /// The defaults, with the liveness bound at the scenario's converge timeout.
     pub fn with_liveness(liveness: Duration) -> Self {
         Self {
-            grace: Duration::from_secs(10),
+            grace: Duration::from_secs(20),
             liveness,
             failed_create: 3,
         }
@@ -741,7 +741,9 @@ mod tests {
         m.apply(Change::Workload(Box::new(cloneset(0))));
         m.evaluate(t0 + Duration::from_secs(7), &settings);
         assert!(m.violations().is_empty(), "{:?}", m.violations());
-        m.evaluate(t0 + Duration::from_secs(18), &settings);
+        m.evaluate(t0 + Duration::from_secs(6) + settings.grace, &settings);
+        assert!(m.violations().is_empty(), "{:?}", m.violations());
+        m.evaluate(t0 + Duration::from_secs(7) + settings.grace, &settings);
         let v = &m.violations()[0];
         assert_eq!(
             (v.rule, v.object.as_str()),
