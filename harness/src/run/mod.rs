@@ -1032,7 +1032,14 @@ async fn run_upstream_on(
                     failure,
                 ))
             })?;
-            r.extend(upstream::skipped(&unservable, profile));
+            // A spec that ran anyway stands as it ran.
+            let ran: std::collections::BTreeSet<String> =
+                r.iter().map(|x| x.scenario.clone()).collect();
+            r.extend(
+                upstream::skipped(&unservable, profile)
+                    .into_iter()
+                    .filter(|x| !ran.contains(&x.scenario)),
+            );
             Ok(r)
         });
     match judged {
