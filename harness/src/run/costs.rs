@@ -13,6 +13,9 @@ use super::Plan;
 pub const DEFAULT_BRING_UP: f64 = 30.0;
 /// Seconds a scenario takes, when no report says.
 pub const DEFAULT_SCENARIO: f64 = 5.0;
+/// Seconds OpenKruise's own e2e suite takes on a cell, when no report times its specs (a
+/// rough hour: a full v1.9.0 suite is some 300 specs of seconds to minutes each).
+pub const DEFAULT_UPSTREAM: f64 = 3600.0;
 
 /// Expected seconds of scenarios and cluster bring-ups: medians measured in an earlier run's
 /// report, defaults ([`DEFAULT_SCENARIO`], [`DEFAULT_BRING_UP`]) for what it did not run.
@@ -126,19 +129,44 @@ impl Costs {
             .unwrap_or(DEFAULT_BRING_UP)
     }
 
+    /// Expected seconds of an upstream suite run: the sum of the spec times a report gave
+    /// (specs run one after another; a matrix's medians are per spec over its cells), else
+    /// [`DEFAULT_UPSTREAM`].
+    pub fn upstream(&self) -> f64 {
+        let prefix = format!("{}/", super::upstream::SUITE);
+        let known: Vec<f64> = self
+            .scenarios
+            .iter()
+            .filter(|(name, _)| name.starts_with(&prefix))
+            .map(|(_, s)| *s)
+            .collect();
+        if known.is_empty() {
+            DEFAULT_UPSTREAM
+        } else {
+            known.iter().sum()
+        }
+    }
+
     /// Expected wall seconds of `plan`, its clusters one after another, `parallel` scenarios
     /// at once in each: bring-up plus the longer of its longest scenario and its scenario time
-    /// shared over `parallel`.
+    /// shared over `parallel`; and for an upstream suite run, [`Costs::upstream`].
     pub fn plan(&self, plan: &Plan, parallel: usize) -> f64 {
-        plan.clusters
-            .iter()
-            .map(|c| {
-                let times: Vec<f64> = c.scenarios.iter().map(|s| self.scenario(s)).collect();
-                let longest = times.iter().copied().fold(0.0, f64::max);
-                let shared = times.iter().sum::<f64>() / parallel.max(1) as f64;
-                self.bring_up(&c.profile.name) + longest.max(shared)
-            })
-            .sum()
+        let suite = if plan.upstream.is_some() {
+            self.upstream()
+        } else {
+            0.0
+        };
+        suite
+            + plan
+                .clusters
+                .iter()
+                .map(|c| {
+                    let times: Vec<f64> = c.scenarios.iter().map(|s| self.scenario(s)).collect();
+                    let longest = times.iter().copied().fold(0.0, f64::max);
+                    let shared = times.iter().sum::<f64>() / parallel.max(1) as f64;
+                    self.bring_up(&c.profile.name) + longest.max(shared)
+                })
+                .sum::<f64>()
     }
 }
 
@@ -169,8 +197,46 @@ mod tests {
         assert_eq!(c.scenario("a/y"), DEFAULT_SCENARIO, "skips do not count");
         assert_eq!(c.bring_up("default"), 12.5);
         assert_eq!(c.bring_up("other"), DEFAULT_BRING_UP);
+        assert_eq!(c.upstream(), DEFAULT_UPSTREAM, "no spec was timed");
         std::fs::write(&path, "{}").unwrap();
         let e = Costs::load(&path).unwrap_err().to_string();
         assert!(e.contains("neither a run's report.json"), "{e}");
+    }
+
+    #[test]
+    fn an_upstream_run_costs_its_cluster_and_its_timed_specs_one_after_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        let pass = serde_json::json!({"result": "judged", "kind": "pass"});
+        std::fs::write(
+            &path,
+            serde_json::json!({
+                "results": [
+                    {"scenario": "upstream/A spec", "seconds": 10.0, "outcome": pass},
+                    {"scenario": "upstream/B spec", "seconds": 20.0, "outcome": pass},
+                    {"scenario": "upstream/C spec", "seconds": 0.0,
+                     "outcome": {"result": "skipped", "reason": "needs the node daemon"}},
+                    {"scenario": "cloneset/x", "seconds": 99.0, "outcome": pass},
+                ],
+                "clusters": {"upstream": 12.5}
+            })
+            .to_string(),
+        )
+        .unwrap();
+        let c = Costs::load(&path).unwrap();
+        assert_eq!(c.upstream(), 30.0);
+        let controller: crate::controller::ControllerRef = "openkruise@v1.9.0".parse().unwrap();
+        let suite = crate::run::upstream::Choice::default().suite(&controller);
+        let plan = crate::run::upstream::plan(
+            crate::toolchain::versions::KubeVersion::default_version(),
+            &controller,
+            suite,
+            vec![],
+        );
+        assert_eq!(c.plan(&plan, 4), 12.5 + 30.0);
+        assert_eq!(
+            Costs::estimate().plan(&plan, 4),
+            DEFAULT_BRING_UP + DEFAULT_UPSTREAM
+        );
     }
 }

@@ -258,6 +258,7 @@ impl Model {
         let mut instant = vec![];
         let mut lasting = vec![];
         let mut settled = vec![];
+        let mut unsettled = vec![];
         let mut baselines = vec![];
         let mut progress = vec![];
         for w in self.workloads.values().filter(|w| !w.deleting) {
@@ -267,6 +268,13 @@ impl Model {
                 && let Some(d) = w.desired()
             {
                 settled.push((w.uid.clone(), d));
+            } else if w
+                .desired()
+                .is_some_and(|d| self.settled.get(&w.uid).is_some_and(|at| *at != d))
+            {
+                // A scale began: the count it settled at no longer bounds it, even when the
+                // scale returns there (0 -> 2 -> 0) before its pods have gone.
+                unsettled.push(w.uid.clone());
             }
             let held = |rule, what| {
                 (
@@ -313,6 +321,9 @@ impl Model {
             }
             let seen = format!("{:?} {}", w.generation, w.status);
             progress.push((w.uid.clone(), seen, s.complete(), object));
+        }
+        for uid in unsettled {
+            self.settled.remove(&uid);
         }
         self.settled.extend(settled);
         self.baselines.extend(baselines);
@@ -758,6 +769,51 @@ mod tests {
             0,
             "a declared rule is not a finding"
         );
+    }
+
+    #[test]
+    fn a_scale_that_returns_to_the_settled_count_is_not_bounded_until_it_settles_again() {
+        let mut m = Model::default();
+        let mut w = cloneset(0);
+        w.spec = json!({"replicas": 0, "updateStrategy": {"maxSurge": 0}});
+        w.status = json!({"observedGeneration": 1, "replicas": 0, "readyReplicas": 0,
+                          "updatedReplicas": 0, "currentRevision": "web-a", "updateRevision": "web-a"});
+        m.apply(Change::Workload(Box::new(w.clone())));
+        let now = Instant::now();
+        let s = Settings::with_liveness(Duration::from_secs(60));
+        m.evaluate(now, &s);
+        // Scaled to 2: two pods come.
+        w.generation = Some(2);
+        w.spec["replicas"] = json!(2);
+        m.apply(Change::Workload(Box::new(w.clone())));
+        m.evaluate(now, &s);
+        let mut p = pod();
+        for name in ["web-a", "web-b"] {
+            p.metadata.name = Some(name.into());
+            p.metadata.uid = Some(format!("{name}-uid"));
+            m.apply(Change::Pod(Box::new(p.clone())));
+        }
+        m.evaluate(now, &s);
+        // Back to 0 before it settled at 2: its pods are still there, a scale in progress.
+        w.generation = Some(3);
+        w.spec["replicas"] = json!(0);
+        m.apply(Change::Workload(Box::new(w.clone())));
+        m.evaluate(now, &s);
+        assert!(m.take_suspects().is_empty());
+        // Settled at 0 again, a third pod is beyond maxSurge.
+        for name in ["web-a", "web-b"] {
+            m.apply(Change::PodGone(format!("{name}-uid")));
+        }
+        w.status["observedGeneration"] = json!(3);
+        m.apply(Change::Workload(Box::new(w)));
+        m.evaluate(now, &s);
+        p.metadata.name = Some("web-c".into());
+        p.metadata.uid = Some("web-c-uid".into());
+        m.apply(Change::Pod(Box::new(p)));
+        m.evaluate(now, &s);
+        let held = m.take_suspects();
+        assert_eq!(held.len(), 1, "{held:?}");
+        assert_eq!(held[0].0.0, rules::MAX_SURGE);
     }
 
     #[test]
