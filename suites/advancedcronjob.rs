@@ -204,14 +204,21 @@ where
 {
     let api = ctx.dyn_api(API, KIND).await?;
     let (c, owner) = (ctx.clone(), name.to_string());
+    // The runs the passing check saw (listed again, a run could already be replaced).
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let last = seen.clone();
     let o = until(&api, name, what, ctx.timeouts.converge, move |o| {
-        let (c, owner, check) = (c.clone(), owner.clone(), check.clone());
+        let (c, owner, check, last) = (c.clone(), owner.clone(), check.clone(), last.clone());
         async move {
             let Some(o) = o else {
                 return Check::Pending("the AdvancedCronJob does not exist".into());
             };
             match runs(&c, kind, &owner).await {
-                Ok(r) => check(&o, &r),
+                Ok(r) => {
+                    let verdict = check(&o, &r);
+                    *last.lock().unwrap() = r;
+                    verdict
+                }
                 Err(e) => Check::Failed(format!("list runs: {e}")),
             }
         }
@@ -219,7 +226,7 @@ where
     })
     .await?
     .ok_or_else(|| anyhow::anyhow!("AdvancedCronJob {name} vanished"))?;
-    let r = runs(ctx, kind, name).await?;
+    let r = std::mem::take(&mut *seen.lock().unwrap());
     Ok((o, r))
 }
 
