@@ -915,7 +915,7 @@ async fn in_place_update_finalizer_hook(ctx: Ctx) -> anyhow::Result<()> {
 
 async fn grace_period(ctx: Ctx) -> anyhow::Result<()> {
     let spec = json!({"updateStrategy": {"type": "InPlaceIfPossible",
-        "inPlaceUpdateStrategy": {"gracePeriodSeconds": 4}}});
+        "inPlaceUpdateStrategy": {"gracePeriodSeconds": 10}}});
     let cs = start(&ctx, "grace", 1, spec).await?;
     cs.set_image(IMAGE_V2).await?;
     // During the grace period the pod is marked not ready while it still runs the old image.

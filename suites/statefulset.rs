@@ -20,7 +20,7 @@ use super::cloneset_lifecycle::{
     HOOK_LABEL, hook, in_place_update_case, pre_delete_case, pre_normal_case, releasing_finalizers,
 };
 use super::common::*;
-use crate::scenario::wait::{Check, until};
+use crate::scenario::wait::{Check, until, until_all};
 use crate::scenario::workload::{AdvancedStatefulSet, AdvancedStatefulSetKind, Handle};
 use crate::scenario::{Ctx, Scenario, status};
 
@@ -794,7 +794,8 @@ fn update_started(p: &Pod) -> Option<i64> {
 }
 
 async fn grace_period(ctx: Ctx) -> anyhow::Result<()> {
-    const GRACE: i64 = 3;
+    // Long enough for a loaded node's status sync to show the pod unready within it.
+    const GRACE: i64 = 10;
     let mut spec = in_place_spec();
     merge(
         &mut spec,
@@ -803,29 +804,46 @@ async fn grace_period(ctx: Ctx) -> anyhow::Result<()> {
     let sts = create_sts(&ctx, sts(1, spec)).await?;
     sts.wait_rolled_out(1, ctx.timeouts.converge, &[]).await?;
     sts.set_image(IMAGE_V2).await?;
-    // During the grace period the pod is not ready and still runs the old image.
-    let pods = wait_pods(&ctx, &sts, "the pod in its grace period", |_, pods| {
-        let p = pods.first();
-        let in_grace = p.is_some_and(|p| {
-            !ready(p)
-                && image(p) == IMAGE_V1
-                && update_started(p).is_some()
-                && p.metadata
-                    .annotations
-                    .as_ref()
-                    .is_some_and(|a| a.contains_key("apps.kruise.io/inplace-update-grace"))
-        });
-        Check::when(in_grace, || {
-            format!(
-                "pod ready {:?}, image {:?}, annotations {:?}",
-                p.map(ready),
-                p.map(image),
-                p.and_then(|p| p.metadata.annotations.as_ref())
-            )
-        })
-    })
+    // During the grace period the pod is not ready and still runs the old image: a window of
+    // seconds, so the pods are watched (each change judged), not listed on a tick.
+    let config = kube::runtime::watcher::Config::default().labels(&sts.selector());
+    let pods = until_all(
+        &ctx.api::<Pod>(),
+        config,
+        "the pod in its grace period",
+        ctx.timeouts.converge,
+        |pods| {
+            let pods: Vec<Pod> = pods
+                .into_iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .collect();
+            let p = pods.first();
+            let in_grace = p.is_some_and(|p| {
+                !ready(p)
+                    && image(p) == IMAGE_V1
+                    && update_started(p).is_some()
+                    && p.metadata
+                        .annotations
+                        .as_ref()
+                        .is_some_and(|a| a.contains_key("apps.kruise.io/inplace-update-grace"))
+            });
+            let check = Check::when(in_grace, || {
+                format!(
+                    "pod ready {:?}, image {:?}, annotations {:?}",
+                    p.map(ready),
+                    p.map(image),
+                    p.and_then(|p| p.metadata.annotations.as_ref())
+                )
+            });
+            async move { check }.boxed()
+        },
+    )
     .await?;
-    let began = update_started(&pods[0]).context("no in-place update timestamp")?;
+    let pod = pods
+        .iter()
+        .find(|p| p.metadata.deletion_timestamp.is_none())
+        .context("no live pod")?;
+    let began = update_started(pod).context("no in-place update timestamp")?;
     sts.wait_rolled_out(1, ctx.timeouts.converge, &[]).await?;
     let p = sts.pods().await?;
     let started = p
