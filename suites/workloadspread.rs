@@ -73,8 +73,10 @@ pub fn scenarios() -> Vec<Scenario> {
             &["workloadspread", "schedule-strategy", "adaptive", "reschedule"],
             |ctx| adaptive(ctx).boxed(),
         )
-        // The pods admitted into the subset without nodes fail to schedule.
-        .allowing(&["FailedScheduling"]),
+        // The pods admitted into the subset without nodes fail to schedule. The controller
+        // records DeletePodFailed for any error deleting one (NotFound from a stale cache
+        // included) and retries on requeue; the body asserts the replacements landed.
+        .allowing(&["FailedScheduling", "DeletePodFailed"]),
     ]
 }
 
