@@ -797,18 +797,10 @@ pub fn free_port() -> Result<u16, LocalError> {
 }
 
 fn allocate_ports(apiserver: Option<u16>) -> Result<Ports, LocalError> {
-    // Hold every listener until all are chosen so no two components get the same port.
-    let mut held = vec![];
-    let mut free = || -> Result<u16, LocalError> {
-        let l = TcpListener::bind(("127.0.0.1", 0))
-            .map_err(|e| LocalError::io(Path::new("127.0.0.1:0"), e))?;
-        let port = l
-            .local_addr()
-            .map_err(|e| LocalError::io(Path::new("127.0.0.1:0"), e))?
-            .port();
-        held.push(l);
-        Ok(port)
-    };
+    // Below the ephemeral range and never handed out twice (see `free_port`): a port the
+    // kernel picked (bind to port 0) is in the ephemeral range, where any outgoing connection
+    // can take it before the component binds it (a scheduler once failed so).
+    let free = free_port;
     let apiserver = match apiserver {
         Some(p) => {
             TcpListener::bind(("127.0.0.1", p)).map_err(|_| LocalError::PortInUse {
@@ -1133,6 +1125,34 @@ impl Drop for LocalCluster {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
             eprintln!("warning: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn component_ports_are_distinct_and_below_the_ephemeral_range() {
+        let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+            .unwrap_or(32768);
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..20 {
+            let p = allocate_ports(None).unwrap();
+            for port in [
+                p.etcd_client,
+                p.etcd_peer,
+                p.apiserver,
+                p.controller_manager,
+                p.scheduler,
+                p.kwok,
+            ] {
+                assert!(port < low, "{port} is in the ephemeral range from {low}");
+                assert!(seen.insert(port), "{port} handed out twice");
+            }
         }
     }
 }
