@@ -27,11 +27,15 @@ pub fn median(mut xs: Vec<Duration>) -> Duration {
     }
 }
 
-/// What every benchmark starts from: a toolchain over the shared cache and a provider whose
-/// clusters live in a temporary directory (removed when dropped).
+/// What every benchmark starts from: a toolchain over the shared cache, a provider whose
+/// clusters live beside the user's (named after the bench's id, so that `harness cluster list`
+/// shows them and `harness gc` removes what a killed bench left) and a temporary directory for
+/// the peers' work (removed when dropped).
 struct Setup {
     progress: Progress,
     toolchain: Toolchain,
+    /// Prefix of the bench's cluster and run names (`bench-<time>-<random>`).
+    id: String,
     state: tempfile::TempDir,
     provider: LocalProvider,
 }
@@ -48,15 +52,13 @@ impl Setup {
             .tempdir()?;
         let provider = LocalProvider::new(
             toolchain.clone(),
-            LocalOptions {
-                clusters_root: state.path().join("clusters"),
-                ..LocalOptions::default()
-            },
+            LocalOptions::default(),
             Progress::silent(),
         );
         Ok(Self {
             progress,
             toolchain,
+            id: crate::run::new_id("bench"),
             state,
             provider,
         })
@@ -76,6 +78,7 @@ pub async fn cluster_up(
     let Setup {
         progress,
         toolchain,
+        id,
         state,
         provider,
     } = Setup::new(runs)?;
@@ -94,7 +97,7 @@ pub async fn cluster_up(
     let mut peer = vec![];
     for i in 0..runs {
         let t = Instant::now();
-        let c = provider.create(&format!("bench-{i}"), &profile).await?;
+        let c = provider.create(&format!("{id}-{i}"), &profile).await?;
         let d = t.elapsed();
         c.destroy()?;
         progress.line(&format!(
@@ -107,7 +110,7 @@ pub async fn cluster_up(
         if real_nodes > 0 {
             let t = Instant::now();
             let c = provider
-                .create(&format!("bench-real-{i}"), &with_real)
+                .create(&format!("{id}-real-{i}"), &with_real)
                 .await?;
             let d = t.elapsed();
             c.destroy()?;
@@ -169,6 +172,7 @@ pub async fn bundle(
     let Setup {
         progress,
         toolchain,
+        id,
         state: _state,
         provider,
     } = Setup::new(runs)?;
@@ -179,7 +183,7 @@ pub async fn bundle(
     let no_gates = Default::default();
     let mut times = vec![];
     for i in 0..runs {
-        let mut c = provider.create(&format!("bench-{i}"), &profile).await?;
+        let mut c = provider.create(&format!("{id}-{i}"), &profile).await?;
         let t = Instant::now();
         let host = crate::controller::Host::Processes(&mut c);
         controller.install(host, &toolchain, &no_gates).await?;
@@ -252,6 +256,7 @@ pub async fn run(runs: usize) -> anyhow::Result<ExitCode> {
             Setup {
                 progress,
                 toolchain,
+                id,
                 state: _state,
                 ..
             },
@@ -275,7 +280,7 @@ pub async fn run(runs: usize) -> anyhow::Result<ExitCode> {
             toolchain: &toolchain,
             options: &options,
         };
-        let results = crate::run::execute(&plan, env, &format!("bench-{i}"), &mut reporters).await;
+        let results = crate::run::execute(&plan, env, &format!("{id}-{i}"), &mut reporters).await;
         let wall = t.elapsed();
         let waited = (crate::scenario::wait::waited() - waited_before).as_secs_f64();
         let scenario_secs: f64 = results.iter().map(|r| r.seconds).sum();

@@ -128,6 +128,57 @@ fn gc_cleans_up_after_a_killed_run() {
 }
 
 #[test]
+fn gc_cleans_up_after_a_killed_bench() {
+    let cli = Cli::new();
+    let mut child = cli
+        .cmd()
+        .args(["bench", "cluster-up", "--runs", "5"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // SIGKILL the bench while one of its clusters has components running.
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    let (dir, procs) = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no bench cluster came up"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the bench ended early");
+        let running = std::fs::read_dir(cli.state.path().join("clusters"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find_map(|e| {
+                let state = ClusterState::load(&e.path().join("cluster.json")).ok()?;
+                state
+                    .processes
+                    .iter()
+                    .any(ProcRecord::alive)
+                    .then(|| (e.path(), state.processes))
+            });
+        if let Some(found) = running {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            break found;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let name = dir.file_name().unwrap().to_string_lossy().to_string();
+    assert!(name.starts_with("bench-"), "{name}");
+    let out = cli.cmd().arg("gc").output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("removed cluster `{name}`")),
+        "{out:?}"
+    );
+    for p in &procs {
+        assert!(!p.alive(), "{} (pid {}) is still alive", p.name, p.pid);
+    }
+    assert!(!dir.exists(), "{} still exists", dir.display());
+}
+
+#[test]
 fn detached_clusters_are_listed_left_alone_by_gc_and_ended_by_down() {
     let cli = Cli::new();
     let out = cli
