@@ -47,6 +47,7 @@ fn outcome<'a>(cell: &'a Value, scenario: &str) -> &'a Value {
 const S3: &str = "sidecarset/in-place-update-with-injected-sidecar";
 
 #[test]
+#[ignore = "nightly tier: builds Kubernetes 1.37 and OpenKruise v1.6.0"]
 fn a_small_matrix_places_the_known_bugs_exactly() {
     let out = harness(&[
         "matrix",
@@ -112,17 +113,47 @@ fn a_small_matrix_places_the_known_bugs_exactly() {
         .unwrap();
     assert!(row_132.contains("kruise-sidecarset-resize-policy"));
     assert!(!row_137.contains("kruise-sidecarset-resize-policy"));
+}
 
-    // The same matrix in two shards, merged, reports what the unsharded run reported.
+/// The same matrix in two shards, merged, reports what the unsharded run reported (on the
+/// versions the test tier builds anyway: the known bugs of v1.7.0 on one cell).
+#[test]
+fn a_matrix_in_two_shards_merges_to_what_the_unsharded_run_reports() {
     let args = [
         "matrix",
         "--k8s",
-        "1.32,1.37",
+        "1.32",
         "--controller",
-        "openkruise@v1.6.0,v1.9.0",
+        "openkruise@v1.7.0,v1.9.0",
         "--labels",
         "seed",
     ];
+    let out = harness(&args);
+    assert_eq!(out.code, Some(0), "{}", out.stdout);
+    let m = json(&out.dir.join("matrix.json"));
+    let cells = m["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    let cell = |c: &str| {
+        cells
+            .iter()
+            .find(|x| x["controller"]["version"] == c)
+            .unwrap()
+    };
+    assert_eq!(cell("v1.9.0")["worst"], "pass");
+    assert_eq!(cell("v1.7.0")["worst"], "expected-fail");
+    for s in S1_S4 {
+        assert_eq!(outcome(cell("v1.7.0"), s)["kind"], "expected-fail", "{s}");
+        assert_eq!(outcome(cell("v1.9.0"), s)["kind"], "pass", "{s}");
+    }
+    let html = std::fs::read_to_string(out.dir.join("matrix.html")).unwrap();
+    for c in cells {
+        let dir = c["dir"].as_str().unwrap();
+        assert!(
+            html.contains(&format!("href=\"{dir}/report.html\"")),
+            "{dir}"
+        );
+        assert!(out.dir.join(dir).join("junit.xml").is_file());
+    }
     let shards: Vec<Out> = ["1/2", "2/2"]
         .iter()
         .map(|k| {
@@ -134,7 +165,7 @@ fn a_small_matrix_places_the_known_bugs_exactly() {
     for (k, shard) in shards.iter().enumerate() {
         let m = json(&shard.dir.join("matrix.json"));
         assert_eq!(m["shard"]["index"], k + 1);
-        assert_eq!(m["cells"].as_array().unwrap().len(), 2, "balanced: {m}");
+        assert_eq!(m["cells"].as_array().unwrap().len(), 1, "balanced: {m}");
     }
     let merged = harness(
         &[

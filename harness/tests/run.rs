@@ -187,6 +187,7 @@ fn v1_7_0_shows_s1_and_s4_with_their_signatures() {
 }
 
 #[test]
+#[ignore = "nightly tier: builds OpenKruise v1.6.0"]
 fn v1_6_0_also_shows_s2_and_s3() {
     let run = check_release("v1.6.0", &["S1", "S2", "S3", "S4"]);
     let s3 = outcomes(&run.report)
@@ -202,6 +203,7 @@ fn v1_6_0_also_shows_s2_and_s3() {
 }
 
 #[test]
+#[ignore = "nightly tier: builds OpenKruise v1.5.5"]
 fn v1_5_5_shows_s5_with_the_orphaned_pods_named() {
     let run = check_release("v1.5.5", &["S1", "S2", "S3", "S4", "S5"]);
     let s5 = outcomes(&run.report)
