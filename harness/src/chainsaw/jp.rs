@@ -21,9 +21,14 @@
 //! win (kyverno's `replace`, `split`, `trim`, `sum` and `items` replace the
 //! Community ones), and so does this module.
 //!
+//! The cluster functions (`x_k8s_get`, `x_k8s_list`, `x_k8s_exists`,
+//! `x_k8s_resource_exists`, `x_k8s_server_version`) take, as chainsaw's do,
+//! `$client` (or `$config`) as their first argument: a [`ClusterHandle`]'s
+//! value, standing for the [`ClusterReads`] it registered.
+//!
 //! Deliberate differences from chainsaw:
-//! - functions that need a cluster, and a few heavy kyverno ones (time
-//!   arithmetic, `semver_compare`, `random`, `x509_decode`), fail with
+//! - `x_metrics_decode` and a few heavy kyverno functions (time arithmetic,
+//!   `semver_compare`, `random`, `x509_decode`) fail with
 //!   [`JpError::UnsupportedFunction`] rather than evaluating;
 //! - numbers stay integers when integral (chainsaw uses `float64`), and
 //!   division by zero is an error rather than an infinity;
@@ -36,7 +41,8 @@
 //! - arithmetic on non-numbers gives null, exactly as in go-jmespath.
 
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use base64::Engine as _;
 use serde_json::{Map, Number, Value};
@@ -98,6 +104,68 @@ pub enum JpError {
         /// What is wrong with the value.
         message: String,
     },
+}
+
+/// What the cluster functions read, synchronously (expressions are evaluated in plain code).
+/// Errors are the message shown after the function's name.
+pub trait ClusterReads: Send + Sync {
+    /// The object, or `None` when it does not exist. `namespace` is empty for cluster-scoped
+    /// kinds.
+    fn get(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, String>;
+    /// The list object (`apiVersion`, `kind`, `metadata`, `items`) of `kind`, in `namespace` or
+    /// in all namespaces when it is empty.
+    fn list(&self, api_version: &str, kind: &str, namespace: &str) -> Result<Value, String>;
+    /// Whether the API server serves `kind` at `api_version`.
+    fn resource_exists(&self, api_version: &str, kind: &str) -> Result<bool, String>;
+    /// The server's `/version` document.
+    fn server_version(&self) -> Result<Value, String>;
+}
+
+/// The key of a [`ClusterHandle`]'s value.
+const HANDLE_KEY: &str = "harness.io/cluster";
+
+static CLUSTERS: LazyLock<Mutex<HashMap<u64, Arc<dyn ClusterReads>>>> =
+    LazyLock::new(Default::default);
+
+/// A cluster registered for the cluster functions while the handle lives; its
+/// [`ClusterHandle::value`] is what `$client` and `$config` are bound to.
+pub struct ClusterHandle {
+    id: u64,
+}
+
+impl ClusterHandle {
+    /// Registers `reads`.
+    pub fn new(reads: Arc<dyn ClusterReads>) -> Self {
+        let mut map = CLUSTERS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut id = rand::random::<u64>();
+        while map.contains_key(&id) {
+            id = rand::random::<u64>();
+        }
+        map.insert(id, reads);
+        Self { id }
+    }
+
+    /// The value standing for the cluster in expressions.
+    pub fn value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert(HANDLE_KEY.to_owned(), Value::from(self.id));
+        Value::Object(m)
+    }
+}
+
+impl Drop for ClusterHandle {
+    fn drop(&mut self) {
+        CLUSTERS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
+    }
 }
 
 fn syntax(src: &str, pos: usize, message: impl Into<String>) -> JpError {
@@ -1505,6 +1573,26 @@ impl Call<'_> {
             .ok_or_else(|| self.bad_type("object", type_name(v)))
     }
 
+    /// The cluster a handle argument stands for.
+    fn cluster(&self, i: usize) -> Result<Arc<dyn ClusterReads>, JpError> {
+        let id = self
+            .value(i)?
+            .get(HANDLE_KEY)
+            .and_then(Value::as_u64)
+            .ok_or_else(|| self.invalid("the first argument must be `$client` or `$config`"))?;
+        CLUSTERS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| self.invalid("the cluster of this `$client` is gone"))
+    }
+
+    /// Runs a cluster read, its error shown after the function's name.
+    fn read<T>(&self, r: Result<T, String>) -> Result<T, JpError> {
+        r.map_err(|e| self.invalid(e))
+    }
+
     /// An integral number argument; `what` names it in errors.
     fn int(&self, i: usize, what: &str) -> Result<i64, JpError> {
         match to_num(self.value(i)?) {
@@ -1940,26 +2028,42 @@ fn function(name: &str) -> Option<Entry> {
                 _ => Value::Null,
             })
         }),
-        // Registered by chainsaw but needing a cluster or a heavy port.
-        "x_k8s_get"
-        | "x_k8s_list"
-        | "x_k8s_exists"
-        | "x_k8s_resource_exists"
-        | "x_k8s_server_version"
-        | "x_metrics_decode"
-        | "semver_compare"
-        | "random"
-        | "x509_decode"
-        | "time_since"
-        | "time_add"
-        | "time_parse"
-        | "time_to_cron"
-        | "time_utc"
-        | "time_diff"
-        | "time_before"
-        | "time_after"
-        | "time_between"
-        | "time_truncate" => Some(Entry::Unsupported),
+        "x_k8s_get" => native(&[ANY, STR, STR, STR, STR], |c| {
+            let (api_version, kind, ns, name) = (c.str(1)?, c.str(2)?, c.str(3)?, c.str(4)?);
+            c.read(c.cluster(0)?.get(api_version, kind, ns, name))?
+                .ok_or_else(|| {
+                    let at = if ns.is_empty() {
+                        name.to_owned()
+                    } else {
+                        format!("{ns}/{name}")
+                    };
+                    c.invalid(format!("{api_version} {kind} {at} not found"))
+                })
+        }),
+        "x_k8s_exists" => native(&[ANY, STR, STR, STR, STR], |c| {
+            let (api_version, kind, ns, name) = (c.str(1)?, c.str(2)?, c.str(3)?, c.str(4)?);
+            Ok(Value::Bool(
+                c.read(c.cluster(0)?.get(api_version, kind, ns, name))?
+                    .is_some(),
+            ))
+        }),
+        "x_k8s_list" => native(&[ANY, STR, STR, OPT_STR], |c| {
+            let ns = match c.opt(3) {
+                Some(_) => c.str(3)?,
+                None => "",
+            };
+            c.read(c.cluster(0)?.list(c.str(1)?, c.str(2)?, ns))
+        }),
+        "x_k8s_resource_exists" => native(&[ANY, STR, STR], |c| {
+            Ok(Value::Bool(c.read(
+                c.cluster(0)?.resource_exists(c.str(1)?, c.str(2)?),
+            )?))
+        }),
+        "x_k8s_server_version" => native(&[ANY], |c| c.read(c.cluster(0)?.server_version())),
+        // Registered by chainsaw but a heavy port.
+        "x_metrics_decode" | "semver_compare" | "random" | "x509_decode" | "time_since"
+        | "time_add" | "time_parse" | "time_to_cron" | "time_utc" | "time_diff" | "time_before"
+        | "time_after" | "time_between" | "time_truncate" => Some(Entry::Unsupported),
         _ => None,
     }
 }
@@ -2635,6 +2739,112 @@ mod tests {
         }
     }
 
+    /// A cluster of one namespaced Pod and one cluster-scoped Node, serving v1 only.
+    struct Fake;
+
+    impl ClusterReads for Fake {
+        fn get(&self, v: &str, kind: &str, ns: &str, name: &str) -> Result<Option<Value>, String> {
+            Ok(match (v, kind, ns, name) {
+                ("v1", "Pod", "ns", "p") => Some(json!({"kind": "Pod", "metadata": {"name": "p"}})),
+                ("v1", "Node", "", "n") => Some(json!({"kind": "Node", "metadata": {"name": "n"}})),
+                ("v1", "Pod" | "Node", _, _) => None,
+                _ => return Err(format!("no kind {kind} in {v}")),
+            })
+        }
+        fn list(&self, v: &str, kind: &str, ns: &str) -> Result<Value, String> {
+            let items = match (kind, ns) {
+                ("Node", _) | ("Pod", "" | "ns") => vec![json!({"kind": kind})],
+                _ => vec![],
+            };
+            Ok(json!({"apiVersion": v, "kind": format!("{kind}List"), "items": items}))
+        }
+        fn resource_exists(&self, v: &str, _kind: &str) -> Result<bool, String> {
+            Ok(v == "v1")
+        }
+        fn server_version(&self) -> Result<Value, String> {
+            Ok(json!({"major": "1", "minor": "32", "gitVersion": "v1.32.5"}))
+        }
+    }
+
+    #[test]
+    fn cluster_functions_read_through_the_handle() {
+        let handle = ClusterHandle::new(Arc::new(Fake));
+        let b = Bindings::from([
+            ("client".to_owned(), handle.value()),
+            ("config".to_owned(), handle.value()),
+        ]);
+        let run = |e: &str| eval(e, &json!(null), &b);
+        let ok = |e: &str| run(e).unwrap_or_else(|err| panic!("{e}: {err}"));
+        assert_eq!(
+            ok("x_k8s_get($client, 'v1', 'Pod', 'ns', 'p').metadata.name"),
+            json!("p")
+        );
+        assert_eq!(
+            ok("x_k8s_get($client, 'v1', 'Node', '', 'n').kind"),
+            json!("Node")
+        );
+        assert_eq!(
+            run("x_k8s_get($client, 'v1', 'Pod', 'ns', 'q')")
+                .unwrap_err()
+                .to_string(),
+            "invalid value for `x_k8s_get`: v1 Pod ns/q not found"
+        );
+        assert_eq!(
+            run("x_k8s_get($client, 'v9', 'Pod', 'ns', 'p')")
+                .unwrap_err()
+                .to_string(),
+            "invalid value for `x_k8s_get`: no kind Pod in v9"
+        );
+        assert_eq!(
+            ok("x_k8s_exists($client, 'v1', 'Pod', 'ns', 'p')"),
+            json!(true)
+        );
+        assert_eq!(
+            ok("x_k8s_exists($client, 'v1', 'Pod', 'ns', 'q')"),
+            json!(false)
+        );
+        assert_eq!(
+            ok("length(x_k8s_list($client, 'v1', 'Node').items)"),
+            json!(1)
+        );
+        assert_eq!(
+            ok("x_k8s_list($client, 'v1', 'Pod', 'other').items"),
+            json!([])
+        );
+        assert_eq!(
+            ok("x_k8s_list($client, 'v1', 'Pod').kind"),
+            json!("PodList")
+        );
+        assert_eq!(
+            ok("x_k8s_resource_exists($client, 'v1', 'Pod')"),
+            json!(true)
+        );
+        assert_eq!(
+            ok("x_k8s_resource_exists($client, 'apps/v9', 'Deployment')"),
+            json!(false)
+        );
+        assert_eq!(
+            ok("x_k8s_server_version($config).gitVersion"),
+            json!("v1.32.5")
+        );
+        assert!(
+            run("x_k8s_list($client, 'v1')")
+                .unwrap_err()
+                .to_string()
+                .contains("invalid arity")
+        );
+        // Once the handle is dropped its value no longer reaches a cluster.
+        let gone = handle.value();
+        drop(handle);
+        let b = Bindings::from([("client".to_owned(), gone)]);
+        assert_eq!(
+            eval("x_k8s_server_version($client)", &json!(null), &b)
+                .unwrap_err()
+                .to_string(),
+            "invalid value for `x_k8s_server_version`: the cluster of this `$client` is gone"
+        );
+    }
+
     #[test]
     fn errors() {
         assert_eq!(fail("foo(@)", json!(null)), "unknown function `foo`");
@@ -2642,21 +2852,10 @@ mod tests {
             fail("trim_suffix('a', 'b')", json!(null)),
             "unknown function `trim_suffix`"
         );
-        for name in [
-            "x_k8s_get",
-            "x_k8s_list",
-            "x_k8s_exists",
-            "x_k8s_resource_exists",
-            "x_k8s_server_version",
-        ] {
-            assert_eq!(
-                fail(
-                    &format!("{name}($client, 'v1', 'Pod', 'ns', 'n')"),
-                    json!(null)
-                ),
-                format!("function `{name}` is not supported by the harness")
-            );
-        }
+        assert_eq!(
+            fail("x_k8s_get(@, 'v1', 'Pod', 'ns', 'n')", json!({"a": 1})),
+            "invalid value for `x_k8s_get`: the first argument must be `$client` or `$config`"
+        );
         assert!(fail("x_metrics_decode('')", json!(null)).contains("not supported by the harness"));
         assert!(
             fail("semver_compare('1.0.0', '>0.1.0')", json!(null))

@@ -17,7 +17,7 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 
-use super::jp::Bindings;
+use super::jp::{Bindings, ClusterHandle, ClusterReads};
 use super::model::{
     Binding, DeleteTarget, Expect, ObjectRef, Op, OpKind, Resources, Test, Timeouts, WaitFor,
     timeout_of,
@@ -43,10 +43,14 @@ pub async fn run_test(test: &Test, ctx: &Ctx) -> anyhow::Result<()> {
         }
         None => ctx.namespace.clone(),
     };
+    let cluster = ClusterHandle::new(std::sync::Arc::new(KubeReads {
+        client: ctx.client.clone(),
+    }));
     let runner = Runner {
         ctx,
         test,
         namespace: namespace.clone(),
+        cluster,
     };
     let result = runner.steps().await;
     if ns_created {
@@ -73,6 +77,119 @@ struct Runner<'a> {
     ctx: &'a Ctx,
     test: &'a Test,
     namespace: String,
+    /// What `$client` and `$config` stand for in the cluster functions.
+    cluster: ClusterHandle,
+}
+
+/// The cluster functions' reads, through the scenario's client. Expressions are evaluated in
+/// plain code, so each read blocks its worker thread (`block_in_place`: the runtime moves its
+/// other tasks away meanwhile).
+struct KubeReads {
+    client: kube::Client,
+}
+
+impl KubeReads {
+    fn block<T>(
+        &self,
+        f: impl std::future::Future<Output = Result<T, String>>,
+    ) -> Result<T, String> {
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        match Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(|| h.block_on(f))
+            }
+            _ => Err("cluster functions need the harness's multi-threaded runtime".into()),
+        }
+    }
+
+    async fn api(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+    ) -> Result<Option<Api<DynamicObject>>, String> {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let (ar, caps) = match kube::discovery::pinned_kind(&self.client, &gvk).await {
+            Ok(found) => found,
+            Err(kube::Error::Discovery(_)) => return Ok(None),
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(None),
+            Err(e) => return Err(format!("discover {kind} in {api_version}: {e}")),
+        };
+        Ok(Some(match caps.scope {
+            kube::discovery::Scope::Namespaced if !namespace.is_empty() => {
+                Api::namespaced_with(self.client.clone(), namespace, &ar)
+            }
+            _ => Api::all_with(self.client.clone(), &ar),
+        }))
+    }
+
+    async fn served(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+    ) -> Result<Api<DynamicObject>, String> {
+        self.api(api_version, kind, namespace)
+            .await?
+            .ok_or_else(|| format!("the cluster serves no {kind} in {api_version}"))
+    }
+}
+
+impl ClusterReads for KubeReads {
+    fn get(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, String> {
+        self.block(async {
+            let api = self.served(api_version, kind, namespace).await?;
+            match api.get_opt(name).await {
+                Ok(o) => o
+                    .map(|o| serde_json::to_value(o).map_err(|e| e.to_string()))
+                    .transpose(),
+                Err(e) => Err(format!("get {kind} {name}: {e}")),
+            }
+        })
+    }
+
+    fn list(&self, api_version: &str, kind: &str, namespace: &str) -> Result<Value, String> {
+        self.block(async {
+            let api = self.served(api_version, kind, namespace).await?;
+            let list = api
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| format!("list {kind}: {e}"))?;
+            let items = list
+                .items
+                .into_iter()
+                .map(|o| serde_json::to_value(o).map_err(|e| e.to_string()))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(json!({
+                "apiVersion": api_version,
+                "kind": format!("{kind}List"),
+                "metadata": list.metadata,
+                "items": items,
+            }))
+        })
+    }
+
+    fn resource_exists(&self, api_version: &str, kind: &str) -> Result<bool, String> {
+        self.block(async { Ok(self.api(api_version, kind, "").await?.is_some()) })
+    }
+
+    fn server_version(&self) -> Result<Value, String> {
+        self.block(async {
+            let info = self
+                .client
+                .apiserver_version()
+                .await
+                .map_err(|e| format!("read /version: {e}"))?;
+            serde_json::to_value(info).map_err(|e| e.to_string())
+        })
+    }
 }
 
 /// What an operation leaves for the ones after it, and what a collector shows.
@@ -90,6 +207,8 @@ impl Runner<'_> {
     fn base_bindings(&self) -> Bindings {
         let mut b = Bindings::new();
         b.insert("namespace".into(), json!(self.namespace));
+        b.insert("client".into(), self.cluster.value());
+        b.insert("config".into(), self.cluster.value());
         b.insert("test".into(), json!({"metadata": {"name": self.test.name}}));
         b.insert("values".into(), json!({}));
         b
