@@ -27,8 +27,8 @@
 //! value, standing for the [`ClusterReads`] it registered.
 //!
 //! Deliberate differences from chainsaw:
-//! - `x_metrics_decode` and a few heavy kyverno functions (time arithmetic,
-//!   `semver_compare`, `random`, `x509_decode`) fail with
+//! - a few heavy kyverno functions (time arithmetic, `semver_compare`,
+//!   `random`, `x509_decode`) fail with
 //!   [`JpError::UnsupportedFunction`] rather than evaluating;
 //! - numbers stay integers when integral (chainsaw uses `float64`), and
 //!   division by zero is an error rather than an infinity;
@@ -2060,10 +2060,18 @@ fn function(name: &str) -> Option<Entry> {
             )?))
         }),
         "x_k8s_server_version" => native(&[ANY], |c| c.read(c.cluster(0)?.server_version())),
+        "x_metrics_decode" => native(&[STR], |c| {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64);
+            super::metrics::decode(c.str(0)?, now)
+                .map(Value::Array)
+                .map_err(|e| c.invalid(e))
+        }),
         // Registered by chainsaw but a heavy port.
-        "x_metrics_decode" | "semver_compare" | "random" | "x509_decode" | "time_since"
-        | "time_add" | "time_parse" | "time_to_cron" | "time_utc" | "time_diff" | "time_before"
-        | "time_after" | "time_between" | "time_truncate" => Some(Entry::Unsupported),
+        "semver_compare" | "random" | "x509_decode" | "time_since" | "time_add" | "time_parse"
+        | "time_to_cron" | "time_utc" | "time_diff" | "time_before" | "time_after"
+        | "time_between" | "time_truncate" => Some(Entry::Unsupported),
         _ => None,
     }
 }
@@ -2856,7 +2864,10 @@ mod tests {
             fail("x_k8s_get(@, 'v1', 'Pod', 'ns', 'n')", json!({"a": 1})),
             "invalid value for `x_k8s_get`: the first argument must be `$client` or `$config`"
         );
-        assert!(fail("x_metrics_decode('')", json!(null)).contains("not supported by the harness"));
+        assert_eq!(
+            fail("x_metrics_decode('a')", json!(null)),
+            "invalid value for `x_metrics_decode`: line 1: no value in `a`"
+        );
         assert!(
             fail("semver_compare('1.0.0', '>0.1.0')", json!(null))
                 .contains("not supported by the harness")

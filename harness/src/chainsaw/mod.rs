@@ -15,6 +15,7 @@
 //! `expected-violations`.
 
 pub mod jp;
+pub mod metrics;
 pub mod model;
 pub mod run;
 pub mod tree;
