@@ -566,7 +566,10 @@ where
 
 async fn adaptive(ctx: Ctx, reserve: bool) -> anyhow::Result<()> {
     let (field, spec) = Template::CloneSet.field_and_spec();
-    let mut adaptive = json!({"rescheduleCriticalSeconds": 2, "unschedulableDuration": 4});
+    // The replicas moved to zone-a must turn ready while nowhere is still unschedulable: when it
+    // recovers, the allocator keeps only ready pods where they are and sends the rest back to
+    // nowhere, where they pend again (with 4 s, a loaded machine cycled them for 90 s).
+    let mut adaptive = json!({"rescheduleCriticalSeconds": 2, "unschedulableDuration": 15});
     if reserve {
         adaptive["reserveUnschedulablePods"] = json!(true);
     }
