@@ -44,6 +44,20 @@ fn outcome<'a>(cell: &'a Value, scenario: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("{scenario} ran"))["outcome"]
 }
 
+/// The grid of `out` links every cell to its own report, and each cell's reports are there.
+fn cells_link_their_reports(out: &Out, cells: &[Value]) {
+    let html = std::fs::read_to_string(out.dir.join("matrix.html")).unwrap();
+    for c in cells {
+        let dir = c["dir"].as_str().unwrap();
+        assert!(
+            html.contains(&format!("href=\"{dir}/report.html\"")),
+            "{dir}"
+        );
+        assert!(out.dir.join(dir).join("report.html").is_file());
+        assert!(out.dir.join(dir).join("junit.xml").is_file());
+    }
+}
+
 const S3: &str = "sidecarset/in-place-update-with-injected-sidecar";
 
 #[test]
@@ -87,16 +101,8 @@ fn a_small_matrix_places_the_known_bugs_exactly() {
         assert_eq!(cell(k, "v1.6.0")["worst"], "expected-fail");
     }
     // The grid links every cell to its own report and names the bugs where they live.
+    cells_link_their_reports(&out, cells);
     let html = std::fs::read_to_string(out.dir.join("matrix.html")).unwrap();
-    for c in cells {
-        let dir = c["dir"].as_str().unwrap();
-        assert!(
-            html.contains(&format!("href=\"{dir}/report.html\"")),
-            "{dir}"
-        );
-        assert!(out.dir.join(dir).join("report.html").is_file());
-        assert!(out.dir.join(dir).join("junit.xml").is_file());
-    }
     let row_132 = html
         .split("<tr><th>1.32.5</th>")
         .nth(1)
@@ -145,15 +151,7 @@ fn a_matrix_in_two_shards_merges_to_what_the_unsharded_run_reports() {
         assert_eq!(outcome(cell("v1.7.0"), s)["kind"], "expected-fail", "{s}");
         assert_eq!(outcome(cell("v1.9.0"), s)["kind"], "pass", "{s}");
     }
-    let html = std::fs::read_to_string(out.dir.join("matrix.html")).unwrap();
-    for c in cells {
-        let dir = c["dir"].as_str().unwrap();
-        assert!(
-            html.contains(&format!("href=\"{dir}/report.html\"")),
-            "{dir}"
-        );
-        assert!(out.dir.join(dir).join("junit.xml").is_file());
-    }
+    cells_link_their_reports(&out, cells);
     let shards: Vec<Out> = ["1/2", "2/2"]
         .iter()
         .map(|k| {

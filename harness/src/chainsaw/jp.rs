@@ -142,12 +142,12 @@ pub struct ClusterHandle {
 impl ClusterHandle {
     /// Registers `reads`.
     pub fn new(reads: Arc<dyn ClusterReads>) -> Self {
-        let mut map = CLUSTERS.lock().unwrap_or_else(|e| e.into_inner());
-        let mut id = rand::random::<u64>();
-        while map.contains_key(&id) {
-            id = rand::random::<u64>();
-        }
-        map.insert(id, reads);
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        CLUSTERS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, reads);
         Self { id }
     }
 

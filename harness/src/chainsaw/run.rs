@@ -12,8 +12,8 @@ use std::time::Duration;
 use anyhow::{Context, anyhow, bail};
 use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
 use kube::api::{
-    Api, DeleteParams, DynamicObject, GroupVersionKind, ListParams, LogParams, Patch, PatchParams,
-    PostParams, PropagationPolicy,
+    Api, DeleteParams, DynamicObject, ListParams, LogParams, Patch, PatchParams, PostParams,
+    PropagationPolicy,
 };
 use serde_json::{Value, json};
 
@@ -23,8 +23,8 @@ use super::model::{
     timeout_of,
 };
 use super::tree::{self, Assertion, Mismatch};
-use crate::scenario::Ctx;
 use crate::scenario::record::{Sent, Verb};
+use crate::scenario::{Ctx, pinned};
 
 /// How long a kind may take to be served (a CRD the test just created).
 const DISCOVERY: Duration = Duration::from_secs(10);
@@ -88,29 +88,25 @@ struct KubeReads {
     client: kube::Client,
 }
 
-impl KubeReads {
-    fn block<T>(
-        &self,
-        f: impl std::future::Future<Output = Result<T, String>>,
-    ) -> Result<T, String> {
-        use tokio::runtime::{Handle, RuntimeFlavor};
-        match Handle::try_current() {
-            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
-                tokio::task::block_in_place(|| h.block_on(f))
-            }
-            _ => Err("cluster functions need the harness's multi-threaded runtime".into()),
+/// Runs `f` to completion from plain code inside the multi-threaded runtime.
+fn block<T>(f: impl std::future::Future<Output = Result<T, String>>) -> Result<T, String> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(|| h.block_on(f))
         }
+        _ => Err("cluster functions need the harness's multi-threaded runtime".into()),
     }
+}
 
+impl KubeReads {
     async fn api(
         &self,
         api_version: &str,
         kind: &str,
         namespace: &str,
     ) -> Result<Option<Api<DynamicObject>>, String> {
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let gvk = GroupVersionKind::gvk(group, version, kind);
-        let (ar, caps) = match kube::discovery::pinned_kind(&self.client, &gvk).await {
+        let (ar, caps) = match pinned(&self.client, api_version, kind).await {
             Ok(found) => found,
             Err(kube::Error::Discovery(_)) => return Ok(None),
             Err(kube::Error::Api(e)) if e.code == 404 => return Ok(None),
@@ -144,7 +140,7 @@ impl ClusterReads for KubeReads {
         namespace: &str,
         name: &str,
     ) -> Result<Option<Value>, String> {
-        self.block(async {
+        block(async {
             let api = self.served(api_version, kind, namespace).await?;
             match api.get_opt(name).await {
                 Ok(o) => o
@@ -156,7 +152,7 @@ impl ClusterReads for KubeReads {
     }
 
     fn list(&self, api_version: &str, kind: &str, namespace: &str) -> Result<Value, String> {
-        self.block(async {
+        block(async {
             let api = self.served(api_version, kind, namespace).await?;
             let list = api
                 .list(&ListParams::default())
@@ -177,11 +173,11 @@ impl ClusterReads for KubeReads {
     }
 
     fn resource_exists(&self, api_version: &str, kind: &str) -> Result<bool, String> {
-        self.block(async { Ok(self.api(api_version, kind, "").await?.is_some()) })
+        block(async { Ok(self.api(api_version, kind, "").await?.is_some()) })
     }
 
     fn server_version(&self) -> Result<Value, String> {
-        self.block(async {
+        block(async {
             let info = self
                 .client
                 .apiserver_version()
@@ -415,12 +411,10 @@ impl Runner<'_> {
         kind: &str,
         namespace: Option<&str>,
     ) -> anyhow::Result<(Api<DynamicObject>, bool)> {
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let gvk = GroupVersionKind::gvk(group, version, kind);
         // A kind a CRD of the test just created takes a moment to be served.
         let deadline = tokio::time::Instant::now() + DISCOVERY;
         let (ar, caps) = loop {
-            match kube::discovery::pinned_kind(&self.ctx.client, &gvk).await {
+            match pinned(&self.ctx.client, api_version, kind).await {
                 Ok(found) => break found,
                 Err(e) if tokio::time::Instant::now() >= deadline => {
                     return Err(anyhow::Error::new(e)
@@ -484,9 +478,7 @@ impl Runner<'_> {
     /// Creates `o` refusing unknown fields, as kubectl does (`fieldValidation=Strict`).
     async fn create_strict(&self, obj: &Value, o: &DynamicObject) -> anyhow::Result<DynamicObject> {
         let (api_version, kind) = (text(obj, "apiVersion"), text(obj, "kind"));
-        let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
-        let gvk = GroupVersionKind::gvk(group, version, &kind);
-        let (ar, caps) = kube::discovery::pinned_kind(&self.ctx.client, &gvk).await?;
+        let (ar, caps) = pinned(&self.ctx.client, &api_version, &kind).await?;
         let ns = match caps.scope {
             kube::discovery::Scope::Namespaced => obj["metadata"]["namespace"].as_str(),
             kube::discovery::Scope::Cluster => None,

@@ -354,9 +354,7 @@ impl Ctx {
         api_version: &str,
         kind: &str,
     ) -> anyhow::Result<Api<DynamicObject>> {
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let gvk = GroupVersionKind::gvk(group, version, kind);
-        let (ar, caps) = kube::discovery::pinned_kind(&self.client, &gvk).await?;
+        let (ar, caps) = pinned(&self.client, api_version, kind).await?;
         Ok(match caps.scope {
             kube::discovery::Scope::Namespaced => {
                 Api::namespaced_with(self.client.clone(), &self.namespace, &ar)
@@ -471,4 +469,21 @@ impl Ctx {
 /// The status of a dynamic object, or null.
 pub fn status(o: &DynamicObject) -> &serde_json::Value {
     &o.data["status"]
+}
+
+/// What the cluster serves for `apiVersion` + `kind` (`v1`, `apps/v1`, ...): its resource and
+/// capabilities (scope), by discovery of that group version.
+pub async fn pinned(
+    client: &kube::Client,
+    api_version: &str,
+    kind: &str,
+) -> Result<
+    (
+        kube::discovery::ApiResource,
+        kube::discovery::ApiCapabilities,
+    ),
+    kube::Error,
+> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    kube::discovery::pinned_kind(client, &GroupVersionKind::gvk(group, version, kind)).await
 }
