@@ -30,8 +30,11 @@ pub fn scenarios() -> Vec<Scenario> {
         )
         // Some 60 CloneSets created at once: the manager's status updates were seen more than
         // 10 s behind their pods on a loaded 2-core host. The parity is in the admissions and
-        // the ready pods; the CloneSet counters are checked by the cloneset suites.
-        .expecting(&["status-counters"]),
+        // the ready pods; the CloneSet counters are checked by the cloneset suites. The
+        // `node-selector-unmatched` case's pods stay pending on both sides by design, so a
+        // table that runs longer than the liveness bound after it (a loaded host) sees both
+        // sets without progress.
+        .expecting(&["status-counters", "liveness"]),
         scenario(
             "parity/advanced-statefulset-agrees-with-statefulset",
             "Advanced StatefulSet and StatefulSet admit the same templates and strategies and settle on the same ready pods",
