@@ -131,6 +131,13 @@ struct Selection {
     /// against an older manager (how a fix's regression test qualifies an older line).
     #[arg(long = "upstream-e2e-from", value_name = "NAME@TAG")]
     upstream_e2e_from: Option<String>,
+    /// With --upstream-e2e: the suite's cluster has N real nodes (a kubelet and containerd
+    /// each, with OpenKruise's node daemon; root and the local provider) as its only workers,
+    /// untainted and named as upstream CI's kind workers (ci-testing-worker, ...), and the
+    /// specs that need the daemon run. Real nodes pull only from the cluster's registry: the
+    /// images the suite names are stand-ins (busybox and a small web server; see the README).
+    #[arg(long = "upstream-real-nodes", value_name = "N", default_value_t = 0)]
+    upstream_real_nodes: usize,
 }
 
 impl Selection {
@@ -147,6 +154,11 @@ impl Selection {
     /// it beside chainsaw tests or the scenario selectors it cannot honour.
     fn upstream(&self) -> anyhow::Result<Option<crate::run::upstream::Choice>> {
         if !self.upstream_e2e && self.upstream_e2e_from.is_none() {
+            if self.upstream_real_nodes > 0 {
+                bail!(
+                    "--upstream-real-nodes shapes the cluster of --upstream-e2e; add --upstream-e2e"
+                );
+            }
             return Ok(None);
         }
         if !self.chainsaw.is_empty() {
@@ -166,6 +178,7 @@ impl Selection {
             from,
             focus: self.focus.clone(),
             skip: self.skip.clone(),
+            real_nodes: self.upstream_real_nodes,
         }))
     }
 
@@ -924,6 +937,13 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
     let provider = args
         .provider
         .build(args.report_dir.join(&run_id).join("cluster-logs"))?;
+    if let Some(reason) = upstream
+        .as_ref()
+        .filter(|u| u.real_nodes > 0)
+        .and_then(|_| provider.no_real_nodes())
+    {
+        bail!("--upstream-real-nodes: the suite's cluster {reason}");
+    }
     let files = crate::report::Files::new(&args.report_dir, &run_id).with_context(|| {
         format!(
             "create the report directory in {}",

@@ -389,6 +389,16 @@ async fn ctr(socket: &Path, args: &[&str]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).to_string())
 }
 
+/// `ctr`'s `hosts.toml` for a host served by the registry on `port`, trusting `ca` (`ctr` reads
+/// a hosts directory, not the CRI plugin's configuration that real nodes use).
+fn hosts_toml(port: u16, ca: &Path) -> String {
+    let url = registry::endpoint(port);
+    format!(
+        "server = \"{url}\"\n\n[host.\"{url}\"]\n  capabilities = [\"pull\", \"resolve\"]\n  ca = {}\n",
+        serde_json::to_string(&ca.display().to_string()).unwrap()
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn containerd_imports_the_busybox_archive_and_pulls_through_hosts_toml() {
     let tc = toolchain();
@@ -451,7 +461,7 @@ async fn containerd_imports_the_busybox_archive_and_pulls_through_hosts_toml() {
     std::fs::create_dir_all(hosts.join(images::IMAGE_HOST)).unwrap();
     std::fs::write(
         hosts.join(images::IMAGE_HOST).join("hosts.toml"),
-        registry::hosts_toml(served.registry.port, &ca),
+        hosts_toml(served.registry.port, &ca),
     )
     .unwrap();
     let hosts_arg = hosts.display().to_string();

@@ -100,6 +100,19 @@ impl AnyCluster {
         }
     }
 
+    /// Pushes `images` to the registry its real nodes pull from (the local provider's real
+    /// nodes only).
+    pub async fn push_images(&self, images: &[crate::toolchain::BuiltImage]) -> anyhow::Result<()> {
+        match self {
+            AnyCluster::Local(c) => Ok(c.push_images(images).await?),
+            _ => anyhow::bail!(
+                "cluster {} has no image registry of the harness: only the local provider's real \
+                 nodes pull from one",
+                self.name()
+            ),
+        }
+    }
+
     /// A client.
     pub async fn client(&self) -> anyhow::Result<kube::Client> {
         Ok(match self {

@@ -55,6 +55,11 @@ pub struct Profile {
     /// Real nodes: a kubelet and a containerd each (local provider only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub real_nodes: Vec<NodeSpec>,
+    /// Whether the real nodes register with the taint that keeps off every pod not asking for
+    /// a real node (the default); a cluster of real nodes only ([`Profile::only_real_nodes`])
+    /// has none.
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub real_node_taint: bool,
     /// How long the fake nodes take for what takes a kubelet time (local provider).
     #[serde(default)]
     pub pod_timing: PodTiming,
@@ -113,6 +118,14 @@ pub enum ProfileError {
     NoZones,
 }
 
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(b: &bool) -> bool {
+    *b
+}
+
 impl Profile {
     /// The default profile for `kubernetes`: no extra gates, four nodes over zones
     /// `zone-a` and `zone-b`.
@@ -124,6 +137,7 @@ impl Profile {
             runtime_config: BTreeMap::new(),
             nodes: vec![],
             real_nodes: vec![],
+            real_node_taint: true,
             pod_timing: PodTiming::default(),
             objects: vec![],
         };
@@ -180,6 +194,24 @@ impl Profile {
                 }
             })
             .collect();
+        Ok(())
+    }
+
+    /// Makes the real nodes named `names` the only nodes (no kwok nodes), untainted, as the
+    /// workers of a cluster whose every pod needs a kubelet.
+    pub fn only_real_nodes(&mut self, names: &[String]) -> Result<(), ProfileError> {
+        if names.is_empty() {
+            return Err(ProfileError::NoNodes);
+        }
+        self.nodes.clear();
+        self.real_nodes = names
+            .iter()
+            .map(|n| NodeSpec {
+                name: n.clone(),
+                labels: BTreeMap::new(),
+            })
+            .collect();
+        self.real_node_taint = false;
         Ok(())
     }
 

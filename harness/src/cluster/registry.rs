@@ -4,8 +4,8 @@
 //!
 //! Start with [`Registry::start`], which writes the config, runs the process and waits until
 //! the registry answers; then [`push`] the images from
-//! [`crate::toolchain::Toolchain::images`], and give containerd [`hosts_toml`] so that
-//! `harness.local/<repo>:<tag>` resolves to the registry. The process itself is data
+//! [`crate::toolchain::Toolchain::images`], and give containerd the [`Mirror`] so that every
+//! image name (`harness.local/<repo>:<tag>`, and any other host's) resolves to the registry. The process itself is data
 //! ([`spec`], [`config_yaml`]) for a caller that runs components with its own backend.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
@@ -24,7 +24,6 @@ use super::local::LocalError;
 use super::local::components::ComponentSpec;
 use super::local::pki::Pki;
 use super::local::process::{ProcRecord, Process};
-use crate::toolchain::images::IMAGE_HOST;
 use crate::toolchain::oci::{Descriptor, MANIFEST_MEDIA_TYPE};
 use crate::toolchain::{BuiltImage, ToolchainError};
 use crate::wait::{self, Check};
@@ -219,17 +218,37 @@ pub fn spec(binary: &Path, layout: &RegistryLayout) -> ComponentSpec {
     }
 }
 
-/// containerd's `hosts.toml` for the `harness.local` host (its directory under the
-/// `config_path` of the CRI registry config is `harness.local/`): pull and resolve from the
-/// registry on `port`, trusting the CA at `ca_path`.
-pub fn hosts_toml(port: u16, ca_path: &Path) -> String {
-    let url = endpoint(port);
-    let ca = serde_json::to_string(&ca_path.display().to_string()).expect("a string serializes");
-    format!(
-        "# {IMAGE_HOST} is the harness's local registry.\n\
-         server = \"{url}\"\n\n\
-         [host.\"{url}\"]\n  capabilities = [\"pull\", \"resolve\"]\n  ca = {ca}\n"
-    )
+/// Where a real node's containerd pulls from: the registry on `127.0.0.1:<port>`, trusted with
+/// the cluster CA at `ca`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mirror {
+    /// The registry's port.
+    pub port: u16,
+    /// The CA file that signed the registry's certificate.
+    pub ca: PathBuf,
+}
+
+impl Mirror {
+    /// The CRI plugin's registry section: the registry is the mirror of every host (`*`,
+    /// which containerd's CRI plugin takes for any host without a mirror of its own), so
+    /// `harness.local/busybox:v1` and `busybox:1.32` alike are pulled from it, by their path
+    /// (`busybox`, `library/busybox`); and its TLS is checked against the cluster CA.
+    pub fn cri_registry_toml(&self) -> String {
+        let cri = "plugins.\"io.containerd.grpc.v1.cri\".registry";
+        let url = endpoint(self.port);
+        let ca =
+            serde_json::to_string(&self.ca.display().to_string()).expect("a string serializes");
+        let port = self.port;
+        [
+            format!("  [{cri}]"),
+            format!("    [{cri}.mirrors.\"*\"]"),
+            format!("      endpoint = [\"{url}\"]"),
+            format!("    [{cri}.configs.\"127.0.0.1:{port}\".tls]"),
+            format!("      ca_file = {ca}"),
+        ]
+        .map(|l| l + "\n")
+        .concat()
+    }
 }
 
 /// An answer of the registry.
@@ -641,14 +660,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hosts_toml_sends_harness_local_to_the_registry_with_the_ca() {
-        let text = hosts_toml(5443, Path::new("/c/pki/ca.crt"));
+    fn every_host_is_mirrored_to_the_registry_with_the_ca() {
+        let m = Mirror {
+            port: 5443,
+            ca: "/c/pki/ca.crt".into(),
+        };
         assert_eq!(
-            text,
-            "# harness.local is the harness's local registry.\n\
-             server = \"https://127.0.0.1:5443\"\n\n\
-             [host.\"https://127.0.0.1:5443\"]\n  capabilities = [\"pull\", \"resolve\"]\n  \
-             ca = \"/c/pki/ca.crt\"\n"
+            m.cri_registry_toml(),
+            "  [plugins.\"io.containerd.grpc.v1.cri\".registry]\n    \
+             [plugins.\"io.containerd.grpc.v1.cri\".registry.mirrors.\"*\"]\n      \
+             endpoint = [\"https://127.0.0.1:5443\"]\n    \
+             [plugins.\"io.containerd.grpc.v1.cri\".registry.configs.\"127.0.0.1:5443\".tls]\n      \
+             ca_file = \"/c/pki/ca.crt\"\n"
         );
     }
 

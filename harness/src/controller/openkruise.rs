@@ -917,6 +917,7 @@ async fn wait_in_cluster(
         version: &manager.version,
         timeout,
         interval: Duration::from_millis(500),
+        smoke_image: SMOKE_IMAGE,
     };
     let whole = super::Window::all();
     ready.wait(steps, || manager.check(&whole).boxed()).await
@@ -1081,11 +1082,18 @@ async fn wait_ready(
             }),
         ),
     ];
+    // A cluster of real nodes only pulls from its own registry: the harness's busybox.
+    let real_only = cluster.state().profile.nodes.is_empty();
     let ready = Readiness {
         client,
         version: &manager.version,
         timeout,
         interval: Duration::from_millis(200),
+        smoke_image: if real_only {
+            crate::toolchain::images::BUSYBOX_V1_IMAGE
+        } else {
+            SMOKE_IMAGE
+        },
     };
     ready
         .wait(steps, || {
@@ -1106,7 +1114,12 @@ struct Readiness<'a> {
     version: &'a str,
     timeout: Duration,
     interval: Duration,
+    /// The smoke CloneSet's image.
+    smoke_image: &'a str,
 }
+
+/// The smoke CloneSet's image where nodes pull from public registries or do not pull.
+const SMOKE_IMAGE: &str = "nginx:1.25";
 
 impl Readiness<'_> {
     /// Runs `steps` in order, then a smoke CloneSet, each a [`wait::poll`] within one overall
@@ -1133,7 +1146,7 @@ impl Readiness<'_> {
                 }
                 let outcome = match steps.get(i) {
                     Some((_, probe)) => probe().await,
-                    None => smoke(self.client, &mut *smoke_ns.lock().await).await,
+                    None => smoke(self.client, self.smoke_image, &mut *smoke_ns.lock().await).await,
                 };
                 match outcome {
                     Ok(true) => Check::Met,
@@ -1159,7 +1172,11 @@ impl Readiness<'_> {
 }
 
 /// Creates (once) and checks a one-replica CloneSet: `Ok(true)` once it is admitted and ready.
-async fn smoke(client: &kube::Client, ns: &mut Option<String>) -> Result<bool, String> {
+async fn smoke(
+    client: &kube::Client,
+    image: &str,
+    ns: &mut Option<String>,
+) -> Result<bool, String> {
     let gvk = GroupVersionKind::gvk("apps.kruise.io", "v1alpha1", "CloneSet");
     let (ar, _) = kube::discovery::pinned_kind(client, &gvk)
         .await
@@ -1184,7 +1201,7 @@ async fn smoke(client: &kube::Client, ns: &mut Option<String>) -> Result<bool, S
     let cs = match api.get("smoke").await {
         Ok(cs) => cs,
         Err(kube::Error::Api(s)) if s.code == 404 => {
-            api.create(&PostParams::default(), &smoke_cloneset())
+            api.create(&PostParams::default(), &smoke_cloneset(image))
                 .await
                 .map_err(|e| format!("smoke CloneSet refused: {e}"))?;
             return Err("smoke CloneSet created".into());
@@ -1201,8 +1218,8 @@ async fn smoke(client: &kube::Client, ns: &mut Option<String>) -> Result<bool, S
     }
 }
 
-/// The CloneSet readiness creates: one replica.
-fn smoke_cloneset() -> DynamicObject {
+/// The CloneSet readiness creates: one replica of `image`.
+fn smoke_cloneset(image: &str) -> DynamicObject {
     serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1alpha1",
         "kind": "CloneSet",
@@ -1212,7 +1229,10 @@ fn smoke_cloneset() -> DynamicObject {
             "selector": {"matchLabels": {"app": "smoke"}},
             "template": {
                 "metadata": {"labels": {"app": "smoke"}},
-                "spec": {"containers": [{"name": "main", "image": "nginx:1.25"}]}
+                "spec": {"containers": [{
+                    "name": "main",
+                    "image": image,
+                }]}
             }
         }
     }))

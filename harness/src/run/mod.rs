@@ -924,6 +924,11 @@ async fn run_cluster(
             };
             out.finish(unrun(s.name, s.suite, &profile, skipped));
         }
+        if plan.upstream.is_some() {
+            let skipped = Outcome::Skipped { reason };
+            let suite = format!("{}/suite", upstream::SUITE);
+            out.finish(unrun(&suite, upstream::SUITE, &profile, skipped));
+        }
         return;
     }
     let cell = match bring_up(plan, pc, name, env).await {
@@ -935,6 +940,10 @@ async fn run_cluster(
                     reason: reason.clone(),
                 };
                 out.finish(unrun(s.name, s.suite, &profile, infra));
+            }
+            // An upstream suite has no scenarios to carry the error: the suite does.
+            if plan.upstream.is_some() {
+                out.finish(upstream::suite_error(&reason, &profile));
             }
             return;
         }
@@ -1002,6 +1011,13 @@ async fn run_upstream_on(
             .path("kubectl");
         let kubectl_dir = kubectl.parent().unwrap_or(Path::new("/")).to_path_buf();
         let kubeconfig = cell.cluster.lock().await.kubeconfig().to_path_buf();
+        if !pc.profile.real_nodes.is_empty() {
+            // Real nodes pull every image from the cluster's registry: stand-ins for the ones
+            // the suite names.
+            let refs = crate::controller::openkruise::e2e::image_references(&suite.from).await?;
+            let images = env.toolchain.stand_ins(&refs).await?;
+            cell.cluster.lock().await.push_images(&images).await?;
+        }
         let work = upstream::work_dir(env.options.logs_dir.as_deref())?;
         // Specs that need what the cell lacks are skipped, with the reason, decided from
         // each spec's own source and the cell's capabilities.

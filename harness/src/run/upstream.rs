@@ -59,6 +59,22 @@ pub struct Choice {
     pub focus: Vec<String>,
     /// Ginkgo skip regexes.
     pub skip: Vec<String>,
+    /// Real nodes as the cell's only workers (`--upstream-real-nodes`); 0 for kwok nodes.
+    pub real_nodes: usize,
+}
+
+/// The name of upstream CI's kind cluster, whose workers (`ci-testing-worker`,
+/// `ci-testing-worker2`, ...) some specs name.
+pub const KIND_CLUSTER: &str = "ci-testing";
+
+/// The names kind gives the `count` workers of cluster [`KIND_CLUSTER`].
+pub fn kind_workers(count: usize) -> Vec<String> {
+    (1..=count)
+        .map(|i| match i {
+            1 => format!("{KIND_CLUSTER}-worker"),
+            i => format!("{KIND_CLUSTER}-worker{i}"),
+        })
+        .collect()
 }
 
 impl Choice {
@@ -80,7 +96,13 @@ impl Choice {
     ) -> anyhow::Result<Plan> {
         let suite = self.suite(controller);
         let objects = crate::controller::openkruise::e2e::config_objects(&suite.from).await?;
-        Ok(plan(kubernetes, controller, suite, objects))
+        let mut p = plan(kubernetes, controller, suite, objects);
+        if self.real_nodes > 0 {
+            p.clusters[0]
+                .profile
+                .only_real_nodes(&kind_workers(self.real_nodes))?;
+        }
+        Ok(p)
     }
 }
 
@@ -391,6 +413,31 @@ pub fn work_dir(logs: Option<&Path>) -> anyhow::Result<PathBuf> {
 mod tests {
     use super::*;
     use crate::run::ledger::Verdict;
+
+    #[test]
+    fn a_real_node_suite_cluster_has_kind_s_workers_only_untainted() {
+        assert_eq!(
+            kind_workers(3),
+            [
+                "ci-testing-worker",
+                "ci-testing-worker2",
+                "ci-testing-worker3"
+            ]
+        );
+        let suite = Choice::default().suite(&"openkruise@v1.9.0".parse().unwrap());
+        let mut p = plan(
+            "1.32".parse().unwrap(),
+            &"openkruise@v1.9.0".parse().unwrap(),
+            suite,
+            vec![],
+        );
+        let profile = &mut p.clusters[0].profile;
+        assert!(!profile.nodes.is_empty() && profile.real_node_taint);
+        profile.only_real_nodes(&kind_workers(2)).unwrap();
+        assert!(profile.nodes.is_empty() && !profile.real_node_taint);
+        assert_eq!(profile.real_nodes[1].name, "ci-testing-worker2");
+        assert!(profile.only_real_nodes(&[]).is_err());
+    }
 
     #[test]
     fn a_spec_body_is_its_block_and_daemon_apis_need_a_daemon() {

@@ -324,6 +324,120 @@ pub fn is_static_elf(elf: &[u8]) -> bool {
     })
 }
 
+/// An image reference as a registry mirror is asked for it: the repository path without the
+/// host, and the tag. Short names get what container runtimes give them: `busybox:1.32` is
+/// `library/busybox:1.32` (of the default host), `openkruise/x` is `openkruise/x:latest`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Reference {
+    /// The reference as written (`nginx:1.14.2`).
+    pub given: String,
+    /// The repository path inside its registry (`library/nginx`).
+    pub path: String,
+    /// The tag (`1.14.2`).
+    pub tag: String,
+}
+
+impl Reference {
+    /// Parses a reference by tag; `None` for one by digest (a stand-in cannot have the digest
+    /// it names) or one that is not a reference.
+    pub fn parse(given: &str) -> Option<Self> {
+        if given.contains('@') || given.is_empty() || given.contains(char::is_whitespace) {
+            return None;
+        }
+        let slash = given.rfind('/').map_or(0, |i| i + 1);
+        let (name, tag) = match given[slash..].rfind(':') {
+            Some(i) => (&given[..slash + i], &given[slash + i + 1..]),
+            None => (given, "latest"),
+        };
+        let (first, rest) = match name.split_once('/') {
+            Some((f, r)) => (f, Some(r)),
+            None => (name, None),
+        };
+        // The first component is a host when it has a dot or a port, or is `localhost`.
+        let is_host = first.contains('.') || first.contains(':') || first == "localhost";
+        let path = match (is_host, rest) {
+            (true, Some(r)) => r.to_string(),
+            (true, None) => return None,
+            (false, Some(_)) => name.to_string(),
+            (false, None) => format!("library/{name}"),
+        };
+        let valid = |s: &str, extra: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || extra.contains(c))
+        };
+        (valid(&path, "._-/")
+            && tag.len() <= 128
+            && !tag.is_empty()
+            && tag
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)))
+        .then(|| Self {
+            given: given.to_string(),
+            path,
+            tag: tag.to_string(),
+        })
+    }
+}
+
+/// Upstream images whose stand-in must do something else than serve: the last path component
+/// and the command. `exit` images are what a sidecar is switched to so that it exits.
+pub const STAND_IN_COMMANDS: &[(&str, &[&str])] = &[("exit", &["true"])];
+
+/// A stand-in for an image the harness cannot fetch (real nodes pull only from the cluster's
+/// registry): busybox's applets (`sh`, `sleep`, `ls`, ...) and the `health` program, which by
+/// default serves HTTP on port 80 until SIGTERM, as a web server or a long-running service
+/// would: `/healthz`, `/readyz`, and the files of nginx's document root
+/// (`/usr/share/nginx/html/index.html`, which specs move away to fail a probe); when another
+/// container of the pod has the port, it runs without serving. Its config names
+/// the reference (`HARNESS_STAND_IN`), so each reference has its own digest, as different
+/// upstream images do, while all share one layer.
+pub fn stand_in(reference: &Reference, busybox_binary: Vec<u8>, health: Vec<u8>) -> ImageRecipe {
+    let mut recipe = busybox(busybox_binary, "stand-in");
+    recipe.entries.push(file("/bin/health", 0o755, health));
+    for d in ["/usr", "/usr/share", "/usr/share/nginx", STAND_IN_DOCROOT] {
+        recipe.entries.push(dir(d, 0o755));
+    }
+    recipe.entries.push(file(
+        &format!("{STAND_IN_DOCROOT}/index.html"),
+        0o644,
+        "stand-in\n",
+    ));
+    let last = reference.path.rsplit('/').next().unwrap_or_default();
+    let command = STAND_IN_COMMANDS
+        .iter()
+        .find(|(name, _)| *name == last)
+        .map_or_else(
+            || vec!["/bin/health".to_string()],
+            |(_, c)| c.iter().map(|s| s.to_string()).collect(),
+        );
+    recipe.name = ImageName {
+        host: STAND_IN_HOST.into(),
+        repo: reference.path.clone(),
+        tag: reference.tag.clone(),
+    };
+    recipe.config = ImageConfig {
+        env: vec![
+            "PATH=/bin".into(),
+            "PORT=80".into(),
+            format!("DOCROOT={STAND_IN_DOCROOT}"),
+            "SERVE_OPTIONAL=1".into(),
+            format!("HARNESS_STAND_IN={}", reference.given),
+        ],
+        cmd: command,
+        working_dir: "/".into(),
+        ..ImageConfig::default()
+    };
+    recipe
+}
+
+/// A stand-in's web root: nginx's.
+pub const STAND_IN_DOCROOT: &str = "/usr/share/nginx/html";
+
+/// The host in a stand-in's [`ImageName`]: a registry mirror serves every host by path, so the
+/// stand-in is pushed by path and tag only.
+pub const STAND_IN_HOST: &str = "stand-in";
+
 /// An image in the cache, as an OCI image layout.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuiltImage {
@@ -407,6 +521,25 @@ impl Toolchain {
         Ok(out)
     }
 
+    /// A [`stand_in`] for each of `references`, from the cache or built into it.
+    pub async fn stand_ins(
+        &self,
+        references: &[Reference],
+    ) -> Result<Vec<BuiltImage>, ToolchainError> {
+        let programs = self.image_programs().await?;
+        let read = |p: PathBuf| std::fs::read(&p).map_err(|e| ToolchainError::io(&p, e));
+        let busybox_binary = read(self.static_busybox().await?)?;
+        let health = read(programs.binary("health"))?;
+        let mut out = Vec::with_capacity(references.len());
+        for r in references {
+            out.push(
+                self.image(stand_in(r, busybox_binary.clone(), health.clone()))
+                    .await?,
+            );
+        }
+        Ok(out)
+    }
+
     /// The image `recipe` describes, from the cache or built into it.
     pub async fn image(&self, recipe: ImageRecipe) -> Result<BuiltImage, ToolchainError> {
         let key = recipe.key();
@@ -476,6 +609,69 @@ mod tests {
 
     fn build(r: &ImageRecipe) -> oci::Image {
         oci::Image::build(&r.config, &r.entries).unwrap()
+    }
+
+    #[test]
+    fn references_become_the_path_and_tag_a_mirror_is_asked_for() {
+        let r = |s: &str| Reference::parse(s).map(|r| (r.path, r.tag));
+        let pt = |p: &str, t: &str| Some((p.to_string(), t.to_string()));
+        assert_eq!(r("busybox:1.32"), pt("library/busybox", "1.32"));
+        assert_eq!(r("busybox"), pt("library/busybox", "latest"));
+        assert_eq!(
+            r("openkruise/hotupgrade-sample:empty"),
+            pt("openkruise/hotupgrade-sample", "empty")
+        );
+        assert_eq!(r("example.com/e2e/nginx:1.14-4"), pt("e2e/nginx", "1.14-4"));
+        assert_eq!(r("localhost:5000/a/b"), pt("a/b", "latest"));
+        assert_eq!(r("harness.local/busybox:v1"), pt("busybox", "v1"));
+        // By digest, host only, upper case, spaces: not something to stand in for.
+        for bad in [
+            "busybox@sha256:00",
+            "example.com",
+            "Busybox:1",
+            "a b:1",
+            "",
+            "x:",
+        ] {
+            assert_eq!(Reference::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_stand_in_serves_nginx_s_web_root_on_port_80_and_has_its_own_digest() {
+        let reference = Reference::parse("nginx:1.14.2").unwrap();
+        let nginx = stand_in(&reference, fake_busybox(), b"health".to_vec());
+        assert_eq!(nginx.name.repo, "library/nginx");
+        assert_eq!(nginx.name.tag, "1.14.2");
+        assert_eq!(nginx.config.cmd, ["/bin/health"]);
+        for e in [
+            "PORT=80",
+            "DOCROOT=/usr/share/nginx/html",
+            "HARNESS_STAND_IN=nginx:1.14.2",
+        ] {
+            assert!(nginx.config.env.iter().any(|x| x == e), "{e}");
+        }
+        for p in [
+            "/bin/sh",
+            "/bin/sleep",
+            "/bin/health",
+            "/usr/share/nginx/html/index.html",
+        ] {
+            assert!(nginx.entries.iter().any(|x| x.path() == p), "{p}");
+        }
+        let newer = stand_in(
+            &Reference::parse("nginx:1.15.1").unwrap(),
+            fake_busybox(),
+            b"health".to_vec(),
+        );
+        assert_ne!(build(&nginx).manifest.digest, build(&newer).manifest.digest);
+        // An image a sidecar is switched to so that it exits does exit.
+        let exit = stand_in(
+            &Reference::parse("someone/exit:v1.0").unwrap(),
+            fake_busybox(),
+            vec![],
+        );
+        assert_eq!(exit.config.cmd, ["true"]);
     }
 
     #[test]

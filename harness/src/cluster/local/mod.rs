@@ -331,6 +331,7 @@ impl LocalProvider {
                     .unwrap_or(0),
                 ready: false,
                 real_nodes: vec![],
+                registry_port: None,
             },
             layout: layout.clone(),
             procs: Arc::default(),
@@ -660,11 +661,22 @@ impl BringUp<'_> {
         crate::cluster::registry::push(&real.images, port, &self.ca)
             .await
             .map_err(|e| LocalError::Registry(format!("{e:#}")))?;
-        let hosts = crate::cluster::registry::hosts_toml(port, &pki.path("ca.crt"));
+        cluster.state.registry_port = Some(port);
+        cluster.save()?;
+        let mirror = crate::cluster::registry::Mirror {
+            port,
+            ca: pki.path("ca.crt"),
+        };
         for spec in &self.inputs.profile.real_nodes {
             self.phase(&format!("real node {}", spec.name));
             let taken: Vec<[u8; 2]> = cluster.state.real_nodes.iter().map(|n| n.subnet).collect();
-            let n = node::RealNode::plan(&layout.dir, spec, &taken, free_port()?)?;
+            let n = node::RealNode::plan(
+                &layout.dir,
+                spec,
+                self.inputs.profile.real_node_taint,
+                &taken,
+                free_port()?,
+            )?;
             cluster.state.real_nodes.push(n.clone());
             cluster.save()?;
             let stem = format!("node-{}", n.name);
@@ -678,13 +690,8 @@ impl BringUp<'_> {
                 &pki.path("ca.crt"),
                 &self.inputs.profile.kubernetes,
                 &self.inputs.profile.feature_gates,
+                &mirror,
             )?;
-            let h = n
-                .registry_hosts_dir()
-                .join(crate::toolchain::images::IMAGE_HOST);
-            std::fs::create_dir_all(&h).map_err(|e| LocalError::io(&h, e))?;
-            std::fs::write(h.join("hosts.toml"), &hosts)
-                .map_err(|e| LocalError::io(&h.join("hosts.toml"), e))?;
             let kc = n.dir.join("kubeconfig");
             std::fs::write(&kc, pki.kubeconfig(&cluster.state.server, &stem)?)
                 .map_err(|e| LocalError::io(&kc, e))?;
@@ -995,6 +1002,24 @@ impl LocalCluster {
     /// An admin client.
     pub fn client(&self) -> kube::Client {
         self.client.clone().expect("a started cluster has a client")
+    }
+
+    /// Pushes `images` to the image registry its real nodes pull from (by repository path and
+    /// tag, which is how the nodes ask for any host's images); an error when it has no real
+    /// node.
+    pub async fn push_images(
+        &self,
+        images: &[crate::toolchain::BuiltImage],
+    ) -> Result<(), LocalError> {
+        let port = self.state.registry_port.ok_or_else(|| {
+            LocalError::Registry(format!(
+                "cluster {} has no image registry: only a cluster with real nodes has one",
+                self.state.name
+            ))
+        })?;
+        crate::cluster::registry::push(images, port, &self.ca_pem()?)
+            .await
+            .map_err(|e| LocalError::Registry(format!("{e:#}")))
     }
 
     /// Its directory layout.

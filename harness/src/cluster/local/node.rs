@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use super::LocalError;
 use super::components::ComponentSpec;
 use crate::cluster::NodeSpec;
+use crate::cluster::registry::Mirror;
 use crate::toolchain::host::DebianPackage;
 use crate::toolchain::versions::KubeVersion;
 
@@ -110,6 +111,13 @@ pub struct RealNode {
     pub subnet: [u8; 2],
     /// The kubelet's port on the node address.
     pub kubelet_port: u16,
+    /// Whether it registers with [`REAL_NODE_TAINT`].
+    #[serde(default = "tainted")]
+    pub tainted: bool,
+}
+
+fn tainted() -> bool {
+    true
 }
 
 /// Where the `/run` directories of real nodes live.
@@ -131,6 +139,7 @@ impl RealNode {
     pub fn plan(
         cluster_dir: &Path,
         spec: &NodeSpec,
+        tainted: bool,
         taken: &[[u8; 2]],
         kubelet_port: u16,
     ) -> Result<Self, LocalError> {
@@ -151,6 +160,7 @@ impl RealNode {
             id,
             subnet,
             kubelet_port,
+            tainted,
         })
     }
 
@@ -188,16 +198,11 @@ impl RealNode {
         self.dir.join(name)
     }
 
-    /// The directory of containerd's registry hosts (`<host>/hosts.toml`).
-    pub fn registry_hosts_dir(&self) -> PathBuf {
-        self.file("certs.d")
-    }
-
     /// containerd's configuration: root under the node directory, state, sockets, runc's
     /// state and network namespaces under [`RealNode::run_dir`], the CNI configuration of
-    /// this node only, registry hosts from [`RealNode::registry_hosts_dir`], and
+    /// this node only, every image pulled from the cluster's registry (`mirror`), and
     /// `restrict_oom_score_adj` (the host may lack CAP_SYS_RESOURCE).
-    pub fn containerd_config(&self, tools: &HostTools) -> String {
+    pub fn containerd_config(&self, tools: &HostTools, mirror: &Mirror) -> String {
         let q = |p: &Path| toml_str(&p.display().to_string());
         let run = &self.run_dir;
         format!(
@@ -228,9 +233,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
       BinaryName = {runc}
       Root = {runc_root}
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = {hosts}
-"#,
+{registry}"#,
             root = q(&self.file("containerd")),
             state = q(run),
             socket = q(&self.socket()),
@@ -240,7 +243,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             cni_conf = q(&self.file("cni")),
             runc = q(&tools.runc),
             runc_root = q(&run.join("runc")),
-            hosts = q(&self.registry_hosts_dir()),
+            registry = mirror.cri_registry_toml(),
         )
     }
 
@@ -324,12 +327,14 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             // several scenarios started pods on the node at once.
             "registryPullQPS": 0,
             "registerNode": true,
-            "registerWithTaints": [{
+        });
+        if self.tainted {
+            config["registerWithTaints"] = serde_json::json!([{
                 "key": "harness.io/real-node",
                 "value": "true",
                 "effect": "NoSchedule",
-            }],
-        });
+            }]);
+        }
         if !gates.is_empty() {
             config["featureGates"] = serde_json::json!(gates);
         }
@@ -391,18 +396,18 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         ca: &Path,
         version: &KubeVersion,
         gates: &BTreeMap<String, bool>,
+        mirror: &Mirror,
     ) -> Result<(), LocalError> {
         for d in [
             self.dir.clone(),
             self.file("cni"),
             self.file("cni-ipam"),
-            self.registry_hosts_dir(),
             self.run_dir.clone(),
         ] {
             fs::create_dir_all(&d).map_err(|e| LocalError::io(&d, e))?;
         }
         for (name, body) in [
-            ("containerd.toml", self.containerd_config(tools)),
+            ("containerd.toml", self.containerd_config(tools, mirror)),
             ("kubelet.json", self.kubelet_config(ca, version, gates)),
             ("cni/10-harness.conflist", self.cni_conflist()),
         ] {
@@ -1117,6 +1122,7 @@ mod tests {
             run_dir: "/run/harness/0a1b2c3d".into(),
             subnet: [201, 7],
             kubelet_port: 10250,
+            tainted: true,
         }
     }
 
@@ -1255,7 +1261,11 @@ pids\t6\t50\t1
 
     #[test]
     fn containerd_keeps_its_state_and_networks_to_the_node() {
-        let c = node().containerd_config(&tools());
+        let mirror = Mirror {
+            port: 5443,
+            ca: "/c/pki/ca.crt".into(),
+        };
+        let c = node().containerd_config(&tools(), &mirror);
         for line in [
             "root = \"/c/nodes/real-node-0/containerd\"",
             "state = \"/run/harness/0a1b2c3d\"",
@@ -1265,7 +1275,8 @@ pids\t6\t50\t1
             "sandbox_image = \"harness.local/pause:3.10\"",
             "conf_dir = \"/c/nodes/real-node-0/cni\"",
             "Root = \"/run/harness/0a1b2c3d/runc\"",
-            "config_path = \"/c/nodes/real-node-0/certs.d\"",
+            "endpoint = [\"https://127.0.0.1:5443\"]",
+            "ca_file = \"/c/pki/ca.crt\"",
         ] {
             assert!(c.lines().any(|l| l.trim() == line), "{line} in\n{c}");
         }
@@ -1294,6 +1305,19 @@ pids\t6\t50\t1
         .unwrap();
         assert!(old.get("failCgroupV1").is_none());
         assert!(old.get("featureGates").is_none());
+        // Tainted unless it is one of the cluster's only nodes.
+        assert_eq!(v["registerWithTaints"][0]["key"], "harness.io/real-node");
+        let untainted = RealNode {
+            tainted: false,
+            ..node()
+        };
+        let u: serde_json::Value = serde_json::from_str(&untainted.kubelet_config(
+            Path::new("/ca"),
+            &"1.32".parse().unwrap(),
+            &BTreeMap::new(),
+        ))
+        .unwrap();
+        assert!(u.get("registerWithTaints").is_none(), "{u}");
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub struct ClusterState {
     /// Its real nodes, recorded before any of their host resources is made.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub real_nodes: Vec<super::node::RealNode>,
+    /// The port on 127.0.0.1 of the image registry its real nodes pull from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry_port: Option<u16>,
 }
 
 impl ClusterState {

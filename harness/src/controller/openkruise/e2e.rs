@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use super::MODULE;
 use crate::controller::ControllerRef;
 use crate::toolchain::go::GoEnv;
+use crate::toolchain::images::Reference;
 use crate::toolchain::{Toolchain, ToolchainError};
 
 /// The suite's package in the release module (the same path from v1.5.0 to v1.9.x).
@@ -46,7 +47,17 @@ pub async fn build_ref(
 /// The objects of [`E2E_CONFIG`] in the suite's release module (downloaded into the Go module
 /// cache if needed); none for a release that has no such file.
 pub async fn config_objects(reference: &ControllerRef) -> anyhow::Result<Vec<serde_json::Value>> {
-    let dir = match &reference.checkout {
+    let file = module_dir(reference).await?.join(E2E_CONFIG);
+    if !file.exists() {
+        return Ok(vec![]);
+    }
+    Ok(crate::cluster::seed::load(&[file])?)
+}
+
+/// The suite's release module: the checkout, or the module downloaded into the Go module cache
+/// (a no-op when it is there).
+async fn module_dir(reference: &ControllerRef) -> anyhow::Result<PathBuf> {
+    Ok(match &reference.checkout {
         Some(dir) => dir.clone(),
         None => {
             let go = GoEnv::detect().await?;
@@ -55,10 +66,268 @@ pub async fn config_objects(reference: &ControllerRef) -> anyhow::Result<Vec<ser
                 .await?
                 .dir
         }
-    };
-    let file = dir.join(E2E_CONFIG);
-    if !file.exists() {
-        return Ok(vec![]);
+    })
+}
+
+/// Where the Kubernetes e2e framework names its images, in the `k8s.io/kubernetes` module.
+pub const IMAGE_MANIFEST: &str = "test/utils/image/manifest.go";
+
+/// The images the suite of `reference` runs, as far as its sources say: every string literal
+/// of its `test/e2e` that is an image reference by tag (`"nginx:1.14.2"`), and each Kubernetes
+/// e2e image it takes from `k8s.io/kubernetes/test/utils/image` (`imageutils.Nginx`), with
+/// the registry and version a spec sets on it (`SetRegistry`, `SetVersion`) or else the ones
+/// of that module's manifest, at the version the release's `go.mod` requires. The invalid
+/// registry's image (for a pull that must fail) is left out. Sorted, without duplicates.
+pub async fn image_references(reference: &ControllerRef) -> anyhow::Result<Vec<Reference>> {
+    use anyhow::Context;
+    let dir = module_dir(reference).await?;
+    let mut sources = vec![];
+    collect_go_files(&dir.join("test/e2e"), &mut sources)?;
+    let texts: Vec<String> = sources
+        .iter()
+        .map(|p| std::fs::read_to_string(p).with_context(|| format!("read {}", p.display())))
+        .collect::<anyhow::Result<_>>()?;
+    let mut found: std::collections::BTreeSet<String> = Default::default();
+    let mut uses = vec![];
+    for t in &texts {
+        found.extend(literal_references(t));
+        uses.extend(e2e_image_uses(t));
     }
-    Ok(crate::cluster::seed::load(&[file])?)
+    if !uses.is_empty() {
+        let go_mod = std::fs::read_to_string(dir.join("go.mod"))
+            .with_context(|| format!("read {}", dir.join("go.mod").display()))?;
+        let version = required_version(&go_mod, KUBERNETES_MODULE).with_context(|| {
+            format!(
+                "the suite uses {KUBERNETES_MODULE}'s images but its go.mod does not require it"
+            )
+        })?;
+        let go = GoEnv::detect().await?;
+        let scratch = tempfile::tempdir()?;
+        let k8s = go
+            .download(scratch.path(), KUBERNETES_MODULE, &version, true)
+            .await?
+            .dir;
+        let manifest = std::fs::read_to_string(k8s.join(IMAGE_MANIFEST))
+            .with_context(|| format!("read {}", k8s.join(IMAGE_MANIFEST).display()))?;
+        found.extend(manifest_images(&manifest, &uses));
+    }
+    let mut refs: Vec<Reference> = found.iter().filter_map(|s| Reference::parse(s)).collect();
+    refs.sort();
+    refs.dedup_by(|a, b| a.path == b.path && a.tag == b.tag);
+    Ok(refs)
+}
+
+/// The Kubernetes module, whose e2e framework names images.
+pub const KUBERNETES_MODULE: &str = "k8s.io/kubernetes";
+
+fn collect_go_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    use anyhow::Context;
+    for e in std::fs::read_dir(dir).with_context(|| format!("read {}", dir.display()))? {
+        let p = e?.path();
+        if p.is_dir() {
+            collect_go_files(&p, out)?;
+        } else if p.extension().is_some_and(|x| x == "go") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    Ok(())
+}
+
+/// String literals of Go `source` that are image references by tag (`"busybox:1.32"`,
+/// `"openkruise/x:v1"`).
+pub fn literal_references(source: &str) -> Vec<String> {
+    let re = regex::Regex::new(r#""([a-z0-9][a-z0-9._/-]*:[A-Za-z0-9._-]+)""#).expect("valid");
+    re.captures_iter(source)
+        .map(|c| c[1].to_string())
+        .filter(|s| Reference::parse(s).is_some())
+        .collect()
+}
+
+/// One use of a Kubernetes e2e image in a spec: its id (`Nginx`) and what the spec sets on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct E2eImageUse {
+    /// The `imageutils` id.
+    pub id: String,
+    /// `SetRegistry("...")` of the spec, if any.
+    pub registry: Option<String>,
+    /// `SetVersion("...")` of the spec, if any.
+    pub version: Option<String>,
+}
+
+/// The Kubernetes e2e images Go `source` uses: `imageutils.GetE2EImage(imageutils.X)` as the
+/// manifest has it, and `imageutils.GetConfig(imageutils.X)` with the `SetRegistry` and
+/// `SetVersion` calls before its next `GetE2EImage()`.
+pub fn e2e_image_uses(source: &str) -> Vec<E2eImageUse> {
+    let call = regex::Regex::new(r"imageutils\.(GetE2EImage|GetConfig)\(imageutils\.(\w+)\)")
+        .expect("valid");
+    let set = |what: &str, text: &str| {
+        regex::Regex::new(&format!(r#"\.Set{what}\("([^"]+)"\)"#))
+            .expect("valid")
+            .captures(text)
+            .map(|c| c[1].to_string())
+    };
+    call.captures_iter(source)
+        .map(|c| {
+            let id = c[2].to_string();
+            if &c[1] == "GetE2EImage" {
+                return E2eImageUse {
+                    id,
+                    registry: None,
+                    version: None,
+                };
+            }
+            let after = &source[c.get(0).expect("whole match").end()..];
+            let until = after.find("GetE2EImage()").unwrap_or(0);
+            let scope = &after[..until];
+            E2eImageUse {
+                id,
+                registry: set("Registry", scope),
+                version: set("Version", scope),
+            }
+        })
+        .collect()
+}
+
+/// The references of `uses` by the Kubernetes e2e image `manifest` (`manifest.go`:
+/// `configs[Nginx] = Config{list.PromoterE2eRegistry, "nginx", "1.14-4"}` and the registries
+/// of `initRegistry`); images of the invalid registry and ids the manifest lacks are left out.
+pub fn manifest_images(manifest: &str, uses: &[E2eImageUse]) -> Vec<String> {
+    let registry = regex::Regex::new(r#"(?m)^\s*(\w+Registry):\s*"([^"]+)""#).expect("valid");
+    let registries: std::collections::BTreeMap<&str, &str> = registry
+        .captures_iter(manifest)
+        .map(|c| {
+            let (k, v) = (c.get(1).expect("key"), c.get(2).expect("value"));
+            (k.as_str(), v.as_str())
+        })
+        .collect();
+    let config = regex::Regex::new(
+        r#"configs\[(\w+)\]\s*=\s*Config\{list\.(\w+),\s*"([^"]+)",\s*"([^"]+)"\}"#,
+    )
+    .expect("valid");
+    let configs: std::collections::BTreeMap<String, (String, String, String)> = config
+        .captures_iter(manifest)
+        .map(|c| {
+            (
+                c[1].to_string(),
+                (c[2].to_string(), c[3].to_string(), c[4].to_string()),
+            )
+        })
+        .collect();
+    uses.iter()
+        .filter_map(|u| {
+            let (list, name, version) = configs.get(&u.id)?;
+            if list == "InvalidRegistry" {
+                return None;
+            }
+            let reg = match &u.registry {
+                Some(r) => r.as_str(),
+                None => registries.get(list.as_str())?,
+            };
+            let version = u.version.as_deref().unwrap_or(version);
+            Some(format!("{reg}/{name}:{version}"))
+        })
+        .collect()
+}
+
+/// The version of `module` that `go_mod` builds with: its `replace` to a version if there is
+/// one, else its `require`.
+pub fn required_version(go_mod: &str, module: &str) -> Option<String> {
+    let mut required = None;
+    for line in go_mod.lines() {
+        let words: Vec<&str> = line
+            .split("//")
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter(|w| *w != "require" && *w != "replace")
+            .collect();
+        match words.as_slice() {
+            [m, "=>", _, v] if *m == module => return Some(v.to_string()),
+            [m, v] if *m == module => required = Some(v.to_string()),
+            _ => {}
+        }
+    }
+    required
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPEC: &str = r#"
+        pod.Spec.Containers[0].Image = "busybox:1.32"
+        Image: "owner/sample:v1",
+        Image: "fake-not-scheduled",
+        url := "localhost:8080"
+        label := "app:web"
+        a := imageutils.GetE2EImage(imageutils.Httpd)
+        c := imageutils.GetConfig(imageutils.Nginx)
+        c.SetRegistry("mirror.example/lib")
+        c.SetVersion("alpine")
+        x.Image = c.GetE2EImage()
+        d := imageutils.GetConfig(imageutils.Nginx)
+        y.Image = d.GetE2EImage()
+        bad := imageutils.GetE2EImage(imageutils.InvalidRegistryImage)
+    "#;
+
+    const MANIFEST: &str = r#"
+	initRegistry = RegistryList{
+		PromoterE2eRegistry:     "images.example/e2e",
+		InvalidRegistry:         "invalid.example/invalid",
+	}
+	configs[Httpd] = Config{list.PromoterE2eRegistry, "httpd", "2.4.38-4"}
+	configs[InvalidRegistryImage] = Config{list.InvalidRegistry, "alpine", "3.1"}
+	configs[Nginx] = Config{list.PromoterE2eRegistry, "nginx", "1.14-4"}
+    "#;
+
+    #[test]
+    fn the_suite_s_images_are_its_reference_literals_and_its_e2e_framework_images() {
+        // "app:web" is a reference too (library/app:web): a stand-in no pod asks for is harmless.
+        assert_eq!(
+            literal_references(SPEC),
+            ["busybox:1.32", "owner/sample:v1", "app:web"]
+        );
+        let uses = e2e_image_uses(SPEC);
+        assert_eq!(uses.len(), 4);
+        assert_eq!(
+            uses[1],
+            E2eImageUse {
+                id: "Nginx".into(),
+                registry: Some("mirror.example/lib".into()),
+                version: Some("alpine".into()),
+            }
+        );
+        assert_eq!(
+            (uses[2].registry.as_deref(), uses[2].version.as_deref()),
+            (None, None)
+        );
+        assert_eq!(
+            manifest_images(MANIFEST, &uses),
+            [
+                "images.example/e2e/httpd:2.4.38-4",
+                "mirror.example/lib/nginx:alpine",
+                "images.example/e2e/nginx:1.14-4",
+            ]
+        );
+    }
+
+    #[test]
+    fn go_mod_gives_a_replaced_version_before_the_required_one() {
+        let m = "module x\n\nrequire (\n\tk8s.io/kubernetes v1.32.1 // indirect\n\tk8s.io/api v0.32.1\n)\n";
+        assert_eq!(
+            required_version(m, KUBERNETES_MODULE).as_deref(),
+            Some("v1.32.1")
+        );
+        let r = format!("{m}replace (\n\tk8s.io/kubernetes => k8s.io/kubernetes v1.32.10\n)\n");
+        assert_eq!(
+            required_version(&r, KUBERNETES_MODULE).as_deref(),
+            Some("v1.32.10")
+        );
+        assert_eq!(
+            required_version("require k8s.io/kubernetes v1.30.0\n", KUBERNETES_MODULE).as_deref(),
+            Some("v1.30.0")
+        );
+        assert_eq!(required_version(m, "k8s.io/client-go"), None);
+    }
 }

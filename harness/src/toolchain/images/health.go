@@ -1,7 +1,10 @@
 // An HTTP server for probe tests. It listens on $PORT (default 8080); /healthz and /readyz
 // answer 200 unless /tmp/unhealthy or /tmp/unready exists, then 500; /version answers the
-// image version ($HARNESS_IMAGE_VERSION). The image has no shell, so the same binary also
-// creates and removes those files: `health touch /tmp/unready`, `health rm /tmp/unready`.
+// image version ($HARNESS_IMAGE_VERSION); with $DOCROOT set, every other path is a file under
+// it, as a web server's document root (a directory without index.html is listed). With
+// $SERVE_OPTIONAL set, a port already taken is no reason to exit: it runs until SIGTERM. The
+// health image has no shell, so the same binary also creates and removes those files:
+// `health touch /tmp/unready`, `health rm /tmp/unready`.
 package main
 
 import (
@@ -27,6 +30,9 @@ func main() {
 	mux.HandleFunc("/version", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, os.Getenv("HARNESS_IMAGE_VERSION"))
 	})
+	if root := os.Getenv("DOCROOT"); root != "" {
+		mux.Handle("/", http.FileServer(http.Dir(root)))
+	}
 	server := &http.Server{Addr: ":" + port, Handler: mux}
 	go func() {
 		stop := make(chan os.Signal, 1)
@@ -36,7 +42,14 @@ func main() {
 	}()
 	if err := server.ListenAndServe(); err != nil && err != http.ErrServerClosed {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		if os.Getenv("SERVE_OPTIONAL") == "" {
+			os.Exit(1)
+		}
+		// A stand-in beside another on the same port (two containers of a pod) still runs,
+		// as the service it stands in for would, until SIGTERM.
+		stop := make(chan os.Signal, 1)
+		signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+		<-stop
 	}
 }
 
