@@ -505,14 +505,12 @@ impl Toolchain {
     /// with the Go toolchain, busybox from Debian's `busybox-static`, installed with apt-get
     /// when the harness runs as root) and cached.
     pub async fn images(&self) -> Result<Vec<BuiltImage>, ToolchainError> {
-        let programs = self.image_programs().await?;
-        let read = |p: PathBuf| std::fs::read(&p).map_err(|e| ToolchainError::io(&p, e));
-        let busybox_binary = read(self.static_busybox().await?)?;
+        let [pause_program, busybox_binary, health_program] = self.image_inputs().await?;
         let recipes = [
-            pause(read(programs.binary("pause"))?),
+            pause(pause_program),
             busybox(busybox_binary.clone(), "v1"),
             busybox(busybox_binary, "v2"),
-            health(read(programs.binary("health"))?),
+            health(health_program),
         ];
         let mut out = Vec::with_capacity(recipes.len());
         for r in recipes {
@@ -521,15 +519,24 @@ impl Toolchain {
         Ok(out)
     }
 
+    /// What the images are made of: the `pause` program, the static busybox and the `health`
+    /// program, built or found.
+    async fn image_inputs(&self) -> Result<[Vec<u8>; 3], ToolchainError> {
+        let programs = self.image_programs().await?;
+        let read = |p: PathBuf| std::fs::read(&p).map_err(|e| ToolchainError::io(&p, e));
+        Ok([
+            read(programs.binary("pause"))?,
+            read(self.static_busybox().await?)?,
+            read(programs.binary("health"))?,
+        ])
+    }
+
     /// A [`stand_in`] for each of `references`, from the cache or built into it.
     pub async fn stand_ins(
         &self,
         references: &[Reference],
     ) -> Result<Vec<BuiltImage>, ToolchainError> {
-        let programs = self.image_programs().await?;
-        let read = |p: PathBuf| std::fs::read(&p).map_err(|e| ToolchainError::io(&p, e));
-        let busybox_binary = read(self.static_busybox().await?)?;
-        let health = read(programs.binary("health"))?;
+        let [_, busybox_binary, health] = self.image_inputs().await?;
         let mut out = Vec::with_capacity(references.len());
         for r in references {
             out.push(

@@ -4,6 +4,9 @@
 //! [`E2E_CONFIG`], the objects it creates before the manager starts.
 
 use std::path::PathBuf;
+use std::sync::LazyLock;
+
+use regex::Regex;
 
 use super::MODULE;
 use crate::controller::ControllerRef;
@@ -137,8 +140,11 @@ fn collect_go_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) -> anyhow::Re
 /// String literals of Go `source` that are image references by tag (`"busybox:1.32"`,
 /// `"openkruise/x:v1"`).
 pub fn literal_references(source: &str) -> Vec<String> {
-    let re = regex::Regex::new(r#""([a-z0-9][a-z0-9._/-]*:[A-Za-z0-9._-]+)""#).expect("valid");
-    re.captures_iter(source)
+    static LITERAL: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r#""([a-z0-9][a-z0-9._/-]*:[A-Za-z0-9._-]+)""#).expect("valid")
+    });
+    LITERAL
+        .captures_iter(source)
         .map(|c| c[1].to_string())
         .filter(|s| Reference::parse(s).is_some())
         .collect()
@@ -159,15 +165,15 @@ pub struct E2eImageUse {
 /// manifest has it, and `imageutils.GetConfig(imageutils.X)` with the `SetRegistry` and
 /// `SetVersion` calls before its next `GetE2EImage()`.
 pub fn e2e_image_uses(source: &str) -> Vec<E2eImageUse> {
-    let call = regex::Regex::new(r"imageutils\.(GetE2EImage|GetConfig)\(imageutils\.(\w+)\)")
-        .expect("valid");
-    let set = |what: &str, text: &str| {
-        regex::Regex::new(&format!(r#"\.Set{what}\("([^"]+)"\)"#))
-            .expect("valid")
-            .captures(text)
-            .map(|c| c[1].to_string())
-    };
-    call.captures_iter(source)
+    static CALL: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"imageutils\.(GetE2EImage|GetConfig)\(imageutils\.(\w+)\)").expect("valid")
+    });
+    static SET_REGISTRY: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r#"\.SetRegistry\("([^"]+)"\)"#).expect("valid"));
+    static SET_VERSION: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r#"\.SetVersion\("([^"]+)"\)"#).expect("valid"));
+    let set = |re: &Regex, text: &str| re.captures(text).map(|c| c[1].to_string());
+    CALL.captures_iter(source)
         .map(|c| {
             let id = c[2].to_string();
             if &c[1] == "GetE2EImage" {
@@ -182,8 +188,8 @@ pub fn e2e_image_uses(source: &str) -> Vec<E2eImageUse> {
             let scope = &after[..until];
             E2eImageUse {
                 id,
-                registry: set("Registry", scope),
-                version: set("Version", scope),
+                registry: set(&SET_REGISTRY, scope),
+                version: set(&SET_VERSION, scope),
             }
         })
         .collect()
