@@ -914,7 +914,7 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let plan = match &upstream {
-        Some(choice) => choice.plan(kubernetes, &controller).await?,
+        Some(choice) => choice.plan(kubernetes, &controller, &toolchain()).await?,
         None => crate::run::plan(&all, &filter, kubernetes, &controller),
     };
     if plan.clusters.is_empty() && plan.skipped.is_empty() {

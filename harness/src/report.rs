@@ -28,6 +28,8 @@ fn key(r: &ScenarioResult) -> Key {
 pub struct Terminal {
     results: BTreeMap<Key, ScenarioResult>,
     api_fields: Option<Vec<ApiFields>>,
+    /// Upstream suites' tables by area, by cluster.
+    areas: Vec<(String, String)>,
 }
 
 /// The field coverage of `fields` by what `results` sent (every attempt counts).
@@ -208,6 +210,9 @@ impl Reporter for Terminal {
             Event::ClusterLogs { profile, dir } => {
                 eprintln!("cluster {profile}: logs kept in {}", dir.display())
             }
+            Event::UpstreamAreas { profile, table } => {
+                self.areas.push((profile.clone(), table.clone()))
+            }
             Event::ScenarioFinished(r) => {
                 eprintln!(
                     "  {:<16} {} ({:.1}s)",
@@ -240,6 +245,12 @@ impl Reporter for Terminal {
                         r.outcome.label(),
                         r.scenario,
                         r.seconds
+                    );
+                }
+                for (profile, table) in &self.areas {
+                    eprintln!(
+                        "\nUPSTREAM SPECS BY AREA (cluster {profile})\n{}",
+                        table.trim_end()
                     );
                 }
                 let rates = failure_rates(self.results.values());
@@ -446,7 +457,8 @@ impl Reporter for Files {
             }
             Event::ClusterStarting { .. }
             | Event::ScenarioStarted { .. }
-            | Event::ScenarioRetrying { .. } => return,
+            | Event::ScenarioRetrying { .. }
+            | Event::UpstreamAreas { .. } => return,
         }
         if let Err(err) = self.write_all() {
             eprintln!("warning: write reports in {}: {err}", self.dir.display());

@@ -235,7 +235,7 @@ pub async fn run_matrix(
         let slug = format!("k8s-{}_{}-{}", v, c.kind.name(), c.slug());
         let plan = match env.upstream {
             None => crate::run::plan(env.scenarios, env.filter, v, &c),
-            Some(choice) => match choice.plan(v, &c).await {
+            Some(choice) => match choice.plan(v, &c, env.toolchain).await {
                 Ok(plan) => plan,
                 Err(e) => {
                     // The suite's configuration could not be read: the cell cannot run.

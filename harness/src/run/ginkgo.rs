@@ -2,6 +2,8 @@
 //! was skipped: how a Go end-to-end suite (OpenKruise's own) becomes harness results. Start
 //! with [`parse`].
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 
 /// What became of a spec.
@@ -18,9 +20,14 @@ pub enum SpecState {
 /// One spec of a report.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Spec {
+    /// Its name in the harness: its [`Spec::text`], and when another spec of the report has
+    /// the same text (OpenKruise's v1alpha1 and v1beta1 suites share many), the file it is
+    /// written in after it, from the suite's directory on: `SidecarSet ... metadata
+    /// [apps/v1beta1/sidecarset.go]`.
+    pub name: String,
     /// Its full text: the container texts and the spec's own, joined by spaces (what
     /// `--ginkgo.focus` matches).
-    pub name: String,
+    pub text: String,
     /// The outermost container's text (the suite's area, e.g. `[apps] CloneSet`).
     pub area: String,
     /// What became of it.
@@ -110,6 +117,7 @@ pub fn parse(json: &str) -> Result<Vec<Spec>, String> {
                 });
             out.push(Spec {
                 name: parts.join(" "),
+                text: parts.join(" "),
                 area: s.containers.first().cloned().unwrap_or_default(),
                 state,
                 seconds: s.run_time_ns as f64 / 1e9,
@@ -122,7 +130,37 @@ pub fn parse(json: &str) -> Result<Vec<Spec>, String> {
             });
         }
     }
+    disambiguate(&mut out);
     Ok(out)
+}
+
+/// Names specs that share their text after their file (and line, when one file has both),
+/// from the suite's directory (`test/e2e/`) on.
+fn disambiguate(specs: &mut [Spec]) {
+    fn counts<'a>(names: impl Iterator<Item = &'a String>) -> BTreeMap<String, usize> {
+        let mut c = BTreeMap::new();
+        for n in names {
+            *c.entry(n.clone()).or_default() += 1;
+        }
+        c
+    }
+    let short = |file: &str| -> String {
+        file.split_once("/test/e2e/")
+            .map_or(file, |x| x.1)
+            .to_string()
+    };
+    let texts = counts(specs.iter().map(|s| &s.text));
+    for s in specs.iter_mut().filter(|s| texts[&s.text] > 1) {
+        if let Some((file, _)) = &s.location {
+            s.name = format!("{} [{}]", s.text, short(file));
+        }
+    }
+    let names = counts(specs.iter().map(|s| &s.name));
+    for s in specs.iter_mut().filter(|s| names[&s.name] > 1) {
+        if let Some((file, line)) = &s.location {
+            s.name = format!("{} [{}:{line}]", s.text, short(file));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -144,12 +182,23 @@ mod tests {
         {"ContainerHierarchyTexts": ["[apps] StatefulSet"], "LeafNodeType": "It",
          "LeafNodeText": "should be filtered out", "State": "skipped", "RunTime": 0},
         {"LeafNodeType": "AfterSuite", "State": "panicked", "RunTime": 10,
-         "Failure": {"Message": "boom"}}
+         "Failure": {"Message": "boom"}},
+        {"ContainerHierarchyTexts": ["SidecarSet"], "LeafNodeType": "It", "LeafNodeText": "twin",
+         "State": "passed", "LeafNodeLocation": {"FileName": "k/test/e2e/apps/v1alpha1/s.go", "LineNumber": 9}},
+        {"ContainerHierarchyTexts": ["SidecarSet"], "LeafNodeType": "It", "LeafNodeText": "twin",
+         "State": "failed", "LeafNodeLocation": {"FileName": "k/test/e2e/apps/v1beta1/s.go", "LineNumber": 9}},
+        {"ContainerHierarchyTexts": ["SidecarSet"], "LeafNodeType": "It", "LeafNodeText": "triplet",
+         "State": "passed", "LeafNodeLocation": {"FileName": "k/test/e2e/apps/s.go", "LineNumber": 1}},
+        {"ContainerHierarchyTexts": ["SidecarSet"], "LeafNodeType": "It", "LeafNodeText": "triplet",
+         "State": "passed", "LeafNodeLocation": {"FileName": "k/test/e2e/apps/s.go", "LineNumber": 2}},
+        {"ContainerHierarchyTexts": ["SidecarSet"], "LeafNodeType": "It", "LeafNodeText": "triplet",
+         "State": "passed", "LeafNodeLocation": {"FileName": "k/test/e2e/apps/t.go", "LineNumber": 3}}
       ]
     }]"#;
 
     #[test]
-    fn specs_are_named_by_their_containers_and_suite_nodes_only_when_they_fail() {
+    fn specs_are_named_by_their_containers_twins_by_their_files_and_suite_nodes_only_when_they_fail()
+     {
         let specs = parse(REPORT).unwrap();
         let names: Vec<(&str, SpecState)> =
             specs.iter().map(|s| (s.name.as_str(), s.state)).collect();
@@ -169,8 +218,15 @@ mod tests {
                     SpecState::Skipped
                 ),
                 ("[AfterSuite]", SpecState::Failed),
+                ("SidecarSet twin [apps/v1alpha1/s.go]", SpecState::Passed),
+                ("SidecarSet twin [apps/v1beta1/s.go]", SpecState::Failed),
+                ("SidecarSet triplet [apps/s.go:1]", SpecState::Passed),
+                ("SidecarSet triplet [apps/s.go:2]", SpecState::Passed),
+                ("SidecarSet triplet [apps/t.go]", SpecState::Passed),
             ]
         );
+        // Ginkgo's regexes match the text, not the name.
+        assert_eq!(specs[4].text, "SidecarSet twin");
         assert_eq!(specs[0].area, "[apps] CloneSet");
         assert_eq!(specs[0].seconds, 2.5);
         let failure = specs[1].message.as_deref().unwrap();

@@ -644,6 +644,13 @@ pub enum Event {
         /// Where they are.
         dir: PathBuf,
     },
+    /// An upstream suite's results on a cluster, by the suite's areas (a table).
+    UpstreamAreas {
+        /// Profile.
+        profile: String,
+        /// The table ([`upstream::area_table`]).
+        table: String,
+    },
     /// The run is done.
     RunFinished {
         /// Seconds.
@@ -1002,6 +1009,7 @@ async fn run_upstream_on(
 ) -> bool {
     let profile = pc.profile.name.as_str();
     let report = async {
+        let work = upstream::work_dir(env.options.logs_dir.as_deref())?;
         let binary =
             crate::controller::openkruise::e2e::build_ref(env.toolchain, &suite.from).await?;
         let kubectl = env
@@ -1018,7 +1026,6 @@ async fn run_upstream_on(
             let images = env.toolchain.stand_ins(&refs).await?;
             cell.cluster.lock().await.push_images(&images).await?;
         }
-        let work = upstream::work_dir(env.options.logs_dir.as_deref())?;
         // Specs that need what the cell lacks are skipped, with the reason, decided from
         // each spec's own source and the cell's capabilities.
         let caps = upstream::Capabilities {
@@ -1034,12 +1041,14 @@ async fn run_upstream_on(
         .await?;
         let runnable = upstream::skipping(suite, &unservable);
         let report = upstream::run(&binary, &runnable, &kubeconfig, &kubectl_dir, &work).await?;
-        anyhow::Ok((report, unservable))
+        anyhow::Ok((report, unservable, work))
     }
     .await;
+    let mut areas = None;
     let judged = report
         .map_err(|e| format!("{e:#}"))
-        .and_then(|(report, unservable)| {
+        .and_then(|(report, unservable, work)| {
+            areas = upstream::areas(&report).ok().map(|a| (a, work));
             let mut r = upstream::results(&report, profile, |name, failure| {
                 Outcome::Judged(env.ledger.classify(
                     name,
@@ -1060,6 +1069,17 @@ async fn run_upstream_on(
         });
     match judged {
         Ok(results) => {
+            if let Some((areas, work)) = areas {
+                let table = upstream::area_table(&results, &areas);
+                let file = work.join(upstream::AREAS_FILE);
+                if let Err(e) = std::fs::write(&file, &table) {
+                    eprintln!("warning: write {}: {e}", file.display());
+                }
+                out.emit(Event::UpstreamAreas {
+                    profile: profile.into(),
+                    table,
+                });
+            }
             let mut failed = false;
             for r in results {
                 failed |= r.outcome.fails_run(false);

@@ -5,6 +5,7 @@
 //! result per spec ([`super::ginkgo`]), each judged by the ledger like a scenario. Start with
 //! [`plan`] and [`run`].
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -87,16 +88,22 @@ impl Choice {
         }
     }
 
-    /// The plan of the cell (`kubernetes`, `controller`), with the suite's e2e configuration
-    /// read from its release module.
+    /// The plan of the cell (`kubernetes`, `controller`), prepared as upstream's CI prepares
+    /// its cluster: the suite's e2e configuration and the cluster's feature gates read from
+    /// its release module, the manager's gates from the manager's (see [`ci_gates`]).
     pub async fn plan(
         &self,
         kubernetes: KubeVersion,
         controller: &ControllerRef,
+        toolchain: &crate::toolchain::Toolchain,
     ) -> anyhow::Result<Plan> {
+        use crate::controller::openkruise::e2e;
         let suite = self.suite(controller);
-        let objects = crate::controller::openkruise::e2e::config_objects(&suite.from).await?;
+        let objects = e2e::config_objects(&suite.from).await?;
+        let gates = ci_gates(kubernetes, controller, &suite.from, toolchain).await?;
         let mut p = plan(kubernetes, controller, suite, objects);
+        p.clusters[0].profile.feature_gates = gates.cluster;
+        p.clusters[0].controller_gates = gates.controller;
         if self.real_nodes > 0 {
             p.clusters[0]
                 .profile
@@ -104,6 +111,39 @@ impl Choice {
         }
         Ok(p)
     }
+}
+
+/// The gates upstream's CI runs `suite` and `controller` with ([`e2e::ci_gates`]): the
+/// manager's as its release's manifest sets them (`AllAlpha=true,AllBeta=true,...`; the harness
+/// still sets `KruiseDaemon` by the cell's nodes), and of the cluster's the ones this Kubernetes
+/// version has off by default (InPlacePodVerticalScaling on 1.27 to 1.32), read from its
+/// apiserver's `--help`: a gate the version lacks or has on already is left as it is.
+///
+/// [`e2e::ci_gates`]: crate::controller::openkruise::e2e::ci_gates
+pub async fn ci_gates(
+    kubernetes: KubeVersion,
+    controller: &ControllerRef,
+    suite: &ControllerRef,
+    toolchain: &crate::toolchain::Toolchain,
+) -> anyhow::Result<crate::controller::openkruise::e2e::CiGates> {
+    use crate::controller::openkruise::e2e;
+    let mut gates = e2e::ci_gates(controller, suite).await?;
+    if !gates.cluster.is_empty() {
+        let apiserver = toolchain
+            .kubernetes(kubernetes)
+            .await?
+            .path("kube-apiserver");
+        let help = tokio::process::Command::new(&apiserver)
+            .arg("--help")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output()
+            .await
+            .map_err(|e| anyhow::anyhow!("run {} --help: {e}", apiserver.display()))?;
+        let help = String::from_utf8_lossy(&help.stdout);
+        gates.cluster = e2e::off_by_default(&help, &gates.cluster);
+    }
+    Ok(gates)
 }
 
 /// What a cell can serve that upstream specs may need.
@@ -153,8 +193,10 @@ pub fn unmet(body: &str, caps: Capabilities, daemon_kinds: &[&str]) -> Option<St
 /// A spec the cell cannot serve: its full text and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Unservable {
-    /// The spec's full text.
+    /// The spec's name ([`ginkgo::Spec::name`]).
     pub name: String,
+    /// Its full text (what Ginkgo's regexes match).
+    pub text: String,
     /// Why.
     pub reason: String,
 }
@@ -214,6 +256,7 @@ pub async fn unservable(
         if let Some(reason) = unmet(body, caps, daemon_kinds) {
             found.push(Unservable {
                 name: spec.name,
+                text: spec.text,
                 reason,
             });
         }
@@ -229,7 +272,7 @@ pub fn skipping(suite: &UpstreamSuite, unservable: &[Unservable]) -> UpstreamSui
     if !unservable.is_empty() {
         let names: Vec<String> = unservable
             .iter()
-            .map(|u| format!(" {}$", regex::escape(&u.name)))
+            .map(|u| format!(" {}$", regex::escape(&u.text)))
             .collect();
         s.skip.push(names.join("|"));
     }
@@ -351,6 +394,66 @@ pub fn results(
     Ok(out)
 }
 
+/// The file of a suite's work directory that holds its [`area_table`].
+pub const AREAS_FILE: &str = "areas.txt";
+
+/// The area of each spec of a Ginkgo report (its outermost container: `CloneSet`,
+/// `[apps] StatefulSet`), by the spec's full text.
+pub fn areas(report: &str) -> Result<BTreeMap<String, String>, String> {
+    Ok(ginkgo::parse(report)?
+        .into_iter()
+        .map(|s| (s.name, s.area))
+        .collect())
+}
+
+/// `results` of an upstream suite counted by area (`areas` from [`areas`]; a result of no
+/// spec, such as a failed `BeforeSuite`, counts as `(suite)`): the specs, and of them how many
+/// passed, failed (a failure, an unexpected pass or an infrastructure error), failed as a known
+/// bug of the ledger, and were skipped. A line per area and one for all.
+pub fn area_table(results: &[ScenarioResult], areas: &BTreeMap<String, String>) -> String {
+    use crate::run::ledger::Verdict;
+    #[derive(Default)]
+    struct Row {
+        specs: usize,
+        passed: usize,
+        failed: usize,
+        known: usize,
+        skipped: usize,
+    }
+    let prefix = format!("{SUITE}/");
+    let mut rows: BTreeMap<&str, Row> = BTreeMap::new();
+    let mut all = Row::default();
+    for r in results {
+        let name = r.scenario.strip_prefix(&prefix).unwrap_or(&r.scenario);
+        let area = areas.get(name).map_or("(suite)", String::as_str);
+        for row in [rows.entry(area).or_default(), &mut all] {
+            row.specs += 1;
+            match &r.outcome {
+                Outcome::Judged(Verdict::Pass) | Outcome::Flaky { .. } => row.passed += 1,
+                Outcome::Judged(Verdict::ExpectedFail { .. }) => row.known += 1,
+                Outcome::Skipped { .. } => row.skipped += 1,
+                Outcome::Judged(Verdict::Fail | Verdict::UnexpectedPass { .. })
+                | Outcome::InfraError { .. } => row.failed += 1,
+            }
+        }
+    }
+    let line = |area: &str, r: &Row| {
+        format!(
+            "{area:<40} {:>5} {:>6} {:>6} {:>5} {:>7}\n",
+            r.specs, r.passed, r.failed, r.known, r.skipped
+        )
+    };
+    let mut out = format!(
+        "{:<40} {:>5} {:>6} {:>6} {:>5} {:>7}\n",
+        "AREA", "SPECS", "PASSED", "FAILED", "KNOWN", "SKIPPED"
+    );
+    for (area, r) in &rows {
+        out.push_str(&line(area, r));
+    }
+    out.push_str(&line("all", &all));
+    out
+}
+
 /// Runs the suite `binary` against the cluster of `kubeconfig`, with `kubectl_dir` first on
 /// `PATH`, its output in `log`; returns the JSON report's text. The suite failing is no error
 /// (its specs say so); no report is.
@@ -469,7 +572,8 @@ mod tests {
                 ..suite
             },
             &[Unservable {
-                name: "[apps] CRR recreates (a+b)".into(),
+                name: "[apps] CRR recreates (a+b) [apps/v1beta1/crr.go]".into(),
+                text: "[apps] CRR recreates (a+b)".into(),
                 reason: "r".into(),
             }],
         );
@@ -520,6 +624,43 @@ mod tests {
         );
         assert_eq!(judged[1].failure.as_deref(), Some("boom"));
         assert_eq!(judged[1].suite, SUITE);
+
+        // By area: the run's specs, a spec the harness skipped and a failed suite node.
+        let mut all = judged.clone();
+        all.extend(skipped(
+            &[Unservable {
+                name: "[apps] CloneSet recreates".into(),
+                text: "[apps] CloneSet recreates".into(),
+                reason: "needs the node daemon".into(),
+            }],
+            "upstream",
+        ));
+        all.push(suite_error("no report", "upstream"));
+        let mut known = all[0].clone();
+        known.outcome = Outcome::Judged(Verdict::ExpectedFail { bug: "b".into() });
+        known.scenario = "upstream/[apps] CloneSet known".into();
+        all.push(known);
+        let mut by = areas(report).unwrap();
+        by.insert("[apps] CloneSet recreates".into(), "[apps] CloneSet".into());
+        by.insert("[apps] CloneSet known".into(), "[apps] CloneSet".into());
+        let table = area_table(&all, &by);
+        let counts = |area: &str| -> Vec<&str> {
+            let l = table.lines().find(|l| l.starts_with(area)).unwrap();
+            l[40..].split_whitespace().collect()
+        };
+        assert_eq!(table.lines().count(), 5, "{table}");
+        assert_eq!(
+            counts("AREA"),
+            ["SPECS", "PASSED", "FAILED", "KNOWN", "SKIPPED"]
+        );
+        assert_eq!(counts("(suite)"), ["1", "0", "1", "0", "0"], "{table}");
+        assert_eq!(
+            counts("[apps] CloneSet"),
+            ["4", "1", "1", "1", "1"],
+            "{table}"
+        );
+        assert_eq!(counts("[apps] Job"), ["1", "0", "0", "0", "1"], "{table}");
+        assert_eq!(counts("all"), ["6", "1", "2", "1", "2"], "{table}");
         let s = UpstreamSuite {
             from: "openkruise@v1.9.0".parse().unwrap(),
             focus: vec!["CloneSet".into()],

@@ -3,6 +3,7 @@
 //! [`build`]. What upstream's CI gives the suite beside the cluster is here too:
 //! [`E2E_CONFIG`], the objects it creates before the manager starts.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::LazyLock;
 
@@ -55,6 +56,118 @@ pub async fn config_objects(reference: &ControllerRef) -> anyhow::Result<Vec<ser
         return Ok(vec![]);
     }
     Ok(crate::cluster::seed::load(&[file])?)
+}
+
+/// Where upstream's CI takes the manager's feature gates from: the `--feature-gates` argument
+/// of the `manager` container in this file of the release module (v1.9.0:
+/// `AllAlpha=true,AllBeta=true,EnableExternalCerts=false,TemplateNoDefaults=false`).
+pub const MANAGER_MANIFEST: &str = "config/manager/manager.yaml";
+/// The kind cluster configuration upstream's CI gives its in-place specs (CloneSet,
+/// InplaceVPA): its `featureGates` (InPlacePodVerticalScaling, SidecarContainers).
+pub const KIND_CONFIG: &str = "test/kind-conf-with-vpa.yaml";
+
+/// The feature gates upstream's CI runs a release with.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CiGates {
+    /// The manager's (and its daemons'), from [`MANAGER_MANIFEST`] of the manager's release.
+    pub controller: BTreeMap<String, bool>,
+    /// The cluster's, from [`KIND_CONFIG`] of the suite's release.
+    pub cluster: BTreeMap<String, bool>,
+}
+
+/// The gates upstream's CI gives a cluster whose manager is `manager` and whose suite is
+/// `suite`'s, read from the two release modules (a file a release lacks gives no gates).
+pub async fn ci_gates(manager: &ControllerRef, suite: &ControllerRef) -> anyhow::Result<CiGates> {
+    use anyhow::Context;
+    let read = |p: PathBuf| -> anyhow::Result<Option<String>> {
+        if !p.exists() {
+            return Ok(None);
+        }
+        Ok(Some(
+            std::fs::read_to_string(&p).with_context(|| format!("read {}", p.display()))?,
+        ))
+    };
+    let controller = match read(module_dir(manager).await?.join(MANAGER_MANIFEST))? {
+        Some(text) => {
+            manager_gates(&text).with_context(|| format!("{MANAGER_MANIFEST} of {manager}"))?
+        }
+        None => BTreeMap::new(),
+    };
+    let cluster = match read(module_dir(suite).await?.join(KIND_CONFIG))? {
+        Some(text) => kind_gates(&text).with_context(|| format!("{KIND_CONFIG} of {suite}"))?,
+        None => BTreeMap::new(),
+    };
+    Ok(CiGates {
+        controller,
+        cluster,
+    })
+}
+
+/// The `--feature-gates` of the `manager` container of a manifest (YAML documents).
+pub fn manager_gates(manifest: &str) -> anyhow::Result<BTreeMap<String, bool>> {
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(manifest).map_err(|e| anyhow::anyhow!("{e}"))?;
+    for v in docs {
+        let containers = v["spec"]["template"]["spec"]["containers"].as_array();
+        for c in containers.into_iter().flatten() {
+            if c["name"] != "manager" {
+                continue;
+            }
+            for a in c["args"].as_array().into_iter().flatten() {
+                if let Some(list) = a.as_str().and_then(|a| a.strip_prefix("--feature-gates=")) {
+                    return gate_list(list);
+                }
+            }
+        }
+    }
+    Ok(BTreeMap::new())
+}
+
+/// The `featureGates` of a kind cluster configuration.
+pub fn kind_gates(config: &str) -> anyhow::Result<BTreeMap<String, bool>> {
+    #[derive(serde::Deserialize)]
+    struct KindConfig {
+        #[serde(rename = "featureGates", default)]
+        feature_gates: BTreeMap<String, bool>,
+    }
+    Ok(serde_saphyr::from_str::<KindConfig>(config)
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .feature_gates)
+}
+
+/// `A=true,B=false` as a map.
+fn gate_list(list: &str) -> anyhow::Result<BTreeMap<String, bool>> {
+    list.split(',')
+        .filter(|g| !g.trim().is_empty())
+        .map(|g| {
+            let (k, v) = g
+                .split_once('=')
+                .ok_or_else(|| anyhow::anyhow!("feature gate {g:?} is not NAME=true|false"))?;
+            let v: bool = v
+                .trim()
+                .parse()
+                .map_err(|_| anyhow::anyhow!("feature gate {g:?} is not NAME=true|false"))?;
+            Ok((k.trim().to_string(), v))
+        })
+        .collect()
+}
+
+/// Of `gates`, the ones `help` (a Kubernetes component's `--help`) lists as off by default
+/// (`Name=true|false (ALPHA - default=false)`, `kube:` before it from 1.32): what turning on changes. A gate the version
+/// lacks, or has on already (perhaps locked, or about to be removed), is left out.
+pub fn off_by_default(help: &str, gates: &BTreeMap<String, bool>) -> BTreeMap<String, bool> {
+    gates
+        .iter()
+        .filter(|(name, _)| {
+            help.lines().any(|l| {
+                // 1.32 and later name the gate's component: `kube:Name=true|false`.
+                let l = l.trim_start();
+                let l = l.strip_prefix("kube:").unwrap_or(l);
+                l.starts_with(&format!("{name}=true|false")) && l.contains("default=false")
+            })
+        })
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
 }
 
 /// The suite's release module: the checkout, or the module downloaded into the Go module cache
@@ -259,6 +372,49 @@ pub fn required_version(go_mod: &str, module: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn upstream_ci_gates_come_from_the_manager_manifest_and_the_kind_config() {
+        let manifest = "apiVersion: v1\nkind: Namespace\nmetadata: {name: system}\n---\n\
+            apiVersion: apps/v1\nkind: Deployment\nspec:\n  template:\n    spec:\n      \
+            containers:\n      - name: manager\n        args:\n        - --v=5\n        \
+            - --feature-gates=AllAlpha=true,AllBeta=true,TemplateNoDefaults=false\n";
+        let gates = manager_gates(manifest).unwrap();
+        assert_eq!(
+            gates,
+            BTreeMap::from([
+                ("AllAlpha".to_string(), true),
+                ("AllBeta".to_string(), true),
+                ("TemplateNoDefaults".to_string(), false),
+            ])
+        );
+        let bad = manifest.replace("AllBeta=true", "AllBeta=yes");
+        let e = manager_gates(&bad).unwrap_err().to_string();
+        assert!(e.contains("AllBeta=yes"), "{e}");
+        assert!(manager_gates("kind: Service\n").unwrap().is_empty());
+
+        let kind = "kind: Cluster\nnodes:\n- role: worker\nfeatureGates:\n  \
+            InPlacePodVerticalScaling: true\n  SidecarContainers: true\n";
+        let cluster = kind_gates(kind).unwrap();
+        assert_eq!(cluster.len(), 2);
+        assert!(kind_gates("kind: Cluster\n").unwrap().is_empty());
+
+        // Only what the version has off by default is set; a gate it lacks is left out.
+        let help_132 = "      kube:InPlacePodVerticalScaling=true|false (ALPHA - default=false)\n\
+            kube:InPlacePodVerticalScalingAllocatedStatus=true|false (ALPHA - default=false)\n\
+            kube:SidecarContainers=true|false (BETA - default=true)\n";
+        assert_eq!(
+            off_by_default(help_132, &cluster),
+            BTreeMap::from([("InPlacePodVerticalScaling".to_string(), true)])
+        );
+        let help_128 = "  InPlacePodVerticalScaling=true|false (ALPHA - default=false)\n\
+              SidecarContainers=true|false (ALPHA - default=false)\n";
+        assert_eq!(off_by_default(help_128, &cluster), cluster);
+        assert!(
+            off_by_default("kube:Other=true|false (ALPHA - default=false)", &cluster).is_empty()
+        );
+    }
+
     use super::*;
 
     const SPEC: &str = r#"
