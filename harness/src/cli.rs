@@ -138,6 +138,12 @@ struct Selection {
     /// images the suite names are stand-ins (busybox and a small web server; see the README).
     #[arg(long = "upstream-real-nodes", value_name = "N", default_value_t = 0)]
     upstream_real_nodes: usize,
+    /// With --upstream-e2e: run the suite in N parallel Ginkgo processes (the `ginkgo`
+    /// command, built at the suite's Ginkgo version), as upstream's CI does with `ginkgo -p`
+    /// (4 processes on its 4-CPU runners); Serial specs still run alone, at the end.
+    #[arg(long = "upstream-procs", value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=32))]
+    upstream_procs: u16,
 }
 
 impl Selection {
@@ -159,6 +165,9 @@ impl Selection {
                     "--upstream-real-nodes shapes the cluster of --upstream-e2e; add --upstream-e2e"
                 );
             }
+            if self.upstream_procs > 1 {
+                bail!("--upstream-procs runs the suite of --upstream-e2e; add --upstream-e2e");
+            }
             return Ok(None);
         }
         if !self.chainsaw.is_empty() {
@@ -179,6 +188,7 @@ impl Selection {
             focus: self.focus.clone(),
             skip: self.skip.clone(),
             real_nodes: self.upstream_real_nodes,
+            procs: self.upstream_procs.into(),
         }))
     }
 

@@ -1026,6 +1026,14 @@ async fn run_upstream_on(
             let images = env.toolchain.stand_ins(&refs).await?;
             cell.cluster.lock().await.push_images(&images).await?;
         }
+        // What upstream's e2e script applies from other projects after the manager is up and
+        // before the suite (kubeflow's TFJob CRD in v1.9.0), in the same order: a CRD there
+        // before the manager would have it watch kinds its e2e configuration lets it only get.
+        let foreign = crate::controller::openkruise::e2e::script_objects(&suite.from).await?;
+        if !foreign.is_empty() {
+            let client = cell.cluster.lock().await.client().await?;
+            crate::cluster::seed::create(&client, &foreign).await?;
+        }
         // Specs that need what the cell lacks are skipped, with the reason, decided from
         // each spec's own source and the cell's capabilities.
         let caps = upstream::Capabilities {
@@ -1040,7 +1048,21 @@ async fn run_upstream_on(
         )
         .await?;
         let runnable = upstream::skipping(suite, &unservable);
-        let report = upstream::run(&binary, &runnable, &kubeconfig, &kubectl_dir, &work).await?;
+        let ginkgo = match suite.procs {
+            0 | 1 => None,
+            _ => Some(
+                crate::controller::openkruise::e2e::ginkgo_cli(env.toolchain, &suite.from).await?,
+            ),
+        };
+        let report = upstream::run(
+            &binary,
+            ginkgo.as_deref(),
+            &runnable,
+            &kubeconfig,
+            &kubectl_dir,
+            &work,
+        )
+        .await?;
         anyhow::Ok((report, unservable, work))
     }
     .await;

@@ -31,6 +31,9 @@ pub struct UpstreamSuite {
     pub focus: Vec<String>,
     /// Ginkgo skip regexes.
     pub skip: Vec<String>,
+    /// Parallel Ginkgo processes (`--upstream-procs`); above 1 the suite runs under the
+    /// `ginkgo` command, as upstream's CI runs it (`ginkgo -p`).
+    pub procs: usize,
 }
 
 impl UpstreamSuite {
@@ -45,6 +48,20 @@ impl UpstreamSuite {
         ];
         a.extend(self.focus.iter().map(|f| format!("--ginkgo.focus={f}")));
         a.extend(self.skip.iter().map(|s| format!("--ginkgo.skip={s}")));
+        a
+    }
+
+    /// The `ginkgo` command's arguments for running the suite binary `binary` in
+    /// [`procs`](Self::procs) parallel processes: the same report, focus, skip and timeout
+    /// as [`args`](Self::args), as the command spells them.
+    pub fn cli_args(&self, report: &Path, binary: &Path) -> Vec<String> {
+        let mut a: Vec<String> = self
+            .args(report)
+            .into_iter()
+            .map(|x| x.replacen("--ginkgo.", "--", 1))
+            .collect();
+        a.insert(0, format!("--procs={}", self.procs));
+        a.push(binary.display().to_string());
         a
     }
 }
@@ -62,11 +79,37 @@ pub struct Choice {
     pub skip: Vec<String>,
     /// Real nodes as the cell's only workers (`--upstream-real-nodes`); 0 for kwok nodes.
     pub real_nodes: usize,
+    /// Parallel Ginkgo processes (`--upstream-procs`; 0 counts as 1).
+    pub procs: usize,
 }
 
 /// The name of upstream CI's kind cluster, whose workers (`ci-testing-worker`,
 /// `ci-testing-worker2`, ...) some specs name.
 pub const KIND_CLUSTER: &str = "ci-testing";
+
+/// How many workers upstream's CI clusters have (`test/kind-conf*.yaml`: a control plane and
+/// three workers); a cell of fake nodes has as many.
+pub const KIND_WORKERS: usize = 3;
+
+/// Gives `profile` the workers of upstream's kind cluster, named as kind names them (specs
+/// count them, and some name the first): `real_nodes` real ones, untainted, and no fake node;
+/// or, with none, [`KIND_WORKERS`] fake ones without the scenario layout's zones.
+pub fn kind_layout(
+    profile: &mut crate::cluster::Profile,
+    real_nodes: usize,
+) -> Result<(), crate::cluster::ProfileError> {
+    if real_nodes > 0 {
+        return profile.only_real_nodes(&kind_workers(real_nodes));
+    }
+    profile.nodes = kind_workers(KIND_WORKERS)
+        .into_iter()
+        .map(|name| crate::cluster::NodeSpec {
+            name,
+            labels: Default::default(),
+        })
+        .collect();
+    Ok(())
+}
 
 /// The names kind gives the `count` workers of cluster [`KIND_CLUSTER`].
 pub fn kind_workers(count: usize) -> Vec<String> {
@@ -85,6 +128,7 @@ impl Choice {
             from: self.from.clone().unwrap_or_else(|| controller.clone()),
             focus: self.focus.clone(),
             skip: self.skip.clone(),
+            procs: self.procs.max(1),
         }
     }
 
@@ -104,11 +148,7 @@ impl Choice {
         let mut p = plan(kubernetes, controller, suite, objects);
         p.clusters[0].profile.feature_gates = gates.cluster;
         p.clusters[0].controller_gates = gates.controller;
-        if self.real_nodes > 0 {
-            p.clusters[0]
-                .profile
-                .only_real_nodes(&kind_workers(self.real_nodes))?;
-        }
+        kind_layout(&mut p.clusters[0].profile, self.real_nodes)?;
         Ok(p)
     }
 }
@@ -459,6 +499,7 @@ pub fn area_table(results: &[ScenarioResult], areas: &BTreeMap<String, String>) 
 /// (its specs say so); no report is.
 pub async fn run(
     binary: &Path,
+    ginkgo: Option<&Path>,
     suite: &UpstreamSuite,
     kubeconfig: &Path,
     kubectl_dir: &Path,
@@ -475,8 +516,25 @@ pub async fn run(
         std::env::var("PATH").unwrap_or_default()
     );
     let started = Instant::now();
-    let status = tokio::process::Command::new(binary)
-        .args(suite.args(&report))
+    let mut command = match ginkgo {
+        Some(ginkgo) => {
+            // The command runs a suite binary in its directory; a link in the work directory
+            // keeps what the suite writes out of the build cache.
+            let link = work.join(binary.file_name().unwrap_or_default());
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(binary, &link)
+                .with_context(|| format!("link {} to {}", link.display(), binary.display()))?;
+            let mut c = tokio::process::Command::new(ginkgo);
+            c.args(suite.cli_args(&report, &link));
+            c
+        }
+        None => {
+            let mut c = tokio::process::Command::new(binary);
+            c.args(suite.args(&report));
+            c
+        }
+    };
+    let status = command
         .env("KUBECONFIG", kubeconfig)
         .env("PATH", path)
         .current_dir(work)
@@ -518,7 +576,7 @@ mod tests {
     use crate::run::ledger::Verdict;
 
     #[test]
-    fn a_real_node_suite_cluster_has_kind_s_workers_only_untainted() {
+    fn a_suite_cluster_has_kind_s_three_workers_or_only_its_real_nodes_untainted() {
         assert_eq!(
             kind_workers(3),
             [
@@ -536,10 +594,20 @@ mod tests {
         );
         let profile = &mut p.clusters[0].profile;
         assert!(!profile.nodes.is_empty() && profile.real_node_taint);
+        let mut fake = profile.clone();
         profile.only_real_nodes(&kind_workers(2)).unwrap();
         assert!(profile.nodes.is_empty() && !profile.real_node_taint);
         assert_eq!(profile.real_nodes[1].name, "ci-testing-worker2");
         assert!(profile.only_real_nodes(&[]).is_err());
+        let mut real = fake.clone();
+        kind_layout(&mut real, 3).unwrap();
+        assert_eq!(real.real_nodes.len(), 3);
+        assert!(real.nodes.is_empty());
+        // Without real nodes: kind's three workers as fake nodes, no zones.
+        kind_layout(&mut fake, 0).unwrap();
+        let names: Vec<&str> = fake.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, kind_workers(KIND_WORKERS));
+        assert!(fake.nodes.iter().all(|n| n.labels.is_empty()) && fake.real_nodes.is_empty());
     }
 
     #[test]
@@ -565,6 +633,7 @@ mod tests {
             from: "openkruise@v1.9.0".parse().unwrap(),
             focus: vec![],
             skip: vec![],
+            procs: 1,
         };
         let skip = skipping(
             &UpstreamSuite {
@@ -665,10 +734,25 @@ mod tests {
             from: "openkruise@v1.9.0".parse().unwrap(),
             focus: vec!["CloneSet".into()],
             skip: vec!["Scaling".into()],
+            procs: 4,
         };
         let args = s.args(Path::new("/w/r.json"));
         assert!(args.contains(&"--ginkgo.json-report=/w/r.json".to_string()));
         assert!(args.contains(&"--ginkgo.focus=CloneSet".to_string()));
         assert!(args.contains(&"--ginkgo.skip=Scaling".to_string()));
+        // In parallel, the `ginkgo` command gets the same settings as it spells them, and the
+        // suite binary last.
+        let cli = s.cli_args(Path::new("/w/r.json"), Path::new("/w/kruise-e2e.test"));
+        assert_eq!(cli[0], "--procs=4");
+        assert_eq!(cli.last().unwrap(), "/w/kruise-e2e.test");
+        for a in [
+            "--json-report=/w/r.json",
+            "--focus=CloneSet",
+            "--skip=Scaling",
+            "--v",
+        ] {
+            assert!(cli.contains(&a.to_string()), "{a} in {cli:?}");
+        }
+        assert!(!cli.iter().any(|a| a.starts_with("--ginkgo.")), "{cli:?}");
     }
 }

@@ -32,6 +32,35 @@ pub async fn build(toolchain: &Toolchain, tag: &str) -> Result<PathBuf, Toolchai
         .await
 }
 
+/// The module of the `ginkgo` command, which runs a suite in parallel processes.
+pub const GINKGO_MODULE: &str = "github.com/onsi/ginkgo/v2";
+
+/// The `ginkgo` command at the version the suite of `reference` is built with (its `go.mod`),
+/// built from the module proxy and cached.
+pub async fn ginkgo_cli(
+    toolchain: &Toolchain,
+    reference: &ControllerRef,
+) -> anyhow::Result<PathBuf> {
+    use anyhow::Context;
+    let go_mod = module_dir(reference).await?.join("go.mod");
+    let text =
+        std::fs::read_to_string(&go_mod).with_context(|| format!("read {}", go_mod.display()))?;
+    let version = required_version(&text, GINKGO_MODULE).with_context(|| {
+        format!(
+            "the suite of {reference} does not require {GINKGO_MODULE}: it is no Ginkgo v2 suite"
+        )
+    })?;
+    Ok(toolchain
+        .module_package(
+            GINKGO_MODULE,
+            &format!("{GINKGO_MODULE}/ginkgo"),
+            &version,
+            "ginkgo",
+            false,
+        )
+        .await?)
+}
+
 /// The suite of `reference`: releases and commits from the module proxy; a checkout is refused
 /// (its suite is built with `go test -c ./test/e2e` in the checkout).
 pub async fn build_ref(
@@ -56,6 +85,113 @@ pub async fn config_objects(reference: &ControllerRef) -> anyhow::Result<Vec<ser
         return Ok(vec![]);
     }
     Ok(crate::cluster::seed::load(&[file])?)
+}
+
+/// The script upstream's CI runs the suite with; before the suite it applies manifests from
+/// other projects' repositories (v1.9.0: kubeflow's TFJob CRD, for a WorkloadSpread spec).
+pub const E2E_SCRIPT: &str = "tools/hack/run-kruise-e2e-test.sh";
+
+/// A manifest [`E2E_SCRIPT`] applies from a GitHub repository at a branch or tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptManifest {
+    /// The repository as a Go module path (`github.com/<owner>/<repo>`).
+    pub module: String,
+    /// The branch or tag.
+    pub reference: String,
+    /// Whether `reference` is a branch (`refs/heads/...`).
+    pub branch: bool,
+    /// The file in the repository.
+    pub path: String,
+}
+
+/// The manifests a script applies with `kubectl apply -f <raw file URL>`: the URL's
+/// `<owner>/<repo>/refs/{heads,tags}/<ref>/<path>` (or `<owner>/<repo>/<ref>/<path>`, a tag).
+pub fn script_manifests(script: &str) -> Vec<ScriptManifest> {
+    static APPLY: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(
+            r"kubectl\s+apply\s+-f\s+https://[^/\s]+/([\w.-]+)/([\w.-]+)/(?:refs/(heads|tags)/)?([\w.-]+)/(\S+\.ya?ml)",
+        )
+        .expect("valid")
+    });
+    script
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .flat_map(|l| APPLY.captures_iter(l).collect::<Vec<_>>())
+        .map(|c| ScriptManifest {
+            module: format!("github.com/{}/{}", &c[1], &c[2]),
+            reference: c[4].to_string(),
+            branch: c.get(3).is_some_and(|k| k.as_str() == "heads"),
+            path: c[5].to_string(),
+        })
+        .collect()
+}
+
+/// The module version that stands for `m`'s reference among `versions` (the proxy's): a tag
+/// itself; a release branch (`v1.8-branch`, `release-1.8`) its newest `v1.8.*` tag. Other
+/// branches have none (the proxy serves tags only).
+pub fn release_for(m: &ScriptManifest, versions: &[String]) -> Option<String> {
+    if !m.branch {
+        return Some(m.reference.clone());
+    }
+    static LINE: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"^(?:release-v?|v)(\d+)\.(\d+)(?:-branch)?$").expect("valid"));
+    let c = LINE.captures(&m.reference)?;
+    let prefix = format!("v{}.{}.", &c[1], &c[2]);
+    versions
+        .iter()
+        .filter(|v| v.starts_with(&prefix) && !v.contains('-'))
+        .max_by_key(|v| v[prefix.len()..].parse::<u64>().unwrap_or_default())
+        .cloned()
+}
+
+/// The objects [`E2E_SCRIPT`] of the suite's release applies from other repositories, read
+/// from those repositories' Go modules ([`release_for`] their branch); a manifest that cannot
+/// be had is named in a warning (the specs that use it then fail, saying what is missing).
+pub async fn script_objects(reference: &ControllerRef) -> anyhow::Result<Vec<serde_json::Value>> {
+    let file = module_dir(reference).await?.join(E2E_SCRIPT);
+    let Ok(script) = std::fs::read_to_string(&file) else {
+        return Ok(vec![]);
+    };
+    let go = GoEnv::detect().await?;
+    let scratch = tempfile::tempdir()?;
+    let mut out = vec![];
+    for m in script_manifests(&script) {
+        let got = async {
+            let listed = go
+                .command(scratch.path())
+                .args(["list", "-m", "-versions", &m.module])
+                .output()
+                .await?;
+            let versions: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+                .split_whitespace()
+                .skip(1)
+                .map(String::from)
+                .collect();
+            let version = release_for(&m, &versions).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "no release of {} stands for {} (releases: {})",
+                    m.module,
+                    m.reference,
+                    versions.join(", ")
+                )
+            })?;
+            let dir = go
+                .download(scratch.path(), &m.module, &version, true)
+                .await?
+                .dir;
+            anyhow::Ok(crate::cluster::seed::load(&[dir.join(&m.path)])?)
+        }
+        .await;
+        match got {
+            Ok(objects) => out.extend(objects),
+            Err(e) => eprintln!(
+                "warning: {E2E_SCRIPT} of {reference} applies {} of {} ({}), which the harness \
+                 cannot read: {e:#}",
+                m.path, m.module, m.reference
+            ),
+        }
+    }
+    Ok(out)
 }
 
 /// Where upstream's CI takes the manager's feature gates from: the `--feature-gates` argument
@@ -372,6 +508,44 @@ pub fn required_version(go_mod: &str, module: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn manifests_the_e2e_script_applies_are_read_from_their_module_releases() {
+        let script = "make ginkgo\necho x\n# kubectl apply -f https://h.example/a/b/refs/heads/main/c.yaml\n\
+            kubectl apply -f https://h.example/kubeflow/training-operator/refs/heads/v1.8-branch/manifests/base/crds/kubeflow.org_tfjobs.yaml\n\
+            kubectl apply -f https://h.example/o/r/v0.3.0/deploy/crd.yml\n";
+        let m = script_manifests(script);
+        assert_eq!(m.len(), 2, "{m:?}");
+        assert_eq!(m[0].module, "github.com/kubeflow/training-operator");
+        assert_eq!(m[0].reference, "v1.8-branch");
+        assert!(m[0].branch);
+        assert_eq!(m[0].path, "manifests/base/crds/kubeflow.org_tfjobs.yaml");
+        assert_eq!((m[1].reference.as_str(), m[1].branch), ("v0.3.0", false));
+        let versions: Vec<String> = [
+            "v1.7.0",
+            "v1.8.0",
+            "v1.8.10",
+            "v1.8.2",
+            "v1.9.0-rc.0",
+            "v1.8.11-rc.1",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(release_for(&m[0], &versions).as_deref(), Some("v1.8.10"));
+        assert_eq!(release_for(&m[1], &versions).as_deref(), Some("v0.3.0"));
+        let main = ScriptManifest {
+            reference: "main".into(),
+            ..m[0].clone()
+        };
+        assert_eq!(release_for(&main, &versions), None);
+        let release = ScriptManifest {
+            reference: "release-1.7".into(),
+            ..m[0].clone()
+        };
+        assert_eq!(release_for(&release, &versions).as_deref(), Some("v1.7.0"));
+        assert_eq!(release_for(&m[0], &[]), None);
+    }
 
     #[test]
     fn upstream_ci_gates_come_from_the_manager_manifest_and_the_kind_config() {
@@ -414,8 +588,6 @@ mod tests {
             off_by_default("kube:Other=true|false (ALPHA - default=false)", &cluster).is_empty()
         );
     }
-
-    use super::*;
 
     const SPEC: &str = r#"
         pod.Spec.Containers[0].Image = "busybox:1.32"
