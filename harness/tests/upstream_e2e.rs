@@ -3,7 +3,7 @@
 //! reason on a cell without real nodes. Builds the suite binary once (cached).
 
 /// Runs `harness run --upstream-e2e <args>` with its own state and report directories: its
-/// exit code, stderr and JSON report.
+/// exit code, stderr (with the suite's own output after it) and JSON report.
 fn run_upstream(args: &[&str]) -> (Option<i32>, String, serde_json::Value) {
     let state = tempfile::tempdir().unwrap();
     let reports = tempfile::tempdir().unwrap();
@@ -15,7 +15,16 @@ fn run_upstream(args: &[&str]) -> (Option<i32>, String, serde_json::Value) {
         .env("HARNESS_STATE_DIR", state.path())
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let suite_log = std::fs::read_to_string(
+        reports
+            .path()
+            .join("latest/cluster-logs/upstream-e2e/upstream-e2e.log"),
+    )
+    .unwrap_or_default();
+    let stderr = format!(
+        "{}\n--- the suite's output ---\n{suite_log}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report = serde_json::from_str(
         &std::fs::read_to_string(reports.path().join("latest/report.json"))
             .unwrap_or_else(|e| panic!("no report ({e}): {stderr}")),
@@ -36,8 +45,17 @@ fn kind(r: &serde_json::Value) -> String {
 
 #[test]
 fn a_focused_upstream_spec_set_runs_and_daemon_specs_are_skipped_without_a_daemon() {
-    let (code, stderr, report) =
-        run_upstream(&["--focus", "BroadcastJob|ContainerRecreateRequest"]);
+    // In two Ginkgo processes, as upstream's CI runs the suite in several (`ginkgo -p`).
+    let (code, stderr, report) = run_upstream(&[
+        "--upstream-procs",
+        "2",
+        "--focus",
+        "BroadcastJob|ContainerRecreateRequest",
+    ]);
+    assert!(
+        stderr.contains("Running in parallel across 2 processes"),
+        "{stderr}"
+    );
     let results = report["results"].as_array().unwrap();
     let broadcast: Vec<&serde_json::Value> = results
         .iter()
@@ -65,6 +83,26 @@ fn a_focused_upstream_spec_set_runs_and_daemon_specs_are_skipped_without_a_daemo
         let reason = r["outcome"]["reason"].as_str().unwrap_or_default();
         assert!(reason.contains("needs the node daemon"), "{r}");
     }
+    // The results by the suite's areas: BroadcastJob's and ContainerRecreateRequest's.
+    let table = stderr
+        .split("UPSTREAM SPECS BY AREA")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no table by area: {stderr}"));
+    let row = |area: &str| -> Vec<usize> {
+        let line = table
+            .lines()
+            .find(|l| l.starts_with(&format!("{area} ")))
+            .unwrap_or_else(|| panic!("no row {area}: {table}"));
+        line[40..]
+            .split_whitespace()
+            .map(|n| n.parse().unwrap())
+            .collect()
+    };
+    let crr_row = row("ContainerRecreateRequest");
+    assert_eq!(crr_row[0], crr_row[4], "every spec skipped: {table}");
+    let all = row("all");
+    assert_eq!(all[0], results.len(), "{table}");
+    assert_eq!(all[1], broadcast.len(), "{table}");
     assert_eq!(code, Some(0), "{stderr}");
 }
 

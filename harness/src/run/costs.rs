@@ -149,12 +149,13 @@ impl Costs {
 
     /// Expected wall seconds of `plan`, its clusters one after another, `parallel` scenarios
     /// at once in each: bring-up plus the longer of its longest scenario and its scenario time
-    /// shared over `parallel`; and for an upstream suite run, [`Costs::upstream`].
+    /// shared over `parallel`; and for an upstream suite run, [`Costs::upstream`] shared over
+    /// its Ginkgo processes.
     pub fn plan(&self, plan: &Plan, parallel: usize) -> f64 {
-        let suite = if plan.upstream.is_some() {
-            self.upstream()
-        } else {
-            0.0
+        let suite = match &plan.upstream {
+            // Parallel processes share the specs (Serial ones aside, which this ignores).
+            Some(u) => self.upstream() / u.procs.max(1) as f64,
+            None => 0.0,
         };
         suite
             + plan
@@ -204,7 +205,7 @@ mod tests {
     }
 
     #[test]
-    fn an_upstream_run_costs_its_cluster_and_its_timed_specs_one_after_another() {
+    fn an_upstream_run_costs_its_cluster_and_its_timed_specs_shared_by_its_processes() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("report.json");
         let pass = serde_json::json!({"result": "judged", "kind": "pass"});
@@ -238,5 +239,9 @@ mod tests {
             Costs::estimate().plan(&plan, 4),
             DEFAULT_BRING_UP + DEFAULT_UPSTREAM
         );
+        // Parallel Ginkgo processes share the specs.
+        let mut parallel = plan.clone();
+        parallel.upstream.as_mut().unwrap().procs = 3;
+        assert_eq!(c.plan(&parallel, 4), 12.5 + 10.0);
     }
 }

@@ -204,8 +204,12 @@ impl Plan {
             if let Some(u) = &self.upstream {
                 write!(
                     f,
-                    "\n  the upstream e2e suite of {} (focus {:?}, skip {:?})",
-                    u.from, u.focus, u.skip
+                    "\n  the upstream e2e suite of {} (focus {:?}, skip {:?}, {} Ginkgo process{})",
+                    u.from,
+                    u.focus,
+                    u.skip,
+                    u.procs,
+                    if u.procs == 1 { "" } else { "es" }
                 )?;
             }
         }
