@@ -122,8 +122,8 @@ fn the_daemon_s_specs_run_and_pass_on_real_nodes() {
         "3",
         "--focus",
         "ContainerRecreateRequest",
-        // Fails here, not yet explained (see the README): the recreated container's
-        // lastState is missing from the pod status.
+        // Failed once under load (see the README): the recreated container's lastState was
+        // missing from the pod status, its dead container collected by the kubelet.
         "--skip",
         "recreates containers with postStartHook",
     ]);

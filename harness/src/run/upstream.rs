@@ -133,8 +133,9 @@ impl Choice {
     }
 
     /// The plan of the cell (`kubernetes`, `controller`), prepared as upstream's CI prepares
-    /// its cluster: the suite's e2e configuration and the cluster's feature gates read from
-    /// its release module, the manager's gates from the manager's (see [`ci_gates`]).
+    /// its cluster: the suite's e2e configuration, its CSI StorageClasses and the cluster's
+    /// feature gates read from its release module, the manager's gates from the manager's
+    /// (see [`ci_gates`]).
     pub async fn plan(
         &self,
         kubernetes: KubeVersion,
@@ -143,7 +144,8 @@ impl Choice {
     ) -> anyhow::Result<Plan> {
         use crate::controller::openkruise::e2e;
         let suite = self.suite(controller);
-        let objects = e2e::config_objects(&suite.from).await?;
+        let mut objects = e2e::config_objects(&suite.from).await?;
+        objects.extend(e2e::csi_storage_classes(&suite.from).await?);
         let gates = ci_gates(kubernetes, controller, &suite.from, toolchain).await?;
         let mut p = plan(kubernetes, controller, suite, objects);
         p.clusters[0].profile.feature_gates = gates.cluster;

@@ -11,11 +11,21 @@ use k8s_openapi::api::core::v1::{
     PersistentVolume, PersistentVolumeClaim, PersistentVolumeSpec, VolumeNodeAffinity,
 };
 use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 
 /// The provisioner name the default StorageClass carries.
 pub const PROVISIONER: &str = "harness.local/hostpath";
+/// Provisioners the harness stands in for: StorageClasses naming them are served as its own
+/// (the CSI hostpath driver, whose classes OpenKruise's e2e setup creates; its images cannot
+/// be had here).
+pub const STAND_IN_PROVISIONERS: &[&str] = &["hostpath.csi.k8s.io"];
+
+/// Whether the harness provisions (and expands) volumes of provisioner `name`.
+pub fn serves(name: &str) -> bool {
+    name == PROVISIONER || STAND_IN_PROVISIONERS.contains(&name)
+}
 /// The default StorageClass.
 pub const STORAGE_CLASS: &str = "standard";
 
@@ -24,9 +34,8 @@ const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
 const STORAGE_PROVISIONER: &str = "volume.kubernetes.io/storage-provisioner";
 const BETA_STORAGE_PROVISIONER: &str = "volume.beta.kubernetes.io/storage-provisioner";
 
-/// The default StorageClass object: WaitForFirstConsumer binding, Delete reclaim, as on kind;
-/// no volume expansion, which the provisioner does not perform (a class that advertised it
-/// would let a resize be accepted and never happen).
+/// The default StorageClass object: WaitForFirstConsumer binding, Delete reclaim and no volume
+/// expansion, as kind's (the provisioner expands volumes of classes that allow it).
 pub fn default_storage_class() -> StorageClass {
     StorageClass {
         metadata: ObjectMeta {
@@ -66,7 +75,7 @@ pub fn volume_for(
     if spec.volume_name.as_ref().is_some_and(|v| !v.is_empty()) {
         return None;
     }
-    if class.provisioner != PROVISIONER || meta.deletion_timestamp.is_some() {
+    if !serves(&class.provisioner) || meta.deletion_timestamp.is_some() {
         return None;
     }
     let annotations = meta.annotations.clone().unwrap_or_default();
@@ -137,8 +146,91 @@ fn ours(pvc: &PersistentVolumeClaim) -> bool {
     let a = pvc.metadata.annotations.clone().unwrap_or_default();
     a.get(STORAGE_PROVISIONER)
         .or(a.get(BETA_STORAGE_PROVISIONER))
-        .map(String::as_str)
-        == Some(PROVISIONER)
+        .is_some_and(|p| serves(p))
+}
+
+/// Bytes of a storage quantity (`1Gi`, `500M`, `1073741824`); None if it does not parse.
+pub fn bytes(q: &str) -> Option<u128> {
+    let q = q.trim();
+    let split = q
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(q.len());
+    let (number, suffix) = q.split_at(split);
+    let factor: u128 = match suffix {
+        "" => 1,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "Ti" => 1 << 40,
+        "Pi" => 1 << 50,
+        "k" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "T" => 1_000_000_000_000,
+        _ => return None,
+    };
+    if let Ok(n) = number.parse::<u128>() {
+        return Some(n * factor);
+    }
+    let f: f64 = number.parse().ok()?;
+    Some((f * factor as f64).ceil() as u128)
+}
+
+/// The size a bound claim of ours asks to grow to, when its class allows expansion and the
+/// claim asks for more than it has (its status capacity): what an external resizer and the
+/// kubelet would give it. None otherwise.
+pub fn expansion_for(pvc: &PersistentVolumeClaim, class: &StorageClass) -> Option<Quantity> {
+    if !serves(&class.provisioner) || class.allow_volume_expansion != Some(true) {
+        return None;
+    }
+    let spec = pvc.spec.as_ref()?;
+    spec.volume_name.as_ref().filter(|v| !v.is_empty())?;
+    let want = spec.resources.as_ref()?.requests.as_ref()?.get("storage")?;
+    let status = pvc.status.as_ref()?;
+    if status.phase.as_deref() != Some("Bound") {
+        return None;
+    }
+    let has = status.capacity.as_ref()?.get("storage")?;
+    (bytes(&want.0)? > bytes(&has.0)?).then(|| want.clone())
+}
+
+/// Grows `pvc`'s volume to `size`: the PV's capacity, then the claim's status capacity (its
+/// resize conditions cleared), as a resizer and the kubelet do for a filesystem volume.
+async fn expand(
+    pvcs: &Api<PersistentVolumeClaim>,
+    pvs: &Api<PersistentVolume>,
+    pvc: &PersistentVolumeClaim,
+    size: &Quantity,
+) -> Result<(), kube::Error> {
+    use kube::api::{Patch, PatchParams};
+    let volume = pvc
+        .spec
+        .as_ref()
+        .and_then(|s| s.volume_name.clone())
+        .unwrap_or_default();
+    pvs.patch(
+        &volume,
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"spec": {"capacity": {"storage": size}}})),
+    )
+    .await?;
+    let namespaced: Api<PersistentVolumeClaim> = Api::namespaced(
+        pvcs.clone().into_client(),
+        pvc.metadata.namespace.as_deref().unwrap_or_default(),
+    );
+    namespaced
+        .patch_status(
+            pvc.metadata.name.as_deref().unwrap_or_default(),
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"status": {
+                "capacity": {"storage": size},
+                "conditions": null,
+                "allocatedResources": {"storage": size},
+                "allocatedResourceStatuses": null,
+            }})),
+        )
+        .await?;
+    Ok(())
 }
 
 /// Whether a released PV of ours should be deleted.
@@ -166,12 +258,14 @@ pub async fn run(client: kube::Client, volumes: std::path::PathBuf) -> anyhow::R
 
     let provision = {
         let pvs = pvs.clone();
-        watcher(pvcs, watcher::Config::default())
+        let pvcs = pvcs.clone();
+        watcher(pvcs.clone(), watcher::Config::default())
             .default_backoff()
             .applied_objects()
             .map_err(anyhow::Error::from)
             .try_for_each(move |pvc| {
                 let pvs = pvs.clone();
+                let pvcs = pvcs.clone();
                 let classes = classes.clone();
                 let volumes = volumes.clone();
                 async move {
@@ -195,6 +289,16 @@ pub async fn run(client: kube::Client, volumes: std::path::PathBuf) -> anyhow::R
                             ),
                             Err(kube::Error::Api(e)) if e.code == 409 => {}
                             Err(e) => tracing::warn!(error = %e, "create PV"),
+                        }
+                    }
+                    if let Some(size) = expansion_for(&pvc, &class) {
+                        match expand(&pvcs, &pvs, &pvc, &size).await {
+                            Ok(()) => tracing::info!(
+                                claim = pvc.metadata.name.as_deref(),
+                                size = size.0,
+                                "expanded"
+                            ),
+                            Err(e) => tracing::warn!(error = %e, "expand volume"),
                         }
                     }
                     Ok(())
@@ -229,7 +333,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_default_class_promises_no_expansion() {
+    fn the_default_class_promises_no_expansion_and_the_csi_hostpath_driver_is_stood_in_for() {
+        assert!(serves(PROVISIONER) && serves("hostpath.csi.k8s.io"));
+        assert!(!serves("rancher.io/local-path"));
         let c = default_storage_class();
         assert_eq!(c.allow_volume_expansion, Some(false));
         assert_eq!(
@@ -285,6 +391,39 @@ mod tests {
             term.match_expressions.as_ref().unwrap()[0].values,
             Some(vec!["kwok-node-1".to_string()])
         );
+    }
+
+    #[test]
+    fn a_bound_claim_asking_for_more_grows_where_its_class_allows_it() {
+        assert_eq!(bytes("1Gi"), Some(1 << 30));
+        assert_eq!(bytes("1500M"), Some(1_500_000_000));
+        assert_eq!(bytes("1.5Gi"), Some(3 << 29));
+        assert_eq!(bytes("12"), Some(12));
+        assert_eq!(bytes("1Xi"), None);
+        let mut c = claim(Some("n"));
+        c.spec.as_mut().unwrap().volume_name = Some("pvc-u1".into());
+        c.status = Some(k8s_openapi::api::core::v1::PersistentVolumeClaimStatus {
+            phase: Some("Bound".into()),
+            capacity: Some(BTreeMap::from([("storage".into(), Quantity("1Gi".into()))])),
+            ..Default::default()
+        });
+        let mut expandable = default_storage_class();
+        expandable.provisioner = STAND_IN_PROVISIONERS[0].into();
+        expandable.allow_volume_expansion = Some(true);
+        assert_eq!(expansion_for(&c, &expandable), None, "asks for what it has");
+        c.spec.as_mut().unwrap().resources = Some(VolumeResourceRequirements {
+            requests: Some(BTreeMap::from([("storage".into(), Quantity("2Gi".into()))])),
+            ..Default::default()
+        });
+        assert_eq!(expansion_for(&c, &expandable), Some(Quantity("2Gi".into())));
+        // Not where the class forbids it, nor for another provisioner's class.
+        assert_eq!(expansion_for(&c, &default_storage_class()), None);
+        let mut foreign = expandable.clone();
+        foreign.provisioner = "example.com/other".into();
+        assert_eq!(expansion_for(&c, &foreign), None);
+        // Nor for a claim not yet bound.
+        c.status.as_mut().unwrap().phase = Some("Pending".into());
+        assert_eq!(expansion_for(&c, &expandable), None);
     }
 
     #[test]

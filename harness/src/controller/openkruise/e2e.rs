@@ -194,6 +194,46 @@ pub async fn script_objects(reference: &ControllerRef) -> anyhow::Result<Vec<ser
     Ok(out)
 }
 
+/// The script upstream's CI installs its CSI storage with (`make install-csi`): snapshot CRDs
+/// and controller, the CSI hostpath driver, and the StorageClasses the VolumeExpansion specs
+/// use (`allow-volume-expansion`, `disallow-volume-expansion`).
+pub const CSI_SCRIPT: &str = "tools/hack/csi-driver-host-path/install-snapshot.sh";
+
+/// The StorageClasses [`CSI_SCRIPT`] of the suite's release applies (`kubectl apply -f
+/// <file>` beside it): the harness's provisioner stands in for their CSI hostpath driver
+/// (the driver and the snapshot controller are images the harness cannot have). None for a
+/// release without the script.
+pub async fn csi_storage_classes(
+    reference: &ControllerRef,
+) -> anyhow::Result<Vec<serde_json::Value>> {
+    let script = module_dir(reference).await?.join(CSI_SCRIPT);
+    let Ok(text) = std::fs::read_to_string(&script) else {
+        return Ok(vec![]);
+    };
+    let dir = script.parent().unwrap_or(std::path::Path::new("."));
+    let files: Vec<PathBuf> = applied_files(&text)
+        .into_iter()
+        .map(|f| dir.join(f))
+        .filter(|f| f.exists())
+        .collect();
+    Ok(crate::cluster::seed::load(&files)?
+        .into_iter()
+        .filter(|o| o["kind"] == "StorageClass")
+        .collect())
+}
+
+/// The local files a shell script applies (`kubectl apply -f <file>.yaml`), in order.
+pub fn applied_files(script: &str) -> Vec<String> {
+    static APPLY: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^\s*kubectl\s+apply\s+-f\s+([\w./-]+\.ya?ml)\s*$").expect("valid")
+    });
+    script
+        .lines()
+        .filter_map(|l| APPLY.captures(l).map(|c| c[1].to_string()))
+        .filter(|f| !f.contains("://"))
+        .collect()
+}
+
 /// Where upstream's CI takes the manager's feature gates from: the `--feature-gates` argument
 /// of the `manager` container in this file of the release module (v1.9.0:
 /// `AllAlpha=true,AllBeta=true,EnableExternalCerts=false,TemplateNoDefaults=false`).
@@ -545,6 +585,17 @@ mod tests {
         };
         assert_eq!(release_for(&release, &versions).as_deref(), Some("v1.7.0"));
         assert_eq!(release_for(&m[0], &[]), None);
+    }
+
+    #[test]
+    fn the_csi_script_s_local_manifests_are_found() {
+        let script = "kubectl apply -f snapshot/a.yaml\n# kubectl apply -f b.yaml\n\
+            bash ./csi_driver/deploy-hostpath.sh\nkubectl apply -f allow-expansion-sc.yaml\n\
+            kubectl apply -f https://h.example/x.yaml\n";
+        assert_eq!(
+            applied_files(script),
+            ["snapshot/a.yaml", "allow-expansion-sc.yaml"]
+        );
     }
 
     #[test]
