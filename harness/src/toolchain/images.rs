@@ -381,11 +381,17 @@ impl Reference {
 }
 
 /// Upstream images whose stand-in must do something else than serve: the last path component
-/// and the command. `exit` images are what a sidecar is switched to so that it exits.
-pub const STAND_IN_COMMANDS: &[(&str, &[&str])] = &[("exit", &["true"])];
+/// and the command. `exit` images are what a sidecar is switched to so that it exits; busybox
+/// images run `sh`, as busybox's own do, which ends at once without a terminal (specs switch a
+/// container to busybox to make it crash).
+pub const STAND_IN_COMMANDS: &[(&str, &[&str])] = &[("exit", &["true"]), ("busybox", &["sh"])];
+
+/// `/bin/bash` of a stand-in: busybox's shell (`read -p`, `-c`, ...) under bash's name.
+pub const STAND_IN_BASH: &str = "#!/bin/sh\nexec /bin/sh \"$@\"\n";
 
 /// A stand-in for an image the harness cannot fetch (real nodes pull only from the cluster's
-/// registry): busybox's applets (`sh`, `sleep`, `ls`, ...) and the `health` program, which by
+/// registry): busybox's applets (`sh`, `sleep`, `ls`, ...), its shell as `/bin/bash`, and the
+/// `health` program, which by
 /// default serves HTTP on port 80 until SIGTERM, as a web server or a long-running service
 /// would: `/healthz`, `/readyz`, and the files of nginx's document root
 /// (`/usr/share/nginx/html/index.html`, which specs move away to fail a probe); when another
@@ -395,6 +401,8 @@ pub const STAND_IN_COMMANDS: &[(&str, &[&str])] = &[("exit", &["true"])];
 pub fn stand_in(reference: &Reference, busybox_binary: Vec<u8>, health: Vec<u8>) -> ImageRecipe {
     let mut recipe = busybox(busybox_binary, "stand-in");
     recipe.entries.push(file("/bin/health", 0o755, health));
+    // Specs run `/bin/bash -c ...` in images that have bash; busybox's shell stands in.
+    recipe.entries.push(file("/bin/bash", 0o755, STAND_IN_BASH));
     for d in ["/usr", "/usr/share", "/usr/share/nginx", STAND_IN_DOCROOT] {
         recipe.entries.push(dir(d, 0o755));
     }
@@ -661,11 +669,13 @@ mod tests {
         for p in [
             "/bin/sh",
             "/bin/sleep",
+            "/bin/bash",
             "/bin/health",
             "/usr/share/nginx/html/index.html",
         ] {
             assert!(nginx.entries.iter().any(|x| x.path() == p), "{p}");
         }
+        assert!(STAND_IN_BASH.starts_with("#!/bin/sh\n") && STAND_IN_BASH.contains("\"$@\""));
         let newer = stand_in(
             &Reference::parse("nginx:1.15.1").unwrap(),
             fake_busybox(),
@@ -679,6 +689,12 @@ mod tests {
             vec![],
         );
         assert_eq!(exit.config.cmd, ["true"]);
+        let busybox = stand_in(
+            &Reference::parse("e2e-test-images/busybox:1.36.1-1").unwrap(),
+            fake_busybox(),
+            vec![],
+        );
+        assert_eq!(busybox.config.cmd, ["sh"]);
     }
 
     #[test]
