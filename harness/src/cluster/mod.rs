@@ -217,18 +217,7 @@ impl Profile {
 
     /// Parses and adds `Gate=true` entries.
     pub fn add_gates<S: AsRef<str>>(&mut self, entries: &[S]) -> Result<(), ProfileError> {
-        for (k, v) in parse_key_values(entries)? {
-            let b = match v.as_str() {
-                "true" => true,
-                "false" => false,
-                _ => {
-                    return Err(ProfileError::NotBool {
-                        entry: format!("{k}={v}"),
-                    });
-                }
-            };
-            self.feature_gates.insert(k, b);
-        }
+        self.feature_gates.extend(parse_gates(entries)?);
         Ok(())
     }
 
@@ -237,6 +226,20 @@ impl Profile {
         self.runtime_config.extend(parse_key_values(entries)?);
         Ok(())
     }
+}
+
+/// Parses `Gate=true` / `Gate=false` entries (each may be a comma-separated list).
+pub fn parse_gates<S: AsRef<str>>(entries: &[S]) -> Result<BTreeMap<String, bool>, ProfileError> {
+    parse_key_values(entries)?
+        .into_iter()
+        .map(|(k, v)| match v.as_str() {
+            "true" => Ok((k, true)),
+            "false" => Ok((k, false)),
+            _ => Err(ProfileError::NotBool {
+                entry: format!("{k}={v}"),
+            }),
+        })
+        .collect()
 }
 
 /// Parses `k=v` entries (each entry may itself be a comma-separated list).

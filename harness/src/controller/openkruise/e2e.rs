@@ -291,7 +291,7 @@ pub fn manager_gates(manifest: &str) -> anyhow::Result<BTreeMap<String, bool>> {
             }
             for a in c["args"].as_array().into_iter().flatten() {
                 if let Some(list) = a.as_str().and_then(|a| a.strip_prefix("--feature-gates=")) {
-                    return gate_list(list);
+                    return Ok(crate::cluster::parse_gates(&[list])?);
                 }
             }
         }
@@ -309,23 +309,6 @@ pub fn kind_gates(config: &str) -> anyhow::Result<BTreeMap<String, bool>> {
     Ok(serde_saphyr::from_str::<KindConfig>(config)
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .feature_gates)
-}
-
-/// `A=true,B=false` as a map.
-fn gate_list(list: &str) -> anyhow::Result<BTreeMap<String, bool>> {
-    list.split(',')
-        .filter(|g| !g.trim().is_empty())
-        .map(|g| {
-            let (k, v) = g
-                .split_once('=')
-                .ok_or_else(|| anyhow::anyhow!("feature gate {g:?} is not NAME=true|false"))?;
-            let v: bool = v
-                .trim()
-                .parse()
-                .map_err(|_| anyhow::anyhow!("feature gate {g:?} is not NAME=true|false"))?;
-            Ok((k.trim().to_string(), v))
-        })
-        .collect()
 }
 
 /// Of `gates`, the ones `help` (a Kubernetes component's `--help`) lists as off by default
