@@ -91,6 +91,28 @@ pub struct BuildLock {
     _file: File,
 }
 
+/// A build's staging directory (`bin/` for the binaries, `src/` for the generated module),
+/// removed when dropped: a build that fails, panics or is cancelled (its future dropped
+/// mid-way, as when a sibling build fails first) leaves nothing behind. Only a killed process
+/// leaves one, and the next build of the same key removes it.
+#[derive(Debug)]
+pub struct Staging {
+    path: PathBuf,
+}
+
+impl Staging {
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        let _ = make_writable_and_remove(&self.path);
+    }
+}
+
 impl Cache {
     /// A cache at `root`.
     pub fn new(root: impl Into<PathBuf>) -> Self {
@@ -151,7 +173,7 @@ impl Cache {
 
     /// A fresh staging directory for `key` (the caller holds the lock); stale staging dirs
     /// from killed builds of the same key are removed first.
-    pub fn staging(&self, key: &BuildKey, _lock: &BuildLock) -> Result<PathBuf, ToolchainError> {
+    pub fn staging(&self, key: &BuildKey, _lock: &BuildLock) -> Result<Staging, ToolchainError> {
         let builds = self.root.join("builds");
         fs::create_dir_all(&builds).map_err(|e| ToolchainError::io(&builds, e))?;
         let prefix = format!(".tmp-{}-", key.slug());
@@ -162,21 +184,25 @@ impl Cache {
                 }
             }
         }
-        let dir = builds.join(format!("{prefix}{}", std::process::id()));
-        fs::create_dir_all(dir.join("bin")).map_err(|e| ToolchainError::io(&dir, e))?;
-        fs::create_dir_all(dir.join("src")).map_err(|e| ToolchainError::io(&dir, e))?;
-        Ok(dir)
+        let staging = Staging {
+            path: builds.join(format!("{prefix}{}", std::process::id())),
+        };
+        for sub in ["bin", "src"] {
+            fs::create_dir_all(staging.path.join(sub))
+                .map_err(|e| ToolchainError::io(&staging.path, e))?;
+        }
+        Ok(staging)
     }
 
     /// Moves `staging/bin` into place after writing its manifest, then removes `staging`.
     /// The rename is the commit point: a killed build never leaves a trusted directory.
     pub fn install(
         &self,
-        staging: &Path,
+        staging: &Staging,
         manifest: Manifest,
         _lock: &BuildLock,
     ) -> Result<Installed, ToolchainError> {
-        let bin = staging.join("bin");
+        let bin = staging.path.join("bin");
         for b in &manifest.binaries {
             if !bin.join(b).is_file() {
                 return Err(ToolchainError::MissingOutput {
@@ -192,7 +218,8 @@ impl Cache {
             make_writable_and_remove(&dest).map_err(|e| ToolchainError::io(&dest, e))?;
         }
         fs::rename(&bin, &dest).map_err(|e| ToolchainError::io(&dest, e))?;
-        make_writable_and_remove(staging).map_err(|e| ToolchainError::io(staging, e))?;
+        make_writable_and_remove(&staging.path)
+            .map_err(|e| ToolchainError::io(&staging.path, e))?;
         Ok(Installed {
             dir: dest,
             manifest,
@@ -279,18 +306,21 @@ mod tests {
         let key = BuildKey::new("kwok", "v0.7.0");
         let lock = cache.lock(&key, || {}).unwrap();
         let staging = cache.staging(&key, &lock).unwrap();
-        fs::write(staging.join("bin/tool"), b"half").unwrap();
-        drop(lock); // the build "dies" here: no install
+        let first = staging.path().to_path_buf();
+        fs::write(first.join("bin/tool"), b"half").unwrap();
+        // The process is killed here: no install, and no drop to remove the staging dir.
+        std::mem::forget(staging);
+        drop(lock);
         assert!(cache.lookup(&key).is_none());
 
         let lock = cache.lock(&key, || {}).unwrap();
         let staging2 = cache.staging(&key, &lock).unwrap();
-        assert!(!staging.exists() || staging == staging2);
-        assert!(!staging2.join("bin/tool").exists());
-        fs::write(staging2.join("bin/tool"), b"whole").unwrap();
+        assert!(!first.exists() || first == staging2.path());
+        assert!(!staging2.path().join("bin/tool").exists());
+        fs::write(staging2.path().join("bin/tool"), b"whole").unwrap();
         let installed = cache.install(&staging2, manifest(&key), &lock).unwrap();
         assert_eq!(fs::read(installed.binary("tool")).unwrap(), b"whole");
-        assert!(!staging2.exists());
+        assert!(!staging2.path().exists());
         assert_eq!(cache.list().len(), 1);
     }
 
@@ -301,9 +331,12 @@ mod tests {
         let key = BuildKey::new("kwok", "v0.7.0");
         let lock = cache.lock(&key, || {}).unwrap();
         let staging = cache.staging(&key, &lock).unwrap();
+        let dir = staging.path().to_path_buf();
         let err = cache.install(&staging, manifest(&key), &lock).unwrap_err();
         assert!(err.to_string().contains("tool"), "{err}");
         assert!(cache.lookup(&key).is_none());
+        drop(staging);
+        assert!(!dir.exists(), "a refused build's staging dir is removed");
     }
 
     #[test]

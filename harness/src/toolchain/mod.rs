@@ -374,14 +374,11 @@ impl Toolchain {
         if let Some(i) = self.cache.lookup(key) {
             return Ok(i);
         }
+        // Dropped before the lock, on every way out: a failed or cancelled build leaves no
+        // staging directory.
         let staging = self.cache.staging(key, &lock)?;
-        match build(staging.clone()).await {
-            Ok(manifest) => self.cache.install(&staging, manifest, &lock),
-            Err(e) => {
-                let _ = cache::make_writable_and_remove(&staging);
-                Err(e)
-            }
-        }
+        let manifest = build(staging.path().to_path_buf()).await?;
+        self.cache.install(&staging, manifest, &lock)
     }
 
     /// Takes the cache lock of `key` without blocking the runtime, saying so if it waits.
@@ -472,5 +469,58 @@ impl Toolchain {
             built_with: format!("Go {}", go.version),
             build_seconds: started.elapsed().as_secs(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `.tmp-*` staging directories under `builds/`.
+    fn staging_dirs(cache: &Cache) -> Vec<String> {
+        std::fs::read_dir(cache.root().join("builds"))
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with(".tmp-"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_or_failed_build_leaves_no_staging_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tc = Toolchain::new(Cache::new(tmp.path()), Progress::plain());
+        let key = BuildKey::new("tool", "v1");
+
+        // Cancelled: the build's future is dropped while it runs, as when a sibling build
+        // joined with it fails first.
+        let (started, mut running) = tokio::sync::oneshot::channel();
+        let build = tc.ensure_built(&key, |staging| async move {
+            assert!(staging.join("bin").is_dir());
+            started.send(()).unwrap();
+            std::future::pending::<Result<cache::Manifest, ToolchainError>>().await
+        });
+        tokio::select! {
+            _ = build => unreachable!("the build never ends"),
+            _ = &mut running => {}
+        }
+        assert_eq!(staging_dirs(tc.cache()), Vec::<String>::new());
+
+        // Failed.
+        let err = tc
+            .ensure_built(&key, |staging| async move {
+                Err(ToolchainError::io(
+                    &staging,
+                    std::io::Error::other("the compiler failed"),
+                ))
+            })
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains(".tmp-tool-v1-"), "{err}");
+        assert_eq!(staging_dirs(tc.cache()), Vec::<String>::new());
+        assert!(tc.cache().lookup(&key).is_none());
     }
 }
