@@ -196,6 +196,9 @@ async fn the_image_programs_are_static_and_behave() {
 
     // health answers on $PORT and manages its marker files itself.
     let port = free_port().unwrap();
+    let docroot = tmp.path().join("html");
+    std::fs::create_dir_all(docroot.join("empty")).unwrap();
+    std::fs::write(docroot.join("index.html"), "stand-in\n").unwrap();
     let mut health = Process::spawn(
         &ComponentSpec {
             name: "health".into(),
@@ -204,6 +207,7 @@ async fn the_image_programs_are_static_and_behave() {
             env: vec![
                 ("PORT".into(), port.to_string()),
                 ("HARNESS_IMAGE_VERSION".into(), "v1".into()),
+                ("DOCROOT".into(), docroot.display().to_string()),
             ],
             clear_env: false,
             dir: None,
@@ -237,6 +241,21 @@ async fn the_image_programs_are_static_and_behave() {
             .unwrap()
             .ends_with("\r\n\r\nv1\n")
     );
+    // The document root is served as nginx serves it: a file by its path, a directory by its
+    // index.html; a missing file is 404 and a directory without an index is 403, never a
+    // redirect to a listing (specs move index.html away to fail a readiness probe).
+    let get = |path: &'static str| async move { http_get(port, path).await.unwrap() };
+    let index = get("/index.html").await;
+    assert!(index.starts_with("HTTP/1.0 200"), "{index}");
+    assert!(index.ends_with("\r\n\r\nstand-in\n"), "{index}");
+    assert!(get("/").await.ends_with("\r\n\r\nstand-in\n"));
+    assert!(get("/empty").await.starts_with("HTTP/1.0 403"));
+    assert!(get("/no-such-file").await.starts_with("HTTP/1.0 404"));
+    std::fs::rename(docroot.join("index.html"), tmp.path().join("index.html")).unwrap();
+    let moved = get("/index.html").await;
+    assert!(moved.starts_with("HTTP/1.0 404"), "{moved}");
+    let root = get("/").await;
+    assert!(root.starts_with("HTTP/1.0 403"), "{root}");
     health.stop(Duration::from_secs(5));
     let marker = tmp.path().join("unready");
     for (verb, exists) in [("touch", true), ("rm", false)] {

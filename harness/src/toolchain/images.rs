@@ -393,8 +393,9 @@ pub const STAND_IN_BASH: &str = "#!/bin/sh\nexec /bin/sh \"$@\"\n";
 /// registry): busybox's applets (`sh`, `sleep`, `ls`, ...), its shell as `/bin/bash`, and the
 /// `health` program, which by
 /// default serves HTTP on port 80 until SIGTERM, as a web server or a long-running service
-/// would: `/healthz`, `/readyz`, and the files of nginx's document root
-/// (`/usr/share/nginx/html/index.html`, which specs move away to fail a probe); when another
+/// would: `/healthz`, `/readyz`, and the files of nginx's document root as nginx serves them
+/// (`/usr/share/nginx/html/index.html`, which specs move away to fail a probe: then 404, as on
+/// nginx, not a redirect to a listing that a probe would take for ready); when another
 /// container of the pod has the port, it runs without serving. Its config names
 /// the reference (`HARNESS_STAND_IN`), so each reference has its own digest, as different
 /// upstream images do, while all share one layer.

@@ -1,7 +1,7 @@
 // An HTTP server for probe tests. It listens on $PORT (default 8080); /healthz and /readyz
 // answer 200 unless /tmp/unhealthy or /tmp/unready exists, then 500; /version answers the
 // image version ($HARNESS_IMAGE_VERSION); with $DOCROOT set, every other path is a file under
-// it, as a web server's document root (a directory without index.html is listed). With
+// it, served as nginx serves its document root by default (see docroot). With
 // $SERVE_OPTIONAL set, a port already taken is no reason to exit: it runs until SIGTERM. The
 // health image has no shell, so the same binary also creates and removes those files:
 // `health touch /tmp/unready`, `health rm /tmp/unready`.
@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path"
+	"path/filepath"
 	"syscall"
 )
 
@@ -31,7 +33,7 @@ func main() {
 		fmt.Fprintln(w, os.Getenv("HARNESS_IMAGE_VERSION"))
 	})
 	if root := os.Getenv("DOCROOT"); root != "" {
-		mux.Handle("/", http.FileServer(http.Dir(root)))
+		mux.HandleFunc("/", docroot(root))
 	}
 	server := &http.Server{Addr: ":" + port, Handler: mux}
 	go func() {
@@ -50,6 +52,36 @@ func main() {
 		stop := make(chan os.Signal, 1)
 		signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 		<-stop
+	}
+}
+
+// docroot serves the files under root as nginx does with its defaults: a file by its path, a
+// directory by its index.html, 403 for a directory without one (no listing), 404 for anything
+// missing, and never a redirect. Specs fail an HTTP readiness probe of /index.html by moving
+// that file away; Go's FileServer would answer its path with a redirect to "./" and then list
+// the directory, and a kubelet's probe follows the redirect and counts the listing as ready.
+func docroot(root string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := filepath.Join(root, filepath.FromSlash(path.Clean("/"+r.URL.Path)))
+		info, err := os.Stat(name)
+		if err == nil && info.IsDir() {
+			name = filepath.Join(name, "index.html")
+			if info, err = os.Stat(name); err != nil {
+				http.Error(w, "403 Forbidden", http.StatusForbidden)
+				return
+			}
+		}
+		if err != nil || info.IsDir() {
+			http.NotFound(w, r)
+			return
+		}
+		f, err := os.Open(name)
+		if err != nil {
+			http.Error(w, "403 Forbidden", http.StatusForbidden)
+			return
+		}
+		defer f.Close()
+		http.ServeContent(w, r, name, info.ModTime(), f)
 	}
 }
 
