@@ -800,7 +800,12 @@ async fn in_place_update_hook_refused(ctx: Ctx) -> anyhow::Result<()> {
 
 async fn revision_history(ctx: Ctx) -> anyhow::Result<()> {
     let n = node_count(&ctx);
-    let mut spec = rolling(json!({"rollingUpdateType": "InPlaceIfPossible"}));
+    // Every pod at once: the pacing of a rollout is other scenarios' to judge, and one pod
+    // at a time made three rollouts of four pods outlast a wait on a loaded machine.
+    let mut spec = rolling(json!({
+        "rollingUpdateType": "InPlaceIfPossible",
+        "maxUnavailable": "100%",
+    }));
     spec["revisionHistoryLimit"] = json!(1);
     let ds = start(&ctx, "hist", n, spec).await?;
     for image in ["nginx:1.26", "nginx:1.27", "nginx:1.28"] {
