@@ -1042,6 +1042,7 @@ async fn run_upstream_on(
         // each spec's own source and the cell's capabilities.
         let caps = upstream::Capabilities {
             node_daemon: !pc.profile.real_nodes.is_empty(),
+            node_containers: matches!(env.provider, crate::cluster::any::Provider::Kind(_)),
         };
         let unservable = upstream::unservable(
             &binary,

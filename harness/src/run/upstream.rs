@@ -193,7 +193,13 @@ pub async fn ci_gates(
 pub struct Capabilities {
     /// OpenKruise's node daemon runs (the cell has real nodes).
     pub node_daemon: bool,
+    /// The nodes are kind's containers, which a spec can stop with `docker` on the host as
+    /// upstream's CI does (the kind provider).
+    pub node_containers: bool,
 }
+
+/// How a spec's body runs `docker` on the host (to stop a kind node's container).
+const HOST_DOCKER: &str = "exec.Command(\"docker\"";
 
 /// The text of the spec node written at `line` (1-based) of `source`: from that line to the
 /// brace that closes the first block opened there (the spec's function body).
@@ -221,15 +227,24 @@ pub fn spec_body(source: &str, line: u64) -> Option<&str> {
 }
 
 /// Why a spec whose body is `body` cannot run on a cell with `caps`, if it cannot: it uses an
-/// API only the node daemon serves (one of `daemon_kinds`) and the cell has no daemon.
+/// API only the node daemon serves (one of `daemon_kinds`) and the cell has no daemon, or it
+/// runs `docker` on the host to stop a node and the cell's nodes are not kind's containers.
 pub fn unmet(body: &str, caps: Capabilities, daemon_kinds: &[&str]) -> Option<String> {
-    if caps.node_daemon {
-        return None;
+    if !caps.node_daemon
+        && let Some(kind) = daemon_kinds.iter().find(|k| body.contains(*k))
+    {
+        return Some(format!(
+            "needs the node daemon (it uses {kind}); the cell has no real node"
+        ));
     }
-    let kind = daemon_kinds.iter().find(|k| body.contains(*k))?;
-    Some(format!(
-        "needs the node daemon (it uses {kind}); the cell has no real node"
-    ))
+    if !caps.node_containers && body.contains(HOST_DOCKER) {
+        return Some(
+            "needs kind's node containers (it runs `docker` on the host to stop a node); the \
+             cell's nodes are not containers"
+                .into(),
+        );
+    }
+    None
 }
 
 /// A spec the cell cannot serve: its full text and why.
@@ -621,8 +636,14 @@ mod tests {
         let second = spec_body(src, 8).unwrap();
         assert!(second.contains("scale()") && !second.contains("Recreate"));
         let kinds = &["ContainerRecreateRequest", "ImagePullJob"];
-        let none = Capabilities { node_daemon: false };
-        let daemon = Capabilities { node_daemon: true };
+        let none = Capabilities {
+            node_daemon: false,
+            node_containers: false,
+        };
+        let daemon = Capabilities {
+            node_daemon: true,
+            ..none
+        };
         assert!(
             unmet(first, none, kinds)
                 .unwrap()
@@ -631,6 +652,22 @@ mod tests {
         assert_eq!(unmet(first, daemon, kinds), None);
         assert_eq!(unmet(second, none, kinds), None);
         assert_eq!(spec_body(src, 0), None);
+        // A spec that stops a node by stopping its kind container needs kind's nodes, real
+        // nodes or not.
+        let stops = "{\n\terr = exec.Command(\"docker\", \"stop\", node.Name).Run()\n}";
+        for caps in [none, daemon] {
+            assert!(
+                unmet(stops, caps, kinds)
+                    .unwrap()
+                    .starts_with("needs kind's node containers (it runs `docker` on the host")
+            );
+        }
+        let kind = Capabilities {
+            node_containers: true,
+            ..none
+        };
+        assert_eq!(unmet(stops, kind, kinds), None);
+        assert!(unmet(first, kind, kinds).is_some());
         let suite = UpstreamSuite {
             from: "openkruise@v1.9.0".parse().unwrap(),
             focus: vec![],
