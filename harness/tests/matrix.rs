@@ -389,3 +389,61 @@ fn an_upstream_matrix_needs_each_cells_suite_or_the_one_asked_for() {
     assert_eq!(code, Some(1));
     assert!(err.contains("with --upstream-e2e use --focus"), "{err}");
 }
+
+/// The minutes a `--plan` table gives the unit whose line starts with `unit`.
+fn planned_minutes(plan: &str, unit: &str) -> f64 {
+    let line = plan
+        .lines()
+        .find(|l| l.starts_with(unit))
+        .unwrap_or_else(|| panic!("no unit {unit:?} in {plan}"));
+    let expected = line.split_whitespace().last().unwrap();
+    let (m, s) = expected
+        .trim_end_matches('s')
+        .split_once('m')
+        .unwrap_or_else(|| panic!("{expected:?} in {line:?}"));
+    m.parse::<f64>().unwrap() + s.parse::<f64>().unwrap() / 60.0
+}
+
+#[test]
+fn upstream_processes_and_real_nodes_reach_matrix_and_qualify() {
+    const CELL: &str = "Kubernetes 1.32.5 x openkruise@v1.9.0";
+    let matrix = [
+        "matrix",
+        "--k8s",
+        "1.32",
+        "--controller",
+        "openkruise@v1.9.0",
+        "--upstream-e2e",
+        "--plan",
+    ];
+    let (code, one, err) = plan_only(&matrix);
+    assert_eq!(code, Some(0), "{err}");
+    let shaped = ["--upstream-procs", "4", "--upstream-real-nodes", "3"];
+    let (code, four, err) = plan_only(&[&matrix[..], &shaped[..]].concat());
+    assert_eq!(code, Some(0), "{err}");
+    // Four Ginkgo processes share the suite's specs: a quarter of its time, the cell's
+    // bring-up aside.
+    let (one, four) = (planned_minutes(&one, CELL), planned_minutes(&four, CELL));
+    assert!(four < one / 3.0, "{four} of {one} minutes");
+    let qualify = [
+        "qualify",
+        "--candidate",
+        "openkruise@v1.9.0",
+        "--baseline",
+        "v1.8.3",
+        "--upstream-e2e",
+        "--plan",
+    ];
+    let (code, q, err) = plan_only(&[&qualify[..], &shaped[..]].concat());
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(planned_minutes(&q, CELL), four, "{q}");
+    // Without the suite they shape, both flags are refused by name, in both commands.
+    for (flag, value) in [("--upstream-procs", "4"), ("--upstream-real-nodes", "3")] {
+        for base in [&matrix[..5], &qualify[..5]] {
+            let (code, _, err) = plan_only(&[base, &[flag, value, "--plan"][..]].concat());
+            assert_eq!(code, Some(1), "{err}");
+            assert!(err.contains(&format!("{flag} ")), "{err}");
+            assert!(err.contains("add --upstream-e2e"), "{err}");
+        }
+    }
+}
