@@ -150,3 +150,116 @@ fn the_daemon_s_specs_run_and_pass_on_real_nodes() {
     }
     assert_eq!(code, Some(0), "{stderr}");
 }
+
+/// The processes whose command line names `dir`: `(pid, command line)`.
+fn processes_naming(dir: &std::path::Path) -> Vec<(u32, String)> {
+    let dir = dir.to_string_lossy();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            cmdline.contains(dir.as_ref()).then_some((pid, cmdline))
+        })
+        .collect()
+}
+
+/// Polls `f` every 100 ms for up to `limit`; panics with `what` and its last value.
+fn poll_until<T: std::fmt::Debug>(
+    what: &str,
+    limit: std::time::Duration,
+    f: impl Fn() -> T,
+    done: impl Fn(&T) -> bool,
+) {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let v = f();
+        if done(&v) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}; last seen: {v:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// A run stopped while the suite runs in several processes (SIGTERM, as a CI runner's cancel
+/// sends) leaves none of them behind: `ginkgo` and every suite process it started end with
+/// the run, not only the process the harness started.
+#[test]
+fn a_stopped_run_leaves_none_of_the_suite_s_processes() {
+    use std::time::Duration;
+    let state = tempfile::tempdir().unwrap();
+    let reports = tempfile::tempdir().unwrap();
+    let mut harness = std::process::Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["run", "--upstream-e2e", "--upstream-procs", "2"])
+        .args(["--focus", "CloneSet"])
+        .arg("--report-dir")
+        .arg(reports.path())
+        .env("HARNESS_STATE_DIR", state.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let suite_processes = || {
+        processes_naming(reports.path())
+            .into_iter()
+            .filter(|(_, c)| c.contains("kruise-e2e.test --test"))
+            .count()
+    };
+    poll_until(
+        "the suite's two processes",
+        Duration::from_secs(300),
+        suite_processes,
+        |n| *n == 2,
+    );
+    // Both inside a spec (each spec makes its namespace): there, a suite process whose
+    // `ginkgo` is gone goes on with its spec instead of ending with it.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let spec_namespaces = || {
+        let kubeconfig = std::fs::read_dir(state.path().join("clusters"))
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(Result::ok)
+            .map(|e| e.path().join("kubeconfig"));
+        rt.block_on(async {
+            let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig?).ok()?;
+            let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .ok()?;
+            let client = kube::Client::try_from(config).ok()?;
+            let api = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client);
+            let list = api.list(&Default::default()).await.ok()?;
+            Some(
+                list.items
+                    .iter()
+                    .filter_map(|n| n.metadata.name.clone())
+                    .filter(|n| n.starts_with("e2e-tests-"))
+                    .count(),
+            )
+        })
+    };
+    poll_until(
+        "a spec running in each process",
+        Duration::from_secs(120),
+        spec_namespaces,
+        |n| n.is_some_and(|n| n >= 2),
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(harness.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = harness.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "interrupted");
+    poll_until(
+        "every process of the suite to end",
+        Duration::from_secs(10),
+        || processes_naming(reports.path()),
+        Vec::is_empty,
+    );
+}

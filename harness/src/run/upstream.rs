@@ -551,15 +551,22 @@ pub async fn run(
             c
         }
     };
-    let status = command
+    let mut child = command
         .env("KUBECONFIG", kubeconfig)
         .env("PATH", path)
         .current_dir(work)
         .stdin(std::process::Stdio::null())
         .stdout(log_file.try_clone()?)
         .stderr(log_file)
+        .process_group(0)
         .kill_on_drop(true)
-        .status()
+        .spawn()
+        .with_context(|| format!("run {}", binary.display()))?;
+    // The `ginkgo` command's suite processes share its group: all of them end with the run,
+    // however it ends (a Ctrl-C drops this future), not only the one the harness started.
+    let _group = child.id().map(GroupKill);
+    let status = child
+        .wait()
         .await
         .with_context(|| format!("run {}", binary.display()))?;
     tracing::info!(
@@ -574,6 +581,16 @@ pub async fn run(
             log.display()
         )
     })
+}
+
+/// Kills a process group when dropped.
+struct GroupKill(u32);
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        let group = nix::unistd::Pid::from_raw(self.0 as i32);
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+    }
 }
 
 /// Where a run keeps the suite's output: `<logs>/upstream-e2e`, inside the run's report
