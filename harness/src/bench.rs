@@ -16,6 +16,54 @@ use crate::progress::Progress;
 use crate::toolchain::{Cache, KubeVersion, Toolchain};
 use crate::wait::{self, Check};
 
+/// Where benches keep their peers' work: `<state dir>/bench-work/`.
+fn work_root() -> PathBuf {
+    crate::cluster::local::state::state_root().join("bench-work")
+}
+
+/// The file in a bench's work directory that names the process owning it.
+const OWNER: &str = "owner.json";
+
+/// A work directory for bench `id` (`<state dir>/bench-work/<id>-<random>/`, removed when
+/// dropped) that records this process as its owner, so that `harness gc` can remove it after
+/// a bench killed too hard to remove it itself.
+fn work_dir(id: &str) -> anyhow::Result<tempfile::TempDir> {
+    let root = work_root();
+    std::fs::create_dir_all(&root).with_context(|| format!("create {}", root.display()))?;
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("{id}-"))
+        .tempdir_in(&root)
+        .with_context(|| format!("create a work directory in {}", root.display()))?;
+    let owner = crate::cluster::local::process::ProcRecord::current("harness bench");
+    let path = dir.path().join(OWNER);
+    std::fs::write(&path, serde_json::to_vec(&owner)?)
+        .with_context(|| format!("write {}", path.display()))?;
+    Ok(dir)
+}
+
+/// Removes the work directories of benches whose process is gone (or that name none); returns
+/// their names.
+pub fn gc() -> anyhow::Result<Vec<String>> {
+    use crate::cluster::local::process::ProcRecord;
+    let mut removed = vec![];
+    let Ok(entries) = std::fs::read_dir(work_root()) else {
+        return Ok(removed);
+    };
+    for e in entries.flatten() {
+        let owner: Option<ProcRecord> = std::fs::read(e.path().join(OWNER))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        if owner.is_some_and(|o| o.alive()) {
+            continue;
+        }
+        crate::toolchain::cache::make_writable_and_remove(&e.path())
+            .with_context(|| format!("remove {}", e.path().display()))?;
+        removed.push(e.file_name().to_string_lossy().into_owned());
+    }
+    removed.sort();
+    Ok(removed)
+}
+
 /// The median of some durations (zero for none).
 pub fn median(mut xs: Vec<Duration>) -> Duration {
     xs.sort();
@@ -47,9 +95,8 @@ impl Setup {
         }
         let progress = Progress::stderr();
         let toolchain = Toolchain::new(Cache::from_env(), progress.clone());
-        let state = tempfile::Builder::new()
-            .prefix("harness-bench-")
-            .tempdir()?;
+        let id = crate::run::new_id("bench");
+        let state = work_dir(&id)?;
         let provider = LocalProvider::new(
             toolchain.clone(),
             LocalOptions::default(),
@@ -58,7 +105,7 @@ impl Setup {
         Ok(Self {
             progress,
             toolchain,
-            id: crate::run::new_id("bench"),
+            id,
             state,
             provider,
         })

@@ -1739,8 +1739,13 @@ fn gc() -> anyhow::Result<ExitCode> {
     let removed = provider(None).gc()?;
     // kind clusters of killed runs: their logs exported, then deleted.
     let kind = kind_provider(None, providers_root().join("logs")).gc()?;
-    if removed.is_empty() && kind.is_empty() {
+    // The work directories of killed benches.
+    let benches = crate::bench::gc()?;
+    if removed.is_empty() && kind.is_empty() && benches.is_empty() {
         println!("nothing to remove");
+    }
+    for name in benches {
+        println!("removed bench work directory `{name}`");
     }
     for name in removed {
         println!("removed cluster `{name}`");

@@ -166,6 +166,18 @@ fn gc_cleans_up_after_a_killed_bench() {
     };
     let name = dir.file_name().unwrap().to_string_lossy().to_string();
     assert!(name.starts_with("bench-"), "{name}");
+    // The bench's own work directory outlives the SIGKILL too.
+    let work = |root: &Path| -> Vec<String> {
+        std::fs::read_dir(root.join("bench-work"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let left = work(cli.state.path());
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(left[0].starts_with("bench-"), "{left:?}");
     let out = cli.cmd().arg("gc").output().unwrap();
     assert!(out.status.success(), "{out:?}");
     assert!(
@@ -176,6 +188,12 @@ fn gc_cleans_up_after_a_killed_bench() {
         assert!(!p.alive(), "{} (pid {}) is still alive", p.name, p.pid);
     }
     assert!(!dir.exists(), "{} still exists", dir.display());
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains(&format!("removed bench work directory `{}`", left[0])),
+        "{out:?}"
+    );
+    assert_eq!(work(cli.state.path()), Vec::<String>::new());
 }
 
 #[test]

@@ -66,10 +66,10 @@ impl ClusterState {
     }
 }
 
-/// `HARNESS_STATE_DIR`, else `$XDG_STATE_HOME/harness`, else `~/.local/state/harness`; local
-/// clusters live in its `clusters/`.
-pub fn default_clusters_root() -> PathBuf {
-    let base = if let Some(p) = std::env::var_os("HARNESS_STATE_DIR") {
+/// The harness's state directory: `HARNESS_STATE_DIR`, else `$XDG_STATE_HOME/harness`, else
+/// `~/.local/state/harness`.
+pub fn state_root() -> PathBuf {
+    if let Some(p) = std::env::var_os("HARNESS_STATE_DIR") {
         PathBuf::from(p)
     } else if let Some(p) = std::env::var_os("XDG_STATE_HOME") {
         PathBuf::from(p).join("harness")
@@ -78,6 +78,10 @@ pub fn default_clusters_root() -> PathBuf {
             .map(PathBuf::from)
             .unwrap_or_else(std::env::temp_dir)
             .join(".local/state/harness")
-    };
-    base.join("clusters")
+    }
+}
+
+/// Where local clusters live: the `clusters/` of [`state_root`].
+pub fn default_clusters_root() -> PathBuf {
+    state_root().join("clusters")
 }
