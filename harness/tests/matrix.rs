@@ -341,6 +341,16 @@ fn plan_only(args: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
+/// `qualify` of v1.9.0 against v1.8.3 with their upstream suites.
+const QUALIFY_UPSTREAM: [&str; 6] = [
+    "qualify",
+    "--candidate",
+    "openkruise@v1.9.0",
+    "--baseline",
+    "v1.8.3",
+    "--upstream-e2e",
+];
+
 #[test]
 fn an_upstream_matrix_needs_each_cells_suite_or_the_one_asked_for() {
     let matrix = [
@@ -375,17 +385,8 @@ fn an_upstream_matrix_needs_each_cells_suite_or_the_one_asked_for() {
     assert!(!from.contains(&"openkruise-e2e-v1.8.3"), "{from:?}");
     assert!(from.contains(&"openkruise-v1.8.3"), "{from:?}");
     // Scenario selectors mean nothing to the upstream suite, and are refused by name.
-    let (code, _, err) = plan_only(&[
-        "qualify",
-        "--candidate",
-        "openkruise@v1.9.0",
-        "--baseline",
-        "v1.8.3",
-        "--upstream-e2e",
-        "--suite",
-        "cloneset",
-        "--plan",
-    ]);
+    let (code, _, err) =
+        plan_only(&[&QUALIFY_UPSTREAM[..], &["--suite", "cloneset", "--plan"]].concat());
     assert_eq!(code, Some(1));
     assert!(err.contains("with --upstream-e2e use --focus"), "{err}");
 }
@@ -425,21 +426,12 @@ fn upstream_processes_and_real_nodes_reach_matrix_and_qualify() {
     // bring-up aside.
     let (one, four) = (planned_minutes(&one, CELL), planned_minutes(&four, CELL));
     assert!(four < one / 3.0, "{four} of {one} minutes");
-    let qualify = [
-        "qualify",
-        "--candidate",
-        "openkruise@v1.9.0",
-        "--baseline",
-        "v1.8.3",
-        "--upstream-e2e",
-        "--plan",
-    ];
-    let (code, q, err) = plan_only(&[&qualify[..], &shaped[..]].concat());
+    let (code, q, err) = plan_only(&[&QUALIFY_UPSTREAM[..], &["--plan"], &shaped[..]].concat());
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(planned_minutes(&q, CELL), four, "{q}");
     // Without the suite they shape, both flags are refused by name, in both commands.
     for (flag, value) in [("--upstream-procs", "4"), ("--upstream-real-nodes", "3")] {
-        for base in [&matrix[..5], &qualify[..5]] {
+        for base in [&matrix[..5], &QUALIFY_UPSTREAM[..5]] {
             let (code, _, err) = plan_only(&[base, &[flag, value, "--plan"][..]].concat());
             assert_eq!(code, Some(1), "{err}");
             assert!(err.contains(&format!("{flag} ")), "{err}");
