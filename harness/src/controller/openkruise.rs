@@ -959,19 +959,8 @@ const OPTIONAL_FLAGS: &[&str] = &["--protection-log-path"];
 
 /// Leaves out of `spec` the flags of `optional` that `binary`'s `--help` does not list.
 async fn drop_unknown_flags(spec: &mut ComponentSpec, binary: &Path, optional: &[&str]) {
-    let help = tokio::process::Command::new(binary)
-        .arg("--help")
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output()
+    let help = crate::toolchain::help_text(binary)
         .await
-        .map(|o| {
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            )
-        })
         .unwrap_or_default();
     if help.is_empty() {
         return;

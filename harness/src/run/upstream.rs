@@ -175,14 +175,9 @@ pub async fn ci_gates(
             .kubernetes(kubernetes)
             .await?
             .path("kube-apiserver");
-        let help = tokio::process::Command::new(&apiserver)
-            .arg("--help")
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .output()
+        let help = crate::toolchain::help_text(&apiserver)
             .await
             .map_err(|e| anyhow::anyhow!("run {} --help: {e}", apiserver.display()))?;
-        let help = String::from_utf8_lossy(&help.stdout);
         gates.cluster = e2e::off_by_default(&help, &gates.cluster);
     }
     Ok(gates)

@@ -1,8 +1,10 @@
 //! Build recipes over the Go toolchain: [`GoRecipe`] describes a build as data, [`GoEnv`]
 //! finds and checks the `go` binary.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{LazyLock, Mutex};
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
@@ -103,8 +105,31 @@ impl GoEnv {
         Ok(self.download(dir, module, version, nosum).await?.go_mod)
     }
 
-    /// Downloads `module@version` into the module cache and says where its files are.
+    /// Downloads `module@version` into the module cache and says where its files are. A
+    /// module version's files never change, so a process asks `go` once for each and answers
+    /// again from memory while its `go.mod` is still there (one upstream cell reads seven files
+    /// of the release module).
     pub async fn download(
+        &self,
+        dir: &Path,
+        module: &str,
+        version: &str,
+        nosum: bool,
+    ) -> Result<ModuleFiles, ToolchainError> {
+        let key = (self.go.clone(), module.to_string(), version.to_string());
+        let known = DOWNLOADED.lock().expect("poisoned").get(&key).cloned();
+        if let Some(files) = known.filter(|f| f.go_mod.exists()) {
+            return Ok(files);
+        }
+        let files = self.go_mod_download(dir, module, version, nosum).await?;
+        DOWNLOADED
+            .lock()
+            .expect("poisoned")
+            .insert(key, files.clone());
+        Ok(files)
+    }
+
+    async fn go_mod_download(
         &self,
         dir: &Path,
         module: &str,
@@ -138,6 +163,10 @@ impl GoEnv {
         }
     }
 }
+
+/// The modules this process has downloaded, by `go` binary, module and version.
+type Downloads = HashMap<(PathBuf, String, String), ModuleFiles>;
+static DOWNLOADED: LazyLock<Mutex<Downloads>> = LazyLock::new(Default::default);
 
 /// Where a downloaded module's files are.
 #[derive(Debug, Clone)]
@@ -235,6 +264,55 @@ pub async fn run_streaming(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_module_version_is_downloaded_once_a_process() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let calls = dir.path().join("calls");
+        let module = dir.path().join("mod");
+        std::fs::create_dir(&module).unwrap();
+        std::fs::write(module.join("go.mod"), "module example.com/m\n").unwrap();
+        // A `go` that counts its calls and answers as `go mod download -json` does.
+        let go = dir.path().join("go");
+        std::fs::write(
+            &go,
+            format!(
+                "#!/bin/sh\necho x >> {calls}\nprintf '{{\"Dir\":\"{m}\",\"GoMod\":\"{m}/go.mod\"}}'\n",
+                calls = calls.display(),
+                m = module.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&go, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let env = GoEnv {
+            go,
+            version: GoVersion(1, 26, 0),
+        };
+        let count = || std::fs::read_to_string(&calls).unwrap().lines().count();
+        for _ in 0..3 {
+            let files = env
+                .download(dir.path(), "example.com/m", "v1.0.0", true)
+                .await
+                .unwrap();
+            assert_eq!(files.go_mod, module.join("go.mod"));
+        }
+        assert_eq!(
+            count(),
+            1,
+            "go was asked again for a module version it gave"
+        );
+        env.download(dir.path(), "example.com/m", "v1.0.1", true)
+            .await
+            .unwrap();
+        assert_eq!(count(), 2, "another version is another download");
+        // A module cache cleaned in the meantime: go is asked again.
+        std::fs::remove_file(module.join("go.mod")).unwrap();
+        let _ = env
+            .download(dir.path(), "example.com/m", "v1.0.0", true)
+            .await;
+        assert_eq!(count(), 3);
+    }
 
     #[test]
     fn parses_go_versions() {

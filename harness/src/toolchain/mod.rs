@@ -472,9 +472,43 @@ impl Toolchain {
     }
 }
 
+/// What `binary --help` prints, standard output then standard error (Go's `flag` package
+/// writes its usage to standard error, cobra commands theirs to standard output).
+pub async fn help_text(binary: &Path) -> std::io::Result<String> {
+    let out = tokio::process::Command::new(binary)
+        .arg("--help")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await?;
+    Ok(format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn help_text_is_both_streams() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("tool");
+        std::fs::write(
+            &bin,
+            "#!/bin/sh\necho \"usage $1\"\necho '  --flag string' >&2\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(
+            help_text(&bin).await.unwrap(),
+            "usage --help\n  --flag string\n"
+        );
+        assert!(help_text(&dir.path().join("absent")).await.is_err());
+    }
 
     /// The `.tmp-*` staging directories under `builds/`.
     fn staging_dirs(cache: &Cache) -> Vec<String> {
