@@ -1233,15 +1233,12 @@ mod tests {
 
     #[tokio::test]
     async fn flags_a_release_lacks_are_left_out() {
-        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
-        let old = dir.path().join("kruise-manager");
-        std::fs::write(
-            &old,
-            "#!/bin/sh\necho '      --metrics-addr string   The address.'\n",
-        )
-        .unwrap();
-        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let old = crate::testing::script(
+            dir.path(),
+            "kruise-manager",
+            "echo '      --metrics-addr string   The address.'\n",
+        );
         let ports = Ports {
             webhook: 1,
             metrics: 2,

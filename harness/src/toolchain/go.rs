@@ -267,24 +267,21 @@ mod tests {
 
     #[tokio::test]
     async fn a_module_version_is_downloaded_once_a_process() {
-        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let calls = dir.path().join("calls");
         let module = dir.path().join("mod");
         std::fs::create_dir(&module).unwrap();
         std::fs::write(module.join("go.mod"), "module example.com/m\n").unwrap();
         // A `go` that counts its calls and answers as `go mod download -json` does.
-        let go = dir.path().join("go");
-        std::fs::write(
-            &go,
-            format!(
-                "#!/bin/sh\necho x >> {calls}\nprintf '{{\"Dir\":\"{m}\",\"GoMod\":\"{m}/go.mod\"}}'\n",
+        let go = crate::testing::script(
+            dir.path(),
+            "go",
+            &format!(
+                "echo x >> {calls}\nprintf '{{\"Dir\":\"{m}\",\"GoMod\":\"{m}/go.mod\"}}'\n",
                 calls = calls.display(),
                 m = module.display()
             ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&go, std::fs::Permissions::from_mode(0o755)).unwrap();
+        );
         let env = GoEnv {
             go,
             version: GoVersion(1, 26, 0),

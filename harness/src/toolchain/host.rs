@@ -229,12 +229,9 @@ mod tests {
     use super::*;
 
     fn bin_dir(names: &[&str]) -> tempfile::TempDir {
-        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         for n in names {
-            let p = dir.path().join(n);
-            std::fs::write(&p, "#!/bin/sh\n").unwrap();
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            crate::testing::script(dir.path(), n, "");
         }
         dir
     }

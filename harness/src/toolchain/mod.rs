@@ -494,15 +494,12 @@ mod tests {
 
     #[tokio::test]
     async fn help_text_is_both_streams() {
-        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
-        let bin = dir.path().join("tool");
-        std::fs::write(
-            &bin,
-            "#!/bin/sh\necho \"usage $1\"\necho '  --flag string' >&2\n",
-        )
-        .unwrap();
-        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let bin = crate::testing::script(
+            dir.path(),
+            "tool",
+            "echo \"usage $1\"\necho '  --flag string' >&2\n",
+        );
         assert_eq!(
             help_text(&bin).await.unwrap(),
             "usage --help\n  --flag string\n"

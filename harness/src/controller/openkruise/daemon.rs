@@ -379,15 +379,12 @@ mod tests {
 
     #[tokio::test]
     async fn flags_an_older_daemon_lacks_are_left_out() {
-        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
-        let old = dir.path().join("kruise-daemon");
-        std::fs::write(
-            &old,
-            "#!/bin/sh\necho '      --pprof-addr string   The address the pprof binds to.'\n",
-        )
-        .unwrap();
-        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let old = crate::testing::script(
+            dir.path(),
+            "kruise-daemon",
+            "echo '      --pprof-addr string   The address the pprof binds to.'\n",
+        );
         let mut s = spec();
         super::super::drop_unknown_flags(&mut s, &old, OPTIONAL_FLAGS).await;
         assert!(!s.args.iter().any(|a| a.starts_with("--enable-pprof")));
