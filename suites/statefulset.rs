@@ -252,38 +252,8 @@ async fn wait_pods<F>(ctx: &Ctx, sts: &Sts, what: &str, check: F) -> anyhow::Res
 where
     F: Fn(&DynamicObject, &[Pod]) -> Check + Send + Sync + Clone + 'static,
 {
-    let pods_api = ctx.api::<Pod>();
-    let selector = sts.selector();
-    until(
-        &sts.api(),
-        sts.name(),
-        what,
-        ctx.timeouts.converge,
-        move |o| {
-            let (pods_api, selector, check) = (pods_api.clone(), selector.clone(), check.clone());
-            async move {
-                let Some(o) = o else {
-                    return Check::Pending("the StatefulSet does not exist".into());
-                };
-                match pods_api
-                    .list(&ListParams::default().labels(&selector))
-                    .await
-                {
-                    Ok(l) => {
-                        let live: Vec<Pod> = l
-                            .items
-                            .into_iter()
-                            .filter(|p| p.metadata.deletion_timestamp.is_none())
-                            .collect();
-                        check(&o, &live)
-                    }
-                    Err(e) => Check::Failed(format!("list pods: {e}")),
-                }
-            }
-            .boxed()
-        },
-    )
-    .await?;
+    super::cloneset_lifecycle::wait_pods(ctx, &sts.api(), sts.name(), &sts.selector(), what, check)
+        .await?;
     sts.pods().await
 }
 
