@@ -332,22 +332,33 @@ fn kube_client_args(l: &Layout, stem: &str) -> Vec<String> {
     ]
 }
 
+/// The secure port of component `stem`, on the loopback address with its serving certificate.
+fn serving_args(l: &Layout, stem: &str, port: u16) -> [String; 4] {
+    [
+        "--bind-address=127.0.0.1".into(),
+        format!("--secure-port={port}"),
+        format!(
+            "--tls-cert-file={}",
+            l.pki_file(&format!("{stem}-serving.crt"))
+        ),
+        format!(
+            "--tls-private-key-file={}",
+            l.pki_file(&format!("{stem}-serving.key"))
+        ),
+    ]
+}
+
 /// kube-controller-manager: every default controller (garbage collector included), each
 /// with its own service-account credentials.
 pub fn kube_controller_manager(i: Inputs<'_>) -> ComponentSpec {
     let l = i.layout;
     let mut args = kube_client_args(l, "kube-controller-manager");
+    args.extend(serving_args(
+        l,
+        "kube-controller-manager",
+        i.ports.controller_manager,
+    ));
     args.extend([
-        "--bind-address=127.0.0.1".into(),
-        format!("--secure-port={}", i.ports.controller_manager),
-        format!(
-            "--tls-cert-file={}",
-            l.pki_file("kube-controller-manager-serving.crt")
-        ),
-        format!(
-            "--tls-private-key-file={}",
-            l.pki_file("kube-controller-manager-serving.key")
-        ),
         "--leader-elect=false".into(),
         "--controllers=*".into(),
         "--use-service-account-credentials=true".into(),
@@ -377,17 +388,8 @@ pub fn kube_controller_manager(i: Inputs<'_>) -> ComponentSpec {
 pub fn kube_scheduler(i: Inputs<'_>) -> ComponentSpec {
     let l = i.layout;
     let mut args = kube_client_args(l, "kube-scheduler");
+    args.extend(serving_args(l, "kube-scheduler", i.ports.scheduler));
     args.extend([
-        "--bind-address=127.0.0.1".into(),
-        format!("--secure-port={}", i.ports.scheduler),
-        format!(
-            "--tls-cert-file={}",
-            l.pki_file("kube-scheduler-serving.crt")
-        ),
-        format!(
-            "--tls-private-key-file={}",
-            l.pki_file("kube-scheduler-serving.key")
-        ),
         "--leader-elect=false".into(),
         "--kube-api-qps=100".into(),
         "--kube-api-burst=200".into(),
