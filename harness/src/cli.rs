@@ -836,8 +836,10 @@ pub fn main() -> ExitCode {
         }
     };
     let code = rt.block_on(async {
+        let command = run(cli);
+        tokio::pin!(command);
         tokio::select! {
-            r = run(cli) => match r {
+            r = &mut command => match r {
                 Ok(code) => code,
                 Err(e) => {
                     print_error(&e);
@@ -845,6 +847,20 @@ pub fn main() -> ExitCode {
                 }
             },
             sig = interrupted() => {
+                crate::stop::request();
+                if crate::stop::salvaging() {
+                    eprintln!(
+                        "interrupted by {sig}: ending the upstream suite to keep the results of \
+                         its specs so far (at most {} s; again to stop at once)",
+                        crate::stop::GRACE.as_secs()
+                    );
+                    tokio::select! {
+                        _ = &mut command => {}
+                        _ = crate::stop::salvaged() => {}
+                        _ = interrupted() => {}
+                        _ = tokio::time::sleep(crate::stop::GRACE) => {}
+                    }
+                }
                 eprintln!("interrupted by {sig}: cleaning up");
                 ExitCode::from(EXIT_INTERRUPTED)
             }

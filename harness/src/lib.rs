@@ -16,6 +16,7 @@ pub mod qualify;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod stop;
 pub mod suites;
 pub mod toolchain;
 pub mod up;

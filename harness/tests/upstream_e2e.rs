@@ -188,13 +188,15 @@ fn poll_until<T: std::fmt::Debug>(
 }
 
 /// A run stopped while the suite runs in several processes (SIGTERM, as a CI runner's cancel
-/// sends) leaves none of them behind: `ginkgo` and every suite process it started end with
-/// the run, not only the process the harness started.
+/// sends) keeps the results of its specs so far, the interrupted ones without a verdict, and
+/// leaves none of the suite's processes behind: `ginkgo` and every suite process it started
+/// end with the run, not only the process the harness started.
 #[test]
-fn a_stopped_run_leaves_none_of_the_suite_s_processes() {
+fn a_stopped_run_keeps_its_specs_results_and_leaves_none_of_the_suite_s_processes() {
     use std::time::Duration;
     let state = tempfile::tempdir().unwrap();
     let reports = tempfile::tempdir().unwrap();
+    let stderr = tempfile::NamedTempFile::new().unwrap();
     let mut harness = std::process::Command::new(env!("CARGO_BIN_EXE_harness"))
         .args(["run", "--upstream-e2e", "--upstream-procs", "2"])
         .args(["--focus", "CloneSet"])
@@ -202,7 +204,7 @@ fn a_stopped_run_leaves_none_of_the_suite_s_processes() {
         .arg(reports.path())
         .env("HARNESS_STATE_DIR", state.path())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(stderr.reopen().unwrap())
         .spawn()
         .unwrap();
     let suite_processes = || {
@@ -255,11 +257,38 @@ fn a_stopped_run_leaves_none_of_the_suite_s_processes() {
     )
     .unwrap();
     let status = harness.wait().unwrap();
-    assert_eq!(status.code(), Some(130), "interrupted");
+    let stderr = std::fs::read_to_string(stderr.path()).unwrap();
+    assert_eq!(status.code(), Some(130), "interrupted: {stderr}");
+    assert!(
+        stderr.contains("ending the upstream suite to keep the results"),
+        "{stderr}"
+    );
     poll_until(
         "every process of the suite to end",
         Duration::from_secs(10),
         || processes_naming(reports.path()),
         Vec::is_empty,
     );
+    // The suite ended as Ginkgo ends an interrupted suite, and its report became results: the
+    // two specs that ran when the stop came are there, without a verdict.
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(reports.path().join("latest/report.json"))
+            .unwrap_or_else(|e| panic!("no report ({e}): {stderr}")),
+    )
+    .unwrap();
+    let results = report["results"].as_array().unwrap();
+    assert!(
+        !results
+            .iter()
+            .any(|r| r["scenario"].as_str() == Some("upstream/suite")),
+        "the suite's report was read: {report}"
+    );
+    let interrupted = results
+        .iter()
+        .filter(|r| {
+            r["outcome"]["reason"].as_str()
+                == Some("interrupted: the run was stopped while the spec ran")
+        })
+        .count();
+    assert!(interrupted >= 2, "the running specs are kept: {report}");
 }

@@ -11,8 +11,10 @@ use serde::Deserialize;
 pub enum SpecState {
     /// It passed.
     Passed,
-    /// It failed: an assertion, a panic, a timeout or an interruption.
+    /// It failed: an assertion, a panic, a timeout or an abort.
     Failed,
+    /// A signal interrupted it (the run was stopped while it ran): neither passed nor failed.
+    Interrupted,
     /// Not run: filtered out, skipped by the spec itself, or pending.
     Skipped,
 }
@@ -81,6 +83,9 @@ struct Location {
     line: u64,
 }
 
+/// How Ginkgo's failure message of a spec a signal interrupted starts.
+const INTERRUPTED_BY_SIGNAL: &str = "Interrupted by User";
+
 /// The specs of a Ginkgo JSON report (an array of suite reports), in report order. Suite-level
 /// nodes (`BeforeSuite` and the like) appear only when they failed, named after their type.
 pub fn parse(json: &str) -> Result<Vec<Spec>, String> {
@@ -89,10 +94,15 @@ pub fn parse(json: &str) -> Result<Vec<Spec>, String> {
     let mut out = vec![];
     for r in reports {
         for s in r.spec_reports {
+            let by_signal = s
+                .failure
+                .as_ref()
+                .is_some_and(|f| f.message.starts_with(INTERRUPTED_BY_SIGNAL));
             let state = match s.state.as_str() {
                 "passed" => SpecState::Passed,
                 "skipped" | "pending" => SpecState::Skipped,
-                // failed, panicked, timedout, interrupted, aborted
+                "interrupted" if by_signal => SpecState::Interrupted,
+                // failed, panicked, timedout, aborted, interrupted by another process
                 _ => SpecState::Failed,
             };
             let is_spec = s.leaf_type == "It";

@@ -1012,6 +1012,8 @@ async fn run_upstream_on(
     out: &Emitter<'_>,
 ) -> bool {
     let profile = pc.profile.name.as_str();
+    // Held from the suite's start until its results are reported: a stopped run keeps them.
+    let mut salvage = None;
     let report = async {
         let work = upstream::work_dir(env.options.logs_dir.as_deref())?;
         let binary =
@@ -1059,6 +1061,10 @@ async fn run_upstream_on(
                 crate::controller::openkruise::e2e::ginkgo_cli(env.toolchain, &suite.from).await?,
             ),
         };
+        if crate::stop::is_requested() {
+            anyhow::bail!("the run was stopped before the suite started");
+        }
+        salvage = Some(crate::stop::Salvage::begin());
         let report = upstream::run(
             &binary,
             ginkgo.as_deref(),
@@ -1112,10 +1118,12 @@ async fn run_upstream_on(
                 failed |= r.outcome.fails_run(false);
                 out.finish(r);
             }
+            drop(salvage);
             failed
         }
         Err(reason) => {
             out.finish(upstream::suite_error(&reason, profile));
+            drop(salvage);
             true
         }
     }

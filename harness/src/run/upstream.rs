@@ -410,6 +410,9 @@ fn result(
     }
 }
 
+/// Why a spec the run's stop interrupted has no verdict.
+pub const INTERRUPTED: &str = "interrupted: the run was stopped while the spec ran";
+
 /// The results of a finished suite run from its JSON report: specs that ran are judged by
 /// `judge` (name, failure -> outcome); specs the suite skipped itself are skipped with its
 /// message; specs the focus and skip left out are not results at all.
@@ -436,6 +439,15 @@ pub fn results(
             SpecState::Passed => {
                 out.push(result(s.name, profile, judge(&name, None), None, s.seconds));
             }
+            SpecState::Interrupted => out.push(result(
+                s.name,
+                profile,
+                Outcome::Skipped {
+                    reason: INTERRUPTED.into(),
+                },
+                None,
+                s.seconds,
+            )),
             SpecState::Failed => {
                 let failure = s.message.unwrap_or_else(|| "failed".into());
                 let outcome = judge(&name, Some(&failure));
@@ -560,10 +572,20 @@ pub async fn run(
     // The `ginkgo` command's suite processes share its group: all of them end with the run,
     // however it ends (a Ctrl-C drops this future), not only the one the harness started.
     let _group = child.id().map(GroupKill);
-    let status = child
-        .wait()
-        .await
-        .with_context(|| format!("run {}", binary.display()))?;
+    let status = tokio::select! {
+        status = child.wait() => status,
+        () = crate::stop::requested() => {
+            // Ginkgo ends a suite it interrupts as it ends one that ran out: the running
+            // specs are interrupted, their cleanup runs, the rest are skipped and the report
+            // is written (what a stopped run keeps).
+            if let Some(pid) = child.id() {
+                let group = nix::unistd::Pid::from_raw(pid as i32);
+                let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGINT);
+            }
+            child.wait().await
+        }
+    }
+    .with_context(|| format!("run {}", binary.display()))?;
     tracing::info!(
         ?status,
         seconds = started.elapsed().as_secs_f64(),
@@ -705,6 +727,49 @@ mod tests {
         assert!(skipped("Scaling up"));
         assert!(!skipped("[apps] CRR recreates (a+b) twice"));
         assert!(!skipped("[apps] CRR recreates aab"));
+    }
+
+    #[test]
+    fn a_stopped_suite_keeps_what_ran_and_its_interrupted_specs_have_no_verdict() {
+        // What Ginkgo writes for a suite it interrupts: the specs that ended, the running ones
+        // interrupted by the signal (or by another process of the suite), the rest skipped.
+        let report = r#"[{"SpecReports": [
+          {"ContainerHierarchyTexts": ["CloneSet"], "LeafNodeType": "It",
+           "LeafNodeText": "scales", "State": "passed", "RunTime": 1000000000},
+          {"ContainerHierarchyTexts": ["CloneSet"], "LeafNodeType": "It",
+           "LeafNodeText": "updates", "State": "interrupted", "RunTime": 2000000000,
+           "Failure": {"Message": "Interrupted by User"}},
+          {"ContainerHierarchyTexts": ["CloneSet"], "LeafNodeType": "It",
+           "LeafNodeText": "aborted", "State": "interrupted",
+           "Failure": {"Message": "Interrupted by Other Ginkgo Process"}},
+          {"ContainerHierarchyTexts": ["CloneSet"], "LeafNodeType": "It",
+           "LeafNodeText": "never ran", "State": "skipped"}
+        ]}]"#;
+        let judged = results(report, "upstream", |_, failure| {
+            Outcome::Judged(if failure.is_some() {
+                Verdict::Fail
+            } else {
+                Verdict::Pass
+            })
+        })
+        .unwrap();
+        let got: Vec<(&str, &str)> = judged
+            .iter()
+            .map(|r| (r.scenario.as_str(), r.outcome.label()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("upstream/CloneSet scales", "pass"),
+                ("upstream/CloneSet updates", "skipped"),
+                ("upstream/CloneSet aborted", "FAIL"),
+            ]
+        );
+        assert!(
+            matches!(&judged[1].outcome, Outcome::Skipped { reason } if reason == INTERRUPTED),
+            "{:?}",
+            judged[1].outcome
+        );
     }
 
     #[test]

@@ -1,0 +1,102 @@
+//! A stop the user asked for (Ctrl-C, SIGTERM), and work that keeps its results through it.
+//!
+//! A stopped command is dropped: its clusters and processes go with it (their guards). Work
+//! whose results exist only once it ends (an upstream suite writes its report when its
+//! specs end) holds a [`Salvage`] while it runs; the command is then dropped only once no
+//! salvage is left, a second signal comes, or [`GRACE`] has passed. Such work watches
+//! [`requested`] and ends early, keeping what it has.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+/// How long a stopped command waits for its salvages before it is dropped anyway.
+pub const GRACE: Duration = Duration::from_secs(90);
+
+#[derive(Debug, Default, Clone, Copy)]
+struct State {
+    requested: bool,
+    salvaging: usize,
+}
+
+static STATE: LazyLock<watch::Sender<State>> =
+    LazyLock::new(|| watch::Sender::new(State::default()));
+
+/// Asks every [`Salvage`] holder to end early.
+pub fn request() {
+    STATE.send_modify(|s| s.requested = true);
+}
+
+/// Whether a stop was asked for.
+pub fn is_requested() -> bool {
+    STATE.borrow().requested
+}
+
+/// Resolves once a stop is asked for.
+pub async fn requested() {
+    let mut rx = STATE.subscribe();
+    let _ = rx.wait_for(|s| s.requested).await;
+}
+
+/// Whether any work holds a [`Salvage`].
+pub fn salvaging() -> bool {
+    STATE.borrow().salvaging > 0
+}
+
+/// Resolves once no work holds a [`Salvage`].
+pub async fn salvaged() {
+    let mut rx = STATE.subscribe();
+    let _ = rx.wait_for(|s| s.salvaging == 0).await;
+}
+
+/// Held by work whose results a stop should not lose; released when they are reported.
+#[derive(Debug)]
+pub struct Salvage(());
+
+impl Salvage {
+    /// Starts holding.
+    pub fn begin() -> Self {
+        STATE.send_modify(|s| s.salvaging += 1);
+        Self(())
+    }
+}
+
+impl Drop for Salvage {
+    fn drop(&mut self) {
+        STATE.send_modify(|s| s.salvaging -= 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One test: the state is the process's.
+    #[tokio::test]
+    async fn a_stop_waits_for_the_salvages_it_asked_to_end() {
+        assert!(!salvaging());
+        salvaged().await;
+        let first = Salvage::begin();
+        let second = Salvage::begin();
+        assert!(salvaging());
+        let worker = tokio::spawn(async move {
+            requested().await;
+            drop(first);
+        });
+        assert!(!is_requested());
+        request();
+        assert!(is_requested());
+        worker.await.unwrap();
+        assert!(salvaging(), "one is still held");
+        let waiting = tokio::spawn(salvaged());
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        drop(second);
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("salvaged once none is held")
+            .unwrap();
+        requested().await;
+    }
+}
