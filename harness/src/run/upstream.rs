@@ -729,6 +729,27 @@ mod tests {
         assert!(!skipped("[apps] CRR recreates aab"));
     }
 
+    /// The results of `report`, a spec with a failure judged a failure, else a pass.
+    fn judged_by_failure(report: &str) -> Vec<ScenarioResult> {
+        results(report, "upstream", |name, failure| {
+            assert!(name.starts_with("upstream/"), "{name}");
+            Outcome::Judged(if failure.is_some() {
+                Verdict::Fail
+            } else {
+                Verdict::Pass
+            })
+        })
+        .unwrap()
+    }
+
+    /// Each result's name and outcome label.
+    fn labels(results: &[ScenarioResult]) -> Vec<(&str, &str)> {
+        results
+            .iter()
+            .map(|r| (r.scenario.as_str(), r.outcome.label()))
+            .collect()
+    }
+
     #[test]
     fn a_stopped_suite_keeps_what_ran_and_its_interrupted_specs_have_no_verdict() {
         // What Ginkgo writes for a suite it interrupts: the specs that ended, the running ones
@@ -745,20 +766,9 @@ mod tests {
           {"ContainerHierarchyTexts": ["CloneSet"], "LeafNodeType": "It",
            "LeafNodeText": "never ran", "State": "skipped"}
         ]}]"#;
-        let judged = results(report, "upstream", |_, failure| {
-            Outcome::Judged(if failure.is_some() {
-                Verdict::Fail
-            } else {
-                Verdict::Pass
-            })
-        })
-        .unwrap();
-        let got: Vec<(&str, &str)> = judged
-            .iter()
-            .map(|r| (r.scenario.as_str(), r.outcome.label()))
-            .collect();
+        let judged = judged_by_failure(report);
         assert_eq!(
-            got,
+            labels(&judged),
             [
                 ("upstream/CloneSet scales", "pass"),
                 ("upstream/CloneSet updates", "skipped"),
@@ -786,21 +796,9 @@ mod tests {
            "LeafNodeText": "needs three workers", "State": "skipped",
            "Failure": {"Message": "only 1 worker"}}
         ]}]"#;
-        let judged = results(report, "upstream", |name, failure| {
-            assert!(name.starts_with("upstream/[apps] "), "{name}");
-            Outcome::Judged(if failure.is_some() {
-                Verdict::Fail
-            } else {
-                Verdict::Pass
-            })
-        })
-        .unwrap();
-        let got: Vec<(&str, &str)> = judged
-            .iter()
-            .map(|r| (r.scenario.as_str(), r.outcome.label()))
-            .collect();
+        let judged = judged_by_failure(report);
         assert_eq!(
-            got,
+            labels(&judged),
             [
                 ("upstream/[apps] CloneSet scales", "pass"),
                 ("upstream/[apps] CloneSet updates", "FAIL"),
