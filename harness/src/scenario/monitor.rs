@@ -233,18 +233,23 @@ impl Model {
 
     /// The pods of `w`: those it controls, and for a Deployment those of its ReplicaSets.
     fn snapshot<'a>(&'a self, w: &'a Workload) -> Snapshot<'a> {
-        let owners: BTreeSet<&str> = if w.kind == WorkloadKind::Deployment {
+        let replica_sets: Vec<&Workload> = if w.kind == WorkloadKind::Deployment {
             self.workloads
                 .values()
                 .filter(|r| r.kind == WorkloadKind::ReplicaSet)
                 .filter(|r| r.spec["__owner"].as_str() == Some(&w.uid))
-                .map(|r| r.uid.as_str())
                 .collect()
+        } else {
+            vec![]
+        };
+        let owners: BTreeSet<&str> = if w.kind == WorkloadKind::Deployment {
+            replica_sets.iter().map(|r| r.uid.as_str()).collect()
         } else {
             BTreeSet::from([w.uid.as_str()])
         };
         Snapshot {
             workload: w,
+            replica_sets,
             pods: self
                 .pods
                 .values()

@@ -187,6 +187,8 @@ pub struct Snapshot<'a> {
     pub workload: &'a Workload,
     /// Its pods, terminating ones included.
     pub pods: Vec<&'a PodState>,
+    /// For a Deployment, its ReplicaSets (none for other kinds).
+    pub replica_sets: Vec<&'a Workload>,
 }
 
 /// `label` names `revision`, in full (`web-7d9f`) or by its short hash (`7d9f`).
@@ -361,11 +363,24 @@ impl Snapshot<'_> {
                 ),
             ));
         }
-        let live = self.active().count() as i64;
+        // A Deployment bounds its ReplicaSets' replicas; their pods follow, each ReplicaSet on
+        // its own (a new ReplicaSet's pod can come before the pod an old one was scaled down
+        // by goes: one more pod than the bound for a moment).
+        let (live, what) = if self.workload.kind == WorkloadKind::Deployment {
+            let replicas = self
+                .replica_sets
+                .iter()
+                .filter(|rs| !rs.deleting)
+                .map(|rs| rs.spec["replicas"].as_i64().unwrap_or(1))
+                .sum::<i64>();
+            (replicas, "replicas of its ReplicaSets")
+        } else {
+            (self.active().count() as i64, "pods")
+        };
         if live > desired + max_surge {
             found.push((
                 MAX_SURGE,
-                format!("{live} pods for {desired} desired, maxSurge allows {max_surge}"),
+                format!("{live} {what} for {desired} desired, maxSurge allows {max_surge}"),
             ));
         }
         found

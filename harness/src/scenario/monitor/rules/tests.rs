@@ -35,6 +35,7 @@ fn snap<'a>(w: &'a Workload, pods: &'a [PodState]) -> Snapshot<'a> {
     Snapshot {
         workload: w,
         pods: pods.iter().collect(),
+        replica_sets: vec![],
     }
 }
 
@@ -168,6 +169,50 @@ fn max_surge_fires_on_pods_above_replicas_plus_surge() {
         found[0]
             .1
             .contains("3 pods for 2 desired, maxSurge allows 0")
+    );
+}
+
+#[test]
+fn a_deployment_s_surge_is_its_replica_sets_replicas_not_their_pods() {
+    // Surge 1 of 3. The Deployment scaled the old ReplicaSet 3 -> 2 and the new one 1 -> 2;
+    // the new one's second pod came before the old one's third went: 5 pods for a moment.
+    let w = workload(WorkloadKind::Deployment, json!({"replicas": 3}), json!({}));
+    let rs = |name: &str, replicas: i64| Workload {
+        name: name.into(),
+        uid: format!("{name}-uid"),
+        ..workload(
+            WorkloadKind::ReplicaSet,
+            json!({"replicas": replicas}),
+            json!({}),
+        )
+    };
+    let (old, new) = (rs("web-old", 2), rs("web-new", 2));
+    let owned = |name: &str, owner: &Workload| PodState {
+        owner: Some(owner.uid.clone()),
+        ..pod(name, true, &owner.name)
+    };
+    let pods = [
+        owned("web-old-a", &old),
+        owned("web-old-b", &old),
+        owned("web-old-c", &old),
+        owned("web-new-a", &new),
+        owned("web-new-b", &new),
+    ];
+    let with = |replica_sets| Snapshot {
+        replica_sets,
+        ..snap(&w, &pods)
+    };
+    assert!(with(vec![&old, &new]).rollout(Some(3)).is_empty());
+    // A Deployment that scaled its ReplicaSets past the bound.
+    let over = rs("web-old", 3);
+    let found = with(vec![&over, &new]).rollout(Some(3));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, MAX_SURGE);
+    assert!(
+        found[0]
+            .1
+            .contains("5 replicas of its ReplicaSets for 3 desired, maxSurge allows 1"),
+        "{found:?}"
     );
 }
 
