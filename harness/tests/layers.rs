@@ -9,6 +9,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("progress", 0),
     ("kruise", 0),
     ("wait", 0),
+    ("stop", 0),
     ("toolchain", 1),
     ("cluster", 2),
     ("controller", 3),
