@@ -1012,7 +1012,8 @@ async fn run_upstream_on(
     out: &Emitter<'_>,
 ) -> bool {
     let profile = pc.profile.name.as_str();
-    // Held from the suite's start until its results are reported: a stopped run keeps them.
+    // Held from the suite's start until its results are reported (this function's end): a
+    // stopped run keeps them.
     let mut salvage = None;
     let report = async {
         let work = upstream::work_dir(env.options.logs_dir.as_deref())?;
@@ -1118,12 +1119,10 @@ async fn run_upstream_on(
                 failed |= r.outcome.fails_run(false);
                 out.finish(r);
             }
-            drop(salvage);
             failed
         }
         Err(reason) => {
             out.finish(upstream::suite_error(&reason, profile));
-            drop(salvage);
             true
         }
     }
