@@ -64,6 +64,14 @@ enum Command {
     /// run's report (the newest by default); the controller's CRDs come from its sources (a
     /// download, nothing is built or started).
     Coverage(CoverageArgs),
+    /// Find bugs no scenario names: trials generated from each CRD's schema (values alone, at
+    /// create and update, and pairwise), semantic operations and perturbations while the
+    /// controller converges, judged by oracles that need no per-trial assertion (a refusal
+    /// names a field; the native twin answers the same; the object converges; the monitor's
+    /// rules hold; the controller stays healthy). Each finding is shrunk, run again three
+    /// times and written as a reproduction under <report-dir>/<run>/findings/. Exit 1 when a
+    /// stable finding was reported.
+    Explore(ExploreArgs),
     /// Create, list and remove clusters.
     #[command(subcommand)]
     Cluster(ClusterCommand),
@@ -95,6 +103,65 @@ enum Command {
         #[arg(long = "volumes-dir")]
         volumes_dir: PathBuf,
     },
+}
+
+/// The flags of `explore`.
+#[derive(Debug, Args)]
+struct ExploreArgs {
+    /// Kubernetes version of the cell (default: 1.32; with --replay, the finding's).
+    #[arg(long = "k8s")]
+    kubernetes: Option<String>,
+    /// Controller under test (default: openkruise@v1.9.0; with --replay, the finding's).
+    #[arg(long, value_name = "NAME@TAG")]
+    controller: Option<String>,
+    /// How long to explore, bring-up aside (`90s`, `30m`, `1h`).
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    budget: Duration,
+    /// Only these kinds (comma-separated; default: every one, see the README).
+    #[arg(long, value_delimiter = ',')]
+    kinds: Vec<String>,
+    /// The seed every choice comes from (default: from the clock, printed).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Perturb the environment while the controller converges (pod deletion and eviction, a
+    /// cordoned node).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    perturbations: bool,
+    /// Behaviour trials at once.
+    #[arg(long, default_value_t = 2)]
+    parallel: usize,
+    /// How long a behaviour trial may take to settle.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    settle: Duration,
+    /// Candidates minimizing one behaviour finding may run (admission findings: four times as
+    /// many).
+    #[arg(long, default_value_t = 12)]
+    shrink_runs: usize,
+    /// Run one finding's trial again (a findings/<n>-... directory) and say whether it still
+    /// fires its oracle.
+    #[arg(long, value_name = "DIR")]
+    replay: Option<PathBuf>,
+    /// Where the run's directory goes.
+    #[arg(long, default_value = "reports")]
+    report_dir: PathBuf,
+}
+
+/// Parses `90s`, `30m`, `1h` or plain seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (n, unit) = s.trim().split_at(
+        s.trim()
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(s.trim().len()),
+    );
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration like 90s, 30m or 1h"))?;
+    match unit {
+        "" | "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        "h" => Ok(Duration::from_secs(n * 3600)),
+        _ => Err(format!("`{s}` is not a duration like 90s, 30m or 1h")),
+    }
 }
 
 /// Which scenarios: the selection flags of `run` and `coverage`.
@@ -909,6 +976,83 @@ pub const EXIT_REGRESSION: u8 = 1;
 /// Exit code of a run whose cluster or controller could not start.
 pub const EXIT_INFRA: u8 = 3;
 
+async fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
+    let found = match &args.replay {
+        Some(dir) => Some(crate::explore::output::read_finding(dir)?),
+        None => None,
+    };
+    let kubernetes: KubeVersion = match (&args.kubernetes, &found) {
+        (Some(k), _) => k.parse()?,
+        (None, Some(r)) => r.kubernetes.parse()?,
+        (None, None) => crate::toolchain::versions::DEFAULT_KUBERNETES.parse()?,
+    };
+    let controller: crate::controller::ControllerRef = match (&args.controller, &found) {
+        (Some(c), _) => c.parse()?,
+        (None, Some(r)) => r.controller.parse()?,
+        (None, None) => crate::controller::ControllerRef::default_ref(),
+    };
+    crate::explore::select(&args.kinds)?;
+    if args.parallel == 0 {
+        bail!("--parallel must be at least 1");
+    }
+    let seed = args
+        .seed
+        .unwrap_or_else(|| u64::from(rand::random::<u32>()));
+    let run_id = crate::run::new_id("explore");
+    let dir = args.report_dir.join(&run_id);
+    let options = crate::explore::Options {
+        kubernetes,
+        controller,
+        kinds: args.kinds,
+        seed,
+        budget: args.budget,
+        perturbations: args.perturbations,
+        parallel: args.parallel,
+        settle: args.settle,
+        confirm: 3,
+        shrink_runs: args.shrink_runs,
+        dir: dir.clone(),
+    };
+    let provider = crate::cluster::any::Provider::Local(provider(None));
+    if let Some(finding) = &args.replay {
+        let (r, fired) = crate::explore::replay(finding, &options, &provider, &toolchain()).await?;
+        let again = fired
+            .iter()
+            .any(|f| f.oracle == r.finding.oracle && f.key == r.finding.key);
+        for f in &fired {
+            println!("{} {}: {}", f.oracle.short(), f.key, f.observed);
+        }
+        println!(
+            "{}: {} {}",
+            finding.display(),
+            if again {
+                "fires again:"
+            } else {
+                "no longer fires:"
+            },
+            r.finding.key
+        );
+        return Ok(if again {
+            ExitCode::from(EXIT_REGRESSION)
+        } else {
+            ExitCode::SUCCESS
+        });
+    }
+    eprintln!(
+        "exploring with seed {seed} for {:?} (findings in {})",
+        args.budget,
+        dir.display()
+    );
+    let say = |line: String| eprintln!("{line}");
+    let summary = crate::explore::explore(&options, &provider, &toolchain(), &say).await?;
+    print!("{}", crate::explore::output::markdown(&summary));
+    Ok(if summary.stable().next().is_some() {
+        ExitCode::from(EXIT_REGRESSION)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
 async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
     use crate::run::{RunOptions, ledger::Ledger};
     let kubernetes: KubeVersion = args.kubernetes.parse()?;
@@ -1230,6 +1374,7 @@ fn chainsaw_check(paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => run_scenarios(args).await,
+        Command::Explore(args) => explore(args).await,
         Command::Matrix(args) => matrix(args).await,
         Command::Coverage(args) => coverage(args).await,
         Command::Chainsaw(ChainsawCommand::Check { paths }) => chainsaw_check(&paths),

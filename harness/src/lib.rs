@@ -9,6 +9,7 @@ pub mod chainsaw;
 pub mod cli;
 pub mod cluster;
 pub mod controller;
+pub mod explore;
 pub mod kruise;
 pub mod matrix;
 pub mod progress;

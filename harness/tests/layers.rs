@@ -18,11 +18,12 @@ const LAYERS: &[(&str, u8)] = &[
     ("suites", 5),
     ("run", 6),
     ("up", 6),
-    ("report", 7),
-    ("matrix", 8),
-    ("qualify", 8),
-    ("bench", 8),
-    ("cli", 9),
+    ("explore", 7),
+    ("report", 8),
+    ("matrix", 9),
+    ("qualify", 9),
+    ("bench", 9),
+    ("cli", 10),
 ];
 
 fn layer(module: &str) -> Option<u8> {

@@ -117,7 +117,7 @@ fn walk(s: &Value, path: &str, name: &str, out: &mut ApiFields) {
 }
 
 /// Whether schema node `s` (property `name`) is a template, and of what.
-fn template(s: &Value, name: &str) -> Option<Template> {
+pub fn template(s: &Value, name: &str) -> Option<Template> {
     let props = s["properties"].as_object();
     let spec = props.and_then(|p| p.get("spec")).map(|s| &s["properties"]);
     let has = |k: &str| spec.is_some_and(|s| s.get(k).is_some());
@@ -140,7 +140,7 @@ fn template(s: &Value, name: &str) -> Option<Template> {
 
 /// Embedded Kubernetes types that count as one field: label selectors, node selector terms,
 /// tolerations, object metadata.
-fn embedded(p: &serde_json::Map<String, Value>) -> bool {
+pub fn embedded(p: &serde_json::Map<String, Value>) -> bool {
     let keys: BTreeSet<&str> = p.keys().map(String::as_str).collect();
     keys == BTreeSet::from(["matchLabels", "matchExpressions"])
         || keys == BTreeSet::from(["matchFields", "matchExpressions"])

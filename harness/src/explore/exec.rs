@@ -1,0 +1,643 @@
+//! Running one trial on a ready cell. Start with [`Cell::run`]: it makes a namespace of the
+//! trial's own, sends each step, and judges the trial with every oracle that applies — the
+//! admission oracles on each create and update, and for a behaviour trial the monitor while
+//! it runs, convergence once it settles, repeated failure events and the controller's health.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::params::ValidationDirective;
+use serde_json::{Value, json};
+
+use super::oracle::{self, Answer, Finding, Oracle, PodView};
+use super::subject::{IMAGE_V2, Subject, get, set};
+use super::trial::{Fields, Mode, Op, Perturbation, Step, Trial, Which};
+use crate::cluster::OWNER_LABEL;
+use crate::controller::Installation;
+use crate::scenario::monitor;
+use crate::wait::{Check, poll};
+
+/// What a trial run saw.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// The rules it broke.
+    pub findings: Vec<Finding>,
+    /// The subject's answer to each create and update, in step order.
+    pub answers: Vec<Answer>,
+    /// What happened, a line a step.
+    pub log: Vec<String>,
+    /// The controller's log lines of the trial's window (behaviour trials that broke a rule).
+    pub manager_log: String,
+}
+
+/// A cluster with the controller installed, that trials run on.
+pub struct Cell<'a> {
+    /// An admin client.
+    pub client: kube::Client,
+    /// The installed controller.
+    pub installation: &'a Installation,
+    /// Who owns the namespaces trials make (the cluster's name).
+    pub owner: String,
+    /// How long a behaviour trial may take to settle.
+    pub settle: Duration,
+}
+
+const MANAGER: &str = "harness-explore";
+
+/// The twin's object name in a behaviour trial (the subject's is `x`: their pods' names
+/// must not collide).
+const TWIN: &str = "t";
+
+fn strict() -> PatchParams {
+    PatchParams {
+        dry_run: false,
+        force: false,
+        field_manager: Some(MANAGER.into()),
+        field_validation: Some(ValidationDirective::Strict),
+    }
+}
+
+fn answer(r: Result<DynamicObject, kube::Error>) -> Answer {
+    match r {
+        Ok(_) => Answer::Admitted,
+        Err(kube::Error::Api(s)) if s.message.contains("unknown field") => {
+            Answer::UnknownField(s.message)
+        }
+        Err(kube::Error::Api(s)) => Answer::Refused(s.message),
+        Err(e) => Answer::Refused(format!("request failed: {e}")),
+    }
+}
+
+async fn api_for(
+    client: &kube::Client,
+    namespace: &str,
+    api_version: &str,
+    kind: &str,
+) -> anyhow::Result<Api<DynamicObject>> {
+    let (ar, _) = crate::scenario::pinned(client, api_version, kind).await?;
+    Ok(Api::namespaced_with(client.clone(), namespace, &ar))
+}
+
+/// The subject's object (or its twin's) with `fields` set.
+fn object(seed: Value, fields: &Fields, path: impl Fn(&str) -> Option<String>) -> Option<Value> {
+    let mut o = seed;
+    for (k, v) in fields {
+        set(&mut o, &path(k)?, v.clone()).ok()?;
+    }
+    Some(o)
+}
+
+impl Cell<'_> {
+    /// Makes a namespace of the trials' own, removed by [`Cell::drop_namespace`].
+    pub async fn namespace(&self, subject: &Subject) -> anyhow::Result<String> {
+        let ns = format!(
+            "x-{}-{:05x}",
+            subject.name.to_lowercase(),
+            rand::random::<u32>() & 0xfffff
+        );
+        let nss: Api<Namespace> = Api::all(self.client.clone());
+        let body: Namespace = serde_json::from_value(json!({"metadata": {
+            "name": ns, "labels": {OWNER_LABEL: self.owner}}}))?;
+        nss.create(&PostParams::default(), &body).await?;
+        Ok(ns)
+    }
+
+    /// Deletes a namespace [`Cell::namespace`] made.
+    pub async fn drop_namespace(&self, ns: &str) {
+        let nss: Api<Namespace> = Api::all(self.client.clone());
+        if let Err(e) = nss.delete(ns, &DeleteParams::background()).await {
+            tracing::warn!("delete namespace {ns}: {e}");
+        }
+    }
+
+    /// Runs `trial` of `subject` in a namespace of its own (removed after), and judges it.
+    pub async fn run(&self, subject: &Subject, trial: &Trial) -> anyhow::Result<Outcome> {
+        let ns = self.namespace(subject).await?;
+        let result = match trial.mode {
+            Mode::Admission => self.admit(subject, trial, &ns, "x").await,
+            Mode::Behaviour => self.behaviour(subject, trial, &ns).await,
+        };
+        self.drop_namespace(&ns).await;
+        result
+    }
+
+    /// Runs admission trial `trial` in namespace `ns` (which may be shared: the objects are
+    /// named `name`): its last create or update as a dry run on the subject and its twin, the
+    /// steps before it for real on both sides.
+    pub async fn admit(
+        &self,
+        s: &Subject,
+        trial: &Trial,
+        ns: &str,
+        name: &str,
+    ) -> anyhow::Result<Outcome> {
+        let mut out = Outcome::default();
+        let ours = api_for(&self.client, ns, s.api_version, s.kind).await?;
+        let twin = match s.twin {
+            Some(t) => Some((t, api_for(&self.client, ns, t.api_version, t.kind).await?)),
+            None => None,
+        };
+        let n = trial.steps.len();
+        for (i, step) in trial.steps.iter().enumerate() {
+            let last = i + 1 == n;
+            let mut params = strict();
+            params.dry_run = last;
+            let (verb, fields, mine, theirs) = match step {
+                Step::Create { set } => {
+                    let Some(o) = object((s.seed)(name), set, |k| Some(k.to_string())) else {
+                        anyhow::bail!("set {set:?} on the seed object");
+                    };
+                    let r = ours.patch(name, &params, &Patch::Apply(&o)).await;
+                    if last && let Ok(stored) = &r {
+                        let stored = serde_json::to_value(stored)?;
+                        out.findings.extend(oracle::stored(s, set, &stored));
+                    }
+                    let mine = answer(r);
+                    let theirs = match &twin {
+                        Some((t, api)) => match object((t.seed)(name), set, |k| s.twin_path(k)) {
+                            Some(o) => {
+                                Some(answer(api.patch(name, &params, &Patch::Apply(&o)).await))
+                            }
+                            None => None,
+                        },
+                        None => None,
+                    };
+                    ("create", set, mine, theirs)
+                }
+                Step::Update { set } => {
+                    let patch = object(json!({}), set, |k| Some(k.to_string())).unwrap_or_default();
+                    let mine = answer(ours.patch(name, &params, &Patch::Merge(&patch)).await);
+                    let theirs = match &twin {
+                        Some((_, api)) => match object(json!({}), set, |k| s.twin_path(k)) {
+                            Some(p) => {
+                                Some(answer(api.patch(name, &params, &Patch::Merge(&p)).await))
+                            }
+                            None => None,
+                        },
+                        None => None,
+                    };
+                    ("update", set, mine, theirs)
+                }
+                other => {
+                    anyhow::bail!("an admission trial has only creates and updates, not {other:?}")
+                }
+            };
+            out.log
+                .push(format!("{verb} {fields:?}: {mine:?} (twin: {theirs:?})"));
+            let paths: Vec<&str> = fields.keys().map(String::as_str).collect();
+            if last {
+                out.findings
+                    .extend(oracle::admission(s, verb, &paths, &mine, theirs.as_ref()));
+            } else if mine != Answer::Admitted {
+                anyhow::bail!("the object an update starts from was refused: {mine:?}");
+            }
+            out.answers.push(mine);
+        }
+        Ok(out)
+    }
+
+    /// The object made and driven through the steps while the monitor watches; then settled
+    /// and judged.
+    async fn behaviour(&self, s: &Subject, trial: &Trial, ns: &str) -> anyhow::Result<Outcome> {
+        let mut out = Outcome::default();
+        let api = api_for(&self.client, ns, s.api_version, s.kind).await?;
+        let name = "x";
+        let window = self.installation.window(ns);
+        let settings = monitor::Settings::with_liveness(self.settle);
+        let watching = monitor::Monitor::start(&self.client, ns, settings);
+        let mut cordoned = vec![];
+        let mut refused = false;
+        // The twin goes through the same steps (perturbations aside) when it has every field.
+        let mut twin = match s.twin_subject() {
+            Some(t) if trial.fields().iter().all(|(k, _)| s.twin_path(k).is_some()) => {
+                let api = api_for(&self.client, ns, t.api_version, t.kind).await?;
+                Some((t, api))
+            }
+            _ => None,
+        };
+        for step in &trial.steps {
+            let line = match step {
+                Step::Create { set } => {
+                    let Some(o) = object((s.seed)(name), set, |k| Some(k.to_string())) else {
+                        anyhow::bail!("set {set:?} on the seed object");
+                    };
+                    let a = answer(api.patch(name, &strict(), &Patch::Apply(&o)).await);
+                    refused = a != Answer::Admitted;
+                    out.answers.push(a.clone());
+                    if let Some((t, tapi)) = &twin {
+                        let o = object((t.seed)(TWIN), set, |k| s.twin_path(k));
+                        let ok = match o {
+                            Some(o) => tapi.patch(TWIN, &strict(), &Patch::Apply(&o)).await.is_ok(),
+                            None => false,
+                        };
+                        if !ok {
+                            twin = None;
+                        }
+                    }
+                    format!("create {set:?}: {a:?}")
+                }
+                Step::Update { set } => {
+                    let patch = object(json!({}), set, |k| Some(k.to_string())).unwrap_or_default();
+                    let a = answer(api.patch(name, &strict(), &Patch::Merge(&patch)).await);
+                    out.answers.push(a.clone());
+                    if let Some((_, tapi)) = &twin
+                        && let Some(p) = object(json!({}), set, |k| s.twin_path(k))
+                    {
+                        let _ = tapi.patch(TWIN, &strict(), &Patch::Merge(&p)).await;
+                    }
+                    format!("update {set:?}: {a:?}")
+                }
+                Step::Operate { op } => {
+                    let r = self.operate(s, &api, name, *op).await;
+                    if let Some((t, tapi)) = &twin {
+                        let _ = self.operate(t, tapi, TWIN, *op).await;
+                    }
+                    format!(
+                        "{op:?}: {}",
+                        r.map_or_else(|e| format!("{e:#}"), |_| "done".into())
+                    )
+                }
+                Step::Perturb { perturbation } => {
+                    let r = self
+                        .perturb(s, &api, ns, name, *perturbation, &mut cordoned)
+                        .await;
+                    format!(
+                        "{perturbation:?}: {}",
+                        r.unwrap_or_else(|e| format!("{e:#}"))
+                    )
+                }
+            };
+            out.log.push(line);
+            if refused {
+                break;
+            }
+        }
+        let mut differences = vec![];
+        if !refused {
+            let (this, api) = (self, &api);
+            let r = poll(
+                &format!("{} {name} to settle", s.kind),
+                self.settle,
+                Duration::from_millis(500),
+                move || async move {
+                    let d = this.differences(s, api, ns, name).await;
+                    if d.is_empty() {
+                        Check::Met
+                    } else {
+                        Check::Pending(d.join("; "))
+                    }
+                },
+            )
+            .await;
+            if r.is_err() {
+                differences = self.differences(s, api, ns, name).await;
+            }
+        }
+        // O4 on what settles: the same number of live pods as the twin.
+        if !refused
+            && differences.is_empty()
+            && let Some((t, tapi)) = &twin
+        {
+            let settled = poll(
+                &format!("{} {TWIN} to settle", t.kind),
+                self.settle,
+                Duration::from_millis(500),
+                move || async move {
+                    let d = self.differences(t, tapi, ns, TWIN).await;
+                    Check::when(d.is_empty(), || d.join("; "))
+                },
+            )
+            .await
+            .is_ok();
+            let (ours, theirs) = (
+                self.live(&api, ns, name).await,
+                self.live(tapi, ns, TWIN).await,
+            );
+            if settled && ours != theirs {
+                out.findings.push(Finding {
+                    oracle: Oracle::Native,
+                    subject: s.name.into(),
+                    key: format!("settles on another number of live pods than {}", t.kind),
+                    observed: format!("{} settled on {ours} live pods", s.kind),
+                    expected: format!("as {} {}: {theirs} live pods", t.api_version, t.kind),
+                });
+            }
+        }
+        for node in cordoned {
+            let nodes: Api<Node> = Api::all(self.client.clone());
+            let undo = json!({"spec": {"unschedulable": null}});
+            if let Err(e) = nodes
+                .patch(&node, &PatchParams::default(), &Patch::Merge(&undo))
+                .await
+            {
+                tracing::warn!("uncordon {node}: {e}");
+            }
+        }
+        let mut seen = BTreeMap::new();
+        for d in &differences {
+            seen.entry(oracle::convergence_key(d))
+                .or_insert_with(|| d.clone());
+        }
+        for (key, d) in seen {
+            out.findings.push(Finding {
+                oracle: Oracle::Convergence,
+                subject: s.name.into(),
+                key,
+                observed: format!("after {:?}: {d}", self.settle),
+                expected: "the declared state: every difference gone".into(),
+            });
+        }
+        let found = watching.stop().await?;
+        for v in found {
+            if v.rule == monitor::rules::FAILED_CREATE {
+                continue;
+            }
+            out.findings.push(Finding {
+                oracle: Oracle::Safety,
+                subject: s.name.into(),
+                key: format!("monitor rule {}", v.rule),
+                observed: v.to_string(),
+                expected: format!("the monitor's rule {} holds at every instant", v.rule),
+            });
+        }
+        let events: Api<Event> = Api::namespaced(self.client.clone(), ns);
+        let events: Vec<(String, String, i32, String)> = events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| e.type_.as_deref() == Some("Warning"))
+            .map(|e| {
+                (
+                    e.involved_object.kind.unwrap_or_default(),
+                    e.reason.unwrap_or_default(),
+                    e.count.unwrap_or(1),
+                    e.message.unwrap_or_default(),
+                )
+            })
+            .collect();
+        out.findings.extend(oracle::repeated_failures(s, &events));
+        if let Err(e) = self.installation.check(&window).await {
+            let text = format!("{e:#}");
+            let key = if text.contains("denied") || text.contains("forbidden") {
+                "denied by its RBAC"
+            } else if text.contains("panic") {
+                "panicked"
+            } else {
+                "exited or restarted"
+            };
+            out.findings.push(Finding {
+                oracle: Oracle::Health,
+                subject: s.name.into(),
+                key: format!("controller {key}"),
+                observed: text,
+                expected: "the controller neither exits, restarts, panics nor is denied".into(),
+            });
+        }
+        if !out.findings.is_empty() {
+            out.manager_log = self
+                .installation
+                .logs()
+                .first()
+                .map(|l| window.read(l))
+                .unwrap_or_default();
+        }
+        Ok(out)
+    }
+
+    /// The live pods of object `name` (0 when it cannot be read).
+    async fn live(&self, api: &Api<DynamicObject>, ns: &str, name: &str) -> usize {
+        let Ok(o) = api.get(name).await else {
+            return 0;
+        };
+        let uid = o.metadata.uid.unwrap_or_default();
+        self.pods(ns, &uid)
+            .await
+            .map(|p| {
+                p.iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
+    /// What differs from the declared state now ([`oracle::convergence`]).
+    async fn differences(
+        &self,
+        s: &Subject,
+        api: &Api<DynamicObject>,
+        ns: &str,
+        name: &str,
+    ) -> Vec<String> {
+        let obj = match api.get(name).await {
+            Ok(o) => serde_json::to_value(o).unwrap_or_default(),
+            Err(e) => return vec![format!("get {name}: {e}")],
+        };
+        let uid = obj["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let pods = match self.pods(ns, &uid).await {
+            Ok(p) => p,
+            Err(e) => return vec![format!("list pods: {e}")],
+        };
+        let views: Vec<PodView> = pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(|p| PodView {
+                name: p.metadata.name.clone().unwrap_or_default(),
+                image: p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.containers.first())
+                    .and_then(|c| c.image.clone())
+                    .unwrap_or_default(),
+                labels: p.metadata.labels.clone().unwrap_or_default(),
+            })
+            .collect();
+        oracle::convergence(s, &obj, &views, self.settle.as_secs() as i64)
+    }
+
+    /// The pods `uid` owns, itself or through the ReplicaSets and Jobs it owns.
+    async fn pods(&self, ns: &str, uid: &str) -> Result<Vec<Pod>, kube::Error> {
+        use k8s_openapi::api::apps::v1::ReplicaSet;
+        use k8s_openapi::api::batch::v1::Job;
+        let lp = ListParams::default();
+        let mut owners: Vec<String> = vec![uid.to_string()];
+        let owned_by = |m: &kube::api::ObjectMeta, uid: &str| {
+            m.owner_references.iter().flatten().any(|o| o.uid == uid)
+        };
+        let rs: Api<ReplicaSet> = Api::namespaced(self.client.clone(), ns);
+        let jobs: Api<Job> = Api::namespaced(self.client.clone(), ns);
+        for m in rs
+            .list(&lp)
+            .await?
+            .items
+            .into_iter()
+            .map(|r| r.metadata)
+            .chain(jobs.list(&lp).await?.items.into_iter().map(|j| j.metadata))
+        {
+            if owned_by(&m, uid) {
+                owners.extend(m.uid);
+            }
+        }
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        Ok(pods
+            .list(&lp)
+            .await?
+            .items
+            .into_iter()
+            .filter(|p| owners.iter().any(|o| owned_by(&p.metadata, o)))
+            .collect())
+    }
+
+    async fn operate(
+        &self,
+        s: &Subject,
+        api: &Api<DynamicObject>,
+        name: &str,
+        op: Op,
+    ) -> anyhow::Result<()> {
+        let obj = serde_json::to_value(api.get(name).await?)?;
+        let mut patch = json!({});
+        let t = s.template;
+        match op {
+            Op::Rollout => {
+                let image = if get(&obj, t)["spec"]["containers"][0]["image"] == IMAGE_V2 {
+                    super::subject::IMAGE_V1
+                } else {
+                    IMAGE_V2
+                };
+                let mut containers = get(&obj, t)["spec"]["containers"].clone();
+                containers[0]["image"] = json!(image);
+                set(&mut patch, &format!("{t}.spec.containers"), containers)
+                    .map_err(anyhow::Error::msg)?;
+            }
+            Op::Recreate => {
+                let mut containers = get(&obj, t)["spec"]["containers"].clone();
+                let n = containers[0]["env"].as_array().map_or(0, Vec::len);
+                let mut env = containers[0]["env"].as_array().cloned().unwrap_or_default();
+                env.push(json!({"name": format!("EXPLORE_{n}"), "value": "1"}));
+                containers[0]["env"] = json!(env);
+                set(&mut patch, &format!("{t}.spec.containers"), containers)
+                    .map_err(anyhow::Error::msg)?;
+            }
+            Op::ScaleUp | Op::ScaleDown => {
+                let n = obj["spec"]["replicas"].as_i64().unwrap_or(1);
+                let n = if op == Op::ScaleUp {
+                    n + 1
+                } else {
+                    (n - 1).max(0)
+                };
+                patch = json!({"spec": {"replicas": n}});
+            }
+            Op::ChangeSelector => {
+                let labels = json!({"app": name, "generation": "2"});
+                set(&mut patch, &format!("{t}.metadata.labels"), labels.clone())
+                    .map_err(anyhow::Error::msg)?;
+                set(&mut patch, "spec.selector", json!({"matchLabels": labels}))
+                    .map_err(anyhow::Error::msg)?;
+            }
+        }
+        match api.patch(name, &strict(), &Patch::Merge(&patch)).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) => anyhow::bail!("refused: {}", e.message),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn perturb(
+        &self,
+        s: &Subject,
+        api: &Api<DynamicObject>,
+        ns: &str,
+        name: &str,
+        p: Perturbation,
+        cordoned: &mut Vec<String>,
+    ) -> anyhow::Result<String> {
+        let obj = serde_json::to_value(api.get(name).await?)?;
+        let uid = obj["metadata"]["uid"].as_str().unwrap_or_default();
+        let image = get(&obj, s.template)["spec"]["containers"][0]["image"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let mut pods: Vec<Pod> = self
+            .pods(ns, uid)
+            .await?
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        let at = |p: &Pod| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.containers.first())
+                .and_then(|c| c.image.clone())
+                == Some(image.clone())
+        };
+        let pick = |which: Which| {
+            pods.iter()
+                .find(|p| match which {
+                    Which::Old => !at(p),
+                    Which::New => at(p),
+                    Which::Any => true,
+                })
+                .cloned()
+        };
+        let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        match p {
+            Perturbation::DeletePod { which } => {
+                let Some(pod) = pick(which) else {
+                    return Ok(format!("no {which:?} pod"));
+                };
+                let n = pod.metadata.name.unwrap_or_default();
+                pod_api.delete(&n, &DeleteParams::default()).await?;
+                Ok(format!("deleted {n}"))
+            }
+            Perturbation::EvictPod { which } => {
+                let Some(pod) = pick(which) else {
+                    return Ok(format!("no {which:?} pod"));
+                };
+                let n = pod.metadata.name.unwrap_or_default();
+                match pod_api.evict(&n, &Default::default()).await {
+                    Ok(_) => Ok(format!("evicted {n}")),
+                    Err(kube::Error::Api(e)) => {
+                        Ok(format!("eviction of {n} refused: {}", e.message))
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            }
+            Perturbation::CordonNode => {
+                let Some(node) = pick(Which::Any).and_then(|p| p.spec.and_then(|s| s.node_name))
+                else {
+                    return Ok("no scheduled pod".into());
+                };
+                let nodes: Api<Node> = Api::all(self.client.clone());
+                let patch = json!({"spec": {"unschedulable": true}});
+                nodes
+                    .patch(&node, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+                cordoned.push(node.clone());
+                Ok(format!("cordoned {node}"))
+            }
+            Perturbation::RestartManager => Ok("not available on this cell".into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_object_takes_the_fields_at_the_paths_given_and_none_when_one_has_no_path() {
+        let fields = Fields::from([("spec.a".to_string(), json!(1))]);
+        assert_eq!(
+            object(json!({"spec": {}}), &fields, |k| Some(k.to_string())),
+            Some(json!({"spec": {"a": 1}}))
+        );
+        assert_eq!(object(json!({"spec": {}}), &fields, |_| None), None);
+    }
+}

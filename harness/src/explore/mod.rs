@@ -1,0 +1,607 @@
+//! Exploration: trials generated from each CRD, not written, judged by oracles that need no
+//! per-trial assertion. Start with [`explore`]: on one cell (a cluster with the controller
+//! installed) it runs, for every [`subject::Subject`],
+//!
+//! 1. **admission trials**: every value of every leaf of the CRD's schema ([`schema`]) and of
+//!    the pod template's union members, alone, at create and at update, then the rows of a
+//!    pairwise covering array over the values admitted alone ([`trial::covering_rows`]) —
+//!    sent as dry runs to the subject and to its native twin;
+//! 2. **behaviour trials** until the budget ends: an object created with admitted values, then
+//!    updates, semantic operations and perturbations ([`trial::behaviour`]), watched by the
+//!    monitor and judged once it settles ([`exec`]).
+//!
+//! Each new finding ([`oracle::Finding`], one per oracle, subject and key) is shrunk
+//! ([`minimize`]), run again three times (a finding that does not fire every time is
+//! reported as unstable) and written as a reproduction ([`output`]). Every trial is data:
+//! replayed exactly from its YAML ([`replay`]), or regenerated from the seed.
+
+pub mod exec;
+pub mod minimize;
+pub mod oracle;
+pub mod output;
+pub mod schema;
+pub mod subject;
+pub mod trial;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use futures::StreamExt;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::Api;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use self::exec::Cell;
+use self::oracle::{Answer, Finding, Oracle};
+use self::subject::Subject;
+use self::trial::{Fields, Material, Mode, Perturbation, Rng, Step, Trial, Which};
+use crate::cluster::any::Provider;
+use crate::controller::ControllerRef;
+use crate::toolchain::{KubeVersion, Toolchain};
+use crate::up::{ControllerChoice, Session};
+
+/// How an exploration goes.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Kubernetes version of the cell.
+    pub kubernetes: KubeVersion,
+    /// The controller under test.
+    pub controller: ControllerRef,
+    /// The subjects, by name (empty: every one).
+    pub kinds: Vec<String>,
+    /// The seed every choice comes from.
+    pub seed: u64,
+    /// How long the whole exploration may take, bring-up aside.
+    pub budget: Duration,
+    /// Whether behaviour trials perturb the environment.
+    pub perturbations: bool,
+    /// Behaviour trials at once.
+    pub parallel: usize,
+    /// How long a behaviour trial may take to settle.
+    pub settle: Duration,
+    /// Times a shrunk finding runs again to be called stable.
+    pub confirm: usize,
+    /// Candidates minimizing one finding may run.
+    pub shrink_runs: usize,
+    /// Where findings are written (`<dir>/findings/<n>-<oracle>-<subject>/`).
+    pub dir: PathBuf,
+}
+
+/// The names of the known subjects.
+pub fn subject_names() -> Vec<&'static str> {
+    subject::subjects().iter().map(|s| s.name).collect()
+}
+
+/// The subjects `kinds` names (all when empty); an unknown name is an error naming the known.
+pub fn select(kinds: &[String]) -> anyhow::Result<Vec<Subject>> {
+    let all = subject::subjects();
+    if kinds.is_empty() {
+        return Ok(all);
+    }
+    kinds
+        .iter()
+        .map(|k| {
+            all.iter()
+                .find(|s| s.name.eq_ignore_ascii_case(k))
+                .copied()
+                .with_context(|| {
+                    format!(
+                        "no kind `{k}` to explore; the kinds are: {}",
+                        subject_names().join(", ")
+                    )
+                })
+        })
+        .collect()
+}
+
+/// A finding as reported: shrunk, confirmed, written.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Reported {
+    /// What the shrunk trial fired.
+    pub finding: Finding,
+    /// The trial that first fired it.
+    pub original: Trial,
+    /// The shrunk trial.
+    pub trial: Trial,
+    /// Runs of the shrunk trial that fired it, of [`Options::confirm`].
+    pub reproduced: usize,
+    /// Runs made to confirm it.
+    pub confirm_runs: usize,
+    /// Whether every confirming run fired it.
+    pub stable: bool,
+    /// Seconds into the exploration when it was first seen.
+    pub first_seen: f64,
+    /// Its directory.
+    pub dir: PathBuf,
+    /// The controller it was found on.
+    pub controller: String,
+    /// The Kubernetes version it was found on.
+    pub kubernetes: String,
+}
+
+/// What an exploration did.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Summary {
+    /// The controller.
+    pub controller: String,
+    /// Kubernetes.
+    pub kubernetes: String,
+    /// The seed.
+    pub seed: u64,
+    /// Trials run, by mode and subject.
+    pub trials: BTreeMap<String, usize>,
+    /// Findings, in the order they were first seen.
+    pub findings: Vec<Reported>,
+    /// Seconds, bring-up included.
+    pub seconds: f64,
+}
+
+impl Summary {
+    /// Findings of the stable kind.
+    pub fn stable(&self) -> impl Iterator<Item = &Reported> {
+        self.findings.iter().filter(|r| r.stable)
+    }
+}
+
+/// Reads the subjects' CRDs as the cell serves them: kind → CRD (as JSON).
+async fn crds(client: &kube::Client) -> anyhow::Result<BTreeMap<String, Value>> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut out = BTreeMap::new();
+    for c in api.list(&Default::default()).await?.items {
+        let key = format!("{}/{}", c.spec.group, c.spec.names.kind);
+        out.insert(key, serde_json::to_value(c)?);
+    }
+    Ok(out)
+}
+
+/// The single values tried on `s`: each leaf of its schema with each of its values, then the
+/// template fields with theirs.
+pub fn singles(s: &Subject, crd: &Value) -> Vec<(String, Value)> {
+    let version = s.api_version.rsplit('/').next().unwrap_or_default();
+    // Another selector of the same pods: each template label as an `Exists` expression.
+    let seed = (s.seed)("x");
+    let labels = subject::get(&seed, s.template)["metadata"]["labels"]
+        .as_object()
+        .map(|m| m.keys().cloned().collect::<Vec<_>>())
+        .unwrap_or_default();
+    let reselect = serde_json::json!({"matchExpressions": labels
+        .iter()
+        .map(|k| serde_json::json!({"key": k, "operator": "Exists"}))
+        .collect::<Vec<_>>()});
+    let mut out: Vec<(String, Value)> = vec![];
+    for l in schema::leaves(crd, version) {
+        if l.path == "spec.replicas" && !s.replicated {
+            continue;
+        }
+        let mut values = l.values();
+        if l.shape == schema::Shape::Selector {
+            values.insert(0, reselect.clone());
+        }
+        out.extend(values.into_iter().map(|v| (l.path.clone(), v)));
+    }
+    for f in subject::TEMPLATE_FIELDS {
+        for v in subject::template_values(f) {
+            out.push((format!("{}.{f}", s.template), v));
+        }
+    }
+    out
+}
+
+/// Whether a value is small enough for a behaviour trial to create objects with (a replica
+/// count of two billion is for admission only).
+fn small(v: &Value) -> bool {
+    v.as_i64().is_none_or(|i| (-1..=10).contains(&i))
+}
+
+/// A subject with the field sets its behaviour trials create objects with, and the single
+/// values its updates set.
+type Prepared = (Subject, Vec<Fields>, Vec<(String, Value)>);
+
+struct Explorer<'a> {
+    options: &'a Options,
+    cell: Cell<'a>,
+    started: Instant,
+    summary: Summary,
+    say: &'a (dyn Fn(String) + Sync),
+}
+
+impl Explorer<'_> {
+    fn left(&self) -> Duration {
+        self.options.budget.saturating_sub(self.started.elapsed())
+    }
+
+    fn count(&mut self, what: String, n: usize) {
+        *self.summary.trials.entry(what).or_default() += n;
+    }
+
+    fn known(&self, f: &Finding) -> bool {
+        self.summary
+            .findings
+            .iter()
+            .any(|r| same(&r.finding, f) || same_origin(r, f))
+    }
+
+    /// Shrinks, confirms and writes a new finding fired by `trial`.
+    async fn report(&mut self, s: &Subject, finding: Finding, trial: Trial) -> anyhow::Result<()> {
+        let first_seen = self.started.elapsed().as_secs_f64();
+        (self.say)(format!(
+            "[{:>5.0}s] {} {} {}: {} — shrinking",
+            first_seen,
+            finding.oracle.short(),
+            s.name,
+            finding.key,
+            finding.observed.lines().next().unwrap_or_default()
+        ));
+        let runs = match trial.mode {
+            Mode::Admission => self.options.shrink_runs.max(1) * 4,
+            Mode::Behaviour => self.options.shrink_runs,
+        };
+        let cell = &self.cell;
+        let target = finding.clone();
+        let minimized = minimize::minimize(trial.clone(), runs, |t| {
+            let target = target.clone();
+            async move { fires(cell, s, &t, &target).await.is_some() }
+        })
+        .await;
+        let mut reproduced = 0;
+        let mut last = None;
+        for _ in 0..self.options.confirm {
+            if let Some(hit) = fires(cell, s, &minimized.trial, &target).await {
+                reproduced += 1;
+                last = Some(hit);
+            }
+        }
+        let (finding, manager_log) = match last {
+            Some((f, log)) => (f, log),
+            None => (finding, String::new()),
+        };
+        let n = self.summary.findings.len() + 1;
+        let dir = self.options.dir.join("findings").join(format!(
+            "{n:02}-{}-{}",
+            finding.oracle.short(),
+            s.name.to_lowercase()
+        ));
+        let r = Reported {
+            finding,
+            original: trial,
+            trial: minimized.trial,
+            reproduced,
+            confirm_runs: self.options.confirm,
+            stable: reproduced == self.options.confirm,
+            first_seen,
+            dir: dir.clone(),
+            controller: self.options.controller.to_string(),
+            kubernetes: self.options.kubernetes.to_string(),
+        };
+        output::write_finding(&dir, s, &r, &self.options.controller, &manager_log)?;
+        (self.say)(format!(
+            "         shrunk to {} step(s), {} field(s) in {} runs; reproduced {}/{} → {}",
+            r.trial.steps.len(),
+            r.trial.fields().len(),
+            minimized.runs,
+            reproduced,
+            self.options.confirm,
+            dir.display()
+        ));
+        self.summary.findings.push(r);
+        Ok(())
+    }
+
+    async fn judge(
+        &mut self,
+        s: &Subject,
+        trial: &Trial,
+        findings: Vec<Finding>,
+    ) -> anyhow::Result<()> {
+        for f in findings {
+            if !self.known(&f) && !self.left().is_zero() {
+                self.report(s, f, trial.clone()).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Admission trials of one subject: singles at create and update, then covering rows.
+    async fn admission(
+        &mut self,
+        s: &Subject,
+        crd: &Value,
+    ) -> anyhow::Result<Vec<(String, Value)>> {
+        let singles = singles(s, crd);
+        let mut trials: Vec<Trial> = vec![];
+        let mut index = 0;
+        let seed = self.options.seed;
+        let mut next = |steps: Vec<Step>| {
+            index += 1;
+            Trial {
+                subject: s.name.into(),
+                mode: Mode::Admission,
+                seed,
+                index: index - 1,
+                steps,
+            }
+        };
+        for (k, v) in &singles {
+            let set = Fields::from([(k.clone(), v.clone())]);
+            trials.push(next(vec![Step::Create { set: set.clone() }]));
+            trials.push(next(vec![
+                Step::Create { set: s.quiet() },
+                Step::Update { set },
+            ]));
+        }
+        let results = self.admit_all(s, &trials).await?;
+        let mut admitted = vec![];
+        for (t, out) in trials.iter().zip(&results) {
+            let single = matches!(t.steps.as_slice(), [Step::Create { .. }]);
+            if single && out.answers.last() == Some(&Answer::Admitted) {
+                admitted.extend(
+                    t.fields()
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), v.clone())),
+                );
+            }
+        }
+        for (t, out) in trials.iter().zip(results) {
+            self.judge(s, t, out.findings).await?;
+        }
+        // Pairs of values admitted alone.
+        let mut by_field: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        for (k, v) in &admitted {
+            if !v.is_null() {
+                by_field.entry(k.clone()).or_default().push(v.clone());
+            }
+        }
+        let fields: Vec<(String, Vec<Value>)> = by_field.into_iter().collect();
+        let rows = trial::covering_rows(&fields, &mut Rng::new(self.options.seed, u64::MAX));
+        let row_trials: Vec<Trial> = rows
+            .into_iter()
+            .map(|set| next(vec![Step::Create { set }]))
+            .collect();
+        let results = self.admit_all(s, &row_trials).await?;
+        for (t, out) in row_trials.iter().zip(results) {
+            self.judge(s, t, out.findings).await?;
+        }
+        self.count(
+            format!("admission {}", s.name),
+            trials.len() + row_trials.len(),
+        );
+        Ok(admitted)
+    }
+
+    /// Runs admission trials 8 at a time in one namespace.
+    async fn admit_all(&self, s: &Subject, trials: &[Trial]) -> anyhow::Result<Vec<exec::Outcome>> {
+        let ns = self.cell.namespace(s).await?;
+        let cell = &self.cell;
+        let results: Vec<anyhow::Result<exec::Outcome>> = futures::stream::iter(trials)
+            .map(|t| {
+                let name = format!("t{}", t.index);
+                let ns = ns.clone();
+                async move { cell.admit(s, t, &ns, &name).await }
+            })
+            .buffered(8)
+            .collect()
+            .await;
+        self.cell.drop_namespace(&ns).await;
+        results.into_iter().collect()
+    }
+}
+
+/// Whether `trial` fires a finding like `target` (same oracle and key); with it and the
+/// controller's log window.
+async fn fires(
+    cell: &Cell<'_>,
+    s: &Subject,
+    trial: &Trial,
+    target: &Finding,
+) -> Option<(Finding, String)> {
+    match cell.run(s, trial).await {
+        Ok(out) => out
+            .findings
+            .into_iter()
+            .find(|f| same(f, target))
+            .map(|f| (f, out.manager_log)),
+        Err(e) => {
+            tracing::warn!("trial run: {e:#}");
+            None
+        }
+    }
+}
+
+fn same(a: &Finding, b: &Finding) -> bool {
+    a.oracle == b.oracle && a.subject == b.subject && a.key == b.key
+}
+
+/// An admission finding on a field already reported with the same oracle: the field's other
+/// values (or the same value at update) are the same finding.
+fn same_origin(r: &Reported, f: &Finding) -> bool {
+    r.finding.oracle == f.oracle
+        && r.finding.subject == f.subject
+        && r.trial.mode == Mode::Admission
+        && {
+            let fields: Vec<&str> = r.trial.fields().into_iter().map(|(k, _)| k).collect();
+            !fields.is_empty() && fields.iter().all(|k| f.key.contains(k))
+        }
+}
+
+/// Explores the controller of `options` on a cell of its own (made with `provider`, removed
+/// at the end however it ends); `say` hears progress.
+pub async fn explore(
+    options: &Options,
+    provider: &Provider,
+    toolchain: &Toolchain,
+    say: &(dyn Fn(String) + Sync),
+) -> anyhow::Result<Summary> {
+    let subjects = select(&options.kinds)?;
+    let t0 = Instant::now();
+    let name = crate::run::new_id("explore");
+    let profile = crate::run::scenario_profile(options.kubernetes);
+    let choice = ControllerChoice {
+        reference: options.controller.clone(),
+        gates: BTreeMap::new(),
+    };
+    say(format!(
+        "bringing up a cell: Kubernetes {}, {}",
+        options.kubernetes, options.controller
+    ));
+    let session = Session::start(provider, toolchain, &name, &profile, Some(&choice)).await?;
+    let client = session.cluster.client().await?;
+    let installation = session
+        .installation
+        .as_ref()
+        .context("the controller was not installed")?;
+    say(format!("cell ready in {:.0} s", t0.elapsed().as_secs_f64()));
+    let crds = crds(&client).await?;
+    let mut x = Explorer {
+        options,
+        cell: Cell {
+            client,
+            installation,
+            owner: name.clone(),
+            settle: options.settle,
+        },
+        started: Instant::now(),
+        summary: Summary {
+            controller: options.controller.to_string(),
+            kubernetes: options.kubernetes.to_string(),
+            seed: options.seed,
+            ..Summary::default()
+        },
+        say,
+    };
+    let mut materials = vec![];
+    for s in &subjects {
+        let group = s.api_version.split('/').next().unwrap_or_default();
+        let Some(crd) = crds.get(&format!("{group}/{}", s.kind)) else {
+            say(format!(
+                "{}: not served by {}; skipped",
+                s.name, options.controller
+            ));
+            continue;
+        };
+        say(format!("{}: admission trials", s.name));
+        let admitted = x.admission(s, crd).await?;
+        materials.push((*s, admitted));
+        if x.left().is_zero() {
+            break;
+        }
+    }
+    let perturbations: Vec<Perturbation> = if options.perturbations {
+        vec![
+            Perturbation::DeletePod { which: Which::Old },
+            Perturbation::DeletePod { which: Which::New },
+            Perturbation::EvictPod { which: Which::Any },
+            Perturbation::CordonNode,
+        ]
+    } else {
+        vec![]
+    };
+    // Behaviour trials, round-robin over the subjects, `parallel` at once, until the budget.
+    let prepared: Vec<Prepared> = materials
+        .into_iter()
+        .map(|(s, admitted)| {
+            let updates: Vec<(String, Value)> =
+                admitted.into_iter().filter(|(_, v)| small(v)).collect();
+            let creates = updates
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| Fields::from([(k.clone(), v.clone())]))
+                .collect();
+            (s, creates, updates)
+        })
+        .collect();
+    let mut index = 0u64;
+    'outer: while !prepared.is_empty() && !x.left().is_zero() {
+        let batch: Vec<(Subject, Trial)> = (0..options.parallel.max(1))
+            .map(|i| {
+                let (s, creates, updates) = &prepared[(index as usize + i) % prepared.len()];
+                let m = Material {
+                    subject: s.name,
+                    creates,
+                    updates,
+                    replicated: s.replicated,
+                    perturbations: &perturbations,
+                };
+                (
+                    *s,
+                    trial::behaviour(&m, options.seed, index / prepared.len() as u64 + i as u64),
+                )
+            })
+            .collect();
+        index += batch.len() as u64;
+        let cell = &x.cell;
+        let outs: Vec<_> = futures::future::join_all(
+            batch
+                .iter()
+                .map(|(s, t)| async move { cell.run(s, t).await }),
+        )
+        .await;
+        for ((s, t), out) in batch.iter().zip(outs) {
+            x.count(format!("behaviour {}", s.name), 1);
+            match out {
+                Ok(out) => x.judge(s, t, out.findings).await?,
+                Err(e) => say(format!("{}: trial {} did not run: {e:#}", s.name, t.index)),
+            }
+            if x.left().is_zero() {
+                break 'outer;
+            }
+        }
+    }
+    x.summary.seconds = t0.elapsed().as_secs_f64();
+    output::write_summary(&options.dir, &x.summary)?;
+    let summary = x.summary;
+    drop(session);
+    Ok(summary)
+}
+
+/// Reads a summary [`output::write_summary`] wrote.
+pub fn read_summary(dir: &std::path::Path) -> anyhow::Result<Summary> {
+    let p = dir.join("explore.json");
+    let text = std::fs::read_to_string(&p).with_context(|| format!("read {}", p.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parse {}", p.display()))
+}
+
+/// Runs the trial of a finding directory again on a cell of its own: whether it still fires
+/// its oracle, and what it fired.
+pub async fn replay(
+    dir: &std::path::Path,
+    options: &Options,
+    provider: &Provider,
+    toolchain: &Toolchain,
+) -> anyhow::Result<(Reported, Vec<Finding>)> {
+    let r = output::read_finding(dir)?;
+    let s = select(std::slice::from_ref(&r.trial.subject))?[0];
+    let name = crate::run::new_id("replay");
+    let profile = crate::run::scenario_profile(options.kubernetes);
+    let choice = ControllerChoice {
+        reference: options.controller.clone(),
+        gates: BTreeMap::new(),
+    };
+    let session = Session::start(provider, toolchain, &name, &profile, Some(&choice)).await?;
+    let client = session.cluster.client().await?;
+    let installation = session
+        .installation
+        .as_ref()
+        .context("the controller was not installed")?;
+    let cell = Cell {
+        client,
+        installation,
+        owner: name,
+        settle: options.settle,
+    };
+    let out = cell.run(&s, &r.trial).await?;
+    Ok((r, out.findings))
+}
+
+/// The oracle names, for help texts.
+pub fn oracles() -> [Oracle; 5] {
+    [
+        Oracle::Realizable,
+        Oracle::Convergence,
+        Oracle::Safety,
+        Oracle::Native,
+        Oracle::Health,
+    ]
+}

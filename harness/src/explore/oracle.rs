@@ -1,0 +1,418 @@
+//! The oracles: rules that judge any trial with no assertion written for it. Start with
+//! [`Oracle`] and [`Finding`]; the pure judges are here ([`names_a_field`], [`admission`],
+//! [`repeated_failures`], [`convergence`]), the ones that watch a cluster run in
+//! [`super::exec`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::subject::{Subject, get};
+use super::trial::Trial;
+
+/// Which rule a finding broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Oracle {
+    /// O1: what the API admitted can be realized (no repeated failure to create or update
+    /// what it asks for), and what it refuses is refused naming a field.
+    #[serde(rename = "O1-admitted-means-realizable")]
+    Realizable,
+    /// O2: the object converges to its declared state within the bound.
+    #[serde(rename = "O2-convergence")]
+    Convergence,
+    /// O3: the monitor's safety rules hold at every instant.
+    #[serde(rename = "O3-safety")]
+    Safety,
+    /// O4: the native twin answers the same (admission).
+    #[serde(rename = "O4-native-differential")]
+    Native,
+    /// O6: the controller neither exited, restarted, panicked nor was denied by its RBAC.
+    #[serde(rename = "O6-controller-health")]
+    Health,
+}
+
+impl Oracle {
+    /// Its short name (`O4`).
+    pub fn short(self) -> &'static str {
+        match self {
+            Oracle::Realizable => "O1",
+            Oracle::Convergence => "O2",
+            Oracle::Safety => "O3",
+            Oracle::Native => "O4",
+            Oracle::Health => "O6",
+        }
+    }
+}
+
+/// A rule broken by a trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// The rule.
+    pub oracle: Oracle,
+    /// The subject.
+    pub subject: String,
+    /// What makes two findings the same (the rule's part and the field or reason it names,
+    /// never a name or a number of one run): findings are reported once per key.
+    pub key: String,
+    /// What was seen.
+    pub observed: String,
+    /// What the rule wanted.
+    pub expected: String,
+}
+
+/// One answer to a create or update.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "answer", content = "message")]
+pub enum Answer {
+    /// Admitted.
+    Admitted,
+    /// Refused, with the message.
+    Refused(String),
+    /// The API does not have one of the fields (the twin lacks it): nothing to compare.
+    UnknownField(String),
+}
+
+/// Whether a refusal names the field it refuses (`spec.x`, `metadata.y`, `spec: ...`).
+pub fn names_a_field(message: &str) -> bool {
+    static FIELD: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r#"(^|[\s:"'(\[])(spec|metadata)(\.|\[|:|\b)"#).expect("a valid regex")
+    });
+    FIELD.is_match(message)
+}
+
+/// The admission oracles for one create or update that set `fields`: a refusal names a field
+/// (O1), and the twin (when it has every field and none is a documented difference) answers
+/// the same (O4).
+pub fn admission(
+    subject: &Subject,
+    verb: &str,
+    fields: &[&str],
+    ours: &Answer,
+    twin: Option<&Answer>,
+) -> Vec<Finding> {
+    let mut out = vec![];
+    let what = if fields.is_empty() {
+        "the seed object".to_string()
+    } else {
+        fields.join(", ")
+    };
+    if let Answer::Refused(m) = ours
+        && !names_a_field(m)
+    {
+        out.push(Finding {
+            oracle: Oracle::Realizable,
+            subject: subject.name.into(),
+            key: format!("{verb} refused without naming a field"),
+            observed: format!("{verb} setting {what} refused: {m}"),
+            expected: "a refusal that names the field it refuses".into(),
+        });
+    }
+    let Some(twin) = twin else {
+        return out;
+    };
+    let Some(t) = subject.twin else {
+        return out;
+    };
+    let disagree = matches!(
+        (ours, twin),
+        (Answer::Admitted, Answer::Refused(_)) | (Answer::Refused(_), Answer::Admitted)
+    );
+    if disagree {
+        let side = |a: &Answer| match a {
+            Answer::Admitted => "admitted".to_string(),
+            Answer::Refused(m) => format!("refused ({m})"),
+            Answer::UnknownField(m) => format!("unknown field ({m})"),
+        };
+        let verdict = if matches!(ours, Answer::Admitted) {
+            "admits"
+        } else {
+            "refuses"
+        };
+        out.push(Finding {
+            oracle: Oracle::Native,
+            subject: subject.name.into(),
+            key: format!("{verdict} on {verb} of {what} what {} does not", t.kind),
+            observed: format!("{} {verb} setting {what}: {}", subject.kind, side(ours)),
+            expected: format!("as {} {}: {}", t.api_version, t.kind, side(twin)),
+        });
+    }
+    out
+}
+
+/// Whether `want` is in `got`: equal scalars, objects whose every key of `want` is in `got`
+/// (defaulting may add keys), lists of the same length item by item.
+pub fn within(want: &Value, got: &Value) -> bool {
+    match (want, got) {
+        (Value::Object(w), Value::Object(g)) => w
+            .iter()
+            .all(|(k, v)| g.get(k).is_some_and(|x| within(v, x))),
+        (Value::Array(w), Value::Array(g)) => {
+            w.len() == g.len() && w.iter().zip(g).all(|(a, b)| within(a, b))
+        }
+        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
+        _ => want == got,
+    }
+}
+
+/// Whether a value is one a serializer may leave out (null, false, 0, empty).
+fn zero(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+    }
+}
+
+/// O1 for an admitted create: every non-zero field it set is in the object the API answered
+/// with (what was admitted is what is kept; a schema or a webhook that drops it silently
+/// admits what it will not realize).
+pub fn stored(subject: &Subject, set: &BTreeMap<String, Value>, answered: &Value) -> Vec<Finding> {
+    set.iter()
+        .filter(|(_, v)| !zero(v))
+        .filter(|(k, v)| !within(v, get(answered, k)))
+        .map(|(k, v)| Finding {
+            oracle: Oracle::Realizable,
+            subject: subject.name.into(),
+            key: format!("drops {k} admitted on create"),
+            observed: format!("{k} sent as {v}, answered as {}", get(answered, k)),
+            expected: "an admitted field is kept as sent (or refused)".into(),
+        })
+        .collect()
+}
+
+/// Warning events of the subject's objects whose reason begins with `Failed`, seen at least
+/// twice: the controller keeps failing to realize what was admitted (O1). `events` are
+/// (involved kind, reason, count, message).
+pub fn repeated_failures(
+    subject: &Subject,
+    events: &[(String, String, i32, String)],
+) -> Vec<Finding> {
+    let mut by_reason: BTreeMap<&str, (i32, &str)> = BTreeMap::new();
+    for (kind, reason, count, message) in events {
+        if kind == subject.kind && reason.starts_with("Failed") {
+            let e = by_reason.entry(reason.as_str()).or_insert((0, message));
+            e.0 += (*count).max(1);
+        }
+    }
+    by_reason
+        .into_iter()
+        .filter(|(_, (n, _))| *n >= 2)
+        .map(|(reason, (n, message))| Finding {
+            oracle: Oracle::Realizable,
+            subject: subject.name.into(),
+            key: format!("repeated {reason}"),
+            observed: format!("{n} Warning events {reason}: {message}"),
+            expected: "an admitted object is realized without repeated failures".into(),
+        })
+        .collect()
+}
+
+/// A pod as convergence sees it: its template image (first container) and labels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodView {
+    /// Its name.
+    pub name: String,
+    /// Its first container's image.
+    pub image: String,
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A spec's declared waits or holds that stop an update from reaching every pod within
+/// `bound_seconds`: pausing, a partition, an update strategy that leaves pods to the user,
+/// or a declared wait longer than the bound (read by the fields' names, for every kind).
+pub fn holds_updates(spec: &Value, bound_seconds: i64) -> bool {
+    fn walk(v: &Value, bound: i64, out: &mut bool) {
+        if let Some(m) = v.as_object() {
+            for (k, x) in m {
+                let held = match k.as_str() {
+                    "paused" => x == true,
+                    "partition" => !(x == 0 || x == "0%" || x.is_null()),
+                    "type" => x == "OnDelete",
+                    "minReadySeconds" => x.as_i64().is_some_and(|s| s > bound / 4),
+                    _ => false,
+                };
+                *out |= held;
+                walk(x, bound, out);
+            }
+        }
+    }
+    let mut out = false;
+    walk(spec, bound_seconds, &mut out);
+    out
+}
+
+/// O2 for a replicated subject, once settled: the status has caught up with the spec, the
+/// live pods number `spec.replicas`, and unless the spec holds updates ([`holds_updates`])
+/// every pod runs the template's image with its labels. Returns what differs.
+pub fn convergence(subject: &Subject, obj: &Value, pods: &[PodView], bound: i64) -> Vec<String> {
+    let mut out = vec![];
+    let generation = obj["metadata"]["generation"].as_i64();
+    let observed = obj["status"]["observedGeneration"].as_i64();
+    if subject.observes_generation && (observed.is_none() || observed < generation) {
+        out.push(format!(
+            "status.observedGeneration: want {}, got {}",
+            generation.unwrap_or_default(),
+            observed.map_or("none".into(), |o| o.to_string())
+        ));
+    }
+    if subject.replicated {
+        let want = obj["spec"]["replicas"].as_i64().unwrap_or(1);
+        if pods.len() as i64 != want {
+            out.push(format!(
+                "live pods: want {want} (spec.replicas), got {}",
+                pods.len()
+            ));
+        }
+    }
+    if subject.rolls_out && !holds_updates(&obj["spec"], bound) {
+        let template = get(obj, subject.template);
+        let image = template["spec"]["containers"][0]["image"]
+            .as_str()
+            .unwrap_or_default();
+        let labels: BTreeMap<String, String> =
+            serde_json::from_value(template["metadata"]["labels"].clone()).unwrap_or_default();
+        for p in pods {
+            if p.image != image {
+                out.push(format!(
+                    "pod {}: image want {image} (the template's), got {}",
+                    p.name, p.image
+                ));
+            }
+            for (k, v) in &labels {
+                if p.labels.get(k) != Some(v) {
+                    out.push(format!(
+                        "pod {}: label {k} want {v} (the template's), got {}",
+                        p.name,
+                        p.labels.get(k).map_or("none", String::as_str)
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The finding key of a convergence difference: its kind without names or numbers.
+pub fn convergence_key(difference: &str) -> String {
+    let d = difference
+        .split_once(": ")
+        .map_or(difference, |(head, tail)| {
+            if head.starts_with("pod ") { tail } else { head }
+        });
+    let words: Vec<&str> = d.split_whitespace().take(2).collect();
+    format!("does not converge: {}", words.join(" "))
+}
+
+/// A finding a trial fired, with the trial.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Fired {
+    /// The finding.
+    pub finding: Finding,
+    /// The trial that fired it.
+    pub trial: Trial,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::explore::subject::subjects;
+    use serde_json::json;
+
+    fn cloneset() -> Subject {
+        subjects()
+            .into_iter()
+            .find(|s| s.name == "CloneSet")
+            .unwrap()
+    }
+
+    #[test]
+    fn a_refusal_must_name_a_field_and_the_twin_must_agree() {
+        let cs = cloneset();
+        let named = Answer::Refused(
+            "CloneSet.apps.kruise.io \"a\" is invalid: spec.replicas: Invalid value".into(),
+        );
+        let bare = Answer::Refused("Internal error occurred: failed calling webhook".into());
+        assert!(admission(&cs, "create", &["spec.replicas"], &named, Some(&named)).is_empty());
+        let f = admission(&cs, "create", &["spec.x"], &bare, None);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].oracle, Oracle::Realizable);
+        let f = admission(
+            &cs,
+            "create",
+            &["spec.minReadySeconds"],
+            &Answer::Admitted,
+            Some(&named),
+        );
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].oracle, Oracle::Native);
+        assert_eq!(
+            f[0].key,
+            "admits on create of spec.minReadySeconds what Deployment does not"
+        );
+        let unknown = Answer::UnknownField("unknown field".into());
+        assert!(
+            admission(
+                &cs,
+                "create",
+                &["spec.scatter"],
+                &Answer::Admitted,
+                Some(&unknown)
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn convergence_wants_every_pod_at_the_template_unless_the_spec_holds_updates() {
+        let cs = cloneset();
+        let obj = |spec_extra: Value| {
+            let mut o = json!({"metadata": {"generation": 2}, "status": {"observedGeneration": 2},
+                "spec": {"replicas": 2, "template": {"metadata": {"labels": {"app": "a"}},
+                    "spec": {"containers": [{"image": "v2"}]}}}});
+            json_patch::merge(&mut o["spec"], &spec_extra);
+            o
+        };
+        let pod = |n: &str, image: &str| PodView {
+            name: n.into(),
+            image: image.into(),
+            labels: BTreeMap::from([("app".into(), "a".into())]),
+        };
+        let both = [pod("a-1", "v2"), pod("a-2", "v1")];
+        let diff = convergence(&cs, &obj(json!({})), &both, 60);
+        assert_eq!(
+            diff,
+            vec!["pod a-2: image want v2 (the template's), got v1"]
+        );
+        assert_eq!(convergence_key(&diff[0]), "does not converge: image want");
+        let paused = json!({"updateStrategy": {"paused": true}});
+        assert!(convergence(&cs, &obj(paused), &both, 60).is_empty());
+        let partitioned = json!({"updateStrategy": {"partition": 1}});
+        assert!(convergence(&cs, &obj(partitioned), &both, 60).is_empty());
+        let one = [pod("a-1", "v2")];
+        assert_eq!(
+            convergence(&cs, &obj(json!({})), &one, 60),
+            vec!["live pods: want 2 (spec.replicas), got 1"]
+        );
+    }
+
+    #[test]
+    fn repeated_failure_events_of_the_subject_are_findings() {
+        let cs = cloneset();
+        let ev = |kind: &str, reason: &str, n| {
+            (kind.to_string(), reason.to_string(), n, "m".to_string())
+        };
+        let events = [
+            ev("CloneSet", "FailedCreate", 3),
+            ev("Pod", "FailedScheduling", 5),
+            ev("CloneSet", "FailedUpdate", 1),
+        ];
+        let f = repeated_failures(&cs, &events);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].key, "repeated FailedCreate");
+    }
+}

@@ -1,0 +1,381 @@
+//! Trials as data. Start with [`Trial`]: a subject and an ordered list of [`Step`]s, written
+//! and read as YAML, replayed exactly. [`Rng`] is the seeded generator every choice comes
+//! from, [`covering_rows`] the pairwise covering array over fields, and [`behaviour`] makes
+//! one behaviour trial from a seed and an index.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Fields to set: path → value (`null` removes the field).
+pub type Fields = BTreeMap<String, Value>;
+
+/// What a trial checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Admission only: each create or update is sent as a dry run, to the subject and to its
+    /// twin; nothing is created but the object an update starts from.
+    Admission,
+    /// The object is created and driven through the steps; the controller converges.
+    Behaviour,
+}
+
+/// A seeded sequence of steps on one subject.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Trial {
+    /// The subject's name ([`super::subject::Subject::name`]).
+    pub subject: String,
+    /// What it checks.
+    pub mode: Mode,
+    /// The run's seed it came from.
+    pub seed: u64,
+    /// Its number in that seed's stream.
+    pub index: u64,
+    /// Its steps, in order; the first is a [`Step::Create`].
+    pub steps: Vec<Step>,
+}
+
+/// One step of a trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "kebab-case")]
+pub enum Step {
+    /// Create the subject's seed object with these fields set.
+    Create {
+        /// The fields.
+        set: Fields,
+    },
+    /// Change these fields of the object (a merge patch).
+    Update {
+        /// The fields.
+        set: Fields,
+    },
+    /// A semantic operation.
+    Operate {
+        /// Which.
+        op: Op,
+    },
+    /// A perturbation of the environment while the controller converges.
+    Perturb {
+        /// Which.
+        perturbation: Perturbation,
+    },
+}
+
+/// The semantic operations every workload kind shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Op {
+    /// Change the image of the first container.
+    Rollout,
+    /// Change the template so that pods must be recreated (a new environment variable, which
+    /// no in-place update carries).
+    Recreate,
+    /// One replica more.
+    ScaleUp,
+    /// One replica fewer.
+    ScaleDown,
+    /// Set the pod template's labels and the selector to a new label pair.
+    ChangeSelector,
+}
+
+/// Which pod a perturbation picks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Which {
+    /// One still at an older template.
+    Old,
+    /// One at the newest template.
+    New,
+    /// Any.
+    Any,
+}
+
+/// The environment perturbations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Perturbation {
+    /// Delete a pod of the subject.
+    DeletePod {
+        /// Which pod.
+        which: Which,
+    },
+    /// Evict a pod of the subject (the eviction API: budgets apply).
+    EvictPod {
+        /// Which pod.
+        which: Which,
+    },
+    /// Mark a node a pod of the subject runs on unschedulable (undone at the trial's end).
+    CordonNode,
+    /// Stop the controller manager and start it again (local clusters).
+    RestartManager,
+}
+
+impl Trial {
+    /// The fields the trial sets, in step order.
+    pub fn fields(&self) -> Vec<(&str, &Value)> {
+        self.steps
+            .iter()
+            .flat_map(|s| match s {
+                Step::Create { set } | Step::Update { set } => {
+                    set.iter().map(|(k, v)| (k.as_str(), v)).collect()
+                }
+                _ => vec![],
+            })
+            .collect()
+    }
+
+    /// Parses a trial from YAML.
+    pub fn from_yaml(text: &str) -> Result<Self, String> {
+        serde_saphyr::from_str(text).map_err(|e| e.to_string())
+    }
+
+    /// The trial as YAML.
+    pub fn to_yaml(&self) -> String {
+        serde_saphyr::to_string(self).expect("a trial serializes")
+    }
+}
+
+/// A small seeded generator (SplitMix64): the same seed gives the same sequence on every
+/// platform and with every dependency version, which is what replay needs.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator for `seed`, stream `stream` (a trial's index): streams of one seed differ.
+    pub fn new(seed: u64, stream: u64) -> Self {
+        let mut r = Rng(seed ^ stream.wrapping_mul(0xA076_1D64_78BD_642F));
+        r.next_u64();
+        r
+    }
+
+    /// The next 64 bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number below `n` (`n` > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+
+    /// One of `items` (not empty).
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
+    }
+
+    /// `items` shuffled (Fisher–Yates).
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let j = self.below(i + 1);
+            items.swap(i, j);
+        }
+    }
+}
+
+/// A pairwise covering array over `fields` (each with its values): rows that set every field,
+/// such that every pair of values of two fields appears together in some row. Built greedily
+/// (each row takes, field by field in a shuffled order, the value covering the most pairs not
+/// yet covered; ties broken by `rng`), so the same `rng` gives the same rows.
+pub fn covering_rows(fields: &[(String, Vec<Value>)], rng: &mut Rng) -> Vec<Fields> {
+    let fields: Vec<&(String, Vec<Value>)> = fields.iter().filter(|f| !f.1.is_empty()).collect();
+    let n = fields.len();
+    // uncovered[(a, b)] for a < b: the value pairs (index in a, index in b) not yet covered.
+    let mut uncovered: BTreeMap<(usize, usize), Vec<(usize, usize)>> = BTreeMap::new();
+    for a in 0..n {
+        for b in a + 1..n {
+            let pairs = (0..fields[a].1.len())
+                .flat_map(|i| (0..fields[b].1.len()).map(move |j| (i, j)))
+                .collect();
+            uncovered.insert((a, b), pairs);
+        }
+    }
+    let mut rows = vec![];
+    if n == 1 {
+        for v in &fields[0].1 {
+            rows.push(Fields::from([(fields[0].0.clone(), v.clone())]));
+        }
+        return rows;
+    }
+    while uncovered.values().any(|p| !p.is_empty()) {
+        let mut order: Vec<usize> = (0..n).collect();
+        rng.shuffle(&mut order);
+        // Start from one uncovered pair, so that every row covers at least one.
+        let (&(a, b), pairs) = uncovered
+            .iter()
+            .find(|(_, p)| !p.is_empty())
+            .expect("an uncovered pair");
+        let (i, j) = pairs[rng.below(pairs.len())];
+        let mut chosen: Vec<Option<usize>> = vec![None; n];
+        chosen[a] = Some(i);
+        chosen[b] = Some(j);
+        for &f in &order {
+            if chosen[f].is_some() {
+                continue;
+            }
+            let gain = |v: usize| {
+                chosen
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(g, c)| c.map(|c| (g, c)))
+                    .filter(|(g, c)| {
+                        let (key, pair) = if *g < f {
+                            ((*g, f), (*c, v))
+                        } else {
+                            ((f, *g), (v, *c))
+                        };
+                        uncovered[&key].contains(&pair)
+                    })
+                    .count()
+            };
+            let best = (0..fields[f].1.len()).map(gain).max().unwrap_or(0);
+            let ties: Vec<usize> = (0..fields[f].1.len())
+                .filter(|v| gain(*v) == best)
+                .collect();
+            chosen[f] = Some(*rng.pick(&ties));
+        }
+        let chosen: Vec<usize> = chosen.into_iter().map(|c| c.unwrap_or(0)).collect();
+        for a in 0..n {
+            for b in a + 1..n {
+                let covered = (chosen[a], chosen[b]);
+                if let Some(p) = uncovered.get_mut(&(a, b)) {
+                    p.retain(|x| *x != covered);
+                }
+            }
+        }
+        rows.push(
+            fields
+                .iter()
+                .zip(&chosen)
+                .map(|(f, v)| (f.0.clone(), f.1[*v].clone()))
+                .collect(),
+        );
+    }
+    rows
+}
+
+/// What a behaviour trial is made from.
+#[derive(Debug, Clone)]
+pub struct Material<'a> {
+    /// The subject's name.
+    pub subject: &'a str,
+    /// Field sets a trial may create the object with (single admitted values and covering
+    /// rows), tried in order before random ones.
+    pub creates: &'a [Fields],
+    /// Single admitted field values an update step may set.
+    pub updates: &'a [(String, Value)],
+    /// Whether the subject keeps `spec.replicas` pods.
+    pub replicated: bool,
+    /// Which perturbations the provider can do.
+    pub perturbations: &'a [Perturbation],
+}
+
+/// Behaviour trial `index` of `seed`: the object created with field set `index` (in order,
+/// then random ones), then two to four steps drawn from updates, semantic operations and
+/// perturbations.
+pub fn behaviour(m: &Material<'_>, seed: u64, index: u64) -> Trial {
+    let mut rng = Rng::new(seed, index);
+    let create = match m.creates.get(index as usize) {
+        Some(c) => c.clone(),
+        None if m.creates.is_empty() => Fields::new(),
+        None => rng.pick(m.creates).clone(),
+    };
+    let mut steps = vec![Step::Create { set: create }];
+    let mut ops = vec![Op::Rollout, Op::Recreate, Op::ChangeSelector];
+    if m.replicated {
+        ops.extend([Op::ScaleUp, Op::ScaleDown]);
+    }
+    let count = 2 + rng.below(3);
+    for _ in 0..count {
+        let step = match rng.below(3) {
+            0 if !m.updates.is_empty() => {
+                let (k, v) = rng.pick(m.updates).clone();
+                Step::Update {
+                    set: Fields::from([(k, v)]),
+                }
+            }
+            2 if !m.perturbations.is_empty() => Step::Perturb {
+                perturbation: *rng.pick(m.perturbations),
+            },
+            _ => Step::Operate {
+                op: *rng.pick(&ops),
+            },
+        };
+        steps.push(step);
+    }
+    Trial {
+        subject: m.subject.into(),
+        mode: Mode::Behaviour,
+        seed,
+        index,
+        steps,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fields(n: usize, values: usize) -> Vec<(String, Vec<Value>)> {
+        (0..n)
+            .map(|f| {
+                (
+                    format!("spec.f{f}"),
+                    (0..values).map(|v| json!(v)).collect(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_pair_of_values_is_in_some_row_and_rows_replay_from_the_seed() {
+        let f = fields(6, 3);
+        let rows = covering_rows(&f, &mut Rng::new(7, 0));
+        for a in 0..6 {
+            for b in a + 1..6 {
+                for i in 0..3 {
+                    for j in 0..3 {
+                        let (fa, fb) = (&f[a].0, &f[b].0);
+                        assert!(
+                            rows.iter().any(|r| r[fa] == json!(i) && r[fb] == json!(j)),
+                            "{fa}={i} with {fb}={j} in no row"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(
+            rows.len() < 3 * 3 * 3,
+            "far fewer rows than all pairs: {}",
+            rows.len()
+        );
+        assert_eq!(rows, covering_rows(&f, &mut Rng::new(7, 0)));
+        assert_ne!(rows, covering_rows(&f, &mut Rng::new(8, 0)));
+    }
+
+    #[test]
+    fn a_trial_is_the_same_for_the_same_seed_and_index_and_survives_yaml() {
+        let creates = vec![Fields::from([("spec.paused".to_string(), json!(true))])];
+        let updates = vec![("spec.minReadySeconds".to_string(), json!(-1))];
+        let m = Material {
+            subject: "CloneSet",
+            creates: &creates,
+            updates: &updates,
+            replicated: true,
+            perturbations: &[Perturbation::DeletePod { which: Which::Old }],
+        };
+        let a = behaviour(&m, 42, 3);
+        assert_eq!(a, behaviour(&m, 42, 3));
+        assert!(matches!(a.steps[0], Step::Create { .. }));
+        assert!((3..=5).contains(&a.steps.len()));
+        let others: Vec<Trial> = (0..20).map(|i| behaviour(&m, 43, i)).collect();
+        assert!(others.iter().any(|t| t.steps[1..] != a.steps[1..]));
+        assert_eq!(Trial::from_yaml(&a.to_yaml()).unwrap(), a);
+    }
+}
