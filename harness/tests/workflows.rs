@@ -108,6 +108,7 @@ fn placeholder(flag: &str) -> &'static str {
         "--controller" | "--candidate" => "openkruise@v1.9.0",
         "--baseline" => "v1.8.3",
         "--shard" => "1/4",
+        "--seed" => "7",
         _ => "x",
     }
 }

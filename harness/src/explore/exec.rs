@@ -42,6 +42,8 @@ pub struct Cell<'a> {
     pub owner: String,
     /// How long a behaviour trial may take to settle.
     pub settle: Duration,
+    /// Namespaces made so far (their names count them).
+    pub made: std::sync::atomic::AtomicUsize,
 }
 
 const MANAGER: &str = "harness-explore";
@@ -62,7 +64,11 @@ fn strict() -> PatchParams {
 fn answer(r: Result<DynamicObject, kube::Error>) -> Answer {
     match r {
         Ok(_) => Answer::Admitted,
-        Err(kube::Error::Api(s)) if s.message.contains("unknown field") => {
+        // Strict validation's words, for a create (server-side apply) and an update.
+        Err(kube::Error::Api(s))
+            if s.message.contains("field not declared in schema")
+                || s.message.contains("unknown field") =>
+        {
             Answer::UnknownField(s.message)
         }
         Err(kube::Error::Api(s)) => Answer::Refused(s.message),
@@ -89,13 +95,35 @@ fn object(seed: Value, fields: &Fields, path: impl Fn(&str) -> Option<String>) -
     Some(o)
 }
 
+/// A merge patch that sets `fields` (at the paths `path` gives) on the object `name` as it is
+/// now: a path through a list item carries the whole list, since a merge patch replaces lists;
+/// a removed field is an explicit null. None when the object cannot be read or a field has
+/// no path.
+async fn update_patch(
+    api: &Api<DynamicObject>,
+    name: &str,
+    fields: &Fields,
+    path: impl Fn(&str) -> Option<String>,
+) -> Option<Value> {
+    let mut next = serde_json::to_value(api.get(name).await.ok()?).ok()?;
+    let mut patch = json!({});
+    for (k, v) in fields {
+        let p = path(k)?;
+        set(&mut next, &p, v.clone()).ok()?;
+        let whole = p.split_once('[').map_or(p.as_str(), |(head, _)| head);
+        super::subject::put(&mut patch, whole, get(&next, whole).clone()).ok()?;
+    }
+    Some(patch)
+}
+
 impl Cell<'_> {
     /// Makes a namespace of the trials' own, removed by [`Cell::drop_namespace`].
     pub async fn namespace(&self, subject: &Subject) -> anyhow::Result<String> {
+        let n = self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let ns = format!(
-            "x-{}-{:05x}",
+            "x-{}-{n}-{:04x}",
             subject.name.to_lowercase(),
-            rand::random::<u32>() & 0xfffff
+            rand::random::<u16>()
         );
         let nss: Api<Namespace> = Api::all(self.client.clone());
         let body: Namespace = serde_json::from_value(json!({"metadata": {
@@ -167,15 +195,20 @@ impl Cell<'_> {
                     ("create", set, mine, theirs)
                 }
                 Step::Update { set } => {
-                    let patch = object(json!({}), set, |k| Some(k.to_string())).unwrap_or_default();
+                    let Some(patch) = update_patch(&ours, name, set, |k| Some(k.to_string())).await
+                    else {
+                        anyhow::bail!("set {set:?} on the object");
+                    };
                     let mine = answer(ours.patch(name, &params, &Patch::Merge(&patch)).await);
                     let theirs = match &twin {
-                        Some((_, api)) => match object(json!({}), set, |k| s.twin_path(k)) {
-                            Some(p) => {
-                                Some(answer(api.patch(name, &params, &Patch::Merge(&p)).await))
+                        Some((_, api)) => {
+                            match update_patch(api, name, set, |k| s.twin_path(k)).await {
+                                Some(p) => {
+                                    Some(answer(api.patch(name, &params, &Patch::Merge(&p)).await))
+                                }
+                                None => None,
                             }
-                            None => None,
-                        },
+                        }
                         None => None,
                     };
                     ("update", set, mine, theirs)
@@ -239,11 +272,14 @@ impl Cell<'_> {
                     format!("create {set:?}: {a:?}")
                 }
                 Step::Update { set } => {
-                    let patch = object(json!({}), set, |k| Some(k.to_string())).unwrap_or_default();
-                    let a = answer(api.patch(name, &strict(), &Patch::Merge(&patch)).await);
+                    let patch = update_patch(&api, name, set, |k| Some(k.to_string())).await;
+                    let a = match patch {
+                        Some(p) => answer(api.patch(name, &strict(), &Patch::Merge(&p)).await),
+                        None => Answer::Refused(format!("set {set:?} on the object")),
+                    };
                     out.answers.push(a.clone());
                     if let Some((_, tapi)) = &twin
-                        && let Some(p) = object(json!({}), set, |k| s.twin_path(k))
+                        && let Some(p) = update_patch(tapi, TWIN, set, |k| s.twin_path(k)).await
                     {
                         let _ = tapi.patch(TWIN, &strict(), &Patch::Merge(&p)).await;
                     }

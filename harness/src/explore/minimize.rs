@@ -16,8 +16,14 @@ pub struct Minimized {
 }
 
 /// Shrinks `trial` (which reproduces) with `reproduces`, running at most `max_runs`
-/// candidates: first whole steps (the create stays), then the fields of each create or update.
-pub async fn minimize<F, Fut>(trial: Trial, max_runs: usize, mut reproduces: F) -> Minimized
+/// candidates and none after `deadline`: first whole steps (the create stays), then the
+/// fields of each create or update.
+pub async fn minimize<F, Fut>(
+    trial: Trial,
+    max_runs: usize,
+    deadline: std::time::Instant,
+    mut reproduces: F,
+) -> Minimized
 where
     F: FnMut(Trial) -> Fut,
     Fut: Future<Output = bool>,
@@ -27,7 +33,8 @@ where
     // Steps after the first.
     let rest: Vec<Step> = best.steps[1..].to_vec();
     let head = best.steps[0].clone();
-    let kept = ddmin(rest, &mut runs, max_runs, |steps| {
+    let budget = Budget { max_runs, deadline };
+    let kept = ddmin(rest, &mut runs, budget, |steps| {
         let mut t = best.clone();
         t.steps = std::iter::once(head.clone()).chain(steps).collect();
         reproduces(t)
@@ -42,7 +49,7 @@ where
         let fields: Vec<(String, serde_json::Value)> = set.clone().into_iter().collect();
         let is_update = matches!(best.steps[i], Step::Update { .. });
         let base = best.clone();
-        let kept = ddmin(fields, &mut runs, max_runs, |fields| {
+        let kept = ddmin(fields, &mut runs, budget, |fields| {
             let mut t = base.clone();
             let set: Fields = fields.into_iter().collect();
             t.steps[i] = if is_update {
@@ -63,9 +70,22 @@ where
     Minimized { trial: best, runs }
 }
 
+/// How many candidates a shrinking may run, and until when.
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    max_runs: usize,
+    deadline: std::time::Instant,
+}
+
+impl Budget {
+    fn left(&self, runs: usize) -> bool {
+        runs < self.max_runs && std::time::Instant::now() < self.deadline
+    }
+}
+
 /// The classic ddmin: a 1-minimal subset of `items` for which `test` holds (it is taken to
 /// hold for all of them), within the run budget.
-async fn ddmin<T, F, Fut>(items: Vec<T>, runs: &mut usize, max_runs: usize, mut test: F) -> Vec<T>
+async fn ddmin<T, F, Fut>(items: Vec<T>, runs: &mut usize, budget: Budget, mut test: F) -> Vec<T>
 where
     T: Clone,
     F: FnMut(Vec<T>) -> Fut,
@@ -76,20 +96,20 @@ where
         return items;
     }
     // Nothing at all may already reproduce.
-    if *runs < max_runs {
+    if budget.left(*runs) {
         *runs += 1;
         if test(vec![]).await {
             return vec![];
         }
     }
     let mut n = 2usize;
-    while items.len() >= 2 && *runs < max_runs {
+    while items.len() >= 2 && budget.left(*runs) {
         let chunk = items.len().div_ceil(n);
         let parts: Vec<Vec<T>> = items.chunks(chunk).map(<[T]>::to_vec).collect();
         let mut reduced = false;
         // A part alone.
         for p in &parts {
-            if *runs >= max_runs {
+            if !budget.left(*runs) {
                 break;
             }
             *runs += 1;
@@ -103,7 +123,7 @@ where
         // Everything but a part.
         if !reduced && parts.len() > 2 {
             for i in 0..parts.len() {
-                if *runs >= max_runs {
+                if !budget.left(*runs) {
                     break;
                 }
                 let complement: Vec<T> = parts
@@ -160,7 +180,8 @@ mod tests {
             let has = |k: &str| fields.iter().any(|(p, _)| *p == k);
             has("spec.f3") && has("spec.f6") && t.steps.contains(&Step::Operate { op: Op::Rollout })
         };
-        let m = minimize(trial, 100, fails).await;
+        let later = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let m = minimize(trial, 100, later, fails).await;
         assert_eq!(
             m.trial.steps,
             vec![
@@ -194,7 +215,11 @@ mod tests {
                 .chain(steps)
                 .collect(),
         };
-        let m = minimize(trial, 3, |t: Trial| async move { t.steps.len() > 4 }).await;
+        let later = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let m = minimize(trial, 3, later, |t: Trial| async move { t.steps.len() > 4 }).await;
         assert_eq!(m.runs, 3);
+        let past = std::time::Instant::now();
+        let m = minimize(m.trial, 100, past, |_| async { true }).await;
+        assert_eq!(m.runs, 0, "nothing runs past the deadline");
     }
 }

@@ -56,6 +56,9 @@ pub struct Options {
     pub seed: u64,
     /// How long the whole exploration may take, bring-up aside.
     pub budget: Duration,
+    /// Which trials are judged: admission trials always run (behaviour trials are made of
+    /// the values they admit), their findings are reported when asked for.
+    pub modes: Vec<Mode>,
     /// Whether behaviour trials perturb the environment.
     pub perturbations: bool,
     /// Behaviour trials at once.
@@ -241,7 +244,10 @@ impl Explorer<'_> {
         };
         let cell = &self.cell;
         let target = finding.clone();
-        let minimized = minimize::minimize(trial.clone(), runs, |t| {
+        // Shrinking stops with the budget (a behaviour candidate that fires takes the whole
+        // settle bound); the confirming runs are made in any case.
+        let deadline = self.started + self.options.budget;
+        let minimized = minimize::minimize(trial.clone(), runs, deadline, |t| {
             let target = target.clone();
             async move { fires(cell, s, &t, &target).await.is_some() }
         })
@@ -345,7 +351,9 @@ impl Explorer<'_> {
             }
         }
         for (t, out) in trials.iter().zip(results) {
-            self.judge(s, t, out.findings).await?;
+            if self.options.modes.contains(&Mode::Admission) {
+                self.judge(s, t, out.findings).await?;
+            }
         }
         // Pairs of values admitted alone.
         let mut by_field: BTreeMap<String, Vec<Value>> = BTreeMap::new();
@@ -362,7 +370,9 @@ impl Explorer<'_> {
             .collect();
         let results = self.admit_all(s, &row_trials).await?;
         for (t, out) in row_trials.iter().zip(results) {
-            self.judge(s, t, out.findings).await?;
+            if self.options.modes.contains(&Mode::Admission) {
+                self.judge(s, t, out.findings).await?;
+            }
         }
         self.count(
             format!("admission {}", s.name),
@@ -461,6 +471,7 @@ pub async fn explore(
             installation,
             owner: name.clone(),
             settle: options.settle,
+            made: Default::default(),
         },
         started: Instant::now(),
         summary: Summary {
@@ -513,7 +524,8 @@ pub async fn explore(
         })
         .collect();
     let mut index = 0u64;
-    'outer: while !prepared.is_empty() && !x.left().is_zero() {
+    let behave = options.modes.contains(&Mode::Behaviour);
+    'outer: while behave && !prepared.is_empty() && !x.left().is_zero() {
         let batch: Vec<(Subject, Trial)> = (0..options.parallel.max(1))
             .map(|i| {
                 let (s, creates, updates) = &prepared[(index as usize + i) % prepared.len()];
@@ -590,6 +602,7 @@ pub async fn replay(
         installation,
         owner: name,
         settle: options.settle,
+        made: Default::default(),
     };
     let out = cell.run(&s, &r.trial).await?;
     Ok((r, out.findings))

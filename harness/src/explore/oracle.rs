@@ -76,7 +76,7 @@ pub enum Answer {
 /// Whether a refusal names the field it refuses (`spec.x`, `metadata.y`, `spec: ...`).
 pub fn names_a_field(message: &str) -> bool {
     static FIELD: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r#"(^|[\s:"'(\[])(spec|metadata)(\.|\[|:|\b)"#).expect("a valid regex")
+        regex::Regex::new(r#"(^|[\s:"'(\[.])(spec|metadata)(\.|\[|:|\b)"#).expect("a valid regex")
     });
     FIELD.is_match(message)
 }
@@ -224,7 +224,8 @@ pub struct PodView {
 
 /// A spec's declared waits or holds that stop an update from reaching every pod within
 /// `bound_seconds`: pausing, a partition, an update strategy that leaves pods to the user,
-/// or a declared wait longer than the bound (read by the fields' names, for every kind).
+/// a declared wait longer than the bound, or lifecycle hooks (see [`hooked`]) — read by the
+/// fields' names, for every kind.
 pub fn holds_updates(spec: &Value, bound_seconds: i64) -> bool {
     fn walk(v: &Value, bound: i64, out: &mut bool) {
         if let Some(m) = v.as_object() {
@@ -234,6 +235,7 @@ pub fn holds_updates(spec: &Value, bound_seconds: i64) -> bool {
                     "partition" => !(x == 0 || x == "0%" || x.is_null()),
                     "type" => x == "OnDelete",
                     "minReadySeconds" => x.as_i64().is_some_and(|s| s > bound / 4),
+                    "lifecycle" => !zero_deep(x),
                     _ => false,
                 };
                 *out |= held;
@@ -244,6 +246,24 @@ pub fn holds_updates(spec: &Value, bound_seconds: i64) -> bool {
     let mut out = false;
     walk(spec, bound_seconds, &mut out);
     out
+}
+
+/// Whether a spec declares lifecycle hooks with a handler (a `lifecycle` field with any
+/// non-empty value): pods then wait, at creation, update or deletion, for someone else to
+/// act, and neither their template nor their number need converge by themselves.
+pub fn hooked(spec: &Value) -> bool {
+    spec.as_object().is_some_and(|m| {
+        m.iter()
+            .any(|(k, v)| (k == "lifecycle" && !zero_deep(v)) || hooked(v))
+    })
+}
+
+/// Whether every leaf of `v` is a zero value ([`zero`]).
+fn zero_deep(v: &Value) -> bool {
+    match v {
+        Value::Object(o) => o.values().all(zero_deep),
+        other => zero(other),
+    }
 }
 
 /// O2 for a replicated subject, once settled: the status has caught up with the spec, the
@@ -260,7 +280,7 @@ pub fn convergence(subject: &Subject, obj: &Value, pods: &[PodView], bound: i64)
             observed.map_or("none".into(), |o| o.to_string())
         ));
     }
-    if subject.replicated {
+    if subject.replicated && !hooked(&obj["spec"]) {
         let want = obj["spec"]["replicas"].as_i64().unwrap_or(1);
         if pods.len() as i64 != want {
             out.push(format!(
@@ -337,6 +357,9 @@ mod tests {
             "CloneSet.apps.kruise.io \"a\" is invalid: spec.replicas: Invalid value".into(),
         );
         let bare = Answer::Refused("Internal error occurred: failed calling webhook".into());
+        assert!(names_a_field(
+            "\"x\" is invalid: .spec.replicas: Invalid value: -1"
+        ));
         assert!(admission(&cs, "create", &["spec.replicas"], &named, Some(&named)).is_empty());
         let f = admission(&cs, "create", &["spec.x"], &bare, None);
         assert_eq!(f.len(), 1);
@@ -393,6 +416,10 @@ mod tests {
         assert!(convergence(&cs, &obj(paused), &both, 60).is_empty());
         let partitioned = json!({"updateStrategy": {"partition": 1}});
         assert!(convergence(&cs, &obj(partitioned), &both, 60).is_empty());
+        let hooks = json!({"lifecycle": {"preNormal": {"finalizersHandler": ["x"]}}});
+        assert!(convergence(&cs, &obj(hooks), &both[..1], 60).is_empty());
+        let no_hooks = json!({"lifecycle": {"preNormal": {"finalizersHandler": []}}});
+        assert!(!convergence(&cs, &obj(no_hooks), &both, 60).is_empty());
         let one = [pod("a-1", "v2")];
         assert_eq!(
             convergence(&cs, &obj(json!({})), &one, 60),
