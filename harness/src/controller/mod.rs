@@ -300,9 +300,12 @@ impl Window {
 /// The namespace an API error in a log line names (`... in the namespace "x"`, quotes possibly
 /// escaped).
 fn named_namespace(line: &str) -> Option<String> {
-    let rest = &line[line.find("in the namespace ")? + "in the namespace ".len()..];
-    let rest = rest.trim_start_matches(['\\', '"']);
-    let end = rest.find(['\\', '"']).unwrap_or(rest.len());
+    // An API error's words, then controller-runtime's structured key and klog's key=value.
+    let start = ["in the namespace ", "\"namespace\"=", " namespace="]
+        .iter()
+        .find_map(|key| line.find(key).map(|at| at + key.len()))?;
+    let rest = line[start..].trim_start_matches(['\\', '"']);
+    let end = rest.find(['\\', '"', ' ']).unwrap_or(rest.len());
     Some(rest[..end].to_string())
 }
 
@@ -384,7 +387,10 @@ fn log_findings(
             first: first.clone(),
         });
     }
-    let panics = panics(log);
+    let panics: Vec<String> = panics(log)
+        .into_iter()
+        .filter(|p| window.keeps(p.lines().next().unwrap_or_default()))
+        .collect();
     if let Some(first) = panics.first() {
         return Err(ControllerError::ManagerPanicked {
             name: name.into(),
@@ -767,6 +773,21 @@ mod tests {
             named_namespace("is forbidden ... in the namespace \"plain\"").as_deref(),
             Some("plain")
         );
+        let structured = "E1126 x.go:434] \"msg\"=\"Observed a panic\" \"controller\"=\"c\" \"name\"=\"x\" \"namespace\"=\"h-two\" \"panic\"=\"p\"";
+        assert_eq!(named_namespace(structured).as_deref(), Some("h-two"));
+        assert_eq!(
+            named_namespace("I1126 x.go:1] \"Sync\" namespace=\"h-three\" name=\"x\"").as_deref(),
+            Some("h-three")
+        );
+        let w = Window {
+            namespace: Some("h-one".into()),
+            ..Window::all()
+        };
+        assert!(
+            log_findings("m", "v", structured, &w).is_ok(),
+            "another namespace's panic is not this window's"
+        );
+        assert!(log_findings("m", "v", structured, &Window::all()).is_err());
         let cluster = "E1123 forbidden: User \"system:serviceaccount:k:m\" cannot list resource \"nodes\" at the cluster scope";
         assert_eq!(named_namespace(cluster), None);
         let log = format!("{}\n{}\n{cluster}\n", line("h-one"), line("h-two"));

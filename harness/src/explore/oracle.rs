@@ -97,6 +97,26 @@ pub fn admission(
     } else {
         fields.join(", ")
     };
+    // Fields of the pod template are one finding: the template as a whole is what differs.
+    let keyed: Vec<String> = fields
+        .iter()
+        .map(|f| {
+            match f
+                .find(".spec.containers[")
+                .or_else(|| f.find(".metadata.labels"))
+                .or_else(|| f.find(".metadata.annotations"))
+                .or_else(|| f.find(".spec.terminationGracePeriodSeconds"))
+            {
+                Some(at) if f[..at].ends_with("template") => format!("{}.*", &f[..at]),
+                _ => f.to_string(),
+            }
+        })
+        .collect();
+    let keyed = if keyed.is_empty() {
+        what.clone()
+    } else {
+        keyed.join(", ")
+    };
     if let Answer::Refused(m) = ours
         && !names_a_field(m)
     {
@@ -132,7 +152,7 @@ pub fn admission(
         out.push(Finding {
             oracle: Oracle::Native,
             subject: subject.name.into(),
-            key: format!("{verdict} on {verb} of {what} what {} does not", t.kind),
+            key: format!("{verdict} on {verb} of {keyed} what {} does not", t.kind),
             observed: format!("{} {verb} setting {what}: {}", subject.kind, side(ours)),
             expected: format!("as {} {}: {}", t.api_version, t.kind, side(twin)),
         });
