@@ -709,16 +709,10 @@ impl FromStr for ControllerRef {
     }
 }
 
-/// `v1.9.0`, `v1.9.0-rc.1`: a release tag.
+/// `v1.9.0`, `v1.9.0-rc.1`: a release tag (`v` and a semver version).
 pub fn is_release_tag(tag: &str) -> bool {
-    tag.strip_prefix('v').is_some_and(|rest| {
-        let core = rest.split('-').next().unwrap_or("");
-        let parts: Vec<&str> = core.split('.').collect();
-        parts.len() == 3
-            && parts
-                .iter()
-                .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
-    })
+    tag.strip_prefix('v')
+        .is_some_and(|rest| semver::Version::parse(rest).is_ok())
 }
 
 /// What `git describe --tags --always --dirty` says of a checkout, or `checkout`.

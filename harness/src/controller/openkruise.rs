@@ -66,14 +66,22 @@ pub fn tag_note(tag: &str) -> Option<String> {
 /// Whether release `tag` has manager feature gate `gate` (passing an unknown gate makes the
 /// manager exit at start).
 pub fn has_gate(tag: &str, gate: &str) -> bool {
-    use crate::toolchain::versions::version_key;
     if !super::is_release_tag(tag) {
         // A commit or a checkout: newer than every release the table knows.
         return true;
     }
     match gate {
-        "RecreatePodWhenChangeVCTInCloneSetGate" => version_key(tag) >= version_key("v1.7.0"),
+        "RecreatePodWhenChangeVCTInCloneSetGate" => since(tag, "v1.7.0"),
         _ => true,
+    }
+}
+
+/// Whether release `tag` is `first` or a later one (a pre-release of `first` is earlier).
+fn since(tag: &str, first: &str) -> bool {
+    use crate::toolchain::versions::Version;
+    match (tag.parse::<Version>(), first.parse::<Version>()) {
+        (Ok(tag), Ok(first)) => tag >= first,
+        _ => false,
     }
 }
 
@@ -1230,6 +1238,19 @@ fn smoke_cloneset(image: &str) -> DynamicObject {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_pre_release_lacks_the_gates_its_release_brings() {
+        let gate = "RecreatePodWhenChangeVCTInCloneSetGate";
+        assert!(!has_gate("v1.7.0-rc.1", gate));
+        assert!(!has_gate("v1.6.3", gate));
+        assert!(has_gate("v1.7.0", gate));
+        assert!(has_gate("v1.10.0", gate));
+        assert!(
+            has_gate("4c2bbcec", gate),
+            "a commit is newer than the table"
+        );
+    }
 
     #[tokio::test]
     async fn flags_a_release_lacks_are_left_out() {
