@@ -76,6 +76,81 @@ pub fn has_gate(tag: &str, gate: &str) -> bool {
     }
 }
 
+/// The releases of OpenKruise: the versions of [`MODULE`] the Go module proxy lists.
+pub async fn releases(go: &GoEnv) -> Result<Vec<String>, ToolchainError> {
+    let scratch = tempfile::tempdir().map_err(|source| ToolchainError::Io {
+        path: std::env::temp_dir(),
+        source,
+    })?;
+    go.module_versions(scratch.path(), MODULE).await
+}
+
+/// Where a release declares the manager's feature gates.
+pub const FEATURES: &str = "pkg/features/kruise_features.go";
+
+/// The manager feature gates `reference` knows, read from [`FEATURES`] of its checkout or its
+/// module (downloaded into the Go module cache if needed) by [`gates_in`]; `AllAlpha` and
+/// `AllBeta`, which every Kubernetes feature gate set knows, included. Sorted.
+pub async fn gates(go: &GoEnv, reference: &ControllerRef) -> Result<Vec<String>, ControllerError> {
+    let root = match &reference.checkout {
+        Some(dir) => dir.clone(),
+        None => {
+            let scratch =
+                tempfile::tempdir().map_err(|e| ControllerError::io(Path::new("tmp"), e))?;
+            go.download(scratch.path(), MODULE, &reference.version, true)
+                .await
+                .map_err(|source| ControllerError::Sources {
+                    reference: reference.to_string(),
+                    source,
+                })?
+                .dir
+        }
+    };
+    let file = root.join(FEATURES);
+    let source = std::fs::read_to_string(&file).map_err(|e| ControllerError::io(&file, e))?;
+    let mut gates = gates_in(&source);
+    if gates.is_empty() {
+        return Err(ControllerError::NoGates { file });
+    }
+    gates.extend(["AllAlpha".to_string(), "AllBeta".to_string()]);
+    gates.sort();
+    Ok(gates)
+}
+
+/// The gates a `kruise_features.go` registers: the keys of its `defaultFeatureGates` map,
+/// each the string of the constant it names (`EnhancedLivenessProbeGate` is
+/// `"EnhancedLivenessProbe"`). Sorted.
+pub fn gates_in(source: &str) -> Vec<String> {
+    use std::sync::LazyLock;
+    static CONSTANT: LazyLock<regex::Regex> = LazyLock::new(|| {
+        regex::Regex::new(r#"(?m)^\s*(\w+)\s+(?:featuregate\.Feature\s*)?=\s*"([^"]+)""#)
+            .expect("valid")
+    });
+    static KEY: LazyLock<regex::Regex> =
+        LazyLock::new(|| regex::Regex::new(r"(?m)^\s*(\w+)\s*:\s*\{").expect("valid"));
+    let constants: BTreeMap<&str, &str> = CONSTANT
+        .captures_iter(source)
+        .map(|c| {
+            let (_, [name, value]) = c.extract();
+            (name, value)
+        })
+        .collect();
+    let defaults = source
+        .split_once("defaultFeatureGates")
+        .map(|(_, rest)| rest.split_once("\n}").map_or(rest, |(map, _)| map))
+        .unwrap_or_default();
+    let mut gates: Vec<String> = KEY
+        .captures_iter(defaults)
+        .map(|c| {
+            let name = c.get(1).expect("a group").as_str();
+            constants.get(name).copied().unwrap_or(name).to_string()
+        })
+        .collect();
+    gates.sort();
+    gates.dedup();
+    gates
+}
+
 /// Whether release `tag` is `first` or a later one (a pre-release of `first` is earlier).
 fn since(tag: &str, first: &str) -> bool {
     use crate::toolchain::versions::Version;
@@ -1238,6 +1313,28 @@ fn smoke_cloneset(image: &str) -> DynamicObject {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn gates_are_the_registered_ones_by_their_strings() {
+        let source = "const (\n\t// KruiseDaemon enables ...\n\tKruiseDaemon featuregate.Feature = \"KruiseDaemon\"\n\
+            \tEnhancedLivenessProbeGate featuregate.Feature = \"EnhancedLivenessProbe\"\n\
+            \tForceDeleteTimeoutExpectationFeatureGate = \"ForceDeleteTimeoutExpectationGate\"\n\
+            \tDeclaredOnly featuregate.Feature = \"DeclaredOnly\"\n)\n\n\
+            var defaultFeatureGates = map[featuregate.Feature]featuregate.FeatureSpec{\n\
+            \tKruiseDaemon:      {Default: true, PreRelease: featuregate.Beta},\n\n\
+            \tEnhancedLivenessProbeGate:                {Default: false, PreRelease: featuregate.Alpha},\n\
+            \tForceDeleteTimeoutExpectationFeatureGate: {Default: false, PreRelease: featuregate.Alpha},\n}\n\n\
+            func init() {\n\tx := map[string]int{\n\tNotAGate: {1},\n}\n}\n";
+        assert_eq!(
+            gates_in(source),
+            [
+                "EnhancedLivenessProbe",
+                "ForceDeleteTimeoutExpectationGate",
+                "KruiseDaemon"
+            ]
+        );
+        assert!(gates_in("package features\n").is_empty());
+    }
 
     #[test]
     fn a_pre_release_lacks_the_gates_its_release_brings() {
