@@ -1094,21 +1094,33 @@ pub fn manager_spec(
     }
 }
 
+/// The status code of `GET http://127.0.0.1:<port><path>` (a health endpoint), over one
+/// HTTP/1.1 connection of hyper's; the error says what failed, with its cause.
 async fn http_get_status(port: u16, path: &str) -> Result<u16, String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+    use hyper_util::rt::TokioIo;
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
-        .map_err(|e| e.to_string())?;
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .map_err(|e| format!("connect to 127.0.0.1:{port}: {e}"))?;
+    let http = |e: hyper::Error| match std::error::Error::source(&e) {
+        Some(cause) => format!("GET {path}: {e}: {cause}"),
+        None => format!("GET {path}: {e}"),
+    };
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
         .await
-        .map_err(|e| e.to_string())?;
-    let mut buf = vec![0u8; 256];
-    let n = s.read(&mut buf).await.map_err(|e| e.to_string())?;
-    let head = String::from_utf8_lossy(&buf[..n]);
-    head.split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| format!("unexpected response {head:?}"))
+        .map_err(http)?;
+    let driver = tokio::spawn(conn);
+    let request = http::Request::get(path)
+        .header(http::header::HOST, format!("127.0.0.1:{port}"))
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .map_err(|e| format!("GET {path}: {e}"))?;
+    let status = sender
+        .send_request(request)
+        .await
+        .map(|r| r.status().as_u16())
+        .map_err(http);
+    drop(sender);
+    driver.abort();
+    status
 }
 
 /// Whether every webhook of both configurations points at the manager's URL with a CA.
@@ -1313,6 +1325,51 @@ fn smoke_cloneset(image: &str) -> DynamicObject {
 
 #[cfg(test)]
 mod tests {
+
+    #[tokio::test]
+    async fn a_health_endpoint_answers_with_its_status_code() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let mut requests = vec![];
+            for reply in ["200 OK", "503 Service Unavailable"] {
+                let (mut s, _) = listener.accept().await.unwrap();
+                let mut buf = vec![0u8; 1024];
+                let n = s.read(&mut buf).await.unwrap();
+                requests.push(String::from_utf8_lossy(&buf[..n]).to_string());
+                let body = "ok";
+                s.write_all(
+                    format!(
+                        "HTTP/1.1 {reply}\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                )
+                .await
+                .unwrap();
+            }
+            requests
+        });
+        assert_eq!(http_get_status(port, "/readyz").await, Ok(200));
+        assert_eq!(http_get_status(port, "/healthz").await, Ok(503));
+        let requests = server.await.unwrap();
+        assert!(
+            requests[0].starts_with("GET /readyz HTTP/1.1\r\n"),
+            "{requests:?}"
+        );
+        assert!(requests[1].contains("host: 127.0.0.1:"), "{requests:?}");
+        // Nothing listening: the error names where.
+        drop(requests);
+        let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let err = http_get_status(port, "/readyz").await.unwrap_err();
+        assert!(
+            err.contains(&format!("connect to 127.0.0.1:{port}")),
+            "{err}"
+        );
+    }
 
     #[test]
     fn gates_are_the_registered_ones_by_their_strings() {
