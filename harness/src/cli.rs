@@ -1101,6 +1101,16 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    let request = crate::run::preflight::Request {
+        kubernetes,
+        controller: &controller,
+        scenarios: &all,
+        filter: &filter,
+        upstream: upstream.as_ref(),
+    };
+    for warning in crate::run::preflight::check(&request).await? {
+        eprintln!("warning: {warning}");
+    }
     let plan = match &upstream {
         Some(choice) => choice.plan(kubernetes, &controller, &toolchain()).await?,
         None => crate::run::plan(&all, &filter, kubernetes, &controller),

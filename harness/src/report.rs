@@ -573,7 +573,9 @@ pub fn test_case(r: &ScenarioResult) -> TestCase {
     case
 }
 
-fn esc(s: &str) -> String {
+/// `s` as HTML text or a double-quoted attribute value: `&`, `<`, `>` and `"` escaped. The one
+/// escape of every HTML page the harness writes.
+pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

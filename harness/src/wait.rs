@@ -5,7 +5,9 @@
 //! object of a watched list (a namespace's pods), coalescing bursts of changes; [`poll`] re-evaluates one on a fixed
 //! interval, for what has no watch (a TCP port, a health endpoint, a process). Every wait is
 //! bounded by a timeout given at the call site, runs in a `wait` tracing span, and on timeout
-//! reports the last mismatch seen, never just "timed out".
+//! reports the last mismatch seen, never just "timed out". States that follow one another in
+//! time (marked, then recovered) are a [`Sequence`] recorded as the evaluations see them, not
+//! a conjunction that must hold at one instant.
 
 use std::fmt::Debug;
 use std::time::Duration;
@@ -75,6 +77,73 @@ impl Check {
             Check::Pending(_) => Check::Met,
             failed @ Check::Failed(_) => failed,
         }
+    }
+}
+
+/// States that follow one another, each recorded the first time an evaluation sees it after
+/// the one before it, with the time since the sequence began: for what a loaded machine
+/// passes through in turn (a subset marked unschedulable, later recovered), which one
+/// condition over a single instant can miss. Keep it in the state of a [`until`] check and
+/// [`observe`](Self::observe) each evaluation; [`check`](Self::check) is met once every state
+/// was seen in order.
+#[derive(Debug, Clone)]
+pub struct Sequence {
+    started: tokio::time::Instant,
+    /// Each state and when it was first seen (after the ones before it).
+    states: Vec<(String, Option<Duration>)>,
+}
+
+impl Sequence {
+    /// The states to see, in order; the clock starts now.
+    pub fn new<S: Into<String>>(states: impl IntoIterator<Item = S>) -> Self {
+        Self {
+            started: tokio::time::Instant::now(),
+            states: states.into_iter().map(|s| (s.into(), None)).collect(),
+        }
+    }
+
+    /// Records one evaluation: `now[i]` says whether state `i` holds at this instant. The first
+    /// state not seen yet is recorded if it holds, and so is each following one that also
+    /// holds now; a state never counts before the ones ahead of it.
+    pub fn observe(&mut self, now: &[bool]) {
+        let at = self.started.elapsed();
+        for (state, holds) in self
+            .states
+            .iter_mut()
+            .zip(now)
+            .skip_while(|(s, _)| s.1.is_some())
+        {
+            if !holds {
+                break;
+            }
+            state.1 = Some(at);
+        }
+    }
+
+    /// Whether state `i` was seen (in order).
+    pub fn seen(&self, i: usize) -> bool {
+        self.states.get(i).is_some_and(|s| s.1.is_some())
+    }
+
+    /// Met once every state was seen in order; otherwise pending with what was seen when and
+    /// what is awaited.
+    pub fn check(&self) -> Check {
+        Check::when(self.states.iter().all(|s| s.1.is_some()), || {
+            self.to_string()
+        })
+    }
+}
+
+impl std::fmt::Display for Sequence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (state, at)) in self.states.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", then " };
+            match at {
+                Some(at) => write!(f, "{sep}{state} (seen at {:.1} s)", at.as_secs_f64())?,
+                None => write!(f, "{sep}{state} (not seen yet)")?,
+            }
+        }
+        Ok(())
     }
 }
 
@@ -372,6 +441,35 @@ mod tests {
     }
 
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_sequence_counts_each_state_only_after_the_ones_before_it() {
+        let mut s = Sequence::new(["marked", "recovered"]);
+        // Recovered before anything was marked does not count.
+        s.observe(&[false, true]);
+        assert!(!s.seen(0) && !s.seen(1));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        s.observe(&[true, false]);
+        assert!(s.seen(0) && !s.seen(1));
+        assert_eq!(
+            s.check(),
+            Check::Pending("marked (seen at 2.0 s), then recovered (not seen yet)".into())
+        );
+        // Marked no longer holds: what was seen stays seen.
+        tokio::time::advance(Duration::from_secs(15)).await;
+        s.observe(&[false, true]);
+        assert_eq!(s.check(), Check::Met);
+        assert_eq!(
+            s.to_string(),
+            "marked (seen at 2.0 s), then recovered (seen at 17.0 s)"
+        );
+        // States that hold together are seen at one instant, in order.
+        let mut both = Sequence::new(["a", "b", "c"]);
+        both.observe(&[true, true, false]);
+        assert!(both.seen(1) && !both.seen(2));
+        both.observe(&[false, false, true]);
+        assert_eq!(both.check(), Check::Met);
+    }
 
     #[test]
     fn or_is_met_by_either_and_fails_only_when_both_fail() {

@@ -2,6 +2,8 @@
 //! toolchain cache, pushed into a registry started with a fresh CA, read back through the
 //! registry API, and imported by a throwaway containerd.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -14,7 +16,7 @@ use harness::cluster::registry::{self, Registry, RegistryClient, RegistryLayout,
 use harness::progress::Progress;
 use harness::toolchain::host::DebianPackage;
 use harness::toolchain::images::{self, HARNESS_IMAGES, ImageName};
-use harness::toolchain::{BuiltImage, Cache, Toolchain, oci};
+use harness::toolchain::{BuiltImage, Cache, Toolchain, ToolchainError, oci};
 use harness::wait::{self, Check};
 
 fn toolchain() -> Toolchain {
@@ -421,12 +423,15 @@ fn hosts_toml(port: u16, ca: &Path) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn containerd_imports_the_busybox_archive_and_pulls_through_hosts_toml() {
     let tc = toolchain();
+    // Only a containerd that is not there (and cannot be installed without root) skips the
+    // test, and not in CI; any other error is a failure.
     let containerd = match tc.debian_binary(CONTAINERD).await {
         Ok(p) => p,
-        Err(e) => {
-            eprintln!("skipped: {e}");
+        Err(ToolchainError::ToolMissing { tool, fix }) => {
+            common::missing_prerequisite(&tool, &fix);
             return;
         }
+        Err(e) => panic!("find containerd: {e}"),
     };
     let images = tc.images().await.expect("the images build");
     let busybox = images

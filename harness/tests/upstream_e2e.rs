@@ -2,6 +2,8 @@
 //! spec set runs and passes, and the specs that need the node daemon are skipped with the
 //! reason on a cell without real nodes. Builds the suite binary once (cached).
 
+mod common;
+
 /// Runs `harness run --upstream-e2e <args>` with its own state and report directories: its
 /// exit code, stderr (with the suite's own output after it) and JSON report.
 fn run_upstream(args: &[&str]) -> (Option<i32>, String, serde_json::Value) {
@@ -115,7 +117,11 @@ fn a_focused_upstream_spec_set_runs_and_daemon_specs_are_skipped_without_a_daemo
 #[ignore = "nightly tier: three real nodes (root) for some minutes"]
 fn the_daemon_s_specs_run_and_pass_on_real_nodes() {
     if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: real nodes need root");
+        common::missing_prerequisite(
+            "root (real nodes run a kubelet, containerd and OpenKruise's node daemon)",
+            "run the nightly tier as root, e.g. `sudo -E cargo test -p harness --test \
+             upstream_e2e -- --ignored`",
+        );
         return;
     }
     const BURST: &str = "Burst scaling should run to completion even with unhealthy pods";

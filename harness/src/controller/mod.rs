@@ -20,7 +20,7 @@ use futures::future::BoxFuture;
 use crate::cluster::any::AnyCluster;
 use crate::cluster::local::process::{ProcRecord, log_tail};
 use crate::cluster::local::{LocalCluster, LocalError};
-use crate::toolchain::{Toolchain, ToolchainError};
+use crate::toolchain::{GoEnv, Toolchain, ToolchainError};
 
 /// Where a controller's components can run: what the cluster offers.
 pub enum Host<'a> {
@@ -135,6 +135,21 @@ pub enum ControllerError {
     /// The cluster could not do something asked of it.
     #[error("use the cluster")]
     Cluster(#[from] LocalError),
+    /// A version's sources could not be had.
+    #[error("fetch the sources of {reference}")]
+    Sources {
+        /// The controller and version.
+        reference: String,
+        /// Cause.
+        #[source]
+        source: ToolchainError,
+    },
+    /// A release's feature gates could not be read from its sources.
+    #[error("read the feature gates of {}: it registers none the harness can read", file.display())]
+    NoGates {
+        /// The file that should declare them.
+        file: PathBuf,
+    },
     /// The release's manifests did not render.
     #[error("render {}: {detail}", dir.display())]
     Render {
@@ -646,6 +661,20 @@ impl ControllerRef {
         }
     }
 
+    /// The releases of this controller: the versions of its Go module the module proxy lists.
+    pub async fn releases(&self, go: &GoEnv) -> Result<Vec<String>, ToolchainError> {
+        match self.kind {
+            ControllerKind::OpenKruise => openkruise::releases(go).await,
+        }
+    }
+
+    /// The feature gates this version knows, read from its sources (sorted).
+    pub async fn known_gates(&self, go: &GoEnv) -> Result<Vec<String>, ControllerError> {
+        match self.kind {
+            ControllerKind::OpenKruise => openkruise::gates(go, self).await,
+        }
+    }
+
     /// Its implementation.
     pub fn controller(&self) -> Box<dyn Controller> {
         match self.kind {
@@ -715,16 +744,10 @@ impl FromStr for ControllerRef {
     }
 }
 
-/// `v1.9.0`, `v1.9.0-rc.1`: a release tag.
+/// `v1.9.0`, `v1.9.0-rc.1`: a release tag (`v` and a semver version).
 pub fn is_release_tag(tag: &str) -> bool {
-    tag.strip_prefix('v').is_some_and(|rest| {
-        let core = rest.split('-').next().unwrap_or("");
-        let parts: Vec<&str> = core.split('.').collect();
-        parts.len() == 3
-            && parts
-                .iter()
-                .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
-    })
+    tag.strip_prefix('v')
+        .is_some_and(|rest| semver::Version::parse(rest).is_ok())
 }
 
 /// What `git describe --tags --always --dirty` says of a checkout, or `checkout`.

@@ -66,14 +66,97 @@ pub fn tag_note(tag: &str) -> Option<String> {
 /// Whether release `tag` has manager feature gate `gate` (passing an unknown gate makes the
 /// manager exit at start).
 pub fn has_gate(tag: &str, gate: &str) -> bool {
-    use crate::toolchain::versions::version_key;
     if !super::is_release_tag(tag) {
         // A commit or a checkout: newer than every release the table knows.
         return true;
     }
     match gate {
-        "RecreatePodWhenChangeVCTInCloneSetGate" => version_key(tag) >= version_key("v1.7.0"),
+        "RecreatePodWhenChangeVCTInCloneSetGate" => since(tag, "v1.7.0"),
         _ => true,
+    }
+}
+
+/// The releases of OpenKruise: the versions of [`MODULE`] the Go module proxy lists.
+pub async fn releases(go: &GoEnv) -> Result<Vec<String>, ToolchainError> {
+    let scratch = tempfile::tempdir().map_err(|source| ToolchainError::Io {
+        path: std::env::temp_dir(),
+        source,
+    })?;
+    go.module_versions(scratch.path(), MODULE).await
+}
+
+/// Where a release declares the manager's feature gates.
+pub const FEATURES: &str = "pkg/features/kruise_features.go";
+
+/// The manager feature gates `reference` knows, read from [`FEATURES`] of its checkout or its
+/// module (downloaded into the Go module cache if needed) by [`gates_in`]; `AllAlpha` and
+/// `AllBeta`, which every Kubernetes feature gate set knows, included. Sorted.
+pub async fn gates(go: &GoEnv, reference: &ControllerRef) -> Result<Vec<String>, ControllerError> {
+    let root = match &reference.checkout {
+        Some(dir) => dir.clone(),
+        None => {
+            let scratch =
+                tempfile::tempdir().map_err(|e| ControllerError::io(Path::new("tmp"), e))?;
+            go.download(scratch.path(), MODULE, &reference.version, true)
+                .await
+                .map_err(|source| ControllerError::Sources {
+                    reference: reference.to_string(),
+                    source,
+                })?
+                .dir
+        }
+    };
+    let file = root.join(FEATURES);
+    let source = std::fs::read_to_string(&file).map_err(|e| ControllerError::io(&file, e))?;
+    let mut gates = gates_in(&source);
+    if gates.is_empty() {
+        return Err(ControllerError::NoGates { file });
+    }
+    gates.extend(["AllAlpha".to_string(), "AllBeta".to_string()]);
+    gates.sort();
+    Ok(gates)
+}
+
+/// The gates a `kruise_features.go` registers: the keys of its `defaultFeatureGates` map,
+/// each the string of the constant it names (`EnhancedLivenessProbeGate` is
+/// `"EnhancedLivenessProbe"`). Sorted.
+pub fn gates_in(source: &str) -> Vec<String> {
+    use std::sync::LazyLock;
+    static CONSTANT: LazyLock<regex::Regex> = LazyLock::new(|| {
+        regex::Regex::new(r#"(?m)^\s*(\w+)\s+(?:featuregate\.Feature\s*)?=\s*"([^"]+)""#)
+            .expect("valid")
+    });
+    static KEY: LazyLock<regex::Regex> =
+        LazyLock::new(|| regex::Regex::new(r"(?m)^\s*(\w+)\s*:\s*\{").expect("valid"));
+    let constants: BTreeMap<&str, &str> = CONSTANT
+        .captures_iter(source)
+        .map(|c| {
+            let (_, [name, value]) = c.extract();
+            (name, value)
+        })
+        .collect();
+    let defaults = source
+        .split_once("defaultFeatureGates")
+        .map(|(_, rest)| rest.split_once("\n}").map_or(rest, |(map, _)| map))
+        .unwrap_or_default();
+    let mut gates: Vec<String> = KEY
+        .captures_iter(defaults)
+        .map(|c| {
+            let name = c.get(1).expect("a group").as_str();
+            constants.get(name).copied().unwrap_or(name).to_string()
+        })
+        .collect();
+    gates.sort();
+    gates.dedup();
+    gates
+}
+
+/// Whether release `tag` is `first` or a later one (a pre-release of `first` is earlier).
+fn since(tag: &str, first: &str) -> bool {
+    use crate::toolchain::versions::Version;
+    match (tag.parse::<Version>(), first.parse::<Version>()) {
+        (Ok(tag), Ok(first)) => tag >= first,
+        _ => false,
     }
 }
 
@@ -1011,21 +1094,33 @@ pub fn manager_spec(
     }
 }
 
+/// The status code of `GET http://127.0.0.1:<port><path>` (a health endpoint), over one
+/// HTTP/1.1 connection of hyper's; the error says what failed, with its cause.
 async fn http_get_status(port: u16, path: &str) -> Result<u16, String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+    use hyper_util::rt::TokioIo;
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
-        .map_err(|e| e.to_string())?;
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .map_err(|e| format!("connect to 127.0.0.1:{port}: {e}"))?;
+    let http = |e: hyper::Error| match std::error::Error::source(&e) {
+        Some(cause) => format!("GET {path}: {e}: {cause}"),
+        None => format!("GET {path}: {e}"),
+    };
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
         .await
-        .map_err(|e| e.to_string())?;
-    let mut buf = vec![0u8; 256];
-    let n = s.read(&mut buf).await.map_err(|e| e.to_string())?;
-    let head = String::from_utf8_lossy(&buf[..n]);
-    head.split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| format!("unexpected response {head:?}"))
+        .map_err(http)?;
+    let driver = tokio::spawn(conn);
+    let request = http::Request::get(path)
+        .header(http::header::HOST, format!("127.0.0.1:{port}"))
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .map_err(|e| format!("GET {path}: {e}"))?;
+    let status = sender
+        .send_request(request)
+        .await
+        .map(|r| r.status().as_u16())
+        .map_err(http);
+    drop(sender);
+    driver.abort();
+    status
 }
 
 /// Whether every webhook of both configurations points at the manager's URL with a CA.
@@ -1230,6 +1325,86 @@ fn smoke_cloneset(image: &str) -> DynamicObject {
 
 #[cfg(test)]
 mod tests {
+
+    #[tokio::test]
+    async fn a_health_endpoint_answers_with_its_status_code() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let mut requests = vec![];
+            for reply in ["200 OK", "503 Service Unavailable"] {
+                let (mut s, _) = listener.accept().await.unwrap();
+                let mut buf = vec![0u8; 1024];
+                let n = s.read(&mut buf).await.unwrap();
+                requests.push(String::from_utf8_lossy(&buf[..n]).to_string());
+                let body = "ok";
+                s.write_all(
+                    format!(
+                        "HTTP/1.1 {reply}\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                )
+                .await
+                .unwrap();
+            }
+            requests
+        });
+        assert_eq!(http_get_status(port, "/readyz").await, Ok(200));
+        assert_eq!(http_get_status(port, "/healthz").await, Ok(503));
+        let requests = server.await.unwrap();
+        assert!(
+            requests[0].starts_with("GET /readyz HTTP/1.1\r\n"),
+            "{requests:?}"
+        );
+        assert!(requests[1].contains("host: 127.0.0.1:"), "{requests:?}");
+        // Nothing listening: the error names where.
+        drop(requests);
+        let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let err = http_get_status(port, "/readyz").await.unwrap_err();
+        assert!(
+            err.contains(&format!("connect to 127.0.0.1:{port}")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn gates_are_the_registered_ones_by_their_strings() {
+        let source = "const (\n\t// KruiseDaemon enables ...\n\tKruiseDaemon featuregate.Feature = \"KruiseDaemon\"\n\
+            \tEnhancedLivenessProbeGate featuregate.Feature = \"EnhancedLivenessProbe\"\n\
+            \tForceDeleteTimeoutExpectationFeatureGate = \"ForceDeleteTimeoutExpectationGate\"\n\
+            \tDeclaredOnly featuregate.Feature = \"DeclaredOnly\"\n)\n\n\
+            var defaultFeatureGates = map[featuregate.Feature]featuregate.FeatureSpec{\n\
+            \tKruiseDaemon:      {Default: true, PreRelease: featuregate.Beta},\n\n\
+            \tEnhancedLivenessProbeGate:                {Default: false, PreRelease: featuregate.Alpha},\n\
+            \tForceDeleteTimeoutExpectationFeatureGate: {Default: false, PreRelease: featuregate.Alpha},\n}\n\n\
+            func init() {\n\tx := map[string]int{\n\tNotAGate: {1},\n}\n}\n";
+        assert_eq!(
+            gates_in(source),
+            [
+                "EnhancedLivenessProbe",
+                "ForceDeleteTimeoutExpectationGate",
+                "KruiseDaemon"
+            ]
+        );
+        assert!(gates_in("package features\n").is_empty());
+    }
+
+    #[test]
+    fn a_pre_release_lacks_the_gates_its_release_brings() {
+        let gate = "RecreatePodWhenChangeVCTInCloneSetGate";
+        assert!(!has_gate("v1.7.0-rc.1", gate));
+        assert!(!has_gate("v1.6.3", gate));
+        assert!(has_gate("v1.7.0", gate));
+        assert!(has_gate("v1.10.0", gate));
+        assert!(
+            has_gate("4c2bbcec", gate),
+            "a commit is newer than the table"
+        );
+    }
 
     #[tokio::test]
     async fn flags_a_release_lacks_are_left_out() {

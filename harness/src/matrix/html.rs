@@ -4,15 +4,10 @@ use std::collections::BTreeMap;
 
 use super::MatrixReport;
 use crate::controller::ControllerRef;
+use crate::report::esc;
 use crate::run::Outcome;
 use crate::run::ledger::Verdict;
 use crate::toolchain::KubeVersion;
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
 
 /// The grid: Kubernetes versions down, releases across, each cell coloured by its worst
 /// result, naming the known bugs seen there and linking to its own report.

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use crate::controller::ControllerRef;
 use crate::toolchain::KubeVersion;
+use crate::toolchain::versions::Version;
 
 /// Errors of matrix specifications.
 #[derive(Debug, thiserror::Error)]
@@ -45,17 +46,18 @@ pub fn parse_versions(spec: &str) -> Result<Vec<KubeVersion>, MatrixError> {
     let mut out = vec![];
     for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         if let Some((lo, hi)) = part.split_once("..") {
-            let key = |s: &str| crate::toolchain::versions::version_key(s);
-            let (lo, hi) = (key(lo), key(hi));
-            if lo.len() < 2 || hi.len() < 2 {
+            let minor = |s: &str| {
+                s.parse::<Version>()
+                    .ok()
+                    .filter(|v| v.parts() >= 2)
+                    .map(|v| v.major_minor())
+            };
+            let (Some(lo), Some(hi)) = (minor(lo), minor(hi)) else {
                 return Err(err(format!("`{part}` is not a range like 1.27..1.37")));
-            }
+            };
             let inside: Vec<KubeVersion> = KubeVersion::supported()
                 .into_iter()
-                .filter(|v| {
-                    let k = vec![u64::from(v.major), u64::from(v.minor)];
-                    k >= lo[..2].to_vec() && k <= hi[..2].to_vec()
-                })
+                .filter(|v| (lo..=hi).contains(&(u64::from(v.major), u64::from(v.minor))))
                 .collect();
             if inside.is_empty() {
                 return Err(err(format!("no supported version lies in `{part}`")));

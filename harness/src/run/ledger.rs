@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::toolchain::KubeVersion;
-use crate::toolchain::versions::version_key;
+use crate::toolchain::versions::Version;
 
 /// One known bug.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,26 +56,20 @@ pub struct Range {
 }
 
 impl Range {
-    /// Whether `v` is inside (comparing only as many components as the bound has). Something
-    /// that is not a version (a commit such as `4c2bbcec`) lies inside no bounded range: where
-    /// it stands among the releases is unknown, so no known bug is predicted for it.
+    /// Whether `v` is inside (comparing only as many numbers as the bound gives, see
+    /// [`Version::cmp_within`]: `1.32.5` is within a max of `1.32`, `v1.9.0-rc.1` is below a
+    /// min of `v1.9.0`). Something that is not a version (a commit such as `4c2bbcec`) lies
+    /// inside no bounded range: where it stands among the releases is unknown, so no known bug
+    /// is predicted for it. A bound that is not a version excludes everything.
     pub fn contains(&self, v: &str) -> bool {
-        let key = version_key(v);
-        if key.len() < 2 {
+        let Some(v) = v.parse::<Version>().ok().filter(|v| v.parts() >= 2) else {
             return self.min.is_none() && self.max.is_none();
-        }
-        let cut = |bound: &str| {
-            let b = version_key(bound);
-            (key.iter().take(b.len()).copied().collect::<Vec<_>>(), b)
         };
-        let above = self.min.as_deref().is_none_or(|m| {
-            let (k, b) = cut(m);
-            k >= b
-        });
-        let below = self.max.as_deref().is_none_or(|m| {
-            let (k, b) = cut(m);
-            k <= b
-        });
+        let within = |bound: &str, ok: fn(std::cmp::Ordering) -> bool| {
+            bound.parse::<Version>().is_ok_and(|b| ok(v.cmp_within(&b)))
+        };
+        let above = self.min.as_deref().is_none_or(|m| within(m, |o| o.is_ge()));
+        let below = self.max.as_deref().is_none_or(|m| within(m, |o| o.is_le()));
         above && below
     }
 }
@@ -128,10 +122,23 @@ pub const BUILTIN: &str = include_str!("../../../suites/ledger.yaml");
 impl Ledger {
     /// Parses a ledger.
     pub fn parse(text: &str, path: &str) -> Result<Self, LedgerError> {
-        serde_saphyr::from_str(text).map_err(|e| LedgerError {
+        let error = |detail: String| LedgerError {
             path: path.into(),
-            detail: e.to_string(),
-        })
+            detail,
+        };
+        let ledger: Self = serde_saphyr::from_str(text).map_err(|e| error(e.to_string()))?;
+        for b in &ledger.bugs {
+            let bounds = [&b.controller, &b.kubernetes]
+                .into_iter()
+                .flat_map(|r| [&r.min, &r.max])
+                .flatten();
+            for bound in bounds {
+                if let Err(e) = bound.parse::<Version>() {
+                    return Err(error(format!("bug `{}`: {e}", b.id)));
+                }
+            }
+        }
+        Ok(ledger)
     }
 
     /// Reads and parses a ledger file.
@@ -333,6 +340,50 @@ mod tests {
         };
         assert!(c.contains("v1.7.0"));
         assert!(!c.contains("v1.8.0"));
+    }
+
+    #[test]
+    fn a_pre_release_lies_below_its_release() {
+        let since = Range {
+            min: Some("v1.9.0".into()),
+            max: None,
+        };
+        assert!(!since.contains("v1.9.0-rc.1"));
+        assert!(since.contains("v1.9.0"));
+        let until = Range {
+            min: None,
+            max: Some("v1.8.3".into()),
+        };
+        assert!(!until.contains("v1.9.0-rc.1"));
+        let before = Range {
+            min: None,
+            max: Some("v1.9.0-rc.2".into()),
+        };
+        assert!(before.contains("v1.9.0-rc.1"));
+        assert!(!before.contains("v1.9.0"));
+        let minor = Range {
+            min: Some("v1.9".into()),
+            max: Some("v1.9".into()),
+        };
+        assert!(minor.contains("v1.9.0-rc.1"), "a 1.9 pre-release is a 1.9");
+        assert!(
+            !since.contains("4c2bbcec"),
+            "a commit lies in no bounded range"
+        );
+    }
+
+    #[test]
+    fn a_bound_that_is_not_a_version_is_refused() {
+        let err = Ledger::parse(
+            "bugs:\n- {id: a, scenario: p, controller: {max: latest}, kubernetes: {}, signature: x, summary: x}\n",
+            "t",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("bug `a`") && err.contains("`latest` is not a version"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 pub mod costs;
 pub mod ginkgo;
 pub mod ledger;
+pub mod preflight;
 pub mod upstream;
 
 use std::collections::BTreeMap;
@@ -223,8 +224,13 @@ impl Plan {
 impl Filter {
     /// Fails naming the known suites if a suite asked for does not exist.
     pub fn check_suites(&self, scenarios: &[Scenario]) -> Result<(), UnknownSuite> {
-        let mut known: Vec<&str> = scenarios.iter().map(|s| s.suite).collect();
-        known.dedup();
+        // Each suite once, in catalog order (a suite's scenarios need not be adjacent).
+        let mut known: Vec<&str> = vec![];
+        for s in scenarios {
+            if !known.contains(&s.suite) {
+                known.push(s.suite);
+            }
+        }
         match self.suites.iter().find(|s| !known.contains(&s.as_str())) {
             None => Ok(()),
             Some(s) => Err(UnknownSuite {
@@ -1582,6 +1588,22 @@ mod tests {
                 .unwrap_err()
                 .contains("not a number")
         );
+    }
+
+    #[test]
+    fn an_unknown_suite_lists_each_suite_once() {
+        let all = crate::suites::all();
+        let filter = Filter {
+            suites: vec!["clonest".into()],
+            ..Filter::default()
+        };
+        let err = filter.check_suites(&all).unwrap_err();
+        let known: Vec<&str> = err.known.split(", ").collect();
+        let mut unique = known.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(known.len(), unique.len(), "{}", err.known);
+        assert!(known.contains(&"cloneset") && known.contains(&"uniteddeployment"));
     }
 
     #[test]

@@ -95,10 +95,16 @@ impl Requirements {
 
     /// Why the scenario cannot run against `controller`, if it cannot.
     pub fn unmet_controller(&self, controller: &ControllerRef) -> Option<String> {
-        use crate::toolchain::versions::version_key;
+        use crate::toolchain::versions::Version;
         let min = self.min_controller.as_deref()?;
-        let have = version_key(&controller.version);
-        (controller.is_release() && have.len() >= 2 && have < version_key(min)).then(|| {
+        let below = match (
+            controller.version.parse::<Version>(),
+            min.parse::<Version>(),
+        ) {
+            (Ok(have), Ok(min)) => have.parts() >= 2 && have.cmp_within(&min).is_lt(),
+            _ => false,
+        };
+        (controller.is_release() && below).then(|| {
             format!(
                 "needs {} >= {min}, cell has {}",
                 controller.kind.name(),
@@ -486,4 +492,30 @@ pub async fn pinned(
 > {
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     kube::discovery::pinned_kind(client, &GroupVersionKind::gvk(group, version, kind)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pre_release_has_not_what_its_release_brings() {
+        let needs = Requirements {
+            min_controller: Some("v1.9.0".into()),
+            ..Requirements::default()
+        };
+        let at = |tag: &str| {
+            format!("openkruise@{tag}")
+                .parse::<ControllerRef>()
+                .unwrap()
+        };
+        assert_eq!(
+            needs.unmet_controller(&at("v1.9.0-rc.1")).as_deref(),
+            Some("needs openkruise >= v1.9.0, cell has v1.9.0-rc.1")
+        );
+        assert_eq!(needs.unmet_controller(&at("v1.9.0")), None);
+        assert_eq!(needs.unmet_controller(&at("v1.10.0")), None);
+        assert!(needs.unmet_controller(&at("v1.8.3")).is_some());
+        assert_eq!(needs.unmet_controller(&at("4c2bbcec")), None);
+    }
 }

@@ -105,6 +105,33 @@ impl GoEnv {
         Ok(self.download(dir, module, version, nosum).await?.go_mod)
     }
 
+    /// The versions of `module` the Go module proxy lists (`go list -m -versions`), in semver
+    /// order; pseudo-versions are not listed.
+    pub async fn module_versions(
+        &self,
+        dir: &Path,
+        module: &str,
+    ) -> Result<Vec<String>, ToolchainError> {
+        let out = self
+            .command(dir)
+            .args(["list", "-m", "-versions", module])
+            .output()
+            .await
+            .map_err(|source| ToolchainError::Spawn {
+                what: "go list -m -versions".into(),
+                source,
+            })?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let mut words = stdout.split_whitespace();
+        if !out.status.success() || words.next() != Some(module) {
+            return Err(ToolchainError::ModuleVersions {
+                module: module.into(),
+                detail: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
+        }
+        Ok(words.map(String::from).collect())
+    }
+
     /// Downloads `module@version` into the module cache and says where its files are. A
     /// module version's files never change, so a process asks `go` once for each and answers
     /// again from memory while its `go.mod` is still there (one upstream cell reads seven files
@@ -309,6 +336,39 @@ mod tests {
             .download(dir.path(), "example.com/m", "v1.0.0", true)
             .await;
         assert_eq!(count(), 3);
+    }
+
+    #[tokio::test]
+    async fn module_versions_are_listed_or_the_failure_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = |body: &str, name: &str| GoEnv {
+            go: crate::testing::script(dir.path(), name, body),
+            version: GoVersion(1, 26, 0),
+        };
+        let listing = env(
+            "echo 'example.com/m v1.0.0 v1.1.0-rc.1 v1.1.0'\n",
+            "go-list",
+        );
+        assert_eq!(
+            listing
+                .module_versions(dir.path(), "example.com/m")
+                .await
+                .unwrap(),
+            ["v1.0.0", "v1.1.0-rc.1", "v1.1.0"]
+        );
+        let refused = env(
+            "echo 'reading the list: 403 Forbidden' >&2\nexit 1\n",
+            "go-403",
+        );
+        let err = refused
+            .module_versions(dir.path(), "example.com/m")
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("versions of example.com/m") && err.contains("403 Forbidden"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -69,6 +69,14 @@ pub enum ToolchainError {
         /// The go command's message.
         detail: String,
     },
+    /// The module proxy did not list a module's versions.
+    #[error("list the versions of {module} the Go module proxy serves: {detail}")]
+    ModuleVersions {
+        /// The module.
+        module: String,
+        /// The go command's message.
+        detail: String,
+    },
     /// A subprocess could not start.
     #[error("start {what}")]
     Spawn {

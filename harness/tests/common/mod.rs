@@ -194,3 +194,26 @@ pub fn wait_exit(child: &mut std::process::Child, within: Duration) -> std::proc
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Whether the tests run in CI: `CI` is set (CI services set `CI=true`), and not to `false`
+/// or `0`.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
+}
+
+/// A prerequisite this machine lacks. In CI ([`in_ci`]) the test fails, naming the
+/// prerequisite and its fix: a CI job must not pass a test that did not test. Elsewhere the
+/// test is skipped, saying why; the caller returns after this.
+#[track_caller]
+pub fn missing_prerequisite(prerequisite: &str, fix: &str) {
+    if in_ci() {
+        panic!(
+            "missing prerequisite: {prerequisite}; {fix} (CI is set, so a missing prerequisite \
+             fails the test instead of skipping it)"
+        );
+    }
+    eprintln!(
+        "skipped: missing prerequisite: {prerequisite}; {fix} (with CI set, this test fails \
+         instead)"
+    );
+}

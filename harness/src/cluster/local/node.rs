@@ -1037,47 +1037,17 @@ pub fn iptables_cleanup(save: &str, network: &str) -> Vec<Vec<String>> {
     cmds
 }
 
-/// `-A CHAIN rest...` as the arguments of `iptables -t nat -D CHAIN rest...`.
+/// `-A CHAIN rest...` as the arguments of `iptables -t nat -D CHAIN rest...`. iptables-save
+/// quotes a rule's arguments as a POSIX shell reads them (`--comment "name: \"x\""`), so they
+/// are split as a shell splits them; a rule that does not split (never seen) keeps its words
+/// as they are, and the delete fails saying so.
 fn delete_rule(rule: &str) -> Vec<String> {
+    let rest = rule.trim_start_matches("-A ");
     let mut args = vec!["-t".to_string(), "nat".to_string(), "-D".to_string()];
-    args.extend(shell_words(rule.trim_start_matches("-A ")));
+    args.extend(
+        shlex::split(rest).unwrap_or_else(|| rest.split_whitespace().map(String::from).collect()),
+    );
     args
-}
-
-/// Splits an iptables-save rule into arguments (double quotes group, `\"` escapes).
-fn shell_words(s: &str) -> Vec<String> {
-    let mut out = vec![];
-    let mut cur = String::new();
-    let mut quoted = false;
-    let mut chars = s.chars().peekable();
-    let mut any = false;
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' if chars.peek() == Some(&'"') => {
-                cur.push('"');
-                chars.next();
-                any = true;
-            }
-            '"' => {
-                quoted = !quoted;
-                any = true;
-            }
-            c if c.is_whitespace() && !quoted => {
-                if any {
-                    out.push(std::mem::take(&mut cur));
-                    any = false;
-                }
-            }
-            c => {
-                cur.push(c);
-                any = true;
-            }
-        }
-    }
-    if any {
-        out.push(cur);
-    }
-    out
 }
 
 fn remove_iptables_rules(network: &str) -> Vec<String> {
@@ -1379,6 +1349,11 @@ COMMIT
         assert_eq!(
             flat[0],
             "-t nat -D CNI-HOSTPORT-DNAT -p tcp -m comment --comment dnat name: \"harness-0a1b2c3d\" id: \"dc58\" -m multiport --dports 18080 -j CNI-DN-71632fb5294fc93522689"
+        );
+        assert!(
+            cmds[0].contains(&"dnat name: \"harness-0a1b2c3d\" id: \"dc58\"".to_string()),
+            "the comment is one argument: {:?}",
+            cmds[0]
         );
         assert!(flat.contains(&"-t nat -X CNI-DN-71632fb5294fc93522689".to_string()));
         assert!(flat.contains(&"-t nat -X CNI-HOSTPORT-DNAT".to_string()));

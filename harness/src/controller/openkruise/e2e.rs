@@ -157,16 +157,7 @@ pub async fn script_objects(reference: &ControllerRef) -> anyhow::Result<Vec<ser
     let mut out = vec![];
     for m in script_manifests(&script) {
         let got = async {
-            let listed = go
-                .command(scratch.path())
-                .args(["list", "-m", "-versions", &m.module])
-                .output()
-                .await?;
-            let versions: Vec<String> = String::from_utf8_lossy(&listed.stdout)
-                .split_whitespace()
-                .skip(1)
-                .map(String::from)
-                .collect();
+            let versions = go.module_versions(scratch.path(), &m.module).await?;
             let version = release_for(&m, &versions).ok_or_else(|| {
                 anyhow::anyhow!(
                     "no release of {} stands for {} (releases: {})",
