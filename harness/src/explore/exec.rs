@@ -64,9 +64,11 @@ fn strict() -> PatchParams {
 fn answer(r: Result<DynamicObject, kube::Error>) -> Answer {
     match r {
         Ok(_) => Answer::Admitted,
-        // Strict validation's words, for a create (server-side apply) and an update.
+        // Strict validation's words, for a create (server-side apply: a field the schema
+        // lacks, or of another type there) and an update.
         Err(kube::Error::Api(s))
-            if s.message.contains("field not declared in schema")
+            if s.message.contains("failed to create typed patch object")
+                || s.message.contains("field not declared in schema")
                 || s.message.contains("unknown field") =>
         {
             Answer::UnknownField(s.message)
@@ -331,8 +333,10 @@ impl Cell<'_> {
                 differences = self.differences(s, api, ns, name).await;
             }
         }
-        // O4 on what settles: the same number of live pods as the twin.
+        // O4 on what settles: the same number of live pods as the twin (for kinds that keep
+        // their pods: a BroadcastJob runs one on every node where a Job runs its parallelism).
         if !refused
+            && s.rolls_out
             && differences.is_empty()
             && let Some((t, tapi)) = &twin
         {
