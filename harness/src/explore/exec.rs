@@ -68,6 +68,7 @@ fn answer(r: Result<DynamicObject, kube::Error>) -> Answer {
         // lacks, or of another type there) and an update.
         Err(kube::Error::Api(s))
             if s.message.contains("failed to create typed patch object")
+                || s.message.contains("cannot unmarshal")
                 || s.message.contains("field not declared in schema")
                 || s.message.contains("unknown field") =>
         {
@@ -221,7 +222,7 @@ impl Cell<'_> {
             };
             out.log
                 .push(format!("{verb} {fields:?}: {mine:?} (twin: {theirs:?})"));
-            let paths: Vec<&str> = fields.keys().map(String::as_str).collect();
+            let paths: Vec<(&str, &Value)> = fields.iter().map(|(k, v)| (k.as_str(), v)).collect();
             if last {
                 out.findings
                     .extend(oracle::admission(s, verb, &paths, &mine, theirs.as_ref()));
@@ -485,6 +486,8 @@ impl Cell<'_> {
     ) -> Vec<String> {
         let obj = match api.get(name).await {
             Ok(o) => serde_json::to_value(o).unwrap_or_default(),
+            // Gone by its own controller (a finished job's TTL): nothing left to converge.
+            Err(kube::Error::Api(e)) if e.code == 404 => return vec![],
             Err(e) => return vec![format!("get {name}: {e}")],
         };
         let uid = obj["metadata"]["uid"]

@@ -424,16 +424,13 @@ fn same(a: &Finding, b: &Finding) -> bool {
     a.oracle == b.oracle && a.subject == b.subject && a.key == b.key
 }
 
-/// An admission finding on a field already reported with the same oracle: the field's other
-/// values (or the same value at update) are the same finding.
+/// An admission finding already reported at the other verb: the same field and form of
+/// value refused or admitted alike at create and at update is one finding.
 fn same_origin(r: &Reported, f: &Finding) -> bool {
+    let verbless = |k: &str| k.replace(" on update of ", " on create of ");
     r.finding.oracle == f.oracle
         && r.finding.subject == f.subject
-        && r.trial.mode == Mode::Admission
-        && {
-            let fields: Vec<&str> = r.trial.fields().into_iter().map(|(k, _)| k).collect();
-            !fields.is_empty() && fields.iter().all(|k| f.key.contains(k))
-        }
+        && verbless(&r.finding.key) == verbless(&f.key)
 }
 
 /// Explores the controller of `options` on a cell of its own (made with `provider`, removed

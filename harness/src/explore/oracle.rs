@@ -73,6 +73,31 @@ pub enum Answer {
     UnknownField(String),
 }
 
+/// The form of a value, as a finding's key names it: the kind of value, and for numbers and
+/// percentages where they stand against 0 and 100 %.
+pub fn form(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "absent",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.as_f64().is_some_and(|x| x < 0.0) => "a negative number",
+        Value::Number(n) if n.as_f64() == Some(0.0) => "zero",
+        Value::Number(_) => "a positive number",
+        Value::String(s) if s.ends_with('%') => match s.trim_end_matches('%').parse::<f64>() {
+            Ok(p) if p > 100.0 => "a percentage over 100",
+            Ok(p) if p < 0.0 => "a negative percentage",
+            Ok(_) => "a percentage",
+            Err(_) => "a string",
+        },
+        Value::String(s) if s.parse::<f64>().is_ok() => "a numeric string",
+        Value::String(s) if s.is_empty() => "an empty string",
+        Value::String(_) => "a string",
+        Value::Array(a) if a.is_empty() => "an empty list",
+        Value::Array(_) => "a list",
+        Value::Object(o) if o.is_empty() => "an empty object",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// Whether a refusal names the field it refuses (`spec.x`, `metadata.y`, `spec: ...`).
 pub fn names_a_field(message: &str) -> bool {
     static FIELD: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
@@ -87,7 +112,7 @@ pub fn names_a_field(message: &str) -> bool {
 pub fn admission(
     subject: &Subject,
     verb: &str,
-    fields: &[&str],
+    fields: &[(&str, &Value)],
     ours: &Answer,
     twin: Option<&Answer>,
 ) -> Vec<Finding> {
@@ -95,12 +120,17 @@ pub fn admission(
     let what = if fields.is_empty() {
         "the seed object".to_string()
     } else {
-        fields.join(", ")
+        fields
+            .iter()
+            .map(|(f, v)| format!("{f}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     };
-    // Fields of the pod template are one finding: the template as a whole is what differs.
+    // Fields of the pod template are one finding: the template as a whole is what differs;
+    // other fields, one a form of value.
     let keyed: Vec<String> = fields
         .iter()
-        .map(|f| {
+        .map(|(f, v)| {
             match f
                 .find(".spec.containers[")
                 .or_else(|| f.find(".metadata.labels"))
@@ -108,7 +138,7 @@ pub fn admission(
                 .or_else(|| f.find(".spec.terminationGracePeriodSeconds"))
             {
                 Some(at) if f[..at].ends_with("template") => format!("{}.*", &f[..at]),
-                _ => f.to_string(),
+                _ => format!("{f} as {}", form(v)),
             }
         })
         .collect();
@@ -380,14 +410,23 @@ mod tests {
         assert!(names_a_field(
             "\"x\" is invalid: .spec.replicas: Invalid value: -1"
         ));
-        assert!(admission(&cs, "create", &["spec.replicas"], &named, Some(&named)).is_empty());
-        let f = admission(&cs, "create", &["spec.x"], &bare, None);
+        assert!(
+            admission(
+                &cs,
+                "create",
+                &[("spec.replicas", &json!(-1))],
+                &named,
+                Some(&named)
+            )
+            .is_empty()
+        );
+        let f = admission(&cs, "create", &[("spec.x", &json!(1))], &bare, None);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].oracle, Oracle::Realizable);
         let f = admission(
             &cs,
             "create",
-            &["spec.minReadySeconds"],
+            &[("spec.minReadySeconds", &json!(-1))],
             &Answer::Admitted,
             Some(&named),
         );
@@ -395,14 +434,14 @@ mod tests {
         assert_eq!(f[0].oracle, Oracle::Native);
         assert_eq!(
             f[0].key,
-            "admits on create of spec.minReadySeconds what Deployment does not"
+            "admits on create of spec.minReadySeconds as a negative number what Deployment does not"
         );
         let unknown = Answer::UnknownField("unknown field".into());
         assert!(
             admission(
                 &cs,
                 "create",
-                &["spec.scatter"],
+                &[("spec.scatter", &json!([]))],
                 &Answer::Admitted,
                 Some(&unknown)
             )
