@@ -433,6 +433,24 @@ fn same_origin(r: &Reported, f: &Finding) -> bool {
         && verbless(&r.finding.key) == verbless(&f.key)
 }
 
+/// Makes a cell for exploration (the scenario layout, the controller at its default gates),
+/// named with `prefix`: its name and the session that removes it when dropped.
+async fn start_cell(
+    prefix: &str,
+    options: &Options,
+    provider: &Provider,
+    toolchain: &Toolchain,
+) -> anyhow::Result<(String, Session)> {
+    let name = crate::run::new_id(prefix);
+    let profile = crate::run::scenario_profile(options.kubernetes);
+    let choice = ControllerChoice {
+        reference: options.controller.clone(),
+        gates: BTreeMap::new(),
+    };
+    let session = Session::start(provider, toolchain, &name, &profile, Some(&choice)).await?;
+    Ok((name, session))
+}
+
 /// Explores the controller of `options` on a cell of its own (made with `provider`, removed
 /// at the end however it ends); `say` hears progress.
 pub async fn explore(
@@ -443,17 +461,11 @@ pub async fn explore(
 ) -> anyhow::Result<Summary> {
     let subjects = select(&options.kinds)?;
     let t0 = Instant::now();
-    let name = crate::run::new_id("explore");
-    let profile = crate::run::scenario_profile(options.kubernetes);
-    let choice = ControllerChoice {
-        reference: options.controller.clone(),
-        gates: BTreeMap::new(),
-    };
     say(format!(
         "bringing up a cell: Kubernetes {}, {}",
         options.kubernetes, options.controller
     ));
-    let session = Session::start(provider, toolchain, &name, &profile, Some(&choice)).await?;
+    let (name, session) = start_cell("explore", options, provider, toolchain).await?;
     let client = session.cluster.client().await?;
     let installation = session
         .installation
@@ -582,13 +594,7 @@ pub async fn replay(
 ) -> anyhow::Result<(Reported, Vec<Finding>)> {
     let r = output::read_finding(dir)?;
     let s = select(std::slice::from_ref(&r.trial.subject))?[0];
-    let name = crate::run::new_id("replay");
-    let profile = crate::run::scenario_profile(options.kubernetes);
-    let choice = ControllerChoice {
-        reference: options.controller.clone(),
-        gates: BTreeMap::new(),
-    };
-    let session = Session::start(provider, toolchain, &name, &profile, Some(&choice)).await?;
+    let (name, session) = start_cell("replay", options, provider, toolchain).await?;
     let client = session.cluster.client().await?;
     let installation = session
         .installation
