@@ -12,7 +12,7 @@ use kube::core::params::ValidationDirective;
 use serde_json::{Value, json};
 
 use super::oracle::{self, Answer, Finding, Oracle, PodView};
-use super::subject::{IMAGE_V2, Subject, get, set};
+use super::subject::{IMAGE_V2, Subject, Target, get, set};
 use super::trial::{Fields, Mode, Op, Perturbation, Step, Trial, Which};
 use crate::cluster::OWNER_LABEL;
 use crate::controller::Installation;
@@ -119,13 +119,90 @@ async fn update_patch(
     Some(patch)
 }
 
+/// One side of a behaviour trial (the subject's or its twin's): the subject's API and what
+/// operations, perturbations and convergence act on — the object itself, or a policy's
+/// target.
+struct Side {
+    subject: Subject,
+    api: Api<DynamicObject>,
+    workload: Subject,
+    wapi: Api<DynamicObject>,
+    wname: String,
+}
+
+impl Side {
+    async fn new(client: &kube::Client, ns: &str, s: &Subject, name: &str) -> anyhow::Result<Self> {
+        let workload = s.workload();
+        Ok(Side {
+            subject: *s,
+            api: api_for(client, ns, s.api_version, s.kind).await?,
+            wapi: api_for(client, ns, workload.api_version, workload.kind).await?,
+            wname: match s.target {
+                Some(_) => Target::name(name),
+                None => name.to_string(),
+            },
+            workload,
+        })
+    }
+}
+
 impl Cell<'_> {
+    /// Makes what every trial may refer to: the PriorityClass a template may name
+    /// ([`super::subject::PRIORITY_CLASS`]).
+    pub async fn prepare(&self) -> anyhow::Result<()> {
+        use k8s_openapi::api::scheduling::v1::PriorityClass;
+        let api: Api<PriorityClass> = Api::all(self.client.clone());
+        let pc: PriorityClass = serde_json::from_value(json!({
+            "metadata": {"name": super::subject::PRIORITY_CLASS,
+                         "labels": {OWNER_LABEL: self.owner}},
+            "value": 1000,
+            "description": "named by the priorityClassName of explored templates"}))?;
+        match api.create(&PostParams::default(), &pc).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+            Err(e) => Err(anyhow::anyhow!(
+                "create PriorityClass {}: {e}",
+                super::subject::PRIORITY_CLASS
+            )),
+        }
+    }
+
+    /// Makes the target of the policy object `name` of `s` (none for a workload subject),
+    /// with no pods.
+    async fn make_target(&self, ns: &str, s: &Subject, name: &str) -> anyhow::Result<()> {
+        let Some(t) = s.target else {
+            return Ok(());
+        };
+        let api = api_for(&self.client, ns, t.api_version, t.kind).await?;
+        let target = Target::name(name);
+        let mut o = (t.seed)(&target);
+        o["spec"]["replicas"] = json!(0);
+        api.patch(&target, &strict(), &Patch::Apply(&o))
+            .await
+            .map_err(|e| anyhow::anyhow!("make the target {} {target}: {e}", t.kind))?;
+        Ok(())
+    }
+
+    /// Scales a policy's target to its seed's replicas, once the policy exists.
+    async fn scale_target(&self, side: &Side) -> anyhow::Result<()> {
+        if side.subject.target.is_none() {
+            return Ok(());
+        }
+        let replicas = (side.workload.seed)(&side.wname)["spec"]["replicas"].clone();
+        let patch = json!({"spec": {"replicas": replicas}});
+        side.wapi
+            .patch(&side.wname, &strict(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| anyhow::anyhow!("scale the target {}: {e}", side.wname))?;
+        Ok(())
+    }
+
     /// Makes a namespace of the trials' own, removed by [`Cell::drop_namespace`].
     pub async fn namespace(&self, subject: &Subject) -> anyhow::Result<String> {
         let n = self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let ns = format!(
             "x-{}-{n}-{:04x}",
-            subject.name.to_lowercase(),
+            subject.name.to_lowercase().replace('.', "-"),
             rand::random::<u16>()
         );
         let nss: Api<Namespace> = Api::all(self.client.clone());
@@ -170,6 +247,12 @@ impl Cell<'_> {
             Some(t) => Some((t, api_for(&self.client, ns, t.api_version, t.kind).await?)),
             None => None,
         };
+        // A twin of the subject's own kind (a policy over another target) is named apart.
+        let tname = match s.twin {
+            Some(t) if t.kind == s.kind && t.api_version == s.api_version => format!("{name}-t"),
+            _ => name.to_string(),
+        };
+        let tname = tname.as_str();
         let n = trial.steps.len();
         for (i, step) in trial.steps.iter().enumerate() {
             let last = i + 1 == n;
@@ -180,6 +263,7 @@ impl Cell<'_> {
                     let Some(o) = object((s.seed)(name), set, |k| Some(k.to_string())) else {
                         anyhow::bail!("set {set:?} on the seed object");
                     };
+                    self.make_target(ns, s, name).await?;
                     let r = ours.patch(name, &params, &Patch::Apply(&o)).await;
                     if last && let Ok(stored) = &r {
                         let stored = serde_json::to_value(stored)?;
@@ -187,9 +271,12 @@ impl Cell<'_> {
                     }
                     let mine = answer(r);
                     let theirs = match &twin {
-                        Some((t, api)) => match object((t.seed)(name), set, |k| s.twin_path(k)) {
+                        Some((t, api)) => match object((t.seed)(tname), set, |k| s.twin_path(k)) {
                             Some(o) => {
-                                Some(answer(api.patch(name, &params, &Patch::Apply(&o)).await))
+                                if let Some(ts) = s.twin_subject() {
+                                    self.make_target(ns, &ts, tname).await?;
+                                }
+                                Some(answer(api.patch(tname, &params, &Patch::Apply(&o)).await))
                             }
                             None => None,
                         },
@@ -205,9 +292,9 @@ impl Cell<'_> {
                     let mine = answer(ours.patch(name, &params, &Patch::Merge(&patch)).await);
                     let theirs = match &twin {
                         Some((_, api)) => {
-                            match update_patch(api, name, set, |k| s.twin_path(k)).await {
+                            match update_patch(api, tname, set, |k| s.twin_path(k)).await {
                                 Some(p) => {
-                                    Some(answer(api.patch(name, &params, &Patch::Merge(&p)).await))
+                                    Some(answer(api.patch(tname, &params, &Patch::Merge(&p)).await))
                                 }
                                 None => None,
                             }
@@ -245,11 +332,12 @@ impl Cell<'_> {
         let watching = monitor::Monitor::start(&self.client, ns, settings);
         let mut cordoned = vec![];
         let mut refused = false;
+        // What operations, perturbations and convergence act on.
+        let ours = Side::new(&self.client, ns, s, name).await?;
         // The twin goes through the same steps (perturbations aside) when it has every field.
         let mut twin = match s.twin_subject() {
             Some(t) if trial.fields().iter().all(|(k, _)| s.twin_path(k).is_some()) => {
-                let api = api_for(&self.client, ns, t.api_version, t.kind).await?;
-                Some((t, api))
+                Some(Side::new(&self.client, ns, &t, TWIN).await?)
             }
             _ => None,
         };
@@ -259,13 +347,24 @@ impl Cell<'_> {
                     let Some(o) = object((s.seed)(name), set, |k| Some(k.to_string())) else {
                         anyhow::bail!("set {set:?} on the seed object");
                     };
+                    self.make_target(ns, s, name).await?;
                     let a = answer(api.patch(name, &strict(), &Patch::Apply(&o)).await);
                     refused = a != Answer::Admitted;
+                    if !refused {
+                        self.scale_target(&ours).await?;
+                    }
                     out.answers.push(a.clone());
-                    if let Some((t, tapi)) = &twin {
-                        let o = object((t.seed)(TWIN), set, |k| s.twin_path(k));
+                    if let Some(side) = &twin {
+                        let o = object((side.subject.seed)(TWIN), set, |k| s.twin_path(k));
                         let ok = match o {
-                            Some(o) => tapi.patch(TWIN, &strict(), &Patch::Apply(&o)).await.is_ok(),
+                            Some(o) => {
+                                self.make_target(ns, &side.subject, TWIN).await?;
+                                side.api
+                                    .patch(TWIN, &strict(), &Patch::Apply(&o))
+                                    .await
+                                    .is_ok()
+                                    && self.scale_target(side).await.is_ok()
+                            }
                             None => false,
                         };
                         if !ok {
@@ -281,17 +380,22 @@ impl Cell<'_> {
                         None => Answer::Refused(format!("set {set:?} on the object")),
                     };
                     out.answers.push(a.clone());
-                    if let Some((_, tapi)) = &twin
-                        && let Some(p) = update_patch(tapi, TWIN, set, |k| s.twin_path(k)).await
+                    if let Some(side) = &twin
+                        && let Some(p) =
+                            update_patch(&side.api, TWIN, set, |k| s.twin_path(k)).await
                     {
-                        let _ = tapi.patch(TWIN, &strict(), &Patch::Merge(&p)).await;
+                        let _ = side.api.patch(TWIN, &strict(), &Patch::Merge(&p)).await;
                     }
                     format!("update {set:?}: {a:?}")
                 }
                 Step::Operate { op } => {
-                    let r = self.operate(s, &api, name, *op).await;
-                    if let Some((t, tapi)) = &twin {
-                        let _ = self.operate(t, tapi, TWIN, *op).await;
+                    let r = self
+                        .operate(&ours.workload, &ours.wapi, &ours.wname, *op)
+                        .await;
+                    if let Some(side) = &twin {
+                        let _ = self
+                            .operate(&side.workload, &side.wapi, &side.wname, *op)
+                            .await;
                     }
                     format!(
                         "{op:?}: {}",
@@ -300,7 +404,14 @@ impl Cell<'_> {
                 }
                 Step::Perturb { perturbation } => {
                     let r = self
-                        .perturb(s, &api, ns, name, *perturbation, &mut cordoned)
+                        .perturb(
+                            &ours.workload,
+                            &ours.wapi,
+                            ns,
+                            &ours.wname,
+                            *perturbation,
+                            &mut cordoned,
+                        )
                         .await;
                     format!(
                         "{perturbation:?}: {}",
@@ -315,13 +426,14 @@ impl Cell<'_> {
         }
         let mut differences = vec![];
         if !refused {
-            let (this, api) = (self, &api);
+            let this = self;
+            let (w, wapi, wname) = (&ours.workload, &ours.wapi, ours.wname.as_str());
             let r = poll(
-                &format!("{} {name} to settle", s.kind),
+                &format!("{} {wname} to settle", w.kind),
                 self.settle,
                 Duration::from_millis(500),
                 move || async move {
-                    let d = this.differences(s, api, ns, name).await;
+                    let d = this.differences(w, wapi, ns, wname).await;
                     if d.is_empty() {
                         Check::Met
                     } else {
@@ -331,38 +443,41 @@ impl Cell<'_> {
             )
             .await;
             if r.is_err() {
-                differences = self.differences(s, api, ns, name).await;
+                differences = self.differences(w, wapi, ns, wname).await;
             }
         }
         // O4 on what settles: the same number of live pods as the twin (for kinds that keep
         // their pods: a BroadcastJob runs one on every node where a Job runs its parallelism).
         if !refused
-            && s.rolls_out
+            && ours.workload.rolls_out
             && differences.is_empty()
-            && let Some((t, tapi)) = &twin
+            && let Some(side) = &twin
         {
+            let (w, wapi, wname) = (&side.workload, &side.wapi, side.wname.as_str());
             let settled = poll(
-                &format!("{} {TWIN} to settle", t.kind),
+                &format!("{} {wname} to settle", w.kind),
                 self.settle,
                 Duration::from_millis(500),
                 move || async move {
-                    let d = self.differences(t, tapi, ns, TWIN).await;
+                    let d = self.differences(w, wapi, ns, wname).await;
                     Check::when(d.is_empty(), || d.join("; "))
                 },
             )
             .await
             .is_ok();
-            let (ours, theirs) = (
-                self.live(&api, ns, name).await,
-                self.live(tapi, ns, TWIN).await,
+            let t = &side.subject;
+            let (mine, theirs) = (
+                self.live(&ours.workload, &ours.wapi, ns, &ours.wname).await,
+                self.live(w, wapi, ns, wname).await,
             );
-            if settled && ours != theirs {
+            if settled && mine != theirs {
+                let twin = s.twin.map_or_else(|| t.kind.to_string(), |t| t.describe());
                 out.findings.push(Finding {
                     oracle: Oracle::Native,
                     subject: s.name.into(),
-                    key: format!("settles on another number of live pods than {}", t.kind),
-                    observed: format!("{} settled on {ours} live pods", s.kind),
-                    expected: format!("as {} {}: {theirs} live pods", t.api_version, t.kind),
+                    key: format!("settles on another number of live pods than {twin}"),
+                    observed: format!("{} settled on {mine} live pods", s.name),
+                    expected: format!("as {} {twin}: {theirs} live pods", t.api_version),
                 });
             }
         }
@@ -460,13 +575,13 @@ impl Cell<'_> {
         Ok(out)
     }
 
-    /// The live pods of object `name` (0 when it cannot be read).
-    async fn live(&self, api: &Api<DynamicObject>, ns: &str, name: &str) -> usize {
+    /// The live pods of object `name` of `s` (0 when it cannot be read).
+    async fn live(&self, s: &Subject, api: &Api<DynamicObject>, ns: &str, name: &str) -> usize {
         let Ok(o) = api.get(name).await else {
             return 0;
         };
         let uid = o.metadata.uid.unwrap_or_default();
-        self.pods(ns, &uid)
+        self.pods(ns, &uid, s.via)
             .await
             .map(|p| {
                 p.iter()
@@ -494,9 +609,13 @@ impl Cell<'_> {
             .as_str()
             .unwrap_or_default()
             .to_string();
-        let pods = match self.pods(ns, &uid).await {
+        let pods = match self.pods(ns, &uid, s.via).await {
             Ok(p) => p,
-            Err(e) => return vec![format!("list pods: {e}")],
+            Err(e) => return vec![format!("list pods: {e:#}")],
+        };
+        let revisions = match self.revisions(ns, &uid).await {
+            Ok(r) => r,
+            Err(e) => return vec![format!("list revisions: {e:#}")],
         };
         let views: Vec<PodView> = pods
             .iter()
@@ -512,31 +631,37 @@ impl Cell<'_> {
                 labels: p.metadata.labels.clone().unwrap_or_default(),
             })
             .collect();
-        oracle::convergence(s, &obj, &views, self.settle.as_secs() as i64)
+        let mut out = oracle::convergence(s, &obj, &views, self.settle.as_secs() as i64);
+        out.extend(oracle::revision_history(&obj, &revisions));
+        out
     }
 
-    /// The pods `uid` owns, itself or through the ReplicaSets and Jobs it owns.
-    async fn pods(&self, ns: &str, uid: &str) -> Result<Vec<Pod>, kube::Error> {
-        use k8s_openapi::api::apps::v1::ReplicaSet;
-        use k8s_openapi::api::batch::v1::Job;
+    /// The pods `uid` owns, itself or through objects of the kinds `via` (from the top).
+    async fn pods(
+        &self,
+        ns: &str,
+        uid: &str,
+        via: &[super::subject::Kind],
+    ) -> anyhow::Result<Vec<Pod>> {
         let lp = ListParams::default();
         let mut owners: Vec<String> = vec![uid.to_string()];
-        let owned_by = |m: &kube::api::ObjectMeta, uid: &str| {
-            m.owner_references.iter().flatten().any(|o| o.uid == uid)
+        let owned_by = |m: &kube::api::ObjectMeta, owners: &[String]| {
+            m.owner_references
+                .iter()
+                .flatten()
+                .any(|o| owners.contains(&o.uid))
         };
-        let rs: Api<ReplicaSet> = Api::namespaced(self.client.clone(), ns);
-        let jobs: Api<Job> = Api::namespaced(self.client.clone(), ns);
-        for m in rs
-            .list(&lp)
-            .await?
-            .items
-            .into_iter()
-            .map(|r| r.metadata)
-            .chain(jobs.list(&lp).await?.items.into_iter().map(|j| j.metadata))
-        {
-            if owned_by(&m, uid) {
-                owners.extend(m.uid);
-            }
+        for (api_version, kind) in via {
+            let api = api_for(&self.client, ns, api_version, kind).await?;
+            let found: Vec<String> = api
+                .list(&lp)
+                .await?
+                .items
+                .into_iter()
+                .filter(|o| owned_by(&o.metadata, &owners))
+                .filter_map(|o| o.metadata.uid)
+                .collect();
+            owners.extend(found);
         }
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
         Ok(pods
@@ -544,7 +669,27 @@ impl Cell<'_> {
             .await?
             .items
             .into_iter()
-            .filter(|p| owners.iter().any(|o| owned_by(&p.metadata, o)))
+            .filter(|p| owned_by(&p.metadata, &owners))
+            .collect())
+    }
+
+    /// The ControllerRevisions `uid` owns: (name, revision number).
+    async fn revisions(&self, ns: &str, uid: &str) -> anyhow::Result<Vec<(String, i64)>> {
+        use k8s_openapi::api::apps::v1::ControllerRevision;
+        let api: Api<ControllerRevision> = Api::namespaced(self.client.clone(), ns);
+        Ok(api
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|r| {
+                r.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.uid == uid)
+            })
+            .map(|r| (r.metadata.name.unwrap_or_default(), r.revision))
             .collect())
     }
 
@@ -619,7 +764,7 @@ impl Cell<'_> {
             .unwrap_or_default()
             .to_string();
         let mut pods: Vec<Pod> = self
-            .pods(ns, uid)
+            .pods(ns, uid, s.via)
             .await?
             .into_iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())

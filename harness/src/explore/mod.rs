@@ -84,20 +84,31 @@ pub fn select(kinds: &[String]) -> anyhow::Result<Vec<Subject>> {
     if kinds.is_empty() {
         return Ok(all);
     }
-    kinds
-        .iter()
-        .map(|k| {
-            all.iter()
-                .find(|s| s.name.eq_ignore_ascii_case(k))
-                .copied()
-                .with_context(|| {
-                    format!(
-                        "no kind `{k}` to explore; the kinds are: {}",
-                        subject_names().join(", ")
-                    )
-                })
-        })
-        .collect()
+    let mut out: Vec<Subject> = vec![];
+    for k in kinds {
+        // A kind's name selects it and every subject of its members (`Kind.member`).
+        let found: Vec<Subject> = all
+            .iter()
+            .filter(|s| {
+                s.name.eq_ignore_ascii_case(k)
+                    || s.name
+                        .split_once('.')
+                        .is_some_and(|(kind, _)| kind.eq_ignore_ascii_case(k))
+            })
+            .copied()
+            .collect();
+        anyhow::ensure!(
+            !found.is_empty(),
+            "no kind `{k}` to explore; the kinds are: {}",
+            subject_names().join(", ")
+        );
+        for s in found {
+            if !out.iter().any(|o| o.name == s.name) {
+                out.push(s);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// A finding as reported: shrunk, confirmed, written.
@@ -179,18 +190,43 @@ pub fn singles(s: &Subject, crd: &Value) -> Vec<(String, Value)> {
         if l.path == "spec.replicas" && !s.replicated {
             continue;
         }
+        // A field of a list's item, where the seed has no item to set it on.
+        if let Some((list, _)) = l.path.rsplit_once("[0]")
+            && subject::get(&seed, list)
+                .as_array()
+                .is_none_or(Vec::is_empty)
+        {
+            continue;
+        }
         let mut values = l.values();
         if l.shape == schema::Shape::Selector {
             values.insert(0, reselect.clone());
         }
         out.extend(values.into_iter().map(|v| (l.path.clone(), v)));
     }
-    for f in subject::TEMPLATE_FIELDS {
+    for f in subject::TEMPLATE_FIELDS
+        .iter()
+        .filter(|_| !s.template.is_empty())
+    {
         for v in subject::template_values(f) {
             out.push((format!("{}.{f}", s.template), v));
         }
     }
     out
+}
+
+/// A row without the fields that hold another of its fields (a list beside its item's
+/// fields): the inner ones are kept.
+fn innermost(mut set: Fields) -> Fields {
+    let paths: Vec<String> = set.keys().cloned().collect();
+    set.retain(|k, _| {
+        !paths.iter().any(|p| {
+            p.len() > k.len()
+                && p.starts_with(k.as_str())
+                && matches!(p.as_bytes()[k.len()], b'.' | b'[')
+        })
+    });
+    set
 }
 
 /// Whether a value is small enough for a behaviour trial to create objects with (a replica
@@ -366,7 +402,11 @@ impl Explorer<'_> {
         let rows = trial::covering_rows(&fields, &mut Rng::new(self.options.seed, u64::MAX));
         let row_trials: Vec<Trial> = rows
             .into_iter()
-            .map(|set| next(vec![Step::Create { set }]))
+            .map(|set| {
+                next(vec![Step::Create {
+                    set: innermost(set),
+                }])
+            })
             .collect();
         let results = self.admit_all(s, &row_trials).await?;
         for (t, out) in row_trials.iter().zip(results) {
@@ -491,6 +531,7 @@ pub async fn explore(
         },
         say,
     };
+    x.cell.prepare().await?;
     let mut materials = vec![];
     for s in &subjects {
         let group = s.api_version.split('/').next().unwrap_or_default();
@@ -607,6 +648,7 @@ pub async fn replay(
         settle: options.settle,
         made: Default::default(),
     };
+    cell.prepare().await?;
     let out = cell.run(&s, &r.trial).await?;
     Ok((r, out.findings))
 }
@@ -620,4 +662,43 @@ pub fn oracles() -> [Oracle; 5] {
         Oracle::Native,
         Oracle::Health,
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_row_keeps_an_items_fields_and_not_the_list_that_holds_them() {
+        let row = Fields::from([
+            ("spec.subsets".to_string(), json!([])),
+            ("spec.subsets[0].name".to_string(), json!("x")),
+            ("spec.subsetsLimit".to_string(), json!(1)),
+            ("spec.paused".to_string(), json!(true)),
+        ]);
+        let kept: Vec<String> = innermost(row).into_keys().collect();
+        assert_eq!(
+            kept,
+            ["spec.paused", "spec.subsetsLimit", "spec.subsets[0].name"]
+        );
+    }
+
+    #[test]
+    fn a_kind_selects_the_subjects_of_its_members() {
+        let names = |k: &str| -> Vec<&str> {
+            select(&[k.to_string()])
+                .unwrap()
+                .into_iter()
+                .map(|s| s.name)
+                .collect()
+        };
+        assert_eq!(names("cloneset"), ["CloneSet"]);
+        assert_eq!(names("UnitedDeployment").len(), 4);
+        assert_eq!(
+            names("AdvancedCronJob"),
+            ["AdvancedCronJob", "AdvancedCronJob.broadcastJobTemplate"]
+        );
+        assert!(select(&["Nothing".to_string()]).is_err());
+    }
 }

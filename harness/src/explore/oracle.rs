@@ -126,20 +126,16 @@ pub fn admission(
             .collect::<Vec<_>>()
             .join(", ")
     };
-    // Fields of the pod template are one finding: the template as a whole is what differs;
-    // other fields, one a form of value.
+    // Fields of a template (a pod's or a job's) are one finding: the template as a whole is
+    // what differs; other fields, one a form of value.
+    static TEMPLATE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"^(.*[tT]emplate)\.(spec|metadata)\.").expect("a valid regex")
+    });
     let keyed: Vec<String> = fields
         .iter()
-        .map(|(f, v)| {
-            match f
-                .find(".spec.containers[")
-                .or_else(|| f.find(".metadata.labels"))
-                .or_else(|| f.find(".metadata.annotations"))
-                .or_else(|| f.find(".spec.terminationGracePeriodSeconds"))
-            {
-                Some(at) if f[..at].ends_with("template") => format!("{}.*", &f[..at]),
-                _ => format!("{f} as {}", form(v)),
-            }
+        .map(|(f, v)| match TEMPLATE.captures(f) {
+            Some(c) => format!("{}.*", &c[1]),
+            None => format!("{f} as {}", form(v)),
         })
         .collect();
     let keyed = if keyed.is_empty() {
@@ -182,9 +178,12 @@ pub fn admission(
         out.push(Finding {
             oracle: Oracle::Native,
             subject: subject.name.into(),
-            key: format!("{verdict} on {verb} of {keyed} what {} does not", t.kind),
-            observed: format!("{} {verb} setting {what}: {}", subject.kind, side(ours)),
-            expected: format!("as {} {}: {}", t.api_version, t.kind, side(twin)),
+            key: format!(
+                "{verdict} on {verb} of {keyed} what {} does not",
+                t.describe()
+            ),
+            observed: format!("{} {verb} setting {what}: {}", subject.name, side(ours)),
+            expected: format!("as {} {}: {}", t.api_version, t.describe(), side(twin)),
         });
     }
     out
@@ -234,16 +233,17 @@ pub fn stored(subject: &Subject, set: &BTreeMap<String, Value>, answered: &Value
         .collect()
 }
 
-/// Warning events of the subject's objects whose reason begins with `Failed`, seen at least
-/// twice: the controller keeps failing to realize what was admitted (O1). `events` are
+/// Warning events of the subject's objects ([`Subject::event_kinds`]) whose reason begins
+/// with `Failed`, seen at least twice: the controller keeps failing to realize what was admitted (O1). `events` are
 /// (involved kind, reason, count, message).
 pub fn repeated_failures(
     subject: &Subject,
     events: &[(String, String, i32, String)],
 ) -> Vec<Finding> {
+    let kinds = subject.event_kinds();
     let mut by_reason: BTreeMap<&str, (i32, &str)> = BTreeMap::new();
     for (kind, reason, count, message) in events {
-        if kind == subject.kind && reason.starts_with("Failed") {
+        if kinds.contains(&kind.as_str()) && reason.starts_with("Failed") {
             let e = by_reason.entry(reason.as_str()).or_insert((0, message));
             e.0 += (*count).max(1);
         }
@@ -367,6 +367,36 @@ pub fn convergence(subject: &Subject, obj: &Value, pods: &[PodView], bound: i64)
     out
 }
 
+/// O2 on the revision history of a workload once settled, from its ControllerRevisions
+/// (name, number): each revision has a number of its own, and no more are kept than
+/// `spec.revisionHistoryLimit` declares besides the (at most two) in use. Returns what
+/// differs.
+pub fn revision_history(obj: &Value, revisions: &[(String, i64)]) -> Vec<String> {
+    let mut out = vec![];
+    let mut by_number: BTreeMap<i64, Vec<&str>> = BTreeMap::new();
+    for (name, n) in revisions {
+        by_number.entry(*n).or_default().push(name);
+    }
+    for (n, names) in by_number.iter().filter(|(_, v)| v.len() > 1) {
+        out.push(format!(
+            "revision numbers: {} revisions share number {n} ({}); want one number each",
+            names.len(),
+            names.join(", ")
+        ));
+    }
+    if let Some(limit) = obj["spec"]["revisionHistoryLimit"].as_i64()
+        && limit >= 0
+        && revisions.len() as i64 > limit + 2
+    {
+        out.push(format!(
+            "revisions kept: want at most {} (spec.revisionHistoryLimit {limit} and those in use), got {}",
+            limit + 2,
+            revisions.len()
+        ));
+    }
+    out
+}
+
 /// The finding key of a convergence difference: its kind without names or numbers.
 pub fn convergence_key(difference: &str) -> String {
     let d = difference
@@ -436,6 +466,26 @@ mod tests {
             f[0].key,
             "admits on create of spec.minReadySeconds as a negative number what Deployment does not"
         );
+        let inner = |f: &str| {
+            admission(
+                &cs,
+                "update",
+                &[(f, &json!("x"))],
+                &named,
+                Some(&Answer::Admitted),
+            )[0]
+            .key
+            .clone()
+        };
+        assert_eq!(
+            inner("spec.template.spec.priorityClassName"),
+            inner("spec.template.metadata.labels"),
+            "the fields of one template are one finding"
+        );
+        assert_eq!(
+            inner("spec.template.jobTemplate.spec.template.spec.containers[0].resources"),
+            "refuses on update of spec.template.jobTemplate.spec.template.* what Deployment does not"
+        );
         let unknown = Answer::UnknownField("unknown field".into());
         assert!(
             admission(
@@ -500,5 +550,33 @@ mod tests {
         let f = repeated_failures(&cs, &events);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].key, "repeated FailedCreate");
+    }
+
+    #[test]
+    fn revisions_have_numbers_of_their_own_and_no_more_than_the_declared_history() {
+        let obj = json!({"spec": {"revisionHistoryLimit": 1}});
+        let r = |n: &[(&str, i64)]| -> Vec<(String, i64)> {
+            n.iter().map(|(a, b)| (a.to_string(), *b)).collect()
+        };
+        assert!(revision_history(&obj, &r(&[("a", 1), ("b", 2), ("c", 3)])).is_empty());
+        let alike = revision_history(&obj, &r(&[("a", 1), ("b", 1)]));
+        assert_eq!(alike.len(), 1);
+        assert_eq!(
+            convergence_key(&alike[0]),
+            "does not converge: revision numbers"
+        );
+        let kept = revision_history(&obj, &r(&[("a", 1), ("b", 2), ("c", 3), ("d", 4)]));
+        assert_eq!(
+            convergence_key(&kept[0]),
+            "does not converge: revisions kept"
+        );
+        assert!(
+            revision_history(
+                &json!({"spec": {}}),
+                &r(&[("a", 1), ("b", 2), ("c", 3), ("d", 4)])
+            )
+            .is_empty(),
+            "no declared limit, no bound"
+        );
     }
 }

@@ -79,7 +79,23 @@ fn created(s: &Subject, fields: &super::trial::Fields, name: &str) -> Value {
 /// ends with the object's status caught up with its spec.
 pub fn chainsaw_test(s: &Subject, r: &Reported) -> String {
     let name = "x";
-    let mut steps = vec![];
+    let w = s.workload();
+    let wname = match s.target {
+        Some(_) => super::subject::Target::name(name),
+        None => name.to_string(),
+    };
+    // What every trial may refer to (see `Cell::prepare`), and a policy's target, with no
+    // pods until the policy exists.
+    let mut steps = vec![
+        json!({"name": "the cell's objects", "try": [{"apply": {"resource": {
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": super::subject::PRIORITY_CLASS}, "value": 1000}}}]}),
+    ];
+    if s.target.is_some() {
+        let mut target = (w.seed)(&wname);
+        target["spec"]["replicas"] = json!(0);
+        steps.push(json!({"name": "the target", "try": [{"apply": {"resource": target}}]}));
+    }
     let refuse = r.finding.key.starts_with("admits");
     let last = r.trial.steps.len().saturating_sub(1);
     for (i, step) in r.trial.steps.iter().enumerate() {
@@ -94,11 +110,12 @@ pub fn chainsaw_test(s: &Subject, r: &Reported) -> String {
                 }
                 json!({"patch": {"resource": patch}})
             }
-            Step::Operate { op } => json!({"script": {"content": kubectl_op(s, *op, name)}}),
+            Step::Operate { op } => json!({"script": {"content": kubectl_op(&w, *op, &wname)}}),
             Step::Perturb { perturbation } => {
-                json!({"script": {"content": kubectl_perturb(*perturbation, name)}})
+                json!({"script": {"content": kubectl_perturb(*perturbation, &wname)}})
             }
         };
+        let scale = s.target.is_some() && matches!(step, Step::Create { .. }) && !judged;
         if judged && refuse {
             let verb = op
                 .as_object()
@@ -106,12 +123,20 @@ pub fn chainsaw_test(s: &Subject, r: &Reported) -> String {
                 .unwrap_or_default();
             op[&verb]["expect"] = json!([{"check": {"($error != null)": true}}]);
         }
-        steps.push(json!({"name": format!("step {}", i + 1), "try": [op]}));
+        let mut ops = vec![op];
+        if scale {
+            ops.push(
+                json!({"patch": {"resource": {"apiVersion": w.api_version, "kind": w.kind,
+                "metadata": {"name": wname},
+                "spec": {"replicas": (w.seed)(&wname)["spec"]["replicas"]}}}}),
+            );
+        }
+        steps.push(json!({"name": format!("step {}", i + 1), "try": ops}));
     }
     if r.trial.mode == Mode::Behaviour {
         steps.push(
             json!({"name": "settled", "try": [{"assert": {"timeout": "2m", "resource": {
-            "apiVersion": s.api_version, "kind": s.kind, "metadata": {"name": name},
+            "apiVersion": w.api_version, "kind": w.kind, "metadata": {"name": wname},
             "(status.observedGeneration == metadata.generation)": true}}}]}),
         );
     }

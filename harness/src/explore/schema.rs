@@ -40,6 +40,9 @@ pub enum Shape {
     /// A label selector: tried with another selector that still selects the object's pods
     /// (see [`super::singles`]), and absent.
     Selector,
+    /// An object that keeps unknown fields and declares none (a patch): tried as patches of
+    /// a pod ([`super::subject::pod_patches`]).
+    Free,
 }
 
 /// One settable leaf of a spec.
@@ -114,7 +117,11 @@ fn walk(s: &Value, path: &str, name: &str, required: bool, out: &mut Vec<Leaf>) 
         Some("array") => {
             let items = &s["items"];
             match items["type"].as_str() {
-                Some("object") | None => out.push(leaf(Shape::Objects)),
+                Some("object") | None => {
+                    out.push(leaf(Shape::Objects));
+                    // The fields of an item, through the first (tried where the seed has one).
+                    walk(items, &format!("{path}[0]"), name, false, out);
+                }
                 Some(_) => {
                     let mut inner = vec![];
                     walk(items, path, name, false, &mut inner);
@@ -141,6 +148,9 @@ fn walk(s: &Value, path: &str, name: &str, required: bool, out: &mut Vec<Leaf>) 
                 Some(p) if p.contains_key("matchLabels") => out.push(leaf(Shape::Selector)),
                 Some(p) if !p.is_empty() => {}
                 _ if s["additionalProperties"]["type"] == "string" => out.push(leaf(Shape::Map)),
+                _ if s["x-kubernetes-preserve-unknown-fields"] == true => {
+                    out.push(leaf(Shape::Free))
+                }
                 _ => {}
             }
         }
@@ -198,6 +208,7 @@ impl Shape {
             Shape::Objects => vec![json!([])],
             Shape::Map => vec![json!({}), json!({MAP_KEY: "v"})],
             Shape::Selector => vec![],
+            Shape::Free => super::subject::pod_patches(),
         };
         let mut seen = vec![];
         v.retain(|x| {
@@ -246,7 +257,8 @@ mod tests {
                 "maxUnavailable": {"x-kubernetes-int-or-string": true, "anyOf": [
                     {"type": "integer"}, {"type": "string"}]},
                 "priorities": {"type": "array", "items": {"type": "object", "properties": {
-                    "weight": {"type": "integer"}}}},
+                    "weight": {"type": "integer"},
+                    "patch": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
                 "finalizers": {"type": "array", "items": {"type": "string"}},
                 "labels": {"type": "object", "additionalProperties": {"type": "string"}}}}}}),
         );
@@ -287,6 +299,19 @@ mod tests {
                 (
                     "spec.updateStrategy.priorities".into(),
                     Shape::Objects,
+                    false
+                ),
+                (
+                    "spec.updateStrategy.priorities[0].patch".into(),
+                    Shape::Free,
+                    false
+                ),
+                (
+                    "spec.updateStrategy.priorities[0].weight".into(),
+                    Shape::Integer {
+                        minimum: None,
+                        maximum: None
+                    },
                     false
                 ),
                 (

@@ -31,6 +31,66 @@ pub struct Twin {
     pub template: &'static str,
     /// Whether its status reports `observedGeneration`.
     pub observes_generation: bool,
+    /// The kinds of the objects between it and its pods, from the top (see [`Subject::via`]).
+    pub via: &'static [Kind],
+    /// The workload it applies to, when it is a policy (see [`Subject::target`]).
+    pub target: Option<Target>,
+}
+
+impl Twin {
+    /// What it is, as a finding names it: its kind, and the kind of its target for a policy.
+    pub fn describe(&self) -> String {
+        match self.target {
+            Some(t) => format!("{} over a {}", self.kind, t.kind),
+            None => self.kind.to_string(),
+        }
+    }
+}
+
+/// An API version and kind.
+pub type Kind = (&'static str, &'static str);
+
+/// The workload a policy subject applies to: made before the policy, with no pods, and
+/// scaled to its seed's replicas once the policy exists, so that every pod it makes meets
+/// the policy. Semantic operations and perturbations act on it, and convergence is judged
+/// on it.
+#[derive(Debug, Clone, Copy)]
+pub struct Target {
+    /// Its API version.
+    pub api_version: &'static str,
+    /// Its kind.
+    pub kind: &'static str,
+    /// Its seed object for a name.
+    pub seed: fn(&str) -> Value,
+    /// Where its pod template is.
+    pub template: &'static str,
+    /// The kinds between it and its pods.
+    pub via: &'static [Kind],
+}
+
+impl Target {
+    /// The name of the target of the policy object `name`.
+    pub fn name(policy: &str) -> String {
+        format!("{policy}-target")
+    }
+
+    /// The target as a subject of its own (what operations, perturbations and convergence
+    /// act on).
+    pub fn subject(&self) -> Subject {
+        Subject {
+            name: self.kind,
+            api_version: self.api_version,
+            kind: self.kind,
+            seed: self.seed,
+            twin: None,
+            replicated: true,
+            template: self.template,
+            rolls_out: true,
+            observes_generation: true,
+            via: self.via,
+            target: None,
+        }
+    }
 }
 
 /// One kind of the controller that exploration creates objects of.
@@ -56,6 +116,11 @@ pub struct Subject {
     pub rolls_out: bool,
     /// Whether its status reports `observedGeneration`.
     pub observes_generation: bool,
+    /// The kinds of the objects between it and its pods, from the top (a Deployment's
+    /// ReplicaSets): its pods are those it owns through them.
+    pub via: &'static [Kind],
+    /// The workload it applies to, for a policy kind (none for a workload kind).
+    pub target: Option<Target>,
 }
 
 impl Subject {
@@ -72,13 +137,40 @@ impl Subject {
             template: t.template,
             rolls_out: self.rolls_out,
             observes_generation: t.observes_generation,
+            via: t.via,
+            target: t.target,
         })
+    }
+
+    /// What operations, perturbations and convergence act on: the target of a policy, the
+    /// subject itself otherwise.
+    pub fn workload(&self) -> Subject {
+        match self.target {
+            Some(t) => t.subject(),
+            None => *self,
+        }
+    }
+
+    /// The kinds whose Warning events are the subject's: its own, its target's and those
+    /// between them and the pods.
+    pub fn event_kinds(&self) -> Vec<&'static str> {
+        let mut k = vec![self.kind];
+        k.extend(self.via.iter().map(|(_, k)| *k));
+        if let Some(t) = self.target {
+            k.push(t.kind);
+            k.extend(t.via.iter().map(|(_, k)| *k));
+        }
+        k
     }
 
     /// Fields that keep an object of the subject (and of its twin) from making pods: what an
     /// update's admission is tried on, so that hundreds of them cost no pods. A node selector
     /// matching no node, and no replicas for replicated kinds.
     pub fn quiet(&self) -> BTreeMap<String, Value> {
+        if self.target.is_some() {
+            // A policy's target is made with no pods for admission trials.
+            return BTreeMap::new();
+        }
         let mut f = BTreeMap::from([(
             format!("{}.spec.nodeSelector", self.template),
             json!({"explore.harness.io/nowhere": "x"}),
@@ -141,7 +233,95 @@ fn per_node(api_version: &str, name: &str) -> Value {
     )
 }
 
-/// The subjects exploration knows, every workload kind of OpenKruise that needs no real node.
+const KRUISE: &str = "apps.kruise.io/v1alpha1";
+const REPLICA_SETS: &[Kind] = &[("apps/v1", "ReplicaSet")];
+const JOBS: &[Kind] = &[("batch/v1", "Job")];
+
+/// A CloneSet seed whose container mounts a volume from a claim template: a target is made
+/// with every way its kind offers of giving pods storage, so that a policy meets pods with
+/// claims.
+fn cloneset_with_claims(name: &str) -> Value {
+    let mut o = replicated(KRUISE, "CloneSet", name);
+    o["spec"]["volumeClaimTemplates"] = json!([{"metadata": {"name": "data"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]);
+    o["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] =
+        json!([{"name": "data", "mountPath": "/data"}]);
+    o
+}
+
+/// A WorkloadSpread over the target `kind` of the policy `name`: two subsets, one per zone,
+/// the first bounded to one pod.
+fn spread(api_version: &str, kind: &str, name: &str) -> Value {
+    let on = |zone: &str| {
+        json!({"matchExpressions": [{"key": crate::cluster::ZONE_LABEL, "operator": "In",
+            "values": [zone]}]})
+    };
+    object(
+        KRUISE,
+        "WorkloadSpread",
+        name,
+        json!({"targetRef": {"apiVersion": api_version, "kind": kind, "name": Target::name(name)},
+               "subsets": [
+                   {"name": "a", "requiredNodeSelectorTerm": on("zone-a"), "maxReplicas": 1},
+                   {"name": "b", "requiredNodeSelectorTerm": on("zone-b")}]}),
+    )
+}
+
+/// A UnitedDeployment whose template is the union member `member`, holding `workload` (a
+/// seed's spec without replicas), over two subsets, one per zone.
+fn united(name: &str, member: &str, workload: Value) -> Value {
+    let on = |zone: &str| {
+        json!({"matchExpressions": [{"key": crate::cluster::ZONE_LABEL, "operator": "In",
+            "values": [zone]}]})
+    };
+    let mut spec = workload["spec"].clone();
+    if let Some(m) = spec.as_object_mut() {
+        m.remove("replicas");
+    }
+    object(
+        KRUISE,
+        "UnitedDeployment",
+        name,
+        json!({"replicas": 2, "selector": {"matchLabels": {"app": name}},
+               "template": {member: {"metadata": {"labels": {"app": name}}, "spec": spec}},
+               "topology": {"subsets": [
+                   {"name": "a", "nodeSelectorTerm": on("zone-a")},
+                   {"name": "b", "nodeSelectorTerm": on("zone-b")}]}}),
+    )
+}
+
+/// A workload subject with no twin.
+#[expect(clippy::too_many_arguments, reason = "a subject is these eight facts")]
+fn alone(
+    name: &'static str,
+    api_version: &'static str,
+    kind: &'static str,
+    seed: fn(&str) -> Value,
+    template: &'static str,
+    via: &'static [Kind],
+    replicated: bool,
+    rolls_out: bool,
+) -> Subject {
+    Subject {
+        name,
+        api_version,
+        kind,
+        seed,
+        twin: None,
+        replicated,
+        template,
+        rolls_out,
+        observes_generation: rolls_out,
+        via,
+        target: None,
+    }
+}
+
+/// The subjects exploration knows: every workload and policy kind of OpenKruise that needs
+/// no real node. A kind whose pod template is one of several members of a union (the
+/// template of an AdvancedCronJob, of a UnitedDeployment) is a subject per member, named
+/// `Kind.member`; a policy kind is a subject per kind of target it takes, named
+/// `Kind.Target`.
 pub fn subjects() -> Vec<Subject> {
     const ROLLING: &[(&str, &str)] = &[
         (
@@ -156,9 +336,9 @@ pub fn subjects() -> Vec<Subject> {
     vec![
         Subject {
             name: "CloneSet",
-            api_version: "apps.kruise.io/v1alpha1",
+            api_version: KRUISE,
             kind: "CloneSet",
-            seed: |n| replicated("apps.kruise.io/v1alpha1", "CloneSet", n),
+            seed: |n| replicated(KRUISE, "CloneSet", n),
             twin: Some(Twin {
                 api_version: "apps/v1",
                 kind: "Deployment",
@@ -174,11 +354,15 @@ pub fn subjects() -> Vec<Subject> {
                 documented: &[],
                 template: "spec.template",
                 observes_generation: true,
+                via: REPLICA_SETS,
+                target: None,
             }),
             replicated: true,
             template: "spec.template",
             rolls_out: true,
             observes_generation: true,
+            via: &[],
+            target: None,
         },
         Subject {
             name: "AdvancedStatefulSet",
@@ -193,17 +377,21 @@ pub fn subjects() -> Vec<Subject> {
                 documented: &["spec.updateStrategy.rollingUpdate.maxUnavailable"],
                 template: "spec.template",
                 observes_generation: true,
+                via: &[],
+                target: None,
             }),
             replicated: true,
             template: "spec.template",
             rolls_out: true,
             observes_generation: true,
+            via: &[],
+            target: None,
         },
         Subject {
             name: "AdvancedDaemonSet",
-            api_version: "apps.kruise.io/v1alpha1",
+            api_version: KRUISE,
             kind: "DaemonSet",
-            seed: |n| per_node("apps.kruise.io/v1alpha1", n),
+            seed: |n| per_node(KRUISE, n),
             twin: Some(Twin {
                 api_version: "apps/v1",
                 kind: "DaemonSet",
@@ -212,19 +400,23 @@ pub fn subjects() -> Vec<Subject> {
                 documented: &["spec.updateStrategy.rollingUpdate.maxSurge"],
                 template: "spec.template",
                 observes_generation: true,
+                via: &[],
+                target: None,
             }),
             replicated: false,
             template: "spec.template",
             rolls_out: true,
             observes_generation: true,
+            via: &[],
+            target: None,
         },
         Subject {
             name: "BroadcastJob",
-            api_version: "apps.kruise.io/v1alpha1",
+            api_version: KRUISE,
             kind: "BroadcastJob",
             seed: |n| {
                 object(
-                    "apps.kruise.io/v1alpha1",
+                    KRUISE,
                     "BroadcastJob",
                     n,
                     json!({"template": template(n, true), "completionPolicy": {"type": "Always"}}),
@@ -238,19 +430,23 @@ pub fn subjects() -> Vec<Subject> {
                 documented: &[],
                 template: "spec.template",
                 observes_generation: false,
+                via: &[],
+                target: None,
             }),
             replicated: false,
             template: "spec.template",
             rolls_out: false,
             observes_generation: false,
+            via: &[],
+            target: None,
         },
         Subject {
             name: "AdvancedCronJob",
-            api_version: "apps.kruise.io/v1alpha1",
+            api_version: KRUISE,
             kind: "AdvancedCronJob",
             seed: |n| {
                 object(
-                    "apps.kruise.io/v1alpha1",
+                    KRUISE,
                     "AdvancedCronJob",
                     n,
                     json!({"schedule": "0 0 1 1 *", "template": {"jobTemplate": {
@@ -273,11 +469,142 @@ pub fn subjects() -> Vec<Subject> {
                 documented: &[],
                 template: "spec.jobTemplate.spec.template",
                 observes_generation: false,
+                via: JOBS,
+                target: None,
             }),
             replicated: false,
             template: "spec.template.jobTemplate.spec.template",
             rolls_out: false,
             observes_generation: false,
+            via: JOBS,
+            target: None,
+        },
+        alone(
+            "AdvancedCronJob.broadcastJobTemplate",
+            KRUISE,
+            "AdvancedCronJob",
+            |n| {
+                object(
+                    KRUISE,
+                    "AdvancedCronJob",
+                    n,
+                    json!({"schedule": "0 0 1 1 *", "template": {"broadcastJobTemplate": {
+                        "spec": {"template": template(n, true),
+                                 "completionPolicy": {"type": "Always"}}}}}),
+                )
+            },
+            "spec.template.broadcastJobTemplate.spec.template",
+            &[(KRUISE, "BroadcastJob")],
+            false,
+            false,
+        ),
+        alone(
+            "UnitedDeployment.cloneSetTemplate",
+            KRUISE,
+            "UnitedDeployment",
+            |n| united(n, "cloneSetTemplate", replicated(KRUISE, "CloneSet", n)),
+            "spec.template.cloneSetTemplate.spec.template",
+            &[(KRUISE, "CloneSet")],
+            true,
+            true,
+        ),
+        alone(
+            "UnitedDeployment.advancedStatefulSetTemplate",
+            KRUISE,
+            "UnitedDeployment",
+            |n| {
+                united(
+                    n,
+                    "advancedStatefulSetTemplate",
+                    stateful("apps.kruise.io/v1beta1", n),
+                )
+            },
+            "spec.template.advancedStatefulSetTemplate.spec.template",
+            &[("apps.kruise.io/v1beta1", "StatefulSet")],
+            true,
+            true,
+        ),
+        alone(
+            "UnitedDeployment.statefulSetTemplate",
+            KRUISE,
+            "UnitedDeployment",
+            |n| united(n, "statefulSetTemplate", stateful("apps/v1", n)),
+            "spec.template.statefulSetTemplate.spec.template",
+            &[("apps/v1", "StatefulSet")],
+            true,
+            true,
+        ),
+        alone(
+            "UnitedDeployment.deploymentTemplate",
+            KRUISE,
+            "UnitedDeployment",
+            |n| {
+                united(
+                    n,
+                    "deploymentTemplate",
+                    replicated("apps/v1", "Deployment", n),
+                )
+            },
+            "spec.template.deploymentTemplate.spec.template",
+            &[("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet")],
+            true,
+            true,
+        ),
+        Subject {
+            name: "WorkloadSpread.CloneSet",
+            api_version: KRUISE,
+            kind: "WorkloadSpread",
+            seed: |n| spread(KRUISE, "CloneSet", n),
+            // The same policy over the other kind of target: a policy admitted over one and
+            // refused over the other judges its target, not itself.
+            twin: Some(Twin {
+                api_version: KRUISE,
+                kind: "WorkloadSpread",
+                seed: |n| spread("apps/v1", "Deployment", n),
+                renamed: &[],
+                documented: &[],
+                template: "",
+                observes_generation: false,
+                via: &[],
+                target: Some(Target {
+                    api_version: "apps/v1",
+                    kind: "Deployment",
+                    seed: |n| replicated("apps/v1", "Deployment", n),
+                    template: "spec.template",
+                    via: REPLICA_SETS,
+                }),
+            }),
+            replicated: true,
+            template: "",
+            rolls_out: false,
+            observes_generation: false,
+            via: &[],
+            target: Some(Target {
+                api_version: KRUISE,
+                kind: "CloneSet",
+                seed: cloneset_with_claims,
+                template: "spec.template",
+                via: &[],
+            }),
+        },
+        Subject {
+            name: "WorkloadSpread.Deployment",
+            api_version: KRUISE,
+            kind: "WorkloadSpread",
+            seed: |n| spread("apps/v1", "Deployment", n),
+            twin: None,
+            replicated: true,
+            template: "",
+            rolls_out: false,
+            observes_generation: false,
+            via: &[],
+            target: Some(Target {
+                api_version: "apps/v1",
+                kind: "Deployment",
+                seed: |n| replicated("apps/v1", "Deployment", n),
+                template: "spec.template",
+                via: REPLICA_SETS,
+            }),
         },
     ]
 }
@@ -292,6 +619,7 @@ pub const TEMPLATE_FIELDS: &[&str] = &[
     "spec.containers[0].livenessProbe",
     "spec.containers[0].resources",
     "spec.terminationGracePeriodSeconds",
+    "spec.priorityClassName",
     "metadata.labels",
     "metadata.annotations",
 ];
@@ -324,9 +652,37 @@ pub fn template_values(field: &str) -> Vec<Value> {
             json!({"requests": {"cpu": "10m"}, "limits": {"cpu": "100m"}}),
         ],
         "terminationGracePeriodSeconds" => vec![json!(0), json!(1), json!(30)],
+        // A reference names an object the cell has ([`PRIORITY_CLASS`]).
+        "priorityClassName" => vec![json!(PRIORITY_CLASS)],
         "labels" | "annotations" => vec![json!({"explore.harness.io/template": "v"})],
         _ => vec![],
     }
+}
+
+/// The PriorityClass every cell of an exploration has (with a value other than the default),
+/// that a template's `priorityClassName` names.
+pub const PRIORITY_CLASS: &str = "explore-priority";
+
+/// The values of a free-form object (one that keeps unknown fields, as a patch of a pod
+/// does): for each [`TEMPLATE_FIELDS`] entry, a strategic merge patch of a pod that sets it
+/// to its first value (a container field on the seed's container, by its name).
+pub fn pod_patches() -> Vec<Value> {
+    TEMPLATE_FIELDS
+        .iter()
+        .filter_map(|f| {
+            let v = template_values(f).into_iter().next()?;
+            let mut patch = json!({});
+            match f.strip_prefix("spec.containers[0].") {
+                Some(rest) => {
+                    let mut c = json!({"name": "main"});
+                    set(&mut c, rest, v).ok()?;
+                    patch = json!({"spec": {"containers": [c]}});
+                }
+                None => set(&mut patch, f, v).ok()?,
+            }
+            Some(patch)
+        })
+        .collect()
 }
 
 /// Sets `path` (dot-separated, `name[i]` for a list item) in `obj` to `value`, making the
@@ -438,6 +794,18 @@ mod tests {
     }
 
     #[test]
+    fn pod_patches_set_each_template_field_on_the_seed_container_by_name() {
+        let patches = pod_patches();
+        assert_eq!(patches.len(), TEMPLATE_FIELDS.len());
+        assert_eq!(
+            patches[0]["spec"]["containers"][0]["name"], "main",
+            "a container field is patched on the seed's container"
+        );
+        assert!(patches.contains(&json!({"spec": {"priorityClassName": PRIORITY_CLASS}})));
+        assert!(patches.iter().any(|p| p["metadata"]["labels"].is_object()));
+    }
+
+    #[test]
     fn twin_paths_follow_renames_and_skip_documented_differences() {
         let all = subjects();
         let cs = all.iter().find(|s| s.name == "CloneSet").unwrap();
@@ -457,9 +825,23 @@ mod tests {
         for s in &all {
             let seed = (s.seed)("x");
             assert_eq!(seed["kind"], s.kind);
+            if let Some(t) = s.target {
+                assert_eq!(seed["spec"]["targetRef"]["kind"], t.kind, "{}", s.name);
+                assert_eq!(seed["spec"]["targetRef"]["name"], Target::name("x"));
+                let w = s.workload();
+                assert_eq!(w.kind, t.kind);
+                let target = (w.seed)("x-target");
+                assert_eq!(
+                    get(&target, w.template)["spec"]["containers"][0]["image"],
+                    IMAGE_V1
+                );
+                continue;
+            }
             assert_eq!(
                 get(&seed, s.template)["spec"]["containers"][0]["image"],
-                IMAGE_V1
+                IMAGE_V1,
+                "{}",
+                s.name
             );
             if let Some(t) = s.twin {
                 let twin = (t.seed)("x");
