@@ -1061,7 +1061,14 @@ async fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
     );
     let say = |line: String| eprintln!("{line}");
     let summary = crate::explore::explore(&options, &provider, &toolchain(), &say).await?;
+    let page = dir.join("report.html");
+    crate::report::atomic_write(
+        &page,
+        crate::report::explore::html(&summary, &dir).as_bytes(),
+    )
+    .with_context(|| format!("write {}", page.display()))?;
     print!("{}", crate::explore::output::markdown(&summary));
+    eprintln!("report: {}", page.display());
     Ok(
         if args.fail_on_findings && summary.stable().next().is_some() {
             ExitCode::from(EXIT_REGRESSION)

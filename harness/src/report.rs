@@ -5,6 +5,8 @@
 //! Both also report API field coverage ([`coverage_of`]): the own spec fields of every CRD of
 //! the controller under test that the scenarios set.
 
+pub mod explore;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -75,6 +75,7 @@ fn a_finding_is_shrunk_written_and_fires_again_when_replayed() {
         "stable findings fail the command"
     );
     let md = std::fs::read_to_string(run.join("findings.md")).unwrap();
+    let page = std::fs::read_to_string(run.join("report.html")).unwrap();
     for f in &stable {
         let dir = PathBuf::from(f["dir"].as_str().unwrap());
         for file in [
@@ -88,6 +89,10 @@ fn a_finding_is_shrunk_written_and_fires_again_when_replayed() {
         }
         let name = dir.file_name().unwrap().to_str().unwrap();
         assert!(md.contains(name), "findings.md lists {name}");
+        assert!(
+            page.contains(&format!("href=\"findings/{name}/chainsaw-test.yaml\"")),
+            "report.html links {name}'s reproduction"
+        );
         // The shrunk trial sets no more than the original did.
         let fields = |t: &Value| -> usize {
             t["steps"]
