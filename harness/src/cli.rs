@@ -145,6 +145,10 @@ struct ExploreArgs {
     /// fires its oracle.
     #[arg(long, value_name = "DIR")]
     replay: Option<PathBuf>,
+    /// Also run every trial on a cell of this release (NAME@TAG) and report where the
+    /// controller under test answers or settles otherwise (O5, the release differential)
+    #[arg(long, value_name = "NAME@TAG")]
+    baseline: Option<String>,
     /// Exit 1 when a stable finding was reported (default: 0 once the exploration ran, the
     /// findings being its report).
     #[arg(long)]
@@ -1028,6 +1032,7 @@ async fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
         confirm: 3,
         shrink_runs: args.shrink_runs,
         dir: dir.clone(),
+        baseline: args.baseline.as_deref().map(str::parse).transpose()?,
     };
     let provider = crate::cluster::any::Provider::Local(provider(None));
     if let Some(finding) = &args.replay {

@@ -30,6 +30,8 @@ pub struct Outcome {
     pub log: Vec<String>,
     /// The controller's log lines of the trial's window (behaviour trials that broke a rule).
     pub manager_log: String,
+    /// How it ended, for the release differential.
+    pub end: oracle::EndState,
 }
 
 /// A cluster with the controller installed, that trials run on.
@@ -318,6 +320,7 @@ impl Cell<'_> {
             }
             out.answers.push(mine);
         }
+        out.end.admitted = out.answers.iter().map(|a| *a == Answer::Admitted).collect();
         Ok(out)
     }
 
@@ -491,6 +494,20 @@ impl Cell<'_> {
                 tracing::warn!("uncordon {node}: {e}");
             }
         }
+        out.end = oracle::EndState {
+            admitted: out.answers.iter().map(|a| *a == Answer::Admitted).collect(),
+            unsettled: {
+                let mut k: Vec<String> = differences
+                    .iter()
+                    .map(|d| oracle::convergence_key(d))
+                    .collect();
+                k.sort();
+                k.dedup();
+                k
+            },
+            live: (!refused && differences.is_empty())
+                .then_some(self.live(&ours.workload, &ours.wapi, ns, &ours.wname).await),
+        };
         let mut seen = BTreeMap::new();
         for d in &differences {
             seen.entry(oracle::convergence_key(d))

@@ -71,6 +71,9 @@ pub struct Options {
     pub shrink_runs: usize,
     /// Where findings are written (`<dir>/findings/<n>-<oracle>-<subject>/`).
     pub dir: PathBuf,
+    /// A baseline release: every trial also runs on a cell of it, and where the controller
+    /// under test answers or settles otherwise is a finding (O5).
+    pub baseline: Option<ControllerRef>,
 }
 
 /// The names of the known subjects.
@@ -134,6 +137,9 @@ pub struct Reported {
     pub controller: String,
     /// The Kubernetes version it was found on.
     pub kubernetes: String,
+    /// The baseline release it was compared with, if any.
+    #[serde(default)]
+    pub baseline: Option<String>,
 }
 
 /// What an exploration did.
@@ -151,6 +157,9 @@ pub struct Summary {
     pub findings: Vec<Reported>,
     /// Seconds, bring-up included.
     pub seconds: f64,
+    /// The baseline release every trial was compared with, if any.
+    #[serde(default)]
+    pub baseline: Option<String>,
 }
 
 impl Summary {
@@ -242,6 +251,7 @@ type Prepared = (Subject, Vec<Fields>, Vec<(String, Value)>);
 struct Explorer<'a> {
     options: &'a Options,
     cell: Cell<'a>,
+    baseline: Option<Cell<'a>>,
     started: Instant,
     summary: Summary,
     say: &'a (dyn Fn(String) + Sync),
@@ -279,19 +289,28 @@ impl Explorer<'_> {
             Mode::Behaviour => self.options.shrink_runs,
         };
         let cell = &self.cell;
+        let baseline = self.baseline.as_ref();
+        let base_name = self.options.baseline.as_ref().map(ToString::to_string);
+        let base_name = base_name.as_deref();
         let target = finding.clone();
         // Shrinking stops with the budget (a behaviour candidate that fires takes the whole
         // settle bound); the confirming runs are made in any case.
         let deadline = self.started + self.options.budget;
         let minimized = minimize::minimize(trial.clone(), runs, deadline, |t| {
             let target = target.clone();
-            async move { fires(cell, s, &t, &target).await.is_some() }
+            async move {
+                fires(cell, baseline.zip(base_name), s, &t, &target)
+                    .await
+                    .is_some()
+            }
         })
         .await;
         let mut reproduced = 0;
         let mut last = None;
         for _ in 0..self.options.confirm {
-            if let Some(hit) = fires(cell, s, &minimized.trial, &target).await {
+            if let Some(hit) =
+                fires(cell, baseline.zip(base_name), s, &minimized.trial, &target).await
+            {
                 reproduced += 1;
                 last = Some(hit);
             }
@@ -317,6 +336,7 @@ impl Explorer<'_> {
             dir: dir.clone(),
             controller: self.options.controller.to_string(),
             kubernetes: self.options.kubernetes.to_string(),
+            baseline: self.options.baseline.as_ref().map(ToString::to_string),
         };
         output::write_finding(&dir, s, &r, &self.options.controller, &manager_log)?;
         (self.say)(format!(
@@ -374,7 +394,8 @@ impl Explorer<'_> {
                 Step::Update { set },
             ]));
         }
-        let results = self.admit_all(s, &trials).await?;
+        let mut results = self.admit_all(&self.cell, s, &trials).await?;
+        self.compare(s, &trials, &mut results).await?;
         let mut admitted = vec![];
         for (t, out) in trials.iter().zip(&results) {
             let single = matches!(t.steps.as_slice(), [Step::Create { .. }]);
@@ -408,7 +429,8 @@ impl Explorer<'_> {
                 }])
             })
             .collect();
-        let results = self.admit_all(s, &row_trials).await?;
+        let mut results = self.admit_all(&self.cell, s, &row_trials).await?;
+        self.compare(s, &row_trials, &mut results).await?;
         for (t, out) in row_trials.iter().zip(results) {
             if self.options.modes.contains(&Mode::Admission) {
                 self.judge(s, t, out.findings).await?;
@@ -421,10 +443,38 @@ impl Explorer<'_> {
         Ok(admitted)
     }
 
-    /// Runs admission trials 8 at a time in one namespace.
-    async fn admit_all(&self, s: &Subject, trials: &[Trial]) -> anyhow::Result<Vec<exec::Outcome>> {
-        let ns = self.cell.namespace(s).await?;
-        let cell = &self.cell;
+    /// With a baseline: runs `trials` there too, and adds to each outcome the O5 finding of
+    /// an end that differs.
+    async fn compare(
+        &self,
+        s: &Subject,
+        trials: &[Trial],
+        outcomes: &mut [exec::Outcome],
+    ) -> anyhow::Result<()> {
+        let (Some(base), Some(name)) = (&self.baseline, &self.options.baseline) else {
+            return Ok(());
+        };
+        let theirs = self.admit_all(base, s, trials).await?;
+        for ((t, ours), theirs) in trials.iter().zip(outcomes.iter_mut()).zip(theirs) {
+            ours.findings.extend(oracle::release(
+                s,
+                &t.fields(),
+                &ours.end,
+                &theirs.end,
+                &name.to_string(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs admission trials 8 at a time in one namespace of `cell`.
+    async fn admit_all(
+        &self,
+        cell: &Cell<'_>,
+        s: &Subject,
+        trials: &[Trial],
+    ) -> anyhow::Result<Vec<exec::Outcome>> {
+        let ns = cell.namespace(s).await?;
         let results: Vec<anyhow::Result<exec::Outcome>> = futures::stream::iter(trials)
             .map(|t| {
                 let name = format!("t{}", t.index);
@@ -434,30 +484,51 @@ impl Explorer<'_> {
             .buffered(8)
             .collect()
             .await;
-        self.cell.drop_namespace(&ns).await;
+        cell.drop_namespace(&ns).await;
         results.into_iter().collect()
     }
 }
 
 /// Whether `trial` fires a finding like `target` (same oracle and key); with it and the
-/// controller's log window.
+/// controller's log window. An O5 finding runs the trial on the baseline cell too.
 async fn fires(
     cell: &Cell<'_>,
+    baseline: Option<(&Cell<'_>, &str)>,
     s: &Subject,
     trial: &Trial,
     target: &Finding,
 ) -> Option<(Finding, String)> {
-    match cell.run(s, trial).await {
-        Ok(out) => out
-            .findings
-            .into_iter()
-            .find(|f| same(f, target))
-            .map(|f| (f, out.manager_log)),
+    let compared = match baseline {
+        Some((base, name)) if target.oracle == Oracle::Release => Some((base, name)),
+        _ => None,
+    };
+    let (ours, theirs) = match compared {
+        Some((base, _)) => {
+            let (a, b) = futures::join!(cell.run(s, trial), base.run(s, trial));
+            (a, Some(b))
+        }
+        None => (cell.run(s, trial).await, None),
+    };
+    let mut out = match ours {
+        Ok(out) => out,
         Err(e) => {
             tracing::warn!("trial run: {e:#}");
-            None
+            return None;
         }
+    };
+    if let (Some(Ok(theirs)), Some((_, name))) = (theirs, compared) {
+        out.findings.extend(oracle::release(
+            s,
+            &trial.fields(),
+            &out.end,
+            &theirs.end,
+            name,
+        ));
     }
+    out.findings
+        .into_iter()
+        .find(|f| same(f, target))
+        .map(|f| (f, out.manager_log))
 }
 
 fn same(a: &Finding, b: &Finding) -> bool {
@@ -477,6 +548,7 @@ fn same_origin(r: &Reported, f: &Finding) -> bool {
 /// named with `prefix`: its name and the session that removes it when dropped.
 async fn start_cell(
     prefix: &str,
+    controller: &ControllerRef,
     options: &Options,
     provider: &Provider,
     toolchain: &Toolchain,
@@ -484,11 +556,27 @@ async fn start_cell(
     let name = crate::run::new_id(prefix);
     let profile = crate::run::scenario_profile(options.kubernetes);
     let choice = ControllerChoice {
-        reference: options.controller.clone(),
+        reference: controller.clone(),
         gates: BTreeMap::new(),
     };
     let session = Session::start(provider, toolchain, &name, &profile, Some(&choice)).await?;
     Ok((name, session))
+}
+
+/// The cell trials run on in the session `name` [`start_cell`] made, prepared.
+async fn cell<'a>(name: &str, session: &'a Session, settle: Duration) -> anyhow::Result<Cell<'a>> {
+    let cell = Cell {
+        client: session.cluster.client().await?,
+        installation: session
+            .installation
+            .as_ref()
+            .context("the controller was not installed")?,
+        owner: name.to_string(),
+        settle,
+        made: Default::default(),
+    };
+    cell.prepare().await?;
+    Ok(cell)
 }
 
 /// Explores the controller of `options` on a cell of its own (made with `provider`, removed
@@ -505,33 +593,36 @@ pub async fn explore(
         "bringing up a cell: Kubernetes {}, {}",
         options.kubernetes, options.controller
     ));
-    let (name, session) = start_cell("explore", options, provider, toolchain).await?;
-    let client = session.cluster.client().await?;
-    let installation = session
-        .installation
-        .as_ref()
-        .context("the controller was not installed")?;
+    let (name, session) =
+        start_cell("explore", &options.controller, options, provider, toolchain).await?;
+    let base_session = match &options.baseline {
+        Some(b) => {
+            say(format!("bringing up a baseline cell: {b}"));
+            Some(start_cell("baseline", b, options, provider, toolchain).await?)
+        }
+        None => None,
+    };
     say(format!("cell ready in {:.0} s", t0.elapsed().as_secs_f64()));
-    let crds = crds(&client).await?;
+    let ours = cell(&name, &session, options.settle).await?;
+    let crds = crds(&ours.client).await?;
+    let baseline = match &base_session {
+        Some((n, s)) => Some(cell(n, s, options.settle).await?),
+        None => None,
+    };
     let mut x = Explorer {
         options,
-        cell: Cell {
-            client,
-            installation,
-            owner: name.clone(),
-            settle: options.settle,
-            made: Default::default(),
-        },
+        cell: ours,
+        baseline,
         started: Instant::now(),
         summary: Summary {
             controller: options.controller.to_string(),
             kubernetes: options.kubernetes.to_string(),
             seed: options.seed,
+            baseline: options.baseline.as_ref().map(ToString::to_string),
             ..Summary::default()
         },
         say,
     };
-    x.cell.prepare().await?;
     let mut materials = vec![];
     for s in &subjects {
         let group = s.api_version.split('/').next().unwrap_or_default();
@@ -594,11 +685,26 @@ pub async fn explore(
             .collect();
         index += batch.len() as u64;
         let cell = &x.cell;
-        let outs: Vec<_> = futures::future::join_all(
-            batch
-                .iter()
-                .map(|(s, t)| async move { cell.run(s, t).await }),
-        )
+        let base = x.baseline.as_ref();
+        let base_name = options.baseline.as_ref().map(ToString::to_string);
+        let base_name = base_name.as_deref().unwrap_or_default();
+        let outs: Vec<_> = futures::future::join_all(batch.iter().map(|(s, t)| async move {
+            let Some(base) = base else {
+                return cell.run(s, t).await;
+            };
+            let (ours, theirs) = futures::join!(cell.run(s, t), base.run(s, t));
+            let mut ours = ours?;
+            if let Ok(theirs) = theirs {
+                ours.findings.extend(oracle::release(
+                    s,
+                    &t.fields(),
+                    &ours.end,
+                    &theirs.end,
+                    base_name,
+                ));
+            }
+            Ok(ours)
+        }))
         .await;
         for ((s, t), out) in batch.iter().zip(outs) {
             x.count(format!("behaviour {}", s.name), 1);
@@ -614,6 +720,9 @@ pub async fn explore(
     x.summary.seconds = t0.elapsed().as_secs_f64();
     output::write_summary(&options.dir, &x.summary)?;
     let summary = x.summary;
+    drop(x.cell);
+    drop(x.baseline);
+    drop(base_session);
     drop(session);
     Ok(summary)
 }
@@ -635,31 +744,43 @@ pub async fn replay(
 ) -> anyhow::Result<(Reported, Vec<Finding>)> {
     let r = output::read_finding(dir)?;
     let s = select(std::slice::from_ref(&r.trial.subject))?[0];
-    let (name, session) = start_cell("replay", options, provider, toolchain).await?;
-    let client = session.cluster.client().await?;
-    let installation = session
-        .installation
-        .as_ref()
-        .context("the controller was not installed")?;
-    let cell = Cell {
-        client,
-        installation,
-        owner: name,
-        settle: options.settle,
-        made: Default::default(),
+    let (name, session) =
+        start_cell("replay", &options.controller, options, provider, toolchain).await?;
+    let ours = cell(&name, &session, options.settle).await?;
+    // An O5 finding runs on its baseline too (the one given, or the finding's).
+    let baseline: Option<ControllerRef> = match (&options.baseline, &r.baseline) {
+        _ if r.finding.oracle != Oracle::Release => None,
+        (Some(b), _) => Some(b.clone()),
+        (None, Some(b)) => Some(b.parse()?),
+        (None, None) => None,
     };
-    cell.prepare().await?;
-    let out = cell.run(&s, &r.trial).await?;
-    Ok((r, out.findings))
+    let base_session = match &baseline {
+        Some(b) => Some(start_cell("replay-baseline", b, options, provider, toolchain).await?),
+        None => None,
+    };
+    let base = match &base_session {
+        Some((n, s)) => Some(cell(n, s, options.settle).await?),
+        None => None,
+    };
+    let base_name = baseline.as_ref().map(ToString::to_string);
+    let fired = match (&base, &base_name) {
+        (Some(b), Some(n)) => fires(&ours, Some((b, n.as_str())), &s, &r.trial, &r.finding)
+            .await
+            .map(|(f, _)| vec![f])
+            .unwrap_or_default(),
+        _ => ours.run(&s, &r.trial).await?.findings,
+    };
+    Ok((r, fired))
 }
 
 /// The oracle names, for help texts.
-pub fn oracles() -> [Oracle; 5] {
+pub fn oracles() -> [Oracle; 6] {
     [
         Oracle::Realizable,
         Oracle::Convergence,
         Oracle::Safety,
         Oracle::Native,
+        Oracle::Release,
         Oracle::Health,
     ]
 }

@@ -27,6 +27,9 @@ pub enum Oracle {
     /// O4: the native twin answers the same (admission).
     #[serde(rename = "O4-native-differential")]
     Native,
+    /// O5: the same trial on a baseline release answers and settles alike.
+    #[serde(rename = "O5-release-differential")]
+    Release,
     /// O6: the controller neither exited, restarted, panicked nor was denied by its RBAC.
     #[serde(rename = "O6-controller-health")]
     Health,
@@ -40,6 +43,7 @@ impl Oracle {
             Oracle::Convergence => "O2",
             Oracle::Safety => "O3",
             Oracle::Native => "O4",
+            Oracle::Release => "O5",
             Oracle::Health => "O6",
         }
     }
@@ -106,6 +110,75 @@ pub fn names_a_field(message: &str) -> bool {
     FIELD.is_match(message)
 }
 
+/// What makes findings on `fields` the same: the fields, each with the form of its value, and
+/// the fields of a template (a pod's or a job's) as one — the template as a whole is what
+/// differs. None when no field was set.
+pub fn keyed(fields: &[(&str, &Value)]) -> Option<String> {
+    static TEMPLATE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"^(.*[tT]emplate)\.(spec|metadata)\.").expect("a valid regex")
+    });
+    let mut keys: Vec<String> = fields
+        .iter()
+        .map(|(f, v)| match TEMPLATE.captures(f) {
+            Some(c) => format!("{}.*", &c[1]),
+            None => format!("{f} as {}", form(v)),
+        })
+        .collect();
+    keys.dedup();
+    (!keys.is_empty()).then(|| keys.join(", "))
+}
+
+/// How a trial ended, as two releases are compared on it (O5): each step's answer
+/// (admitted or refused), and for a behaviour trial what it settled on — the kinds of
+/// difference from the declared state left and the number of live pods.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndState {
+    /// Each create's and update's answer: true when admitted.
+    pub admitted: Vec<bool>,
+    /// The kinds of difference left once settled ([`convergence_key`]), sorted.
+    pub unsettled: Vec<String>,
+    /// Live pods once settled (behaviour trials).
+    pub live: Option<usize>,
+}
+
+/// O5: the trial ended otherwise on the candidate (`ours`) than on the baseline release
+/// (`theirs`, named `baseline`): one finding, keyed by the first thing that differs.
+pub fn release(
+    subject: &Subject,
+    fields: &[(&str, &Value)],
+    ours: &EndState,
+    theirs: &EndState,
+    baseline: &str,
+) -> Option<Finding> {
+    let what = keyed(fields).unwrap_or_else(|| "the seed object".into());
+    let key = if let Some(i) = (0..ours.admitted.len().min(theirs.admitted.len()))
+        .find(|&i| ours.admitted[i] != theirs.admitted[i])
+    {
+        let verdict = if ours.admitted[i] {
+            "admits"
+        } else {
+            "refuses"
+        };
+        format!(
+            "{verdict} at step {} ({what}) what {baseline} does not",
+            i + 1
+        )
+    } else if ours.unsettled != theirs.unsettled {
+        format!("settles otherwise than {baseline} ({what})")
+    } else if ours.live != theirs.live {
+        format!("keeps another number of live pods than {baseline} ({what})")
+    } else {
+        return None;
+    };
+    Some(Finding {
+        oracle: Oracle::Release,
+        subject: subject.name.into(),
+        key,
+        observed: format!("{ours:?}"),
+        expected: format!("as on {baseline}: {theirs:?}"),
+    })
+}
+
 /// The admission oracles for one create or update that set `fields`: a refusal names a field
 /// (O1), and the twin (when it has every field and none is a documented difference) answers
 /// the same (O4).
@@ -126,23 +199,7 @@ pub fn admission(
             .collect::<Vec<_>>()
             .join(", ")
     };
-    // Fields of a template (a pod's or a job's) are one finding: the template as a whole is
-    // what differs; other fields, one a form of value.
-    static TEMPLATE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"^(.*[tT]emplate)\.(spec|metadata)\.").expect("a valid regex")
-    });
-    let keyed: Vec<String> = fields
-        .iter()
-        .map(|(f, v)| match TEMPLATE.captures(f) {
-            Some(c) => format!("{}.*", &c[1]),
-            None => format!("{f} as {}", form(v)),
-        })
-        .collect();
-    let keyed = if keyed.is_empty() {
-        what.clone()
-    } else {
-        keyed.join(", ")
-    };
+    let keyed = keyed(fields).unwrap_or_else(|| what.clone());
     if let Answer::Refused(m) = ours
         && !names_a_field(m)
     {
@@ -577,6 +634,55 @@ mod tests {
             )
             .is_empty(),
             "no declared limit, no bound"
+        );
+    }
+
+    #[test]
+    fn a_release_differs_by_the_first_answer_then_what_it_settled_on() {
+        let cs = cloneset();
+        let v = json!(-1);
+        let fields = [("spec.minReadySeconds", &v)];
+        let end = |admitted: Vec<bool>, unsettled: &[&str], live| EndState {
+            admitted,
+            unsettled: unsettled.iter().map(|s| s.to_string()).collect(),
+            live,
+        };
+        let same = end(vec![true, true], &[], Some(2));
+        assert_eq!(release(&cs, &fields, &same, &same.clone(), "b"), None);
+        let f = release(
+            &cs,
+            &fields,
+            &end(vec![true, false], &[], Some(2)),
+            &same,
+            "b",
+        )
+        .unwrap();
+        assert_eq!(f.oracle, Oracle::Release);
+        assert_eq!(
+            f.key,
+            "refuses at step 2 (spec.minReadySeconds as a negative number) what b does not"
+        );
+        let f = release(
+            &cs,
+            &fields,
+            &end(vec![true, true], &["does not converge: live pods"], None),
+            &same,
+            "b",
+        )
+        .unwrap();
+        assert!(f.key.starts_with("settles otherwise than b"), "{}", f.key);
+        let f = release(
+            &cs,
+            &fields,
+            &end(vec![true, true], &[], Some(3)),
+            &same,
+            "b",
+        )
+        .unwrap();
+        assert!(
+            f.key.starts_with("keeps another number of live pods"),
+            "{}",
+            f.key
         );
     }
 }

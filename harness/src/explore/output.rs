@@ -234,8 +234,15 @@ pub fn markdown(summary: &Summary) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "# Exploration of {} on Kubernetes {} (seed {})\n",
-        summary.controller, summary.kubernetes, summary.seed
+        "# Exploration of {} on Kubernetes {} (seed {}){}\n",
+        summary.controller,
+        summary.kubernetes,
+        summary.seed,
+        summary
+            .baseline
+            .as_ref()
+            .map(|b| format!(", against {b}"))
+            .unwrap_or_default()
     );
     let total: usize = summary.trials.values().sum();
     let _ = writeln!(

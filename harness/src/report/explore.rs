@@ -58,7 +58,7 @@ body{{font-family:sans-serif;margin:2em;max-width:80em}}
 .finding.unstable{{border-style:dashed}}
 dt{{font-weight:bold}}pre{{background:#f6f6f6;padding:8px;overflow:auto;max-height:30em}}
 </style></head><body>
-<h1>Exploration of {controller} on Kubernetes {kubernetes}</h1>
+<h1>Exploration of {controller} on Kubernetes {kubernetes}{against}</h1>
 <p class=\"strip\"><span>seed {seed}</span><span>{total} trials in {seconds:.0} s</span><span class=\"stable\">{stable} stable finding(s)</span><span class=\"unstable\">{unstable} unstable</span></p>
 <p>{trials}</p>
 <ul>{toc}</ul>
@@ -67,6 +67,11 @@ dt{{font-weight:bold}}pre{{background:#f6f6f6;padding:8px;overflow:auto;max-heig
         kubernetes = esc(&summary.kubernetes),
         seed = summary.seed,
         seconds = summary.seconds,
+        against = summary
+            .baseline
+            .as_ref()
+            .map(|b| format!(", against {}", esc(b)))
+            .unwrap_or_default(),
     )
 }
 
@@ -137,6 +142,7 @@ mod tests {
             dir: format!("/r/run/findings/01-{}", oracle.short()).into(),
             controller: "openkruise@v1.9.0".into(),
             kubernetes: "1.32".into(),
+            baseline: None,
         }
     }
 
@@ -153,6 +159,7 @@ mod tests {
                 reported(Oracle::Native, "BroadcastJob", "admits c", true),
             ],
             seconds: 60.0,
+            baseline: Some("openkruise@v1.8.0".into()),
         };
         let page = html(&summary, Path::new("/r/run"));
         let at = |s: &str| page.find(s).unwrap_or_else(|| panic!("{s} in the page"));
@@ -165,5 +172,6 @@ mod tests {
         assert!(page.contains("href=\"findings/01-O4/chainsaw-test.yaml\""));
         assert!(!page.contains("<script>") && page.contains("&lt;script&gt;"));
         assert!(page.contains("40 trials in 60 s"));
+        assert!(page.contains("against openkruise@v1.8.0"));
     }
 }
