@@ -177,6 +177,13 @@ pub enum Knob {
     Schedule(&'static str),
     /// Cron jobs: `concurrencyPolicy`.
     ConcurrencyPolicy(&'static str),
+    /// Jobs: `parallelism`.
+    Parallelism(i64),
+    /// `spec.revisionHistoryLimit: -1`, where a native workload refuses it (a Deployment and a
+    /// DaemonSet). A StatefulSet admits it, and so does an Advanced StatefulSet, whose
+    /// controller then panics on every sync (see the README's findings): a case both sides
+    /// admit is made, and the table does not judge a controller's panic.
+    NegativeRevisionHistoryLimit,
 }
 
 /// One row of the parity table.
@@ -468,17 +475,24 @@ fn workload_cases() -> Vec<Case> {
         ),
         knob("max-surge-percent", Knob::MaxSurge(json!("25%"))),
         knob("max-surge-int", Knob::MaxSurge(json!(1))),
+        knob("max-surge-negative", Knob::MaxSurge(json!(-1))),
         knob("max-unavailable-and-surge-zero", Knob::Unavailable0Surge0),
         knob("partition", Knob::Partition(1)),
         knob("min-ready-seconds", Knob::MinReadySeconds(5)),
         knob("min-ready-seconds-negative", Knob::MinReadySeconds(-1)),
         knob("revision-history-limit", Knob::RevisionHistoryLimit(1)),
+        knob(
+            "revision-history-limit-negative",
+            Knob::NegativeRevisionHistoryLimit,
+        ),
         knob("selector-match-expressions", Knob::SelectorExpressions),
         knob("selector-mismatch", Knob::SelectorMismatch),
         knob("pod-management-parallel", Knob::Parallel),
         knob("ordinals-start", Knob::OrdinalsStart(5)),
+        knob("ordinals-start-negative", Knob::OrdinalsStart(-1)),
         knob("claim-template", Knob::ClaimTemplate),
         knob("active-deadline", Knob::ActiveDeadlineSeconds(600)),
+        knob("parallelism-negative", Knob::Parallelism(-1)),
         knob("schedule-every-minute", Knob::Schedule("*/1 * * * *")),
         knob("schedule-invalid", Knob::Schedule("61 * * * *")),
         knob("schedule-macro", Knob::Schedule("@hourly")),
@@ -676,6 +690,10 @@ fn apply_knob(pair: Pair, side: Side, k: &Knob, obj: &mut Value, index: usize) -
         Knob::ActiveDeadlineSeconds(n) if pair == Pair::Job => {
             set(obj, "/spec/activeDeadlineSeconds", json!(n))
         }
+        Knob::NegativeRevisionHistoryLimit if pair.converges() && pair != Pair::StatefulSet => {
+            set(obj, "/spec/revisionHistoryLimit", json!(-1))
+        }
+        Knob::Parallelism(n) if pair == Pair::Job => set(obj, "/spec/parallelism", json!(n)),
         Knob::Schedule(s) if pair == Pair::CronJob => set(obj, "/spec/schedule", json!(s)),
         Knob::ConcurrencyPolicy(p) if pair == Pair::CronJob => {
             set(obj, "/spec/concurrencyPolicy", json!(p))
@@ -712,7 +730,15 @@ async fn run(ctx: Ctx, pair: Pair) -> anyhow::Result<()> {
             continue;
         };
         let replicas = k["spec"]["replicas"].as_i64();
-        let (a, b) = futures::join!(admit(&ctx, k), admit(&ctx, n));
+        // Both sides are asked first; only a case both admit is made, so that a value one
+        // side refuses (a finding already) does not go on to act in the other's controller.
+        let (a, b) = futures::join!(admits(&ctx, &k), admits(&ctx, &n));
+        let (a, b) = match (a, b) {
+            (Admission::Admitted, Admission::Admitted) => {
+                futures::join!(admit(&ctx, k), admit(&ctx, n))
+            }
+            other => other,
+        };
         rows.push(Row {
             case: c.name,
             names,
@@ -738,6 +764,13 @@ async fn run(ctx: Ctx, pair: Pair) -> anyhow::Result<()> {
         bail!("{}", lines.join("\n"));
     }
     Ok(())
+}
+
+async fn admits(ctx: &Ctx, obj: &Value) -> Admission {
+    match ctx.admits(obj).await {
+        Ok(()) => Admission::Admitted,
+        Err(e) => Admission::Refused(refusal(e).to_string()),
+    }
 }
 
 async fn admit(ctx: &Ctx, obj: Value) -> Admission {

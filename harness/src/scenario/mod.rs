@@ -393,6 +393,20 @@ impl Ctx {
         Ok(created)
     }
 
+    /// Asks whether the API admits creating an object given as JSON (a dry run: nothing is
+    /// made, every admission webhook answers).
+    pub async fn admits(&self, obj: &serde_json::Value) -> Result<(), kube::Error> {
+        let api = self.api_of(obj).await?;
+        self.record_object(obj, Verb::Create);
+        let o: DynamicObject =
+            serde_json::from_value(obj.clone()).map_err(kube::Error::SerdeError)?;
+        let params = PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        };
+        api.create(&params, &o).await.map(|_| ())
+    }
+
     /// Replaces an object given as JSON (with its `metadata.resourceVersion`, if the update
     /// must not overwrite a newer one).
     pub async fn replace(&self, obj: serde_json::Value) -> Result<DynamicObject, kube::Error> {
