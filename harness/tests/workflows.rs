@@ -258,6 +258,7 @@ fn every_harness_invocation_in_the_workflows_parses() {
         ("nightly", "matrix", None),
         ("nightly", "report", None),
         ("nightly", "run", Some("kind")),
+        ("nightly", "explore", None),
         ("release-qualification", "qualify", None),
         ("release-qualification", "report", None),
     ] {
