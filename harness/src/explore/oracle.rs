@@ -247,12 +247,15 @@ pub fn admission(
 }
 
 /// Whether `want` is in `got`: equal scalars, objects whose every key of `want` is in `got`
-/// (defaulting may add keys), lists of the same length item by item.
+/// (defaulting may add keys) unless its value is a zero one, lists of the same length item
+/// by item.
 pub fn within(want: &Value, got: &Value) -> bool {
     match (want, got) {
-        (Value::Object(w), Value::Object(g)) => w
-            .iter()
-            .all(|(k, v)| g.get(k).is_some_and(|x| within(v, x))),
+        // A zero value may be left out (`omitempty`).
+        (Value::Object(w), Value::Object(g)) => w.iter().all(|(k, v)| match g.get(k) {
+            Some(x) => within(v, x),
+            None => zero_deep(v),
+        }),
         (Value::Array(w), Value::Array(g)) => {
             w.len() == g.len() && w.iter().zip(g).all(|(a, b)| within(a, b))
         }
@@ -684,5 +687,18 @@ mod tests {
             "{}",
             f.key
         );
+    }
+
+    #[test]
+    fn a_zero_value_left_out_is_kept() {
+        let cs = cloneset();
+        let sent = BTreeMap::from([(
+            "spec.selector".to_string(),
+            json!({"matchExpressions": [], "matchLabels": {"a": "b"}}),
+        )]);
+        let answered = json!({"spec": {"selector": {"matchLabels": {"a": "b"}}}});
+        assert!(stored(&cs, &sent, &answered).is_empty());
+        let dropped = json!({"spec": {"selector": {}}});
+        assert_eq!(stored(&cs, &sent, &dropped).len(), 1);
     }
 }
