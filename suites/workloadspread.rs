@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 
 use super::common::*;
 use crate::scenario::workload::{CloneSet, Deployment, Kind, Spec, StatefulSet};
-use crate::scenario::{Ctx, Requirements, Scenario};
+use crate::scenario::{Ctx, Requirements, Scenario, status};
+use crate::wait::{Check, until};
 
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
@@ -67,6 +68,12 @@ pub fn scenarios() -> Vec<Scenario> {
         )
         // spec.targetFilter is new in v1.8.0.
         .since("v1.8.0"),
+        Scenario::new(
+            "workloadspread/numeric-string-max-replicas-is-refused-or-observed",
+            "a subset's maxReplicas changed to \"1\" (a numeric string, neither an integer nor a percentage) is refused, or observed by the controller with a status for every subset",
+            &["workloadspread", "webhook", "status"],
+            |ctx| numeric_string(ctx).boxed(),
+        ),
         Scenario::new(
             "workloadspread/adaptive-strategy-reschedules-unschedulable-pods",
             "with scheduleStrategy Adaptive, pods left unschedulable in a subset past rescheduleCriticalSeconds are deleted, the subset is marked unschedulable and their replacements go to the next subset",
@@ -260,6 +267,62 @@ async fn s4_over<K: Kind>(ctx: Ctx, w: Spec<K>) -> anyhow::Result<()> {
 /// The toleration subset `stable` injects.
 fn dedicated() -> Value {
     json!({"key": "harness/dedicated", "operator": "Equal", "value": "spread", "effect": "NoSchedule"})
+}
+
+/// A subset's `maxReplicas` changed from 1 to "1": a webhook that admits the string must leave
+/// a controller that observes it and reports every subset.
+async fn numeric_string(ctx: Ctx) -> anyhow::Result<()> {
+    let name = "numeric";
+    let w = Deployment::new(name).replicas(2).create(&ctx).await?;
+    w.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
+    let ws = create_observed(
+        &ctx,
+        spread::<crate::scenario::workload::DeploymentKind>(
+            name,
+            vec![
+                json!({"name": "a", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-a"), "maxReplicas": 1}),
+                json!({"name": "b", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-b")}),
+            ],
+        ),
+    )
+    .await?;
+    let ws_name = ws.metadata.name.clone().unwrap_or_default();
+    let patch = json!({"spec": {"subsets": [
+        {"name": "a", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-a"), "maxReplicas": "1"},
+        {"name": "b", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-b")}]}});
+    let updated = match ctx
+        .patch("apps.kruise.io/v1alpha1", "WorkloadSpread", &ws_name, patch)
+        .await
+    {
+        // Refused: the string is not taken, as a CloneSet's maxUnavailable "1" is not.
+        Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 || e.code == 403 => {
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+        Ok(o) => o,
+    };
+    let generation = updated.metadata.generation;
+    let api = ctx
+        .dyn_api("apps.kruise.io/v1alpha1", "WorkloadSpread")
+        .await?;
+    let what =
+        format!("WorkloadSpread {ws_name} to observe its new maxReplicas and report both subsets");
+    until(&api, &ws_name, &what, ctx.timeouts.converge, move |o| {
+        async move {
+            let Some(o) = o else {
+                return Check::Pending("absent".into());
+            };
+            let st = status(&o);
+            let subsets = st["subsetStatuses"].as_array().map_or(0, Vec::len);
+            Check::when(
+                st["observedGeneration"].as_i64() >= generation && subsets == 2,
+                || format!("status {st}"),
+            )
+        }
+        .boxed()
+    })
+    .await?;
+    Ok(())
 }
 
 async fn injected(ctx: Ctx) -> anyhow::Result<()> {

@@ -244,6 +244,10 @@ fn small(v: &Value) -> bool {
     v.as_i64().is_none_or(|i| (-1..=10).contains(&i))
 }
 
+/// How many times a finding that does not reproduce every time is shrunk and confirmed again
+/// when another trial fires it.
+const UNSTABLE_TRIES: usize = 3;
+
 /// A subject with the field sets its behaviour trials create objects with, and the single
 /// values its updates set.
 type Prepared = (Subject, Vec<Fields>, Vec<(String, Value)>);
@@ -266,11 +270,13 @@ impl Explorer<'_> {
         *self.summary.trials.entry(what).or_default() += n;
     }
 
+    /// Whether `f` was reported already: stably, or unstably [`UNSTABLE_TRIES`] times (an
+    /// unstable finding does not hide another trial firing the same rule, which may be a
+    /// cause of its own that reproduces).
     fn known(&self, f: &Finding) -> bool {
-        self.summary
-            .findings
-            .iter()
-            .any(|r| same(&r.finding, f) || same_origin(r, f))
+        let alike = |r: &&Reported| same(&r.finding, f) || same_origin(r, f);
+        let reported: Vec<&Reported> = self.summary.findings.iter().filter(alike).collect();
+        reported.iter().any(|r| r.stable) || reported.len() >= UNSTABLE_TRIES
     }
 
     /// Shrinks, confirms and writes a new finding fired by `trial`.
