@@ -205,7 +205,47 @@ pub fn scenarios() -> Vec<Scenario> {
             &["uniteddeployment", "cloneset", "revision-history"],
             |ctx| revision_history(ctx, Template::CloneSet).boxed(),
         ),
+        s(
+            "uniteddeployment/negative-revision-history-limit-is-refused-or-observed",
+            "a UnitedDeployment with revisionHistoryLimit -1 (which a Deployment refuses) is refused, or observed and run with its replicas ready",
+            &["uniteddeployment", "revision-history", "webhook"],
+            |ctx| negative_history(ctx).boxed(),
+        ),
     ]
+}
+
+/// `revisionHistoryLimit: -1`: refused, or a controller that keeps working.
+async fn negative_history(ctx: Ctx) -> anyhow::Result<()> {
+    let mut ud = united(Template::Deployment, 2, json!({}), json!({}));
+    ud["spec"]["revisionHistoryLimit"] = json!(-1);
+    let created = match ctx.create(ud).await {
+        Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 || e.code == 403 => {
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+        Ok(o) => o,
+    };
+    let generation = created.metadata.generation;
+    let api = ctx.dyn_api(API, KIND).await?;
+    let what = format!(
+        "{KIND} {UD} with revisionHistoryLimit -1 to observe its spec and run 2 ready replicas"
+    );
+    until(&api, UD, &what, ctx.timeouts.converge, move |o| {
+        async move {
+            let Some(o) = o else {
+                return Check::Pending("absent".into());
+            };
+            let st = status(&o);
+            Check::when(
+                st["observedGeneration"].as_i64() >= generation
+                    && st["readyReplicas"].as_i64() == Some(2),
+                || format!("status {st}"),
+            )
+        }
+        .boxed()
+    })
+    .await?;
+    Ok(())
 }
 
 /// The UnitedDeployment: `replicas` over subsets zone-a (with `zone_a`'s replica fields, a
