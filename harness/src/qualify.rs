@@ -7,10 +7,13 @@
 
 use std::path::Path;
 
+use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::controller::ControllerRef;
 use crate::matrix::MatrixReport;
+use crate::matrix::drive::{Select, Setup, ShardOptions, Sharding, sharding};
+use crate::matrix::shard::{QualifyShard, Unit};
 use crate::report::{Files, Terminal};
 use crate::run::{Env, Filter, Outcome, Reporter, RunOptions, ScenarioResult, Status};
 use crate::toolchain::KubeVersion;
@@ -169,6 +172,148 @@ pub async fn upgrades(
     Ok(out)
 }
 
+/// What `harness qualify` asks for.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The release candidate (`NAME@TAG`).
+    pub candidate: String,
+    /// The release it must not regress from: `TAG` (the candidate's controller) or
+    /// `NAME@TAG`.
+    pub baseline: String,
+    /// Kubernetes versions (range or list).
+    pub kubernetes: String,
+    /// Selection and pace.
+    pub select: Select,
+    /// Sharding.
+    pub shards: ShardOptions,
+}
+
+impl Request {
+    /// The baseline and the candidate; refuses a baseline that is the candidate itself.
+    pub fn releases(&self) -> anyhow::Result<(ControllerRef, ControllerRef)> {
+        let candidate: ControllerRef = self.candidate.parse()?;
+        let baseline: ControllerRef = if self.baseline.contains('@') {
+            self.baseline.parse()?
+        } else {
+            format!("{}@{}", candidate.kind.name(), self.baseline).parse()?
+        };
+        if baseline == candidate {
+            anyhow::bail!("qualify {candidate}: the baseline is the candidate itself");
+        }
+        Ok((baseline, candidate))
+    }
+}
+
+/// What came of a qualification [`Request`].
+#[derive(Debug)]
+pub enum Driven {
+    /// Nothing ran; this was printed instead (`--plan`, `--binaries`).
+    Printed(String),
+    /// One shard ran; the verdict comes from merging every shard.
+    ShardDone {
+        /// K.
+        index: usize,
+        /// N.
+        count: usize,
+    },
+    /// The verdict.
+    Qualified {
+        /// The release it must not regress from.
+        baseline: ControllerRef,
+        /// The candidate.
+        candidate: ControllerRef,
+        /// The verdict.
+        qualification: Qualification,
+        /// Whether a result was flaky while flaky results fail the qualification.
+        failed_on_flaky: bool,
+    },
+}
+
+/// Qualifies (or plans, or runs one shard of) what `request` asks on `provider`: both
+/// releases' cells, then the upgrade checks; notes go to `say`.
+pub async fn drive(
+    request: &Request,
+    provider: crate::cluster::any::Provider,
+    toolchain: crate::toolchain::Toolchain,
+    say: &dyn Fn(String),
+) -> anyhow::Result<Driven> {
+    let (baseline, candidate) = request.releases()?;
+    let versions = crate::matrix::parse_versions(&request.kubernetes)?;
+    let mut setup = Setup::new(&request.select, provider, toolchain, say)?;
+    let controllers = vec![baseline.clone(), candidate.clone()];
+    let costs = request.shards.costs()?;
+    setup.options.costs = costs.clone();
+    let units = setup.units(
+        &versions,
+        &controllers,
+        Some((&baseline, &candidate)),
+        &costs,
+    );
+    let shard = match sharding(
+        &request.shards,
+        units,
+        request.select.cells_parallel,
+        setup.upstream.as_ref(),
+    ) {
+        Sharding::Print(text) => return Ok(Driven::Printed(text)),
+        Sharding::Whole => None,
+        Sharding::Shard(mut info) => {
+            info.qualify = Some(QualifyShard {
+                baseline: baseline.clone(),
+                candidate: candidate.clone(),
+                upgrades: vec![],
+            });
+            Some(info)
+        }
+    };
+    let mut report = setup
+        .cells(
+            &request.select,
+            versions.clone(),
+            controllers,
+            "qualify",
+            shard,
+            say,
+        )
+        .await?;
+    let dir = request.select.report_dir.join(&report.id);
+    if let Some(mut info) = report.shard.take() {
+        // A shard runs its upgrade checks and leaves the verdict to the merge.
+        let mine: Vec<KubeVersion> = info
+            .mine()
+            .filter_map(|u| match u {
+                Unit::Upgrade { kubernetes } => Some(*kubernetes),
+                Unit::Cell { .. } => None,
+            })
+            .collect();
+        let upgrades = upgrades(&report.id, setup.env(), &mine, &baseline, &candidate, &dir)
+            .await
+            .with_context(|| format!("write upgrade reports in {}", dir.display()))?;
+        if let Some(q) = info.qualify.as_mut() {
+            q.upgrades = upgrades;
+        }
+        let (index, count) = (info.index, info.count);
+        report.shard = Some(info);
+        crate::matrix::write_matrix(&dir, &report)
+            .with_context(|| format!("write matrix.json in {}", dir.display()))?;
+        return Ok(Driven::ShardDone { index, count });
+    }
+    let qualification = qualify(&report, setup.env(), &baseline, &candidate, &dir)
+        .await
+        .with_context(|| format!("write qualify.json in {}", dir.display()))?;
+    let flaky = report
+        .cells
+        .iter()
+        .flat_map(|c| &c.results)
+        .any(|r| matches!(r.outcome, Outcome::Flaky { .. }));
+    Ok(Driven::Qualified {
+        baseline,
+        candidate,
+        qualification,
+        failed_on_flaky: request.select.fail_on_flaky && flaky,
+    })
+}
+
 /// What one side of a comparison says, raw (the ledger aside).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Side {
@@ -314,6 +459,49 @@ mod tests {
         assert_eq!(names(&q.regressions), ["c"]);
         assert_eq!(names(&q.fixes), ["d"]);
         assert!(q.unchanged.is_empty());
+    }
+
+    fn request(candidate: &str, baseline: &str) -> Request {
+        Request {
+            candidate: candidate.into(),
+            baseline: baseline.into(),
+            kubernetes: "1.32".into(),
+            select: Select {
+                selection: Default::default(),
+                parallel: 1,
+                cells_parallel: 1,
+                retries: 0,
+                fail_on_flaky: false,
+                report_dir: "reports".into(),
+            },
+            shards: ShardOptions {
+                shard: None,
+                costs: None,
+                plan: false,
+                binaries: false,
+                target_minutes: 30,
+            },
+        }
+    }
+
+    #[test]
+    fn a_bare_baseline_tag_is_the_candidates_controller_and_never_the_candidate() {
+        let (b, c) = request("openkruise@v1.9.0", "v1.8.3").releases().unwrap();
+        assert_eq!(
+            (b.to_string(), c.to_string()),
+            ("openkruise@v1.8.3".into(), "openkruise@v1.9.0".into())
+        );
+        let (b, _) = request("openkruise@v1.9.0", "openkruise@v1.8.3")
+            .releases()
+            .unwrap();
+        assert_eq!(b.to_string(), "openkruise@v1.8.3");
+        let e = request("openkruise@v1.9.0", "v1.9.0")
+            .releases()
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "qualify openkruise@v1.9.0: the baseline is the candidate itself"
+        );
     }
 
     #[test]

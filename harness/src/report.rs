@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use anyhow::Context;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestRerun, TestSuite};
 use serde::Serialize;
 
@@ -361,6 +362,15 @@ pub struct Files {
     cluster_logs: BTreeMap<String, Vec<String>>,
     clusters: BTreeMap<String, f64>,
     api_fields: Option<Vec<ApiFields>>,
+}
+
+/// The reporters of a run: the terminal, and the files of `run_id` under `root` (see
+/// [`Files::new`]); with the run's directory.
+pub fn standard(root: &Path, run_id: &str) -> anyhow::Result<(PathBuf, Vec<Box<dyn Reporter>>)> {
+    let files = Files::new(root, run_id)
+        .with_context(|| format!("create the report directory in {}", root.display()))?;
+    let dir = files.dir().to_path_buf();
+    Ok((dir, vec![Box::new(Terminal::default()), Box::new(files)]))
 }
 
 impl Files {

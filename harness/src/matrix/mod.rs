@@ -3,6 +3,7 @@
 //! reports; the matrix report ([`MatrixReport`], `matrix.json`) is drawn as a grid coloured by
 //! each cell's worst result ([`html`]). [`spec`] parses what a matrix is made of.
 
+pub mod drive;
 pub mod html;
 pub mod shard;
 pub mod spec;

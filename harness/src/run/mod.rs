@@ -4,9 +4,11 @@
 //! every result against the [`ledger::Ledger`] and emits [`Event`]s for the reporters.
 
 pub mod costs;
+pub mod drive;
 pub mod ginkgo;
 pub mod ledger;
 pub mod preflight;
+pub mod select;
 pub mod upstream;
 
 use std::collections::BTreeMap;
