@@ -3,9 +3,11 @@
 //! infrastructure error on either side is neither); [`qualify`] also runs the upgrade
 //! scenarios (the `upgrade` suite), each installed at the baseline and upgraded to the
 //! candidate by its body, on each Kubernetes version. The verdict is a
-//! [`Qualification`], written to `qualify.json` atomically.
+//! [`Qualification`], written to `qualify.json` atomically. [`drive`] runs `harness qualify`
+//! (whole or one shard); [`merge`] draws the verdict of a sharded qualification from its
+//! merged shards. Above [`crate::matrix`]: a qualification reads a matrix report.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -15,7 +17,8 @@ use crate::matrix::MatrixReport;
 use crate::matrix::drive::{Select, Setup, ShardOptions, Sharding, sharding};
 use crate::matrix::shard::{QualifyShard, Unit};
 use crate::report::{Files, Terminal};
-use crate::run::{Env, Filter, Outcome, Reporter, RunOptions, ScenarioResult, Status};
+use crate::results::{Outcome, ScenarioResult, Status, UpgradeReport};
+use crate::run::{Env, Filter, Reporter, RunOptions};
 use crate::toolchain::KubeVersion;
 
 /// One scenario's change between a baseline and a candidate on one Kubernetes version.
@@ -314,6 +317,47 @@ pub async fn drive(
     })
 }
 
+/// What merging shards made.
+#[derive(Debug)]
+pub struct MergedRun {
+    /// The whole matrix, as an unsharded run reports it.
+    pub report: MatrixReport,
+    /// Where the merged reports are.
+    pub dir: PathBuf,
+    /// For a qualification: the two releases and the verdict.
+    pub qualification: Option<(ControllerRef, ControllerRef, Qualification)>,
+}
+
+/// Merges the shards (of a matrix or a qualification) in `dirs` into `<report dir>/<id>/`
+/// ([`crate::matrix::drive::merge_shards`]); for a qualification, draws the verdict from the
+/// merged cells and every shard's upgrade checks ([`of_shards`]) and writes `qualify.json`.
+pub fn merge(dirs: &[PathBuf], report_dir: &Path) -> anyhow::Result<MergedRun> {
+    let (merged, dir) = crate::matrix::drive::merge_shards(dirs, report_dir)?;
+    let qualification = match merged.qualify {
+        None => None,
+        Some(q) => {
+            let verdict = of_shards(&merged.report, &q);
+            verdict
+                .write(&dir)
+                .with_context(|| format!("merge shards: write {}", dir.display()))?;
+            Some((q.baseline, q.candidate, verdict))
+        }
+    };
+    Ok(MergedRun {
+        report: merged.report,
+        dir,
+        qualification,
+    })
+}
+
+/// The verdict of a sharded qualification: both releases compared on the merged `report`, with
+/// the upgrade checks the shards ran.
+pub fn of_shards(report: &MatrixReport, shards: &QualifyShard) -> Qualification {
+    let mut verdict = compare(report, &shards.baseline, &shards.candidate);
+    verdict.upgrades = shards.upgrades.clone();
+    verdict
+}
+
 /// What one side of a comparison says, raw (the ledger aside).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Side {
@@ -373,24 +417,11 @@ pub fn compare(
     q
 }
 
-/// What the upgrade check saw.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct UpgradeReport {
-    /// Kubernetes version.
-    pub kubernetes: KubeVersion,
-    /// From.
-    pub baseline: ControllerRef,
-    /// To.
-    pub candidate: ControllerRef,
-    /// Problems found (empty when the upgrade is clean).
-    pub problems: Vec<String>,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::matrix::CellReport;
-    use crate::run::ledger::Verdict;
+    use crate::results::Verdict;
 
     fn result(scenario: &str, outcome: Outcome) -> ScenarioResult {
         let failure = match &outcome {
@@ -502,6 +533,47 @@ mod tests {
             e.to_string(),
             "qualify openkruise@v1.9.0: the baseline is the candidate itself"
         );
+    }
+
+    #[test]
+    fn a_sharded_qualification_is_judged_from_the_merged_cells_and_upgrades() {
+        let k: KubeVersion = "1.32".parse().unwrap();
+        let (base, cand): (ControllerRef, ControllerRef) = (
+            "openkruise@v1.8.3".parse().unwrap(),
+            "openkruise@v1.9.0".parse().unwrap(),
+        );
+        let cell = |controller: &ControllerRef, outcome| CellReport {
+            kubernetes: k,
+            controller: controller.clone(),
+            dir: String::new(),
+            worst: String::new(),
+            results: vec![result("a", outcome)],
+        };
+        let report = MatrixReport {
+            shard: None,
+            id: "m".into(),
+            cells: vec![
+                cell(&base, Outcome::Judged(Verdict::Pass)),
+                cell(&cand, Outcome::Judged(Verdict::Fail)),
+            ],
+        };
+        let upgrade = UpgradeReport {
+            kubernetes: k,
+            baseline: base.clone(),
+            candidate: cand.clone(),
+            problems: vec![],
+        };
+        let q = of_shards(
+            &report,
+            &QualifyShard {
+                baseline: base.clone(),
+                candidate: cand.clone(),
+                upgrades: vec![upgrade.clone()],
+            },
+        );
+        assert_eq!(q.regressions.len(), 1, "{q:?}");
+        assert_eq!(q.upgrades, [upgrade]);
+        assert_eq!(q.status(), Status::Failed);
     }
 
     #[test]

@@ -13,8 +13,9 @@ use anyhow::Context;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestRerun, TestSuite};
 use serde::Serialize;
 
-use crate::run::ledger::Verdict;
-use crate::run::{Diagnostics, Event, Outcome, Plan, Reporter, ScenarioResult};
+use crate::results::Verdict;
+use crate::results::{Diagnostics, Outcome, ScenarioResult};
+use crate::run::{Event, Plan, Reporter};
 use crate::scenario::coverage::{ApiFields, Coverage};
 use crate::scenario::record::Sends;
 
@@ -746,7 +747,7 @@ fn coverage_html(c: &Coverage) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::Diagnostics;
+    use crate::results::Diagnostics;
 
     fn result(name: &str, outcome: Outcome, failure: Option<&str>) -> ScenarioResult {
         ScenarioResult {
@@ -823,7 +824,7 @@ mod tests {
             },
             None,
         );
-        r.failed_tries = vec![crate::run::FailedTry {
+        r.failed_tries = vec![crate::results::FailedTry {
             verdict: Verdict::Fail,
             failure: Some("timed out <first>".into()),
             seconds: 3.0,

@@ -217,11 +217,11 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The documented exit code of a run's status.
-fn exit_code(status: crate::run::Status) -> ExitCode {
+fn exit_code(status: crate::results::Status) -> ExitCode {
     match status {
-        crate::run::Status::Passed => ExitCode::SUCCESS,
-        crate::run::Status::Failed => ExitCode::from(EXIT_REGRESSION),
-        crate::run::Status::InfraError => ExitCode::from(EXIT_INFRA),
+        crate::results::Status::Passed => ExitCode::SUCCESS,
+        crate::results::Status::Failed => ExitCode::from(EXIT_REGRESSION),
+        crate::results::Status::InfraError => ExitCode::from(EXIT_INFRA),
     }
 }
 
@@ -380,14 +380,14 @@ async fn coverage(args: CoverageArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn report_merge(dirs: &[PathBuf], report_dir: &Path) -> anyhow::Result<ExitCode> {
-    let (merged, out) = crate::matrix::drive::merge_shards(dirs, report_dir)?;
+    let merged = crate::qualify::merge(dirs, report_dir)?;
     print_cells(&merged.report);
-    eprintln!("reports: {}", out.display());
+    eprintln!("reports: {}", merged.dir.display());
     if let Some((baseline, candidate, q)) = &merged.qualification {
         println!("{}", q.summary(baseline, candidate));
         return Ok(exit_code(q.status()));
     }
-    Ok(exit_code(crate::run::Status::of(
+    Ok(exit_code(crate::results::Status::of(
         merged.report.cells.iter().flat_map(|c| &c.results),
     )))
 }
@@ -419,7 +419,7 @@ async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
                 );
             }
             print_cells(&report);
-            Ok(exit_code(crate::run::Status::judged(
+            Ok(exit_code(crate::results::Status::judged(
                 report.cells.iter().flat_map(|c| &c.results),
                 args.select.flakes.fail_on_flaky,
             )))
@@ -451,7 +451,7 @@ async fn qualify(args: QualifyArgs) -> anyhow::Result<ExitCode> {
             println!("{}", qualification.summary(&baseline, &candidate));
             if failed_on_flaky {
                 eprintln!("flaky results fail the qualification (--fail-on-flaky)");
-                return Ok(exit_code(crate::run::Status::Failed));
+                return Ok(exit_code(crate::results::Status::Failed));
             }
             Ok(exit_code(qualification.status()))
         }

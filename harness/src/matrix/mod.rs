@@ -20,8 +20,10 @@ use serde::{Deserialize, Serialize};
 use crate::controller::ControllerRef;
 use crate::progress::Progress;
 use crate::report::{Files, Terminal};
-use crate::run::ledger::{Ledger, Verdict};
-use crate::run::{Env, Filter, Outcome, Reporter, RunOptions, ScenarioResult};
+use crate::results::Verdict;
+use crate::results::{Outcome, ScenarioResult};
+use crate::run::ledger::Ledger;
+use crate::run::{Env, Filter, Reporter, RunOptions};
 use crate::scenario::Scenario;
 use crate::toolchain::{KubeVersion, Toolchain};
 

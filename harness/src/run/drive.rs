@@ -8,10 +8,11 @@ use anyhow::bail;
 
 use super::ledger::Ledger;
 use super::select::Selection;
-use super::{Env, Reporter, RunOptions, Status};
+use super::{Env, Reporter, RunOptions};
 use crate::cluster::any::ProviderConfig;
 use crate::cluster::local::LocalProvider;
 use crate::controller::ControllerRef;
+use crate::results::Status;
 use crate::toolchain::{KubeVersion, Toolchain};
 
 /// What `harness run` asks for.
