@@ -333,7 +333,7 @@ pub async fn run(runs: usize) -> anyhow::Result<ExitCode> {
         let scenario_secs: f64 = results.iter().map(|r| r.seconds).sum();
         let failed = results
             .iter()
-            .filter(|r| matches!(&r.outcome, crate::run::Outcome::Judged(v) if v.fails_run()))
+            .filter(|r| matches!(&r.outcome, crate::results::Outcome::Judged(v) if v.fails_run()))
             .count();
         if failed > 0 {
             bail!(
@@ -413,7 +413,7 @@ pub async fn soak(runs: usize, report_dir: &Path) -> anyhow::Result<ExitCode> {
         for r in &results {
             *ran.entry(r.scenario.clone()).or_default() += 1;
             if r.outcome.fails_run(true)
-                || matches!(r.outcome, crate::run::Outcome::InfraError { .. })
+                || matches!(r.outcome, crate::results::Outcome::InfraError { .. })
             {
                 bad += 1;
                 let why = r

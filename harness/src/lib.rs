@@ -15,6 +15,7 @@ pub mod matrix;
 pub mod progress;
 pub mod qualify;
 pub mod report;
+pub mod results;
 pub mod run;
 pub mod scenario;
 pub mod stop;

@@ -3,16 +3,22 @@
 //! infrastructure error on either side is neither); [`qualify`] also runs the upgrade
 //! scenarios (the `upgrade` suite), each installed at the baseline and upgraded to the
 //! candidate by its body, on each Kubernetes version. The verdict is a
-//! [`Qualification`], written to `qualify.json` atomically.
+//! [`Qualification`], written to `qualify.json` atomically. [`drive`] runs `harness qualify`
+//! (whole or one shard); [`merge`] draws the verdict of a sharded qualification from its
+//! merged shards. Above [`crate::matrix`]: a qualification reads a matrix report.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::controller::ControllerRef;
 use crate::matrix::MatrixReport;
+use crate::matrix::drive::{Select, Setup, ShardOptions, Sharding, sharding};
+use crate::matrix::shard::{QualifyShard, Unit};
 use crate::report::{Files, Terminal};
-use crate::run::{Env, Filter, Outcome, Reporter, RunOptions, ScenarioResult, Status};
+use crate::results::{Outcome, ScenarioResult, Status, UpgradeReport};
+use crate::run::{Env, Filter, Reporter, RunOptions};
 use crate::toolchain::KubeVersion;
 
 /// One scenario's change between a baseline and a candidate on one Kubernetes version.
@@ -169,6 +175,189 @@ pub async fn upgrades(
     Ok(out)
 }
 
+/// What `harness qualify` asks for.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The release candidate (`NAME@TAG`).
+    pub candidate: String,
+    /// The release it must not regress from: `TAG` (the candidate's controller) or
+    /// `NAME@TAG`.
+    pub baseline: String,
+    /// Kubernetes versions (range or list).
+    pub kubernetes: String,
+    /// Selection and pace.
+    pub select: Select,
+    /// Sharding.
+    pub shards: ShardOptions,
+}
+
+impl Request {
+    /// The baseline and the candidate; refuses a baseline that is the candidate itself.
+    pub fn releases(&self) -> anyhow::Result<(ControllerRef, ControllerRef)> {
+        let candidate: ControllerRef = self.candidate.parse()?;
+        let baseline: ControllerRef = if self.baseline.contains('@') {
+            self.baseline.parse()?
+        } else {
+            format!("{}@{}", candidate.kind.name(), self.baseline).parse()?
+        };
+        if baseline == candidate {
+            anyhow::bail!("qualify {candidate}: the baseline is the candidate itself");
+        }
+        Ok((baseline, candidate))
+    }
+}
+
+/// What came of a qualification [`Request`].
+#[derive(Debug)]
+pub enum Driven {
+    /// Nothing ran; this was printed instead (`--plan`, `--binaries`).
+    Printed(String),
+    /// One shard ran; the verdict comes from merging every shard.
+    ShardDone {
+        /// K.
+        index: usize,
+        /// N.
+        count: usize,
+    },
+    /// The verdict.
+    Qualified {
+        /// The release it must not regress from.
+        baseline: ControllerRef,
+        /// The candidate.
+        candidate: ControllerRef,
+        /// The verdict.
+        qualification: Qualification,
+        /// Whether a result was flaky while flaky results fail the qualification.
+        failed_on_flaky: bool,
+    },
+}
+
+/// Qualifies (or plans, or runs one shard of) what `request` asks on `provider`: both
+/// releases' cells, then the upgrade checks; notes go to `say`.
+pub async fn drive(
+    request: &Request,
+    provider: crate::cluster::any::Provider,
+    toolchain: crate::toolchain::Toolchain,
+    say: &dyn Fn(String),
+) -> anyhow::Result<Driven> {
+    let (baseline, candidate) = request.releases()?;
+    let versions = crate::matrix::parse_versions(&request.kubernetes)?;
+    let mut setup = Setup::new(&request.select, provider, toolchain, say)?;
+    let controllers = vec![baseline.clone(), candidate.clone()];
+    let costs = request.shards.costs()?;
+    setup.options.costs = costs.clone();
+    let units = setup.units(
+        &versions,
+        &controllers,
+        Some((&baseline, &candidate)),
+        &costs,
+    );
+    let shard = match sharding(
+        &request.shards,
+        units,
+        request.select.cells_parallel,
+        setup.upstream.as_ref(),
+    ) {
+        Sharding::Print(text) => return Ok(Driven::Printed(text)),
+        Sharding::Whole => None,
+        Sharding::Shard(mut info) => {
+            info.qualify = Some(QualifyShard {
+                baseline: baseline.clone(),
+                candidate: candidate.clone(),
+                upgrades: vec![],
+            });
+            Some(info)
+        }
+    };
+    let mut report = setup
+        .cells(
+            &request.select,
+            versions.clone(),
+            controllers,
+            "qualify",
+            shard,
+            say,
+        )
+        .await?;
+    let dir = request.select.report_dir.join(&report.id);
+    if let Some(mut info) = report.shard.take() {
+        // A shard runs its upgrade checks and leaves the verdict to the merge.
+        let mine: Vec<KubeVersion> = info
+            .mine()
+            .filter_map(|u| match u {
+                Unit::Upgrade { kubernetes } => Some(*kubernetes),
+                Unit::Cell { .. } => None,
+            })
+            .collect();
+        let upgrades = upgrades(&report.id, setup.env(), &mine, &baseline, &candidate, &dir)
+            .await
+            .with_context(|| format!("write upgrade reports in {}", dir.display()))?;
+        if let Some(q) = info.qualify.as_mut() {
+            q.upgrades = upgrades;
+        }
+        let (index, count) = (info.index, info.count);
+        report.shard = Some(info);
+        crate::matrix::write_matrix(&dir, &report)
+            .with_context(|| format!("write matrix.json in {}", dir.display()))?;
+        return Ok(Driven::ShardDone { index, count });
+    }
+    let qualification = qualify(&report, setup.env(), &baseline, &candidate, &dir)
+        .await
+        .with_context(|| format!("write qualify.json in {}", dir.display()))?;
+    let flaky = report
+        .cells
+        .iter()
+        .flat_map(|c| &c.results)
+        .any(|r| matches!(r.outcome, Outcome::Flaky { .. }));
+    Ok(Driven::Qualified {
+        baseline,
+        candidate,
+        qualification,
+        failed_on_flaky: request.select.fail_on_flaky && flaky,
+    })
+}
+
+/// What merging shards made.
+#[derive(Debug)]
+pub struct MergedRun {
+    /// The whole matrix, as an unsharded run reports it.
+    pub report: MatrixReport,
+    /// Where the merged reports are.
+    pub dir: PathBuf,
+    /// For a qualification: the two releases and the verdict.
+    pub qualification: Option<(ControllerRef, ControllerRef, Qualification)>,
+}
+
+/// Merges the shards (of a matrix or a qualification) in `dirs` into `<report dir>/<id>/`
+/// ([`crate::matrix::drive::merge_shards`]); for a qualification, draws the verdict from the
+/// merged cells and every shard's upgrade checks ([`of_shards`]) and writes `qualify.json`.
+pub fn merge(dirs: &[PathBuf], report_dir: &Path) -> anyhow::Result<MergedRun> {
+    let (merged, dir) = crate::matrix::drive::merge_shards(dirs, report_dir)?;
+    let qualification = match merged.qualify {
+        None => None,
+        Some(q) => {
+            let verdict = of_shards(&merged.report, &q);
+            verdict
+                .write(&dir)
+                .with_context(|| format!("merge shards: write {}", dir.display()))?;
+            Some((q.baseline, q.candidate, verdict))
+        }
+    };
+    Ok(MergedRun {
+        report: merged.report,
+        dir,
+        qualification,
+    })
+}
+
+/// The verdict of a sharded qualification: both releases compared on the merged `report`, with
+/// the upgrade checks the shards ran.
+pub fn of_shards(report: &MatrixReport, shards: &QualifyShard) -> Qualification {
+    let mut verdict = compare(report, &shards.baseline, &shards.candidate);
+    verdict.upgrades = shards.upgrades.clone();
+    verdict
+}
+
 /// What one side of a comparison says, raw (the ledger aside).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Side {
@@ -228,24 +417,11 @@ pub fn compare(
     q
 }
 
-/// What the upgrade check saw.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct UpgradeReport {
-    /// Kubernetes version.
-    pub kubernetes: KubeVersion,
-    /// From.
-    pub baseline: ControllerRef,
-    /// To.
-    pub candidate: ControllerRef,
-    /// Problems found (empty when the upgrade is clean).
-    pub problems: Vec<String>,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::matrix::CellReport;
-    use crate::run::ledger::Verdict;
+    use crate::results::Verdict;
 
     fn result(scenario: &str, outcome: Outcome) -> ScenarioResult {
         let failure = match &outcome {
@@ -314,6 +490,90 @@ mod tests {
         assert_eq!(names(&q.regressions), ["c"]);
         assert_eq!(names(&q.fixes), ["d"]);
         assert!(q.unchanged.is_empty());
+    }
+
+    fn request(candidate: &str, baseline: &str) -> Request {
+        Request {
+            candidate: candidate.into(),
+            baseline: baseline.into(),
+            kubernetes: "1.32".into(),
+            select: Select {
+                selection: Default::default(),
+                parallel: 1,
+                cells_parallel: 1,
+                retries: 0,
+                fail_on_flaky: false,
+                report_dir: "reports".into(),
+            },
+            shards: ShardOptions {
+                shard: None,
+                costs: None,
+                plan: false,
+                binaries: false,
+                target_minutes: 30,
+            },
+        }
+    }
+
+    #[test]
+    fn a_bare_baseline_tag_is_the_candidates_controller_and_never_the_candidate() {
+        let (b, c) = request("openkruise@v1.9.0", "v1.8.3").releases().unwrap();
+        assert_eq!(
+            (b.to_string(), c.to_string()),
+            ("openkruise@v1.8.3".into(), "openkruise@v1.9.0".into())
+        );
+        let (b, _) = request("openkruise@v1.9.0", "openkruise@v1.8.3")
+            .releases()
+            .unwrap();
+        assert_eq!(b.to_string(), "openkruise@v1.8.3");
+        let e = request("openkruise@v1.9.0", "v1.9.0")
+            .releases()
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "qualify openkruise@v1.9.0: the baseline is the candidate itself"
+        );
+    }
+
+    #[test]
+    fn a_sharded_qualification_is_judged_from_the_merged_cells_and_upgrades() {
+        let k: KubeVersion = "1.32".parse().unwrap();
+        let (base, cand): (ControllerRef, ControllerRef) = (
+            "openkruise@v1.8.3".parse().unwrap(),
+            "openkruise@v1.9.0".parse().unwrap(),
+        );
+        let cell = |controller: &ControllerRef, outcome| CellReport {
+            kubernetes: k,
+            controller: controller.clone(),
+            dir: String::new(),
+            worst: String::new(),
+            results: vec![result("a", outcome)],
+        };
+        let report = MatrixReport {
+            shard: None,
+            id: "m".into(),
+            cells: vec![
+                cell(&base, Outcome::Judged(Verdict::Pass)),
+                cell(&cand, Outcome::Judged(Verdict::Fail)),
+            ],
+        };
+        let upgrade = UpgradeReport {
+            kubernetes: k,
+            baseline: base.clone(),
+            candidate: cand.clone(),
+            problems: vec![],
+        };
+        let q = of_shards(
+            &report,
+            &QualifyShard {
+                baseline: base.clone(),
+                candidate: cand.clone(),
+                upgrades: vec![upgrade.clone()],
+            },
+        );
+        assert_eq!(q.regressions.len(), 1, "{q:?}");
+        assert_eq!(q.upgrades, [upgrade]);
+        assert_eq!(q.status(), Status::Failed);
     }
 
     #[test]

@@ -11,11 +11,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use anyhow::Context;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestRerun, TestSuite};
 use serde::Serialize;
 
-use crate::run::ledger::Verdict;
-use crate::run::{Diagnostics, Event, Outcome, Plan, Reporter, ScenarioResult};
+use crate::results::Verdict;
+use crate::results::{Diagnostics, Outcome, ScenarioResult};
+use crate::run::{Event, Plan, Reporter};
 use crate::scenario::coverage::{ApiFields, Coverage};
 use crate::scenario::record::Sends;
 
@@ -363,6 +365,15 @@ pub struct Files {
     cluster_logs: BTreeMap<String, Vec<String>>,
     clusters: BTreeMap<String, f64>,
     api_fields: Option<Vec<ApiFields>>,
+}
+
+/// The reporters of a run: the terminal, and the files of `run_id` under `root` (see
+/// [`Files::new`]); with the run's directory.
+pub fn standard(root: &Path, run_id: &str) -> anyhow::Result<(PathBuf, Vec<Box<dyn Reporter>>)> {
+    let files = Files::new(root, run_id)
+        .with_context(|| format!("create the report directory in {}", root.display()))?;
+    let dir = files.dir().to_path_buf();
+    Ok((dir, vec![Box::new(Terminal::default()), Box::new(files)]))
 }
 
 impl Files {
@@ -738,7 +749,7 @@ fn coverage_html(c: &Coverage) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::Diagnostics;
+    use crate::results::Diagnostics;
 
     fn result(name: &str, outcome: Outcome, failure: Option<&str>) -> ScenarioResult {
         ScenarioResult {
@@ -815,7 +826,7 @@ mod tests {
             },
             None,
         );
-        r.failed_tries = vec![crate::run::FailedTry {
+        r.failed_tries = vec![crate::results::FailedTry {
             verdict: Verdict::Fail,
             failure: Some("timed out <first>".into()),
             seconds: 3.0,

@@ -14,6 +14,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("cluster", 2),
     ("controller", 3),
     ("scenario", 4),
+    ("results", 5),
     ("chainsaw", 5),
     ("suites", 5),
     ("run", 6),
@@ -21,9 +22,9 @@ const LAYERS: &[(&str, u8)] = &[
     ("explore", 7),
     ("report", 8),
     ("matrix", 9),
-    ("qualify", 9),
     ("bench", 9),
-    ("cli", 10),
+    ("qualify", 10),
+    ("cli", 11),
 ];
 
 fn layer(module: &str) -> Option<u8> {

@@ -1,12 +1,15 @@
 //! One type over every provider, for the runner and the CLI: [`Provider`] makes an
-//! [`AnyCluster`].
+//! [`AnyCluster`]; [`ProviderConfig`] is what a run asks for, checked and built into a
+//! [`Provider`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use super::existing::{ExistingCluster, ExistingProvider};
 use super::kind::{KindCluster, KindProvider};
 use super::local::{LocalCluster, LocalProvider};
 use super::{Cluster, ClusterProvider, Profile};
+use crate::toolchain::Toolchain;
 
 /// A provider chosen at run time.
 #[derive(Debug, Clone)]
@@ -166,5 +169,346 @@ impl AnyCluster {
                 ))
             }
         }
+    }
+}
+
+/// Where clusters come from: the providers a run can choose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    /// The embedded default: a control plane as local processes built from Go modules.
+    Local,
+    /// kind (needs Docker).
+    Kind,
+    /// k3s in a container (needs Docker and the `k3s` cargo feature).
+    K3s,
+    /// A cluster the user already has.
+    Existing,
+}
+
+impl ProviderKind {
+    /// Its name on the command line.
+    pub fn label(self) -> &'static str {
+        match self {
+            ProviderKind::Local => "local",
+            ProviderKind::Kind => "kind",
+            ProviderKind::K3s => "k3s",
+            ProviderKind::Existing => "existing",
+        }
+    }
+}
+
+/// Why a provider cannot be made as asked.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// A flag of the existing provider given with another provider.
+    #[error("{flag} is for --provider existing")]
+    ExistingOnly {
+        /// The flag.
+        flag: &'static str,
+    },
+    /// The existing provider without a context.
+    #[error(
+        "--provider existing needs --context NAME: the current context is never used \
+         implicitly (see `kubectl config get-contexts`)"
+    )]
+    NoContext,
+    /// A kind binary given with another provider.
+    #[error("--kind-binary is for --provider kind")]
+    KindOnly,
+    /// A provider that needs Docker, with no Docker daemon answering.
+    #[error(
+        "--provider {provider}: Docker is needed and {why}; start Docker or use --provider \
+         local (no Docker needed)"
+    )]
+    NoDocker {
+        /// The provider.
+        provider: &'static str,
+        /// What `docker info` said.
+        why: String,
+    },
+    /// The k3s provider in a build without it.
+    #[error(
+        "this harness was built without the k3s provider; build it with \
+         `cargo run -p harness --features k3s -- ...`"
+    )]
+    NoK3s,
+}
+
+/// What a run asks of its provider: which one and its settings.
+#[derive(Debug, Clone)]
+pub struct ProviderConfig {
+    /// Which provider.
+    pub kind: ProviderKind,
+    /// Kubeconfig of the existing cluster (default: $KUBECONFIG, then ~/.kube/config).
+    pub kubeconfig: Option<PathBuf>,
+    /// Context of the existing cluster.
+    pub context: Option<String>,
+    /// The API server URL the existing context must point at.
+    pub server: Option<String>,
+    /// A kind binary instead of the kind release the node image belongs to, built.
+    pub kind_binary: Option<PathBuf>,
+}
+
+impl Default for ProviderConfig {
+    fn default() -> Self {
+        Self {
+            kind: ProviderKind::Local,
+            kubeconfig: None,
+            context: None,
+            server: None,
+            kind_binary: None,
+        }
+    }
+}
+
+impl ProviderConfig {
+    /// Refuses settings that belong to another provider, and missing required ones.
+    pub fn validate(&self) -> Result<(), ProviderError> {
+        let existing_only = [
+            ("--kubeconfig", self.kubeconfig.is_some()),
+            ("--context", self.context.is_some()),
+            ("--server", self.server.is_some()),
+        ];
+        if self.kind != ProviderKind::Existing {
+            if let Some((flag, _)) = existing_only.iter().find(|(_, set)| *set) {
+                return Err(ProviderError::ExistingOnly { flag });
+            }
+        } else if self.context.is_none() {
+            return Err(ProviderError::NoContext);
+        }
+        if self.kind_binary.is_some() && self.kind != ProviderKind::Kind {
+            return Err(ProviderError::KindOnly);
+        }
+        Ok(())
+    }
+
+    /// Its name on the command line.
+    pub fn label(&self) -> &'static str {
+        self.kind.label()
+    }
+
+    fn existing_provider(&self) -> ExistingProvider {
+        ExistingProvider {
+            kubeconfig: self
+                .kubeconfig
+                .clone()
+                .unwrap_or_else(super::existing::default_kubeconfig),
+            context: self.context.clone().unwrap_or_default(),
+            server: self.server.clone(),
+            root: providers_root().join("existing"),
+        }
+    }
+
+    /// The provider, once validated (and Docker found, for kind and k3s); `local` is the local
+    /// provider to use, `logs` where kind exports cluster logs before deleting.
+    pub fn build(
+        &self,
+        local: LocalProvider,
+        toolchain: &Toolchain,
+        logs: PathBuf,
+    ) -> Result<Provider, ProviderError> {
+        self.validate()?;
+        if matches!(self.kind, ProviderKind::Kind | ProviderKind::K3s) {
+            docker_ready().map_err(|why| ProviderError::NoDocker {
+                provider: self.label(),
+                why,
+            })?;
+        }
+        Ok(match self.kind {
+            ProviderKind::Local => Provider::Local(local),
+            ProviderKind::Kind => {
+                Provider::Kind(kind_provider(self.kind_binary.clone(), toolchain, logs))
+            }
+            ProviderKind::Existing => Provider::Existing(self.existing_provider()),
+            ProviderKind::K3s => k3s_provider()?,
+        })
+    }
+
+    /// What the provider would do for cluster `name` of `profile`, for a dry run (not for the
+    /// local provider, whose dry run lists its component processes).
+    pub fn dry_run(
+        &self,
+        name: &str,
+        profile: &Profile,
+        logs: &Path,
+    ) -> Result<String, super::kind::KindError> {
+        Ok(match self.kind {
+            ProviderKind::Local => unreachable!("the local dry run lists component processes"),
+            ProviderKind::Kind => {
+                let kind = self
+                    .kind_binary
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from("kind"));
+                KindProvider::plan_with(
+                    &kind,
+                    name,
+                    profile,
+                    &providers_root().join("kind").join(name),
+                    logs,
+                    Duration::from_secs(300),
+                )?
+                .to_string()
+            }
+            ProviderKind::K3s => super::k3s::dry_run(profile),
+            ProviderKind::Existing => self.existing_provider().plan(name).join("\n") + "\n",
+        })
+    }
+}
+
+/// The kind provider: `kind_binary`, or the kind release each node image belongs to, built
+/// with `toolchain`; `logs` is where cluster logs are exported before deleting.
+pub fn kind_provider(
+    kind_binary: Option<PathBuf>,
+    toolchain: &Toolchain,
+    logs: PathBuf,
+) -> KindProvider {
+    use super::kind::{CREATE_ATTEMPTS, KindBinary, KindOptions, ProcessRunner};
+    let binary = match kind_binary {
+        Some(p) => KindBinary::Path(p),
+        None => KindBinary::Build(toolchain.clone()),
+    };
+    KindProvider::new(
+        binary,
+        std::sync::Arc::new(ProcessRunner),
+        KindOptions {
+            root: providers_root().join("kind"),
+            logs,
+            attempts: CREATE_ATTEMPTS,
+            wait: Duration::from_secs(300),
+        },
+    )
+}
+
+#[cfg(feature = "k3s")]
+fn k3s_provider() -> Result<Provider, ProviderError> {
+    Ok(Provider::K3s(super::k3s::K3sProvider {
+        root: providers_root().join("k3s"),
+    }))
+}
+
+#[cfg(not(feature = "k3s"))]
+fn k3s_provider() -> Result<Provider, ProviderError> {
+    Err(ProviderError::NoK3s)
+}
+
+/// Where non-local providers keep their cluster directories.
+pub fn providers_root() -> PathBuf {
+    super::local::state::default_clusters_root()
+        .parent()
+        .map(|p| p.join("providers"))
+        .unwrap_or_else(|| PathBuf::from("harness-providers"))
+}
+
+/// Whether a Docker daemon answers (`docker info`).
+fn docker_ready() -> Result<(), String> {
+    let out = std::process::Command::new("docker")
+        .args(["info", "--format", "{{.ServerVersion}}"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("`docker` could not be run ({e})"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        Err(format!(
+            "the daemon does not answer (`docker info`: {})",
+            err.lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no output")
+                .trim()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(kind: ProviderKind) -> ProviderConfig {
+        ProviderConfig {
+            kind,
+            ..ProviderConfig::default()
+        }
+    }
+
+    #[test]
+    fn flags_of_another_provider_are_refused_by_name() {
+        let e = ProviderConfig {
+            context: Some("ctx".into()),
+            ..config(ProviderKind::Local)
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(e.to_string(), "--context is for --provider existing");
+        let e = ProviderConfig {
+            server: Some("https://x".into()),
+            ..config(ProviderKind::Kind)
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(e.to_string(), "--server is for --provider existing");
+        let e = ProviderConfig {
+            kind_binary: Some("/bin/kind".into()),
+            ..config(ProviderKind::K3s)
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(e.to_string(), "--kind-binary is for --provider kind");
+        assert!(
+            ProviderConfig {
+                kind_binary: Some("/bin/kind".into()),
+                ..config(ProviderKind::Kind)
+            }
+            .validate()
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn the_existing_provider_needs_a_context_and_never_takes_the_current_one() {
+        let e = config(ProviderKind::Existing).validate().unwrap_err();
+        assert!(e.to_string().contains("needs --context NAME"), "{e}");
+        let ok = ProviderConfig {
+            context: Some("ctx".into()),
+            kubeconfig: Some("/k".into()),
+            ..config(ProviderKind::Existing)
+        };
+        assert!(ok.validate().is_ok());
+        let plan = ok
+            .dry_run(
+                "harness",
+                &Profile::new(crate::toolchain::KubeVersion::default_version()),
+                Path::new("/l"),
+            )
+            .unwrap();
+        assert!(plan.contains("use context `ctx` of /k"), "{plan}");
+    }
+
+    #[test]
+    fn a_kind_dry_run_names_the_given_binary() {
+        let c = ProviderConfig {
+            kind_binary: Some("/opt/kind".into()),
+            ..config(ProviderKind::Kind)
+        };
+        let plan = c
+            .dry_run(
+                "harness",
+                &Profile::new(crate::toolchain::KubeVersion::default_version()),
+                Path::new("/l"),
+            )
+            .unwrap();
+        assert!(plan.contains("/opt/kind"), "{plan}");
+    }
+
+    #[test]
+    fn labels_are_the_command_line_names() {
+        let all = [
+            ProviderKind::Local,
+            ProviderKind::Kind,
+            ProviderKind::K3s,
+            ProviderKind::Existing,
+        ];
+        let labels: Vec<&str> = all.iter().map(|k| k.label()).collect();
+        assert_eq!(labels, ["local", "kind", "k3s", "existing"]);
     }
 }

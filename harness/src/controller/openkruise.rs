@@ -220,6 +220,40 @@ pub async fn build_ref(
     }
 }
 
+/// What is built of a release beside its manager.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BuildExtras {
+    /// The node daemon (kruise-daemon, for real nodes).
+    pub daemon: bool,
+    /// The release's own end-to-end suite.
+    pub upstream_e2e: bool,
+}
+
+/// Builds (or finds cached) the manager of `reference` and the `extras`, handing `built` what
+/// each is and its path as soon as it is ready.
+pub async fn build_release(
+    toolchain: &Toolchain,
+    reference: &super::ControllerRef,
+    extras: BuildExtras,
+    built: &dyn Fn(String, &Path),
+) -> anyhow::Result<()> {
+    let c = reference;
+    built(c.to_string(), &build_ref(toolchain, c).await?);
+    if extras.daemon {
+        built(
+            format!("{c} daemon"),
+            &daemon::build_ref(toolchain, c).await?,
+        );
+    }
+    if extras.upstream_e2e {
+        built(
+            format!("{c} upstream e2e"),
+            &e2e::build_ref(toolchain, c).await?,
+        );
+    }
+    Ok(())
+}
+
 /// OpenKruise at one version, as a [`Controller`]: on the local provider its manager (and on
 /// real nodes its node daemons) run as local processes ([`install_local`]), on kind and k3s as the release's Deployment
 /// ([`install_in_cluster`]), and on an existing cluster it must already run

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use super::MatrixReport;
 use crate::controller::ControllerRef;
 use crate::report::esc;
-use crate::run::Outcome;
-use crate::run::ledger::Verdict;
+use crate::results::Outcome;
+use crate::results::Verdict;
 use crate::toolchain::KubeVersion;
 
 /// The grid: Kubernetes versions down, releases across, each cell coloured by its worst

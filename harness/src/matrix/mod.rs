@@ -3,6 +3,7 @@
 //! reports; the matrix report ([`MatrixReport`], `matrix.json`) is drawn as a grid coloured by
 //! each cell's worst result ([`html`]). [`spec`] parses what a matrix is made of.
 
+pub mod drive;
 pub mod html;
 pub mod shard;
 pub mod spec;
@@ -19,8 +20,10 @@ use serde::{Deserialize, Serialize};
 use crate::controller::ControllerRef;
 use crate::progress::Progress;
 use crate::report::{Files, Terminal};
-use crate::run::ledger::{Ledger, Verdict};
-use crate::run::{Env, Filter, Outcome, Reporter, RunOptions, ScenarioResult};
+use crate::results::Verdict;
+use crate::results::{Outcome, ScenarioResult};
+use crate::run::ledger::Ledger;
+use crate::run::{Env, Filter, Reporter, RunOptions};
 use crate::scenario::Scenario;
 use crate::toolchain::{KubeVersion, Toolchain};
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::controller::ControllerRef;
-use crate::qualify::{Qualification, UpgradeReport};
+use crate::results::UpgradeReport;
 use crate::toolchain::KubeVersion;
 
 use super::{CellReport, MatrixReport};
@@ -156,6 +156,105 @@ pub fn split(units: Vec<(Unit, f64)>, count: usize) -> Vec<Assignment> {
         .collect()
 }
 
+/// The binaries shard `index` of `split` needs, sorted and each once (a cache key): each
+/// cell's Kubernetes version and release, and with `upstream` the release whose e2e suite the
+/// cell runs.
+pub fn binaries(
+    split: &[Assignment],
+    index: usize,
+    upstream: Option<&crate::run::upstream::Choice>,
+) -> Vec<String> {
+    let mut names: Vec<String> = vec![];
+    for a in split.iter().filter(|a| a.shard == index) {
+        let (v, c) = match &a.unit {
+            Unit::Cell {
+                kubernetes,
+                controller,
+            } => {
+                let mut c = vec![format!("{}-{}", controller.kind.name(), controller.slug())];
+                if let Some(choice) = upstream {
+                    let from = choice.suite(controller).from;
+                    c.push(format!("{}-e2e-{}", from.kind.name(), from.slug()));
+                }
+                (kubernetes, c)
+            }
+            // The upgrade check runs both releases (named by the cells).
+            Unit::Upgrade { kubernetes } => (kubernetes, vec![]),
+        };
+        names.push(format!("k8s-{v}"));
+        names.extend(c);
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+fn minutes(seconds: f64) -> String {
+    format!(
+        "{}m{:02}s",
+        (seconds / 60.0) as u64,
+        (seconds % 60.0) as u64
+    )
+}
+
+/// The split as a table: units with expected time and shard, each shard's total (with
+/// `cells_parallel` cells at once), and the number of shards that keeps every shard under
+/// `target` minutes.
+pub fn plan_table(
+    split: &[Assignment],
+    count: usize,
+    cells_parallel: usize,
+    target: u64,
+) -> String {
+    let per = cells_parallel.max(1) as f64;
+    let mut out = format!("{:<64} {:>5} {:>9}\n", "UNIT", "SHARD", "EXPECTED");
+    for a in split {
+        out.push_str(&format!(
+            "{:<64} {:>5} {:>9}\n",
+            a.unit.to_string(),
+            a.shard,
+            minutes(a.cost)
+        ));
+    }
+    let load = |k: usize, of: &[Assignment]| -> f64 {
+        of.iter()
+            .filter(|a| a.shard == k)
+            .map(|a| a.cost)
+            .sum::<f64>()
+            / per
+    };
+    out.push('\n');
+    for k in 1..=count {
+        out.push_str(&format!(
+            "shard {k}/{count}: {} unit(s), about {} ({cells_parallel} cell(s) at once)\n",
+            split.iter().filter(|a| a.shard == k).count(),
+            minutes(load(k, split))
+        ));
+    }
+    let serial: f64 = split.iter().map(|a| a.cost).sum();
+    let units: Vec<(Unit, f64)> = split.iter().map(|a| (a.unit.clone(), a.cost)).collect();
+    let needed = (1..=units.len().max(1)).find_map(|n| {
+        let s = self::split(units.clone(), n);
+        let worst = (1..=n).map(|k| load(k, &s)).fold(0.0, f64::max);
+        (worst <= target as f64 * 60.0).then_some((n, worst))
+    });
+    out.push_str(&format!(
+        "whole matrix: {} unit(s), {} of work; ",
+        split.len(),
+        minutes(serial)
+    ));
+    match needed {
+        Some((n, worst)) => out.push_str(&format!(
+            "{n} shard(s) keep each under {target} minutes (the slowest about {})\n",
+            minutes(worst)
+        )),
+        None => out.push_str(&format!(
+            "one unit alone takes longer than {target} minutes\n"
+        )),
+    }
+    out
+}
+
 /// Why shards cannot be merged.
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
@@ -239,14 +338,15 @@ pub enum MergeError {
 pub struct Merged {
     /// The whole matrix, as an unsharded run reports it.
     pub report: MatrixReport,
-    /// For a qualification: the two releases and the verdict.
-    pub qualification: Option<(ControllerRef, ControllerRef, Qualification)>,
+    /// For a qualification: the two releases and every shard's upgrade checks, by Kubernetes
+    /// version (the verdict is the qualification's to draw, see `crate::qualify`).
+    pub qualify: Option<QualifyShard>,
 }
 
 /// Reads the shards' outputs in `dirs`, checks that they are the N shards of one matrix, each
 /// once and finished, and writes into `out` what an unsharded run writes: the cells' report
 /// directories (copied), `matrix.json`, `matrix.html`, `junit.xml`, and for a qualification
-/// the upgrade checks' directories and `qualify.json`.
+/// the upgrade checks' directories.
 pub fn merge(dirs: &[PathBuf], out: &Path, id: &str) -> Result<Merged, MergeError> {
     if dirs.is_empty() {
         return Err(MergeError::Nothing);
@@ -367,29 +467,28 @@ pub fn merge(dirs: &[PathBuf], out: &Path, id: &str) -> Result<Merged, MergeErro
         shard: None,
     };
     super::write_matrix(out, &report).map_err(|e| write(out, e))?;
-    let qualification = match &first.qualify {
+    let qualify = match &first.qualify {
         None => None,
         Some(q) => {
-            let (baseline, candidate) = (q.baseline.clone(), q.candidate.clone());
-            let mut verdict = crate::qualify::compare(&report, &baseline, &candidate);
+            let mut upgrades = vec![];
             for (dir, _, info) in &shards {
                 for u in info.qualify.iter().flat_map(|q| &q.upgrades) {
                     let name = format!("upgrade-{}", u.kubernetes);
                     if dir.join(&name).is_dir() {
                         copy_dir(&dir.join(&name), &out.join(&name)).map_err(|e| write(out, e))?;
                     }
-                    verdict.upgrades.push(u.clone());
+                    upgrades.push(u.clone());
                 }
             }
-            verdict.upgrades.sort_by_key(|u| u.kubernetes);
-            verdict.write(out).map_err(|e| write(out, e))?;
-            Some((baseline, candidate, verdict))
+            upgrades.sort_by_key(|u| u.kubernetes);
+            Some(QualifyShard {
+                baseline: q.baseline.clone(),
+                candidate: q.candidate.clone(),
+                upgrades,
+            })
         }
     };
-    Ok(Merged {
-        report,
-        qualification,
-    })
+    Ok(Merged { report, qualify })
 }
 
 /// Copies a directory tree (symbolic links as links).
@@ -460,6 +559,72 @@ mod tests {
         assert!(wide.iter().all(|x| x.shard <= 5));
     }
 
+    #[test]
+    fn a_shard_needs_its_cells_binaries_and_with_upstream_the_suites() {
+        let k: KubeVersion = "1.32".parse().unwrap();
+        let split = vec![
+            Assignment {
+                unit: cell(32, "v1.9.0"),
+                cost: 1.0,
+                shard: 1,
+            },
+            Assignment {
+                unit: Unit::Upgrade { kubernetes: k },
+                cost: 1.0,
+                shard: 1,
+            },
+            Assignment {
+                unit: cell(37, "v1.8.3"),
+                cost: 1.0,
+                shard: 2,
+            },
+        ];
+        assert_eq!(
+            binaries(&split, 1, None),
+            ["k8s-1.32.5", "openkruise-v1.9.0"]
+        );
+        let from = crate::run::upstream::Choice {
+            from: Some("openkruise@v1.9.1".parse().unwrap()),
+            ..Default::default()
+        };
+        assert_eq!(
+            binaries(&split, 2, Some(&from)),
+            ["k8s-1.37.1", "openkruise-e2e-v1.9.1", "openkruise-v1.8.3"]
+        );
+    }
+
+    #[test]
+    fn the_plan_names_each_shards_load_and_how_many_shards_fit_the_target() {
+        let split = split(
+            vec![
+                (cell(32, "v1.9.0"), 1200.0),
+                (cell(32, "v1.8.3"), 1200.0),
+                (cell(37, "v1.9.0"), 600.0),
+            ],
+            2,
+        );
+        let table = plan_table(&split, 2, 1, 30);
+        assert!(
+            table.contains("shard 1/2: 2 unit(s), about 30m00s"),
+            "{table}"
+        );
+        assert!(
+            table.contains("shard 2/2: 1 unit(s), about 20m00s"),
+            "{table}"
+        );
+        assert!(
+            table.contains(
+                "whole matrix: 3 unit(s), 50m00s of work; 2 shard(s) keep each under 30 minutes"
+            ),
+            "{table}"
+        );
+        let table = plan_table(&split, 2, 1, 10);
+        assert!(
+            table.contains("one unit alone takes longer than 10 minutes"),
+            "{table}"
+        );
+    }
+
     fn shard_dir(root: &Path, name: &str, report: &MatrixReport) -> PathBuf {
         let dir = root.join(name);
         std::fs::create_dir_all(&dir).unwrap();
@@ -502,9 +667,9 @@ mod tests {
     }
 
     #[test]
-    fn a_merged_qualification_compares_both_releases_and_gathers_the_upgrades() {
-        use crate::run::ledger::Verdict;
-        use crate::run::{Outcome, ScenarioResult};
+    fn a_merged_qualification_gathers_both_releases_and_the_upgrades() {
+        use crate::results::Verdict;
+        use crate::results::{Outcome, ScenarioResult};
         let (base, cand): (ControllerRef, ControllerRef) = (
             "openkruise@v1.8.3".parse().unwrap(),
             "openkruise@v1.9.0".parse().unwrap(),
@@ -562,11 +727,14 @@ mod tests {
         }
         let out = root.path().join("merged");
         let m = merge(&dirs, &out, "q").unwrap();
-        let (_, _, q) = m.qualification.unwrap();
-        assert_eq!(q.regressions.len(), 1, "{q:?}");
+        let q = m.qualify.unwrap();
+        assert_eq!((q.baseline, q.candidate), (base, cand));
         assert_eq!(q.upgrades.len(), 1);
-        assert!(q.failed());
-        assert!(out.join("qualify.json").is_file());
+        assert_eq!(m.report.cells.len(), 2);
+        assert!(
+            !out.join("qualify.json").exists(),
+            "the verdict is the qualification's"
+        );
     }
 
     #[test]

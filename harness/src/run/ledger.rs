@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::results::Verdict;
 use crate::toolchain::KubeVersion;
 use crate::toolchain::versions::Version;
 
@@ -79,33 +80,6 @@ impl Range {
 pub struct Ledger {
     /// Known bugs.
     pub bugs: Vec<KnownBug>,
-}
-
-/// How a scenario's result is judged.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum Verdict {
-    /// Passed, as expected.
-    Pass,
-    /// Failed where no known bug explains it: a regression.
-    Fail,
-    /// Failed as a known bug predicts, with its signature.
-    ExpectedFail {
-        /// The bug id.
-        bug: String,
-    },
-    /// Passed where a known bug predicts a failure.
-    UnexpectedPass {
-        /// The bug id.
-        bug: String,
-    },
-}
-
-impl Verdict {
-    /// Whether it fails a run.
-    pub fn fails_run(&self) -> bool {
-        matches!(self, Verdict::Fail | Verdict::UnexpectedPass { .. })
-    }
 }
 
 /// A ledger that cannot be read.

@@ -475,7 +475,7 @@ pub fn areas(report: &str) -> Result<BTreeMap<String, String>, String> {
 /// passed, failed (a failure, an unexpected pass or an infrastructure error), failed as a known
 /// bug of the ledger, and were skipped. A line per area and one for all.
 pub fn area_table(results: &[ScenarioResult], areas: &BTreeMap<String, String>) -> String {
-    use crate::run::ledger::Verdict;
+    use crate::results::Verdict;
     #[derive(Default)]
     struct Row {
         specs: usize,
@@ -624,7 +624,7 @@ pub fn work_dir(logs: Option<&Path>) -> anyhow::Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::ledger::Verdict;
+    use crate::results::Verdict;
 
     #[test]
     fn a_suite_cluster_has_kind_s_three_workers_or_only_its_real_nodes_untainted() {

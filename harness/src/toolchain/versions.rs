@@ -79,6 +79,18 @@ impl KubeVersion {
             .collect()
     }
 
+    /// The versions a list names: every supported one for `all`, the default one for an empty
+    /// list, else each parsed.
+    pub fn parse_list<S: AsRef<str>>(list: &[S]) -> Result<Vec<Self>, UnknownVersion> {
+        if list.iter().any(|k| k.as_ref() == "all") {
+            Ok(Self::supported())
+        } else if list.is_empty() {
+            Ok(vec![Self::default_version()])
+        } else {
+            list.iter().map(|k| k.as_ref().parse()).collect()
+        }
+    }
+
     /// The git tag, e.g. `v1.32.5`.
     pub fn tag(&self) -> String {
         format!("v{}.{}.{}", self.major, self.minor, self.patch)
@@ -253,6 +265,21 @@ impl fmt::Display for Version {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_version_list_is_all_the_default_or_each_one() {
+        assert_eq!(
+            KubeVersion::parse_list(&["all"]).unwrap(),
+            KubeVersion::supported()
+        );
+        assert_eq!(
+            KubeVersion::parse_list::<&str>(&[]).unwrap(),
+            [KubeVersion::default_version()]
+        );
+        let two = KubeVersion::parse_list(&["1.32", "v1.37"]).unwrap();
+        assert_eq!(two.iter().map(|v| v.minor).collect::<Vec<_>>(), [32, 37]);
+        assert!(KubeVersion::parse_list(&["1.2"]).is_err());
+    }
+
     use super::*;
     use rstest::rstest;
     use std::cmp::Ordering;

@@ -1,0 +1,677 @@
+//! The command-line layer: parses arguments with clap ([`args`]), calls the library, prints
+//! results and maps errors to exit codes. Start with [`main`].
+//!
+//! Exit codes: 0 success, 1 failure or error, 2 a command line clap refuses, 130 interrupted
+//! (Ctrl-C / SIGTERM).
+
+mod args;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::bail;
+use clap::Parser;
+
+use self::args::{
+    BenchCommand, BundleCommand, ChainsawCommand, Cli, ClusterCommand, Command, ControllerArgs,
+    CoverageArgs, ExploreArgs, MatrixArgs, QualifyArgs, ReportCommand, RunArgs, ToolchainCommand,
+    UpArgs,
+};
+use crate::cluster::any::{Provider, providers_root};
+use crate::cluster::local::{LocalOptions, LocalProvider};
+use crate::progress::Progress;
+use crate::toolchain::versions::{KUBERNETES_RELEASES, KWOK_VERSION};
+use crate::toolchain::{Cache, KubeVersion, Toolchain};
+
+/// Checks a command line (without the program name) against the CLI's flags and values,
+/// without running anything: the error is clap's own message.
+pub fn check_args<S: AsRef<str>>(args: &[S]) -> Result<(), String> {
+    let argv = std::iter::once("harness").chain(args.iter().map(AsRef::as_ref));
+    Cli::try_parse_from(argv)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Exit code for an interrupted command.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// Runs the CLI and returns the process exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("HARNESS_LOG")
+                .unwrap_or_else(|_| "warn,kube_client=off".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = rt.block_on(async {
+        let command = run(cli);
+        tokio::pin!(command);
+        tokio::select! {
+            r = &mut command => match r {
+                Ok(code) => code,
+                Err(e) => {
+                    print_error(&e);
+                    ExitCode::FAILURE
+                }
+            },
+            sig = interrupted() => {
+                crate::stop::request();
+                if crate::stop::salvaging() {
+                    eprintln!(
+                        "interrupted by {sig}: ending the upstream suite to keep the results of \
+                         its specs so far (at most {} s; again to stop at once)",
+                        crate::stop::GRACE.as_secs()
+                    );
+                    tokio::select! {
+                        _ = &mut command => {}
+                        _ = crate::stop::salvaged() => {}
+                        _ = interrupted() => {}
+                        _ = tokio::time::sleep(crate::stop::GRACE) => {}
+                    }
+                }
+                eprintln!("interrupted by {sig}: cleaning up");
+                ExitCode::from(EXIT_INTERRUPTED)
+            }
+        }
+    });
+    // Dropping the runtime drops the interrupted command's future: clusters tear down here.
+    drop(rt);
+    code
+}
+
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    let mut hup = signal(SignalKind::hangup()).expect("install SIGHUP handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => "Ctrl-C",
+        _ = term.recv() => "SIGTERM",
+        _ = hup.recv() => "SIGHUP",
+    }
+}
+
+fn print_error(e: &anyhow::Error) {
+    eprintln!("error: {e}");
+    for cause in e.chain().skip(1) {
+        eprintln!("  caused by: {cause}");
+    }
+}
+
+fn toolchain() -> Toolchain {
+    Toolchain::new(Cache::from_env(), Progress::stderr())
+}
+
+fn provider(apiserver_port: Option<u16>) -> LocalProvider {
+    LocalProvider::new(
+        toolchain(),
+        LocalOptions {
+            apiserver_port,
+            ..LocalOptions::default()
+        },
+        Progress::stderr(),
+    )
+}
+
+/// Exit code of a run with regressions or unexpected passes.
+pub const EXIT_REGRESSION: u8 = 1;
+/// Exit code of a run whose cluster or controller could not start.
+pub const EXIT_INFRA: u8 = 3;
+
+async fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
+    let found = match &args.replay {
+        Some(dir) => Some(crate::explore::output::read_finding(dir)?),
+        None => None,
+    };
+    let seed = args
+        .seed
+        .unwrap_or_else(|| u64::from(rand::random::<u32>()));
+    let dir = args.report_dir.join(crate::run::new_id("explore"));
+    let options = args.options(found.as_ref(), seed, dir.clone())?;
+    let provider = crate::cluster::any::Provider::Local(provider(None));
+    if let Some(finding) = &args.replay {
+        let (r, fired) = crate::explore::replay(finding, &options, &provider, &toolchain()).await?;
+        let again = fired
+            .iter()
+            .any(|f| f.oracle == r.finding.oracle && f.key == r.finding.key);
+        for f in &fired {
+            println!("{} {}: {}", f.oracle.short(), f.key, f.observed);
+        }
+        println!(
+            "{}: {} {}",
+            finding.display(),
+            if again {
+                "fires again:"
+            } else {
+                "no longer fires:"
+            },
+            r.finding.key
+        );
+        return Ok(if again {
+            ExitCode::from(EXIT_REGRESSION)
+        } else {
+            ExitCode::SUCCESS
+        });
+    }
+    eprintln!(
+        "exploring with seed {seed} for {:?} (findings in {})",
+        args.budget,
+        dir.display()
+    );
+    let say = |line: String| eprintln!("{line}");
+    let summary = crate::explore::explore(&options, &provider, &toolchain(), &say).await?;
+    let page = dir.join("report.html");
+    crate::report::atomic_write(
+        &page,
+        crate::report::explore::html(&summary, &dir).as_bytes(),
+    )
+    .map_err(|e| anyhow::anyhow!("write {}: {e}", page.display()))?;
+    print!("{}", crate::explore::output::markdown(&summary));
+    eprintln!("report: {}", page.display());
+    Ok(
+        if args.fail_on_findings && summary.stable().next().is_some() {
+            ExitCode::from(EXIT_REGRESSION)
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
+}
+
+/// Prints a note or warning of the library on stderr.
+fn say(line: String) {
+    eprintln!("{line}");
+}
+
+async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
+    use crate::run::drive::{Driven, drive};
+    let reporters = crate::report::standard;
+    match drive(
+        &args.request(),
+        provider(None),
+        &toolchain(),
+        &reporters,
+        &say,
+    )
+    .await?
+    {
+        Driven::Listed(scenarios) => {
+            for s in scenarios {
+                println!("{}\t[{}]\t{}", s.name, s.labels.join(","), s.summary);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Driven::Planned(plan) => {
+            println!("{plan}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Driven::Ran { status, dir } => {
+            eprintln!("reports: {}", dir.display());
+            Ok(exit_code(status))
+        }
+    }
+}
+
+/// The documented exit code of a run's status.
+fn exit_code(status: crate::results::Status) -> ExitCode {
+    match status {
+        crate::results::Status::Passed => ExitCode::SUCCESS,
+        crate::results::Status::Failed => ExitCode::from(EXIT_REGRESSION),
+        crate::results::Status::InfraError => ExitCode::from(EXIT_INFRA),
+    }
+}
+
+fn chainsaw_check(paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let files = crate::chainsaw::check(paths)?;
+    let (mut ok, mut refused) = (0, 0);
+    for (path, result) in &files {
+        match result {
+            Ok(tests) => {
+                for t in tests {
+                    ok += 1;
+                    println!("ok       {}\t{}", t.name, path.display());
+                }
+            }
+            Err(e) => {
+                refused += 1;
+                let why = std::iter::successors(Some(e as &dyn std::error::Error), |e| e.source())
+                    .skip(1)
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join(": ");
+                println!("refused  {}\t{why}", path.display());
+            }
+        }
+    }
+    println!("{ok} runnable, {refused} refused, in {} files", files.len());
+    Ok(if refused == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Calls the library for one command; errors become exit code 1 in [`main`].
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Run(args) => run_scenarios(args).await,
+        Command::Explore(args) => explore(args).await,
+        Command::Matrix(args) => matrix(args).await,
+        Command::Coverage(args) => coverage(args).await,
+        Command::Chainsaw(ChainsawCommand::Check { paths }) => chainsaw_check(&paths),
+        Command::Qualify(args) => qualify(args).await,
+        Command::Report(ReportCommand::Merge { dirs, report_dir }) => {
+            report_merge(&dirs, &report_dir)
+        }
+        Command::Cluster(ClusterCommand::Up(args)) => cluster_up(*args).await,
+        Command::Cluster(ClusterCommand::Down { name }) => {
+            provider(None).down(&name)?;
+            println!("cluster `{name}` removed");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Cluster(ClusterCommand::Configs { dir, check }) => cluster_configs(dir, check),
+        Command::Cluster(ClusterCommand::List) => cluster_list(),
+        Command::Bundle(BundleCommand::Install {
+            cluster,
+            controller,
+        }) => bundle_install(cluster, controller).await,
+        Command::Gc => gc(),
+        Command::Toolchain(ToolchainCommand::Build {
+            kubernetes,
+            kwokctl,
+            kubelet,
+            controllers,
+            daemon,
+            upstream_e2e,
+        }) => {
+            let extras = crate::controller::openkruise::BuildExtras {
+                daemon,
+                upstream_e2e,
+            };
+            toolchain_build(kubernetes, kwokctl, kubelet, controllers, extras).await
+        }
+        Command::Toolchain(ToolchainCommand::List) => toolchain_list(),
+        Command::Bench(BenchCommand::ClusterUp {
+            runs,
+            kubernetes,
+            nodes,
+            real_nodes,
+        }) => crate::bench::cluster_up(runs, kubernetes.parse()?, nodes, real_nodes).await,
+        Command::Bench(BenchCommand::Run { runs }) => crate::bench::run(runs).await,
+        Command::Bench(BenchCommand::Soak { runs, report_dir }) => {
+            crate::bench::soak(runs, &report_dir).await
+        }
+        Command::Bench(BenchCommand::Bundle { runs, controller }) => {
+            crate::bench::bundle(runs, controller.parse()?).await
+        }
+        Command::Provisioner {
+            kubeconfig,
+            volumes_dir,
+        } => {
+            let client = crate::cluster::admin_client(&kubeconfig).await?;
+            crate::cluster::local::provisioner::run(client, volumes_dir).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn coverage(args: CoverageArgs) -> anyhow::Result<ExitCode> {
+    use crate::report::{Recorded, coverage_table, uncovered_list};
+    use crate::scenario::coverage::{ApiFields, Coverage};
+    let all = crate::suites::all();
+    let filter = args.select.selection().filter();
+    filter.check_suites(&all)?;
+    let selected: Vec<&str> = all
+        .iter()
+        .filter(|s| filter.selects(s))
+        .map(|s| s.name)
+        .collect();
+    if selected.is_empty() {
+        bail!("select scenarios: the filters match none (see `harness run --list`)");
+    }
+    let path = args
+        .from
+        .clone()
+        .unwrap_or_else(|| args.report_dir.join("latest/report.json"));
+    let recorded = Recorded::load(&path)?;
+    let controller: crate::controller::ControllerRef =
+        match (&args.controller, recorded.controller()) {
+            (Some(c), _) => c.parse()?,
+            (None, Some(c)) => c.clone(),
+            (None, None) => crate::controller::ControllerRef::default_ref(),
+        };
+    let controller = controller.controller();
+    let groups = controller.api_groups();
+    let crds = controller.crds().await?;
+    let fields: Vec<ApiFields> = crds
+        .iter()
+        .filter(|c| groups.contains(&c["spec"]["group"].as_str().unwrap_or_default()))
+        .flat_map(ApiFields::of_crd)
+        .collect();
+    let c = Coverage::compute(&fields, &recorded.sends(|s| selected.contains(&s)));
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&c)?);
+    } else {
+        print!("{}\n{}", coverage_table(&c), uncovered_list(&c));
+    }
+    let ran = recorded.scenarios();
+    let missing: Vec<&&str> = selected
+        .iter()
+        .filter(|s| !ran.contains(**s))
+        .filter(|s| all.iter().any(|x| x.name == **s && !x.requires.upgrade))
+        .collect();
+    if !missing.is_empty() {
+        eprintln!(
+            "note: {} selected scenario(s) have no result in {} and count for nothing: {}",
+            missing.len(),
+            path.display(),
+            missing
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report_merge(dirs: &[PathBuf], report_dir: &Path) -> anyhow::Result<ExitCode> {
+    let merged = crate::qualify::merge(dirs, report_dir)?;
+    print_cells(&merged.report);
+    eprintln!("reports: {}", merged.dir.display());
+    if let Some((baseline, candidate, q)) = &merged.qualification {
+        println!("{}", q.summary(baseline, candidate));
+        return Ok(exit_code(q.status()));
+    }
+    Ok(exit_code(crate::results::Status::of(
+        merged.report.cells.iter().flat_map(|c| &c.results),
+    )))
+}
+
+fn print_cells(report: &crate::matrix::MatrixReport) {
+    println!("{:<10} {:<22} WORST", "KUBERNETES", "RELEASE");
+    for c in &report.cells {
+        println!(
+            "{:<10} {:<22} {}",
+            c.kubernetes.to_string(),
+            c.controller.to_string(),
+            c.worst
+        );
+    }
+}
+
+async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
+    use crate::matrix::drive::{Driven, drive};
+    let local = Provider::Local(provider(None));
+    match drive(&args.request(), local, toolchain(), &say).await? {
+        Driven::Printed(text) => {
+            print!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Driven::Ran { report, shard } => {
+            if let Some(k) = shard {
+                eprintln!(
+                    "shard {k} done: merge every shard's directory with `harness report merge DIR...`"
+                );
+            }
+            print_cells(&report);
+            Ok(exit_code(crate::results::Status::judged(
+                report.cells.iter().flat_map(|c| &c.results),
+                args.select.flakes.fail_on_flaky,
+            )))
+        }
+    }
+}
+
+async fn qualify(args: QualifyArgs) -> anyhow::Result<ExitCode> {
+    use crate::qualify::{Driven, drive};
+    let local = Provider::Local(provider(None));
+    match drive(&args.request(), local, toolchain(), &say).await? {
+        Driven::Printed(text) => {
+            print!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Driven::ShardDone { index, count } => {
+            eprintln!(
+                "shard {index}/{count} done: the verdict comes from `harness report merge DIR...` \
+                 over every shard's directory"
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Driven::Qualified {
+            baseline,
+            candidate,
+            qualification,
+            failed_on_flaky,
+        } => {
+            println!("{}", qualification.summary(&baseline, &candidate));
+            if failed_on_flaky {
+                eprintln!("flaky results fail the qualification (--fail-on-flaky)");
+                return Ok(exit_code(crate::results::Status::Failed));
+            }
+            Ok(exit_code(qualification.status()))
+        }
+    }
+}
+
+fn cluster_configs(dir: PathBuf, check: bool) -> anyhow::Result<ExitCode> {
+    let files = crate::run::kind_configs(&crate::suites::all())?;
+    let sync = crate::cluster::kind::sync_configs(&dir, &files, check)?;
+    for path in &sync.written {
+        println!("wrote {}", path.display());
+    }
+    if sync.stale.is_empty() {
+        println!(
+            "{} kind configs in {} are current",
+            files.len(),
+            dir.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let stale: Vec<String> = sync.stale.iter().map(|p| p.display().to_string()).collect();
+    eprintln!(
+        "out of date (regenerate with `harness cluster configs`): {}",
+        stale.join(", ")
+    );
+    Ok(ExitCode::from(EXIT_REGRESSION))
+}
+
+fn cluster_list() -> anyhow::Result<ExitCode> {
+    let clusters = provider(None).list();
+    if clusters.is_empty() {
+        println!("no clusters");
+    }
+    for s in clusters {
+        let alive = s.alive_processes().len();
+        let status = if alive == s.processes.len() && s.ready {
+            "running"
+        } else if alive == 0 {
+            "dead (run `harness gc`)"
+        } else {
+            "degraded"
+        };
+        println!(
+            "{}\tKubernetes {}\t{}\t{}\t{}",
+            s.name,
+            s.profile.kubernetes,
+            status,
+            if s.owner.is_some() {
+                "attached"
+            } else {
+                "detached"
+            },
+            s.kubeconfig.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn bundle_install(cluster: String, controller: ControllerArgs) -> anyhow::Result<ExitCode> {
+    let Some(choice) = controller.choice()? else {
+        bail!("name the controller with --controller, e.g. openkruise@v1.9.0");
+    };
+    if let Some(note) = choice.reference.note() {
+        eprintln!("note: {note}");
+    }
+    let provider = provider(None);
+    let mut c = provider.attach(&cluster).await?;
+    let installed = choice
+        .reference
+        .controller()
+        .install(
+            crate::controller::Host::Processes(&mut c),
+            &toolchain(),
+            &choice.gates,
+        )
+        .await?;
+    c.detach()?;
+    let logs: Vec<String> = installed
+        .logs()
+        .iter()
+        .map(|l| l.display().to_string())
+        .collect();
+    println!(
+        "{} ready in cluster `{cluster}` (logs: {})",
+        choice.reference,
+        logs.join(", ")
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn gc() -> anyhow::Result<ExitCode> {
+    let removed = provider(None).gc()?;
+    // kind clusters of killed runs: their logs exported, then deleted.
+    let kind =
+        crate::cluster::any::kind_provider(None, &toolchain(), providers_root().join("logs"))
+            .gc()?;
+    // The work directories of killed benches.
+    let benches = crate::bench::gc()?;
+    if removed.is_empty() && kind.is_empty() && benches.is_empty() {
+        println!("nothing to remove");
+    }
+    for name in benches {
+        println!("removed bench work directory `{name}`");
+    }
+    for name in removed {
+        println!("removed cluster `{name}`");
+    }
+    for name in kind {
+        println!("removed kind cluster `{name}`");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn toolchain_build(
+    kubernetes: Vec<String>,
+    kwokctl: bool,
+    kubelet: bool,
+    controllers: Vec<String>,
+    extras: crate::controller::openkruise::BuildExtras,
+) -> anyhow::Result<ExitCode> {
+    let tc = toolchain();
+    let controllers: Vec<crate::controller::ControllerRef> = controllers
+        .iter()
+        .map(|c| c.parse())
+        .collect::<Result<_, _>>()?;
+    for c in &controllers {
+        if let Some(note) = c.note() {
+            eprintln!("note: {note}");
+        }
+        let print = |what: String, path: &Path| println!("{what}\t{}", path.display());
+        crate::controller::openkruise::build_release(&tc, c, extras, &print).await?;
+    }
+    if !controllers.is_empty() && kubernetes.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let versions = KubeVersion::parse_list(&kubernetes)?;
+    let kwok = tc.kwok().await?;
+    println!("kwok {KWOK_VERSION}\t{}", kwok.display());
+    if kwokctl {
+        println!("kwokctl {KWOK_VERSION}\t{}", tc.kwokctl().await?.display());
+    }
+    for v in versions {
+        let b = tc.kubernetes(v).await?;
+        println!("kubernetes {}\t{}", v.tag(), b.install.dir.display());
+        if kubelet {
+            println!("kubelet {}\t{}", v.tag(), tc.kubelet(v).await?.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn toolchain_list() -> anyhow::Result<ExitCode> {
+    let tc = toolchain();
+    println!("supported Kubernetes versions (minor -> pinned release):");
+    for r in KUBERNETES_RELEASES {
+        let default = if r.minor == crate::toolchain::versions::DEFAULT_KUBERNETES {
+            " (default)"
+        } else {
+            ""
+        };
+        println!("  {} -> {}{default}", r.minor, r.tag);
+    }
+    println!("cache: {}", tc.cache().root().display());
+    for i in tc.cache().list() {
+        println!(
+            "  {}\t{}\tbuilt in {}s\t{}",
+            i.manifest.key,
+            i.manifest.built_with,
+            i.manifest.build_seconds,
+            i.dir.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn cluster_up(args: UpArgs) -> anyhow::Result<ExitCode> {
+    let profile = args.profile.profile()?;
+    let controller = args.controller.choice()?;
+    if let Some(note) = controller.as_ref().and_then(|c| c.reference.note()) {
+        eprintln!("note: {note}");
+    }
+    let request = args.request();
+    request.validate()?;
+    let logs = providers_root().join("logs");
+    let local = provider(args.apiserver_port);
+    if args.dry_run {
+        print!("{}", request.dry_run(&profile, &local, &logs).await?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let provider = request.provider.build(local, &toolchain(), logs)?;
+    eprintln!(
+        "starting cluster `{}` with the {} provider ...",
+        args.name,
+        provider.label()
+    );
+    let mut session = crate::up::Session::start(
+        &provider,
+        &toolchain(),
+        &args.name,
+        &profile,
+        controller.as_ref(),
+    )
+    .await?;
+    if let Some(i) = &session.installation {
+        let logs: Vec<String> = i.logs().iter().map(|l| l.display().to_string()).collect();
+        eprintln!("{} ready (logs: {})", i.reference, logs.join(", "));
+    }
+    println!("{}", session.cluster.kubeconfig().display());
+    session.keep_dir(args.keep_dir);
+    if args.detach {
+        eprintln!("{}", session.detach()?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!("cluster `{}` is running; Ctrl-C to remove it", args.name);
+    Err(session.supervise(Duration::from_millis(500)).await)
+}
