@@ -111,6 +111,15 @@ impl Request {
     }
 }
 
+/// What [`Session::start_with`] does beyond making the cluster and installing the controller.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StartOptions {
+    /// Routes the controller's manager through an apiserver proxy on the local provider (see
+    /// [`ControllerRef::controller_behind_proxy`]); its handle is then
+    /// [`Installation::proxy`]. Off by default.
+    pub proxy: bool,
+}
+
 /// A running cluster, with the controller installed if one was asked for.
 #[derive(Debug)]
 pub struct Session {
@@ -130,6 +139,19 @@ impl Session {
         profile: &Profile,
         controller: Option<&ControllerChoice>,
     ) -> anyhow::Result<Self> {
+        let options = StartOptions::default();
+        Self::start_with(provider, toolchain, name, profile, controller, options).await
+    }
+
+    /// [`Session::start`], as `options` say.
+    pub async fn start_with(
+        provider: &Provider,
+        toolchain: &Toolchain,
+        name: &str,
+        profile: &Profile,
+        controller: Option<&ControllerChoice>,
+        options: StartOptions,
+    ) -> anyhow::Result<Self> {
         let mut cluster = provider
             .create(name, profile)
             .await
@@ -140,7 +162,10 @@ impl Session {
         }
         let mut installation = None;
         if let Some(c) = controller {
-            let implementation = c.reference.controller();
+            let implementation = match options.proxy {
+                true => c.reference.controller_behind_proxy(),
+                false => c.reference.controller(),
+            };
             let host = Host::of(&mut cluster).await?;
             let i = implementation
                 .install(host, toolchain, &c.gates)

@@ -15,17 +15,12 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 fn records(dir: &Path) -> Vec<ProcRecord> {
-    ClusterState::load(&dir.join("cluster.json"))
-        .unwrap()
-        .processes
+    common::processes(dir)
 }
 
 fn assert_all_gone(procs: &[ProcRecord], dir: &Path) {
     assert_eq!(procs.len(), 6, "every component was recorded: {procs:?}");
-    for p in procs {
-        assert!(!p.alive(), "{} (pid {}) is still alive", p.name, p.pid);
-    }
-    assert!(!dir.exists(), "{} still exists", dir.display());
+    common::assert_nothing_left(procs, dir);
 }
 
 #[tokio::test]

@@ -9,6 +9,7 @@ pub mod existing;
 pub mod k3s;
 pub mod kind;
 pub mod local;
+pub mod proxy;
 pub mod registry;
 pub mod seed;
 

@@ -20,6 +20,7 @@ use futures::future::BoxFuture;
 use crate::cluster::any::AnyCluster;
 use crate::cluster::local::process::{ProcRecord, log_tail};
 use crate::cluster::local::{LocalCluster, LocalError};
+use crate::cluster::proxy::{ProxyError, ProxyHandle};
 use crate::toolchain::{GoEnv, Toolchain, ToolchainError};
 
 /// Where a controller's components can run: what the cluster offers.
@@ -96,16 +97,24 @@ pub trait Component: fmt::Debug + Send + Sync {
     fn log(&self) -> Option<&Path>;
 }
 
-/// A controller installed into a cluster: its running components.
+/// A controller installed into a cluster: its running components, and the apiserver proxy in
+/// front of its manager when it was installed with one.
 #[derive(Debug)]
 pub struct Installation {
     /// What was installed.
     pub reference: ControllerRef,
     /// Its components.
     pub components: Vec<Box<dyn Component>>,
+    proxy: Option<ProxyHandle>,
 }
 
 impl Installation {
+    /// The apiserver proxy its manager talks through (see [`ControllerRef::controller_behind_proxy`]),
+    /// for stale-view perturbations; `None` when it talks to the apiserver directly.
+    pub fn proxy(&self) -> Option<&ProxyHandle> {
+        self.proxy.as_ref()
+    }
+
     /// Fails with the first component that exited, restarted or was denied by its RBAC within
     /// `window`.
     pub async fn check(&self, window: &Window) -> Result<(), ControllerError> {
@@ -242,6 +251,9 @@ pub enum ControllerError {
         #[source]
         source: std::io::Error,
     },
+    /// The apiserver proxy in front of the manager did not start.
+    #[error("start the apiserver proxy for the manager")]
+    Proxy(#[from] ProxyError),
 }
 
 impl ControllerError {
@@ -679,6 +691,19 @@ impl ControllerRef {
     pub fn controller(&self) -> Box<dyn Controller> {
         match self.kind {
             ControllerKind::OpenKruise => Box::new(openkruise::OpenKruise::new(self.clone())),
+        }
+    }
+
+    /// Its implementation, whose manager talks to the apiserver through a proxy
+    /// ([`crate::cluster::proxy`], exposed by [`Installation::proxy`]) when installed on the
+    /// local provider; on other hosts the same as [`ControllerRef::controller`].
+    pub fn controller_behind_proxy(&self) -> Box<dyn Controller> {
+        match self.kind {
+            ControllerKind::OpenKruise => {
+                let mut c = openkruise::OpenKruise::new(self.clone());
+                c.proxy = true;
+                Box::new(c)
+            }
         }
     }
 }

@@ -4,7 +4,9 @@
 //!
 //! On the local provider the manager runs as a local process: `WEBHOOK_HOST=127.0.0.1`, a free
 //! `WEBHOOK_PORT`, certificates in the cluster's directory, and a kubeconfig holding a token of
-//! its own ServiceAccount, so the RBAC it ships is exactly what it gets. When the cluster has
+//! its own ServiceAccount, so the RBAC it ships is exactly what it gets; with
+//! [`InstallOptions::proxy`] that kubeconfig names a [`crate::cluster::proxy`] in front of the
+//! apiserver instead, for stale-view perturbations. When the cluster has
 //! real nodes, the manager runs with `KruiseDaemon=true` and each real node gets the release's
 //! node daemon ([`daemon`]).
 
@@ -33,6 +35,7 @@ use super::{Component, Controller, ControllerError, ControllerRef, Host, Install
 use crate::cluster::local::components::ComponentSpec;
 use crate::cluster::local::pki::{Credentials, render_kubeconfig};
 use crate::cluster::local::{LocalCluster, free_port};
+use crate::cluster::proxy::{self, ProxyHandle};
 use crate::toolchain::{GoEnv, Toolchain, ToolchainError};
 use crate::wait::{self, Check};
 
@@ -265,6 +268,9 @@ pub struct OpenKruise {
     pub transform: Option<fn(&mut Vec<Value>)>,
     /// Bound for readiness (default: 120 s local, 300 s in-cluster).
     pub timeout: Option<Duration>,
+    /// On the local provider, routes the manager through an apiserver proxy
+    /// ([`InstallOptions::proxy`]); other hosts ignore it.
+    pub proxy: bool,
 }
 
 impl OpenKruise {
@@ -274,6 +280,7 @@ impl OpenKruise {
             reference,
             transform: None,
             timeout: None,
+            proxy: false,
         }
     }
 
@@ -284,6 +291,7 @@ impl OpenKruise {
             gates: gates.clone(),
             transform: self.transform,
             timeout: self.timeout,
+            proxy: self.proxy,
         }
     }
 }
@@ -336,9 +344,11 @@ impl Controller for OpenKruise {
     ) -> BoxFuture<'a, Result<Installation, ControllerError>> {
         Box::pin(async move {
             let options = self.options(gates);
+            let mut proxy = None;
             let components: Vec<Box<dyn Component>> = match host {
                 Host::Processes(cluster) => {
                     let local = install_local(cluster, toolchain, &options).await?;
+                    proxy = local.proxy;
                     std::iter::once(Box::new(local.manager) as Box<dyn Component>)
                         .chain(
                             local
@@ -360,6 +370,7 @@ impl Controller for OpenKruise {
             Ok(Installation {
                 reference: self.reference.clone(),
                 components,
+                proxy,
             })
         })
     }
@@ -380,6 +391,11 @@ pub struct InstallOptions {
     pub transform: Option<fn(&mut Vec<Value>)>,
     /// Bound for readiness (default 120 s).
     pub timeout: Option<Duration>,
+    /// Local provider: the manager talks to the apiserver through a proxy
+    /// ([`crate::cluster::proxy`]) started for it, whose handle the install returns
+    /// ([`LocalInstall::proxy`]); its kubeconfig names the proxy, with the same token. Off by
+    /// default.
+    pub proxy: bool,
 }
 
 impl InstallOptions {
@@ -397,6 +413,7 @@ impl std::fmt::Debug for InstallOptions {
             .field("version", &self.version)
             .field("gates", &self.gates)
             .field("transform", &self.transform.is_some())
+            .field("proxy", &self.proxy)
             .finish()
     }
 }
@@ -580,20 +597,26 @@ async fn replace_webhook_configuration(
     }
 }
 
-/// What [`install_local`] started: the manager, and a node daemon per real node.
-#[derive(Debug, Clone)]
+/// What [`install_local`] started: the manager, a node daemon per real node, and the proxy in
+/// front of the manager when [`InstallOptions::proxy`] asked for one.
+#[derive(Debug)]
 pub struct LocalInstall {
     /// The manager.
     pub manager: Manager,
     /// The node daemons, one per real node (none without real nodes).
     pub daemons: Vec<daemon::Daemon>,
+    /// The proxy the manager talks to the apiserver through; the manager loses the apiserver
+    /// when it is dropped.
+    pub proxy: Option<ProxyHandle>,
 }
 
 /// Installs OpenKruise into `cluster` and waits until it is ready: CRDs established, webhook
 /// configurations carrying the manager's URL and CA, the manager's readiness endpoint up, and a
 /// smoke CloneSet admitted and reconciled; with real nodes, also every node daemon
 /// ([`daemon::wait_ready`]). The manager only: see [`install_local`] for the daemons' handles
-/// (the daemons run either way, as components of the cluster).
+/// (the daemons run either way, as components of the cluster) and the proxy's (with
+/// [`InstallOptions::proxy`], use [`install_local`]: this drops the proxy, and with it the
+/// manager's way to the apiserver).
 pub async fn install(
     cluster: &mut LocalCluster,
     toolchain: &Toolchain,
@@ -660,7 +683,14 @@ pub async fn install_local(
     }
     let kubeconfig = layout.kubeconfig("kruise-manager");
     let credentials = Credentials::Token(token);
-    let text = render_kubeconfig(cluster.server(), &cluster.ca_pem()?, &credentials, BINARY);
+    let proxy = match options.proxy {
+        true => Some(proxy::start_local(cluster).await?),
+        false => None,
+    };
+    let server = proxy
+        .as_ref()
+        .map_or_else(|| cluster.server().to_string(), ProxyHandle::url);
+    let text = render_kubeconfig(&server, &cluster.ca_pem()?, &credentials, BINARY);
     std::fs::write(&kubeconfig, text).map_err(|e| ControllerError::io(&kubeconfig, e))?;
     let ports = Ports {
         webhook: free_port()?,
@@ -698,7 +728,11 @@ pub async fn install_local(
         version = tag,
         "openkruise ready"
     );
-    Ok(LocalInstall { manager, daemons })
+    Ok(LocalInstall {
+        manager,
+        daemons,
+        proxy,
+    })
 }
 
 /// A token of ServiceAccount `name` of [`NAMESPACE`] (the manager's, a daemon's): its identity

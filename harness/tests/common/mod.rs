@@ -36,6 +36,24 @@ pub async fn cluster(profile: &Profile) -> (LocalCluster, tempfile::TempDir) {
     (c, root)
 }
 
+/// The processes cluster directory `dir` records.
+pub fn processes(dir: &std::path::Path) -> Vec<harness::cluster::local::process::ProcRecord> {
+    harness::cluster::local::state::ClusterState::load(&dir.join("cluster.json"))
+        .unwrap()
+        .processes
+}
+
+/// Every process of `procs` has ended and the cluster directory `dir` is gone.
+pub fn assert_nothing_left(
+    procs: &[harness::cluster::local::process::ProcRecord],
+    dir: &std::path::Path,
+) {
+    for p in procs {
+        assert!(!p.alive(), "{} (pid {}) is still alive", p.name, p.pid);
+    }
+    assert!(!dir.exists(), "{} still exists", dir.display());
+}
+
 /// The default profile.
 pub fn default_profile() -> Profile {
     Profile::new(KubeVersion::default_version())

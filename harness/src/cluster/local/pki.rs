@@ -154,6 +154,21 @@ impl Pki {
         self.leaf(stem, p, &issuer)
     }
 
+    /// Issues a serving certificate for 127.0.0.1 and localhost named `cn`, kept in memory
+    /// (nothing is written): its certificate and key, PEM. For a server of the harness's own
+    /// process (e.g. [`crate::cluster::proxy`]) that clients trusting the cluster CA reach.
+    pub fn issue_serving(&self, cn: &str) -> Result<(String, String), LocalError> {
+        let ca_key = KeyPair::from_pem(&self.read("ca.key")?).map_err(LocalError::pki)?;
+        let issuer = Issuer::new(ca_params()?, ca_key);
+        let mut p = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+            .map_err(LocalError::pki)?;
+        p.distinguished_name.push(DnType::CommonName, cn);
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let key = KeyPair::generate().map_err(LocalError::pki)?;
+        let cert = p.signed_by(&key, &issuer).map_err(LocalError::pki)?;
+        Ok((cert.pem(), key.serialize_pem()))
+    }
+
     fn leaf(
         &self,
         stem: &str,
