@@ -504,37 +504,43 @@ async fn fires(
     trial: &Trial,
     target: &Finding,
 ) -> Option<(Finding, String)> {
-    let compared = match baseline {
-        Some((base, name)) if target.oracle == Oracle::Release => Some((base, name)),
-        _ => None,
-    };
-    let (ours, theirs) = match compared {
-        Some((base, _)) => {
-            let (a, b) = futures::join!(cell.run(s, trial), base.run(s, trial));
-            (a, Some(b))
-        }
-        None => (cell.run(s, trial).await, None),
-    };
-    let mut out = match ours {
+    let baseline = baseline.filter(|_| target.oracle == Oracle::Release);
+    let out = match run_compared(cell, baseline, s, trial).await {
         Ok(out) => out,
         Err(e) => {
             tracing::warn!("trial run: {e:#}");
             return None;
         }
     };
-    if let (Some(Ok(theirs)), Some((_, name))) = (theirs, compared) {
-        out.findings.extend(oracle::release(
-            s,
-            &trial.fields(),
-            &out.end,
-            &theirs.end,
-            name,
-        ));
-    }
     out.findings
         .into_iter()
         .find(|f| same(f, target))
         .map(|f| (f, out.manager_log))
+}
+
+/// Runs `trial` on `cell`, and with a baseline (cell and release name) on it too, adding the
+/// O5 finding of an end that differs.
+async fn run_compared(
+    cell: &Cell<'_>,
+    baseline: Option<(&Cell<'_>, &str)>,
+    s: &Subject,
+    trial: &Trial,
+) -> anyhow::Result<exec::Outcome> {
+    let Some((base, name)) = baseline else {
+        return cell.run(s, trial).await;
+    };
+    let (ours, theirs) = futures::join!(cell.run(s, trial), base.run(s, trial));
+    let mut ours = ours?;
+    if let Ok(theirs) = theirs {
+        ours.findings.extend(oracle::release(
+            s,
+            &trial.fields(),
+            &ours.end,
+            &theirs.end,
+            name,
+        ));
+    }
+    Ok(ours)
 }
 
 fn same(a: &Finding, b: &Finding) -> bool {
@@ -691,26 +697,13 @@ pub async fn explore(
             .collect();
         index += batch.len() as u64;
         let cell = &x.cell;
-        let base = x.baseline.as_ref();
         let base_name = options.baseline.as_ref().map(ToString::to_string);
-        let base_name = base_name.as_deref().unwrap_or_default();
-        let outs: Vec<_> = futures::future::join_all(batch.iter().map(|(s, t)| async move {
-            let Some(base) = base else {
-                return cell.run(s, t).await;
-            };
-            let (ours, theirs) = futures::join!(cell.run(s, t), base.run(s, t));
-            let mut ours = ours?;
-            if let Ok(theirs) = theirs {
-                ours.findings.extend(oracle::release(
-                    s,
-                    &t.fields(),
-                    &ours.end,
-                    &theirs.end,
-                    base_name,
-                ));
-            }
-            Ok(ours)
-        }))
+        let compared = x.baseline.as_ref().zip(base_name.as_deref());
+        let outs: Vec<_> = futures::future::join_all(
+            batch
+                .iter()
+                .map(|(s, t)| run_compared(cell, compared, s, t)),
+        )
         .await;
         for ((s, t), out) in batch.iter().zip(outs) {
             x.count(format!("behaviour {}", s.name), 1);

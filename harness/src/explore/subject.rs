@@ -249,31 +249,38 @@ fn cloneset_with_claims(name: &str) -> Value {
     o
 }
 
+/// A node selector term for the nodes of `zone`.
+fn in_zone(zone: &str) -> Value {
+    json!({"matchExpressions": [{"key": crate::cluster::ZONE_LABEL, "operator": "In",
+        "values": [zone]}]})
+}
+
+/// A Deployment as a policy's target.
+const DEPLOYMENT_TARGET: Target = Target {
+    api_version: "apps/v1",
+    kind: "Deployment",
+    seed: |n| replicated("apps/v1", "Deployment", n),
+    template: "spec.template",
+    via: REPLICA_SETS,
+};
+
 /// A WorkloadSpread over the target `kind` of the policy `name`: two subsets, one per zone,
 /// the first bounded to one pod.
 fn spread(api_version: &str, kind: &str, name: &str) -> Value {
-    let on = |zone: &str| {
-        json!({"matchExpressions": [{"key": crate::cluster::ZONE_LABEL, "operator": "In",
-            "values": [zone]}]})
-    };
     object(
         KRUISE,
         "WorkloadSpread",
         name,
         json!({"targetRef": {"apiVersion": api_version, "kind": kind, "name": Target::name(name)},
                "subsets": [
-                   {"name": "a", "requiredNodeSelectorTerm": on("zone-a"), "maxReplicas": 1},
-                   {"name": "b", "requiredNodeSelectorTerm": on("zone-b")}]}),
+                   {"name": "a", "requiredNodeSelectorTerm": in_zone("zone-a"), "maxReplicas": 1},
+                   {"name": "b", "requiredNodeSelectorTerm": in_zone("zone-b")}]}),
     )
 }
 
 /// A UnitedDeployment whose template is the union member `member`, holding `workload` (a
 /// seed's spec without replicas), over two subsets, one per zone.
 fn united(name: &str, member: &str, workload: Value) -> Value {
-    let on = |zone: &str| {
-        json!({"matchExpressions": [{"key": crate::cluster::ZONE_LABEL, "operator": "In",
-            "values": [zone]}]})
-    };
     let mut spec = workload["spec"].clone();
     if let Some(m) = spec.as_object_mut() {
         m.remove("replicas");
@@ -285,8 +292,8 @@ fn united(name: &str, member: &str, workload: Value) -> Value {
         json!({"replicas": 2, "selector": {"matchLabels": {"app": name}},
                "template": {member: {"metadata": {"labels": {"app": name}}, "spec": spec}},
                "topology": {"subsets": [
-                   {"name": "a", "nodeSelectorTerm": on("zone-a")},
-                   {"name": "b", "nodeSelectorTerm": on("zone-b")}]}}),
+                   {"name": "a", "nodeSelectorTerm": in_zone("zone-a")},
+                   {"name": "b", "nodeSelectorTerm": in_zone("zone-b")}]}}),
     )
 }
 
@@ -566,13 +573,7 @@ pub fn subjects() -> Vec<Subject> {
                 template: "",
                 observes_generation: false,
                 via: &[],
-                target: Some(Target {
-                    api_version: "apps/v1",
-                    kind: "Deployment",
-                    seed: |n| replicated("apps/v1", "Deployment", n),
-                    template: "spec.template",
-                    via: REPLICA_SETS,
-                }),
+                target: Some(DEPLOYMENT_TARGET),
             }),
             replicated: true,
             template: "",
@@ -598,13 +599,7 @@ pub fn subjects() -> Vec<Subject> {
             rolls_out: false,
             observes_generation: false,
             via: &[],
-            target: Some(Target {
-                api_version: "apps/v1",
-                kind: "Deployment",
-                seed: |n| replicated("apps/v1", "Deployment", n),
-                template: "spec.template",
-                via: REPLICA_SETS,
-            }),
+            target: Some(DEPLOYMENT_TARGET),
         },
     ]
 }
