@@ -88,13 +88,29 @@ fn answer(r: Result<DynamicObject, kube::Error>) -> Answer {
     }
 }
 
+/// The API of `kind` in `namespace`. Its resource is discovered once per API version and kind
+/// (a kind's plural is the same on every cell), not on every poll of a trial.
 async fn api_for(
     client: &kube::Client,
     namespace: &str,
     api_version: &str,
     kind: &str,
 ) -> anyhow::Result<Api<DynamicObject>> {
-    let (ar, _) = crate::scenario::pinned(client, api_version, kind).await?;
+    type Known = std::sync::Mutex<BTreeMap<(String, String), kube::discovery::ApiResource>>;
+    static KNOWN: std::sync::OnceLock<Known> = std::sync::OnceLock::new();
+    let known = KNOWN.get_or_init(Default::default);
+    let key = (api_version.to_string(), kind.to_string());
+    let cached = known.lock().ok().and_then(|m| m.get(&key).cloned());
+    let ar = match cached {
+        Some(ar) => ar,
+        None => {
+            let (ar, _) = crate::scenario::pinned(client, api_version, kind).await?;
+            if let Ok(mut m) = known.lock() {
+                m.insert(key, ar.clone());
+            }
+            ar
+        }
+    };
     Ok(Api::namespaced_with(client.clone(), namespace, &ar))
 }
 
