@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
 use crate::cluster::any::{self, ProviderConfig};
@@ -131,6 +132,14 @@ pub struct ExploreArgs {
     /// controller under test answers or settles otherwise (O5, the release differential)
     #[arg(long, value_name = "NAME@TAG")]
     pub baseline: Option<String>,
+    /// Feature gates of the cell's control plane, e.g. InPlacePodVerticalScaling=true
+    /// (repeatable or comma-separated; with --replay, default: the finding's).
+    #[arg(long = "feature-gates", value_name = "GATE=BOOL")]
+    pub feature_gates: Vec<String>,
+    /// Feature gates of the controller manager (repeatable or comma-separated; with
+    /// --replay, default: the finding's).
+    #[arg(long = "controller-gates", value_name = "GATE=BOOL")]
+    pub controller_gates: Vec<String>,
     /// Exit 1 when a stable finding was reported (default: 0 once the exploration ran, the
     /// findings being its report).
     #[arg(long)]
@@ -160,6 +169,19 @@ impl ExploreArgs {
             (None, None) => crate::controller::ControllerRef::default_ref(),
         };
         crate::explore::select(&self.kinds)?;
+        let mut gates = crate::explore::Gates {
+            cluster: crate::cluster::parse_gates(&self.feature_gates).context("--feature-gates")?,
+            controller: crate::cluster::parse_gates(&self.controller_gates)
+                .context("--controller-gates")?,
+        };
+        if let Some(r) = found {
+            if self.feature_gates.is_empty() {
+                gates.cluster = r.gates.cluster.clone();
+            }
+            if self.controller_gates.is_empty() {
+                gates.controller = r.gates.controller.clone();
+            }
+        }
         if self.parallel == 0 {
             anyhow::bail!("--parallel must be at least 1");
         }
@@ -184,6 +206,7 @@ impl ExploreArgs {
             shrink_runs: self.shrink_runs,
             dir,
             baseline: self.baseline.as_deref().map(str::parse).transpose()?,
+            gates,
         })
     }
 }
@@ -857,6 +880,28 @@ mod tests {
         };
         let e = args.options(None, 1, "out".into()).unwrap_err();
         assert_eq!(e.to_string(), "--parallel must be at least 1");
+        let Command::Explore(args) = parse(&[
+            "explore",
+            "--feature-gates",
+            "InPlacePodVerticalScaling=true",
+            "--controller-gates",
+            "A=true,B=false",
+        ]) else {
+            panic!("explore");
+        };
+        let o = args.options(None, 1, "out".into()).unwrap();
+        assert_eq!(
+            o.gates.to_string(),
+            "cluster InPlacePodVerticalScaling=true; controller A=true,B=false"
+        );
+        let Command::Explore(args) = parse(&["explore", "--feature-gates", "X=maybe"]) else {
+            panic!("explore");
+        };
+        let e = format!("{:#}", args.options(None, 1, "out".into()).unwrap_err());
+        assert!(
+            e.contains("--feature-gates") && e.contains("X=maybe"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use futures::future::BoxFuture;
 
 use crate::cluster::any::AnyCluster;
-use crate::cluster::local::process::{ProcRecord, log_tail};
+use crate::cluster::local::process::{ProcRecord, Supervisor, log_tail};
 use crate::cluster::local::{LocalCluster, LocalError};
 use crate::cluster::proxy::{ProxyError, ProxyHandle};
 use crate::toolchain::{GoEnv, Toolchain, ToolchainError};
@@ -95,6 +95,12 @@ pub trait Component: fmt::Debug + Send + Sync {
 
     /// Its log file, when it runs as a local process.
     fn log(&self) -> Option<&Path>;
+
+    /// Starts it again if it exited and something restarts it (as a kubelet restarts a pod's
+    /// container), waiting until it is ready: how it ended, or `None` when it was running.
+    fn revive(&self) -> BoxFuture<'_, Result<Option<String>, ControllerError>> {
+        Box::pin(async { Ok(None) })
+    }
 }
 
 /// A controller installed into a cluster: its running components, and the apiserver proxy in
@@ -122,6 +128,18 @@ impl Installation {
             c.check(window).await?;
         }
         Ok(())
+    }
+
+    /// Starts again every component that exited and has a supervisor, each ready when this
+    /// returns: the components started again, each with how it ended.
+    pub async fn revive(&self) -> Result<Vec<String>, ControllerError> {
+        let mut out = vec![];
+        for c in &self.components {
+            if let Some(status) = c.revive().await? {
+                out.push(format!("{} ({status})", c.name()));
+            }
+        }
+        Ok(out)
     }
 
     /// A window opening now, for a scenario in `namespace`.
@@ -336,6 +354,35 @@ fn named_namespace(line: &str) -> Option<String> {
     Some(rest[..end].to_string())
 }
 
+/// The status code of `GET http://127.0.0.1:<port><path>` (a health endpoint), over one
+/// HTTP/1.1 connection of hyper's; the error says what failed, with its cause.
+pub(crate) async fn http_get_status(port: u16, path: &str) -> Result<u16, String> {
+    use hyper_util::rt::TokioIo;
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|e| format!("connect to 127.0.0.1:{port}: {e}"))?;
+    let http = |e: hyper::Error| match std::error::Error::source(&e) {
+        Some(cause) => format!("GET {path}: {e}: {cause}"),
+        None => format!("GET {path}: {e}"),
+    };
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .map_err(http)?;
+    let driver = tokio::spawn(conn);
+    let request = http::Request::get(path)
+        .header(http::header::HOST, format!("127.0.0.1:{port}"))
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .map_err(|e| format!("GET {path}: {e}"))?;
+    let status = sender
+        .send_request(request)
+        .await
+        .map(|r| r.status().as_u16())
+        .map_err(http);
+    drop(sender);
+    driver.abort();
+    status
+}
+
 /// A running controller manager installed into a cluster.
 #[derive(Debug, Clone)]
 pub struct Manager {
@@ -353,6 +400,8 @@ pub struct Manager {
     pub health_port: u16,
     /// Its feature gates.
     pub gates: BTreeMap<String, bool>,
+    /// What starts it again when it exits, if anything does.
+    pub supervisor: Option<Supervisor>,
 }
 
 impl Component for Manager {
@@ -361,19 +410,75 @@ impl Component for Manager {
     }
 
     fn check<'a>(&'a self, window: &'a Window) -> BoxFuture<'a, Result<(), ControllerError>> {
-        Box::pin(async move { self.check_process(window) })
+        Box::pin(async move {
+            // An exit is reported once, with the manager started again and ready.
+            if let Some(status) = self.revive().await? {
+                return Err(self.exited(&status));
+            }
+            self.check_process(window)
+        })
     }
 
     fn log(&self) -> Option<&Path> {
         Some(&self.log)
     }
+
+    fn revive(&self) -> BoxFuture<'_, Result<Option<String>, ControllerError>> {
+        Box::pin(async move {
+            let Some(s) = &self.supervisor else {
+                return Ok(None);
+            };
+            let Some(status) = s.revive()? else {
+                return Ok(None);
+            };
+            // Ready again: the same certificates and ports, so the webhooks answer once
+            // /readyz does.
+            let deadline = std::time::Instant::now() + Duration::from_secs(120);
+            let mut last = String::new();
+            while std::time::Instant::now() < deadline {
+                match http_get_status(self.health_port, "/readyz").await {
+                    Ok(200) => return Ok(Some(status)),
+                    Ok(code) => last = format!("HTTP {code}"),
+                    Err(e) => last = e,
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(ControllerError::NotReady {
+                what: format!("{} started again after it exited ({status})", self.name),
+                timeout: Duration::from_secs(120),
+                last,
+            })
+        })
+    }
 }
 
 impl Manager {
-    /// Fails if the manager exited (with its log tail) or its log shows RBAC denials of its own
-    /// ServiceAccount or a panic, within `window`.
+    /// Fails if the manager exited (with its log tail; a supervised one is started again) or
+    /// its log shows RBAC denials of its own ServiceAccount or a panic, within `window`.
     pub fn check_process(&self, window: &Window) -> Result<(), ControllerError> {
-        check_local_process(&self.name, &self.version, &self.record, &self.log, window)
+        let record = match &self.supervisor {
+            Some(s) => {
+                if let Some(status) = s.revive()? {
+                    return Err(self.exited(&status));
+                }
+                s.current()
+            }
+            None => self.record.clone(),
+        };
+        check_local_process(&self.name, &self.version, &record, &self.log, window)
+    }
+
+    /// The error of an exit its supervisor answered by starting it again.
+    fn exited(&self, status: &str) -> ControllerError {
+        ControllerError::ManagerExited {
+            name: self.name.clone(),
+            version: self.version.clone(),
+            log: self.log.clone(),
+            tail: format!(
+                "{}\n(it exited: {status}; started again)",
+                log_tail(&self.log, 20)
+            ),
+        }
     }
 }
 

@@ -31,7 +31,10 @@ use kube::api::{
 use kube::runtime::wait::{Condition, conditions};
 use serde_json::{Value, json};
 
-use super::{Component, Controller, ControllerError, ControllerRef, Host, Installation, Manager};
+use super::{
+    Component, Controller, ControllerError, ControllerRef, Host, Installation, Manager,
+    http_get_status,
+};
 use crate::cluster::local::components::ComponentSpec;
 use crate::cluster::local::pki::{Credentials, render_kubeconfig};
 use crate::cluster::local::{LocalCluster, free_port};
@@ -704,15 +707,17 @@ pub async fn install_local(
     // A manager stopped for an upgrade leaves its lease held; the next one would wait for it
     // to expire.
     release_lease(&client).await?;
-    let record = cluster.spawn_component(&spec)?;
+    // As its Deployment's pod would be, it is started again when it exits.
+    let supervisor = cluster.spawn_supervised(&spec)?;
     let manager = Manager {
         name: spec.name.clone(),
         version: tag.clone(),
-        record,
+        record: supervisor.current(),
         log: layout.log(&spec.name),
         webhook_port: ports.webhook,
         health_port: ports.health,
         gates: gates.clone(),
+        supervisor: Some(supervisor),
     };
     let daemons = match &daemon_binary {
         Some(binary) => daemon::start(cluster, binary, &tag, &gates).await?,
@@ -1160,35 +1165,6 @@ pub fn manager_spec(
         clear_env: false,
         dir: None,
     }
-}
-
-/// The status code of `GET http://127.0.0.1:<port><path>` (a health endpoint), over one
-/// HTTP/1.1 connection of hyper's; the error says what failed, with its cause.
-async fn http_get_status(port: u16, path: &str) -> Result<u16, String> {
-    use hyper_util::rt::TokioIo;
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .map_err(|e| format!("connect to 127.0.0.1:{port}: {e}"))?;
-    let http = |e: hyper::Error| match std::error::Error::source(&e) {
-        Some(cause) => format!("GET {path}: {e}: {cause}"),
-        None => format!("GET {path}: {e}"),
-    };
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
-        .await
-        .map_err(http)?;
-    let driver = tokio::spawn(conn);
-    let request = http::Request::get(path)
-        .header(http::header::HOST, format!("127.0.0.1:{port}"))
-        .body(http_body_util::Empty::<bytes::Bytes>::new())
-        .map_err(|e| format!("GET {path}: {e}"))?;
-    let status = sender
-        .send_request(request)
-        .await
-        .map(|r| r.status().as_u16())
-        .map_err(http);
-    drop(sender);
-    driver.abort();
-    status
 }
 
 /// Whether every webhook of both configurations points at the manager's URL with a CA.

@@ -247,6 +247,9 @@ impl Cell<'_> {
 
     /// Runs `trial` of `subject` in a namespace of its own (removed after), and judges it.
     pub async fn run(&self, subject: &Subject, trial: &Trial) -> anyhow::Result<Outcome> {
+        // A manager that exited in an earlier trial is running and ready again (its exit was
+        // that trial's finding).
+        self.installation.revive().await?;
         let ns = self.namespace(subject).await?;
         let result = match trial.mode {
             Mode::Admission => self.admit(subject, trial, &ns, "x").await,

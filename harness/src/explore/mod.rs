@@ -74,6 +74,51 @@ pub struct Options {
     /// A baseline release: every trial also runs on a cell of it, and where the controller
     /// under test answers or settles otherwise is a finding (O5).
     pub baseline: Option<ControllerRef>,
+    /// The feature gates of the cell (and of the baseline's).
+    pub gates: Gates,
+}
+
+/// Feature gates a cell is brought up with: the Kubernetes control plane's and the
+/// controller manager's. Exploring with a gate on explores what the gate turns on.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gates {
+    /// The control plane's (`--feature-gates` of the apiserver and the others).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cluster: BTreeMap<String, bool>,
+    /// The controller manager's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub controller: BTreeMap<String, bool>,
+}
+
+impl Gates {
+    /// Whether no gate is set.
+    pub fn is_empty(&self) -> bool {
+        self.cluster.is_empty() && self.controller.is_empty()
+    }
+}
+
+impl std::fmt::Display for Gates {
+    /// `cluster: A=true; controller: B=true`, or `defaults`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list = |m: &BTreeMap<String, bool>| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let mut parts = vec![];
+        if !self.cluster.is_empty() {
+            parts.push(format!("cluster {}", list(&self.cluster)));
+        }
+        if !self.controller.is_empty() {
+            parts.push(format!("controller {}", list(&self.controller)));
+        }
+        if parts.is_empty() {
+            write!(f, "default gates")
+        } else {
+            write!(f, "{}", parts.join("; "))
+        }
+    }
 }
 
 /// The names of the known subjects.
@@ -140,6 +185,9 @@ pub struct Reported {
     /// The baseline release it was compared with, if any.
     #[serde(default)]
     pub baseline: Option<String>,
+    /// The gates of the cell it was found on.
+    #[serde(default, skip_serializing_if = "Gates::is_empty")]
+    pub gates: Gates,
 }
 
 /// What an exploration did.
@@ -160,6 +208,9 @@ pub struct Summary {
     /// The baseline release every trial was compared with, if any.
     #[serde(default)]
     pub baseline: Option<String>,
+    /// The gates of the cell.
+    #[serde(default, skip_serializing_if = "Gates::is_empty")]
+    pub gates: Gates,
 }
 
 impl Summary {
@@ -343,6 +394,7 @@ impl Explorer<'_> {
             controller: self.options.controller.to_string(),
             kubernetes: self.options.kubernetes.to_string(),
             baseline: self.options.baseline.as_ref().map(ToString::to_string),
+            gates: self.options.gates.clone(),
         };
         output::write_finding(&dir, s, &r, &self.options.controller, &manager_log)?;
         (self.say)(format!(
@@ -566,10 +618,11 @@ async fn start_cell(
     toolchain: &Toolchain,
 ) -> anyhow::Result<(String, Session)> {
     let name = crate::run::new_id(prefix);
-    let profile = crate::run::scenario_profile(options.kubernetes);
+    let mut profile = crate::run::scenario_profile(options.kubernetes);
+    profile.feature_gates = options.gates.cluster.clone();
     let choice = ControllerChoice {
         reference: controller.clone(),
-        gates: BTreeMap::new(),
+        gates: options.gates.controller.clone(),
     };
     let session = Session::start(provider, toolchain, &name, &profile, Some(&choice)).await?;
     Ok((name, session))
@@ -602,8 +655,8 @@ pub async fn explore(
     let subjects = select(&options.kinds)?;
     let t0 = Instant::now();
     say(format!(
-        "bringing up a cell: Kubernetes {}, {}",
-        options.kubernetes, options.controller
+        "bringing up a cell: Kubernetes {}, {}, {}",
+        options.kubernetes, options.controller, options.gates
     ));
     let (name, session) =
         start_cell("explore", &options.controller, options, provider, toolchain).await?;
@@ -631,6 +684,7 @@ pub async fn explore(
             kubernetes: options.kubernetes.to_string(),
             seed: options.seed,
             baseline: options.baseline.as_ref().map(ToString::to_string),
+            gates: options.gates.clone(),
             ..Summary::default()
         },
         say,

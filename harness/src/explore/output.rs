@@ -234,7 +234,7 @@ pub fn markdown(summary: &Summary) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "# Exploration of {} on Kubernetes {} (seed {}){}\n",
+        "# Exploration of {} on Kubernetes {} (seed {}){}{}\n",
         summary.controller,
         summary.kubernetes,
         summary.seed,
@@ -242,7 +242,12 @@ pub fn markdown(summary: &Summary) -> String {
             .baseline
             .as_ref()
             .map(|b| format!(", against {b}"))
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        if summary.gates.is_empty() {
+            String::new()
+        } else {
+            format!(", {}", summary.gates)
+        }
     );
     let total: usize = summary.trials.values().sum();
     let _ = writeln!(

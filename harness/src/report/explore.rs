@@ -71,7 +71,12 @@ dt{{font-weight:bold}}pre{{background:#f6f6f6;padding:8px;overflow:auto;max-heig
             .baseline
             .as_ref()
             .map(|b| format!(", against {}", esc(b)))
-            .unwrap_or_default(),
+            .unwrap_or_default()
+            + &if summary.gates.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", esc(&summary.gates.to_string()))
+            },
     )
 }
 
@@ -143,6 +148,7 @@ mod tests {
             controller: "openkruise@v1.9.0".into(),
             kubernetes: "1.32".into(),
             baseline: None,
+            gates: Default::default(),
         }
     }
 
@@ -160,8 +166,13 @@ mod tests {
             ],
             seconds: 60.0,
             baseline: Some("openkruise@v1.8.0".into()),
+            gates: crate::explore::Gates {
+                cluster: [("InPlacePodVerticalScaling".to_string(), true)].into(),
+                controller: Default::default(),
+            },
         };
         let page = html(&summary, Path::new("/r/run"));
+        assert!(page.contains("cluster InPlacePodVerticalScaling=true"));
         let at = |s: &str| page.find(s).unwrap_or_else(|| panic!("{s} in the page"));
         assert!(at("id=\"O1\"") < at("id=\"O4\""), "oracles in order");
         assert!(

@@ -28,7 +28,7 @@ use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use kube::api::{Api, PostParams};
 
 use self::components::{Binaries, ComponentSpec, Inputs, Layout, Ports, RealBinaries};
-use self::process::{ProcRecord, Process};
+use self::process::{ProcRecord, Process, Supervisor};
 use self::state::ClusterState;
 use super::{Cluster, ClusterProvider, Profile, admin_client};
 use crate::progress::Progress;
@@ -212,6 +212,8 @@ pub struct LocalCluster {
     state: ClusterState,
     layout: Layout,
     procs: Arc<Mutex<Vec<Process>>>,
+    /// Processes started again by a [`Supervisor`]: (the one that exited, its replacement).
+    replaced: Arc<Mutex<Vec<(ProcRecord, ProcRecord)>>>,
     client: Option<kube::Client>,
     keep_dir: bool,
     done: bool,
@@ -335,6 +337,7 @@ impl LocalProvider {
             },
             layout: layout.clone(),
             procs: Arc::default(),
+            replaced: Arc::default(),
             client: None,
             keep_dir: false,
             done: false,
@@ -402,6 +405,7 @@ impl LocalProvider {
             state,
             layout,
             procs: Arc::default(),
+            replaced: Arc::default(),
             client: Some(client),
             keep_dir: false,
             done: false,
@@ -880,7 +884,17 @@ impl std::fmt::Debug for LocalCluster {
 
 impl LocalCluster {
     fn save(&self) -> Result<(), LocalError> {
-        self.state.save(&self.layout.state())
+        let replaced = self.replaced.lock().expect("not poisoned");
+        if replaced.is_empty() {
+            return self.state.save(&self.layout.state());
+        }
+        let mut state = self.state.clone();
+        for r in state.processes.iter_mut() {
+            while let Some((_, new)) = replaced.iter().find(|(old, _)| old == r) {
+                *r = new.clone();
+            }
+        }
+        state.save(&self.layout.state())
     }
 
     fn spawn(&mut self, spec: &ComponentSpec) -> Result<(), LocalError> {
@@ -897,6 +911,20 @@ impl LocalCluster {
         self.procs.lock().expect("not poisoned").push(p);
         self.save()?;
         Ok(record)
+    }
+
+    /// [`spawn_component`](Self::spawn_component), and a [`Supervisor`] that starts it
+    /// again when it exits (as a kubelet restarts a pod's container).
+    pub fn spawn_supervised(&mut self, spec: &ComponentSpec) -> Result<Supervisor, LocalError> {
+        let record = self.spawn_component(spec)?;
+        Ok(Supervisor::new(
+            spec.clone(),
+            self.layout.log(&spec.name),
+            self.procs.clone(),
+            self.replaced.clone(),
+            self.layout.state(),
+            record,
+        ))
     }
 
     /// Ends one process started by [`spawn_component`](Self::spawn_component) and forgets it
@@ -1062,6 +1090,8 @@ impl LocalCluster {
             for p in procs.iter_mut().rev() {
                 p.stop(Duration::from_secs(5));
             }
+            // No supervisor starts them again.
+            procs.clear();
             drop(procs);
             if let Ok(mut on_disk) = ClusterState::load(&self.layout.state()) {
                 on_disk.processes.retain(|p| !mine.contains(p));
@@ -1084,6 +1114,8 @@ impl LocalCluster {
                     ));
                 }
             }
+            // No supervisor starts them again.
+            procs.clear();
         }
         for n in &self.state.real_nodes {
             errors.extend(n.cleanup());

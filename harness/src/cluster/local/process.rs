@@ -6,6 +6,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
@@ -14,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::LocalError;
 use super::components::ComponentSpec;
+use super::state::ClusterState;
 
 /// A started child process.
 #[derive(Debug)]
@@ -176,6 +178,91 @@ impl Process {
     /// The last `lines` lines of its log.
     pub fn log_tail(&self, lines: usize) -> String {
         log_tail(&self.log, lines)
+    }
+}
+
+/// What starts a component again when it exits, as a kubelet restarts the container of a
+/// Deployment's pod: [`revive`](Self::revive) replaces an exited process with a new one of
+/// the same spec, appending to the same log (after a line saying so) and recording it in the
+/// cluster state, so that what ends the cluster ends it too. A process its cluster stopped (or
+/// forgot, see `LocalCluster::stop_component`) is not started again.
+#[derive(Debug, Clone)]
+pub struct Supervisor {
+    spec: ComponentSpec,
+    log: PathBuf,
+    procs: Arc<Mutex<Vec<Process>>>,
+    replaced: Arc<Mutex<Vec<(ProcRecord, ProcRecord)>>>,
+    state: PathBuf,
+    current: Arc<Mutex<ProcRecord>>,
+}
+
+impl Supervisor {
+    /// A supervisor of the running `current`, started from `spec` with its output in `log`,
+    /// one of `procs`; `state` is the cluster state file its replacements are recorded in,
+    /// and `replaced` where the cluster learns of them.
+    pub(super) fn new(
+        spec: ComponentSpec,
+        log: PathBuf,
+        procs: Arc<Mutex<Vec<Process>>>,
+        replaced: Arc<Mutex<Vec<(ProcRecord, ProcRecord)>>>,
+        state: PathBuf,
+        current: ProcRecord,
+    ) -> Self {
+        Self {
+            spec,
+            log,
+            procs,
+            replaced,
+            state,
+            current: Arc::new(Mutex::new(current)),
+        }
+    }
+
+    /// The process now running the component (or the last one, if it exited).
+    pub fn current(&self) -> ProcRecord {
+        self.current.lock().expect("not poisoned").clone()
+    }
+
+    /// Starts the component again if its process exited: how it ended, or `None` when it is
+    /// running (or was stopped by its cluster).
+    pub fn revive(&self) -> Result<Option<String>, LocalError> {
+        let mut procs = self.procs.lock().expect("not poisoned");
+        let mut current = self.current.lock().expect("not poisoned");
+        let Some(i) = procs.iter().position(|p| p.record() == &*current) else {
+            return Ok(None);
+        };
+        let Some(status) = procs[i].exited() else {
+            return Ok(None);
+        };
+        {
+            use std::io::Write;
+            let mut f = File::options()
+                .create(true)
+                .append(true)
+                .open(&self.log)
+                .map_err(|e| LocalError::io(&self.log, e))?;
+            writeln!(
+                f,
+                "harness: {} (pid {}) exited ({status}); starting it again",
+                self.spec.name, current.pid
+            )
+            .map_err(|e| LocalError::io(&self.log, e))?;
+        }
+        let p = Process::spawn(&self.spec, &self.log)?;
+        let new = p.record().clone();
+        procs[i] = p;
+        self.replaced
+            .lock()
+            .expect("not poisoned")
+            .push((current.clone(), new.clone()));
+        if let Ok(mut s) = ClusterState::load(&self.state) {
+            for r in s.processes.iter_mut().filter(|r| **r == *current) {
+                *r = new.clone();
+            }
+            s.save(&self.state)?;
+        }
+        *current = new;
+        Ok(Some(status))
     }
 }
 
