@@ -12,7 +12,7 @@ use kube::core::params::ValidationDirective;
 use serde_json::{Value, json};
 
 use super::oracle::{self, Answer, Finding, Oracle, PodView};
-use super::subject::{IMAGE_V2, Subject, Target, get, set};
+use super::subject::{IMAGE_V2, Subject, Target, get, set, split_target};
 use super::trial::{Fields, Mode, Op, Perturbation, Step, Trial, Which};
 use crate::cluster::OWNER_LABEL;
 use crate::controller::Installation;
@@ -88,30 +88,60 @@ fn answer(r: Result<DynamicObject, kube::Error>) -> Answer {
     }
 }
 
-/// The API of `kind` in `namespace`. Its resource is discovered once per API version and kind
-/// (a kind's plural is the same on every cell), not on every poll of a trial.
+/// The resource of `kind` and whether it is cluster-scoped. It is discovered once per API
+/// version and kind (a kind's plural and scope are the same on every cell), not on every poll
+/// of a trial.
+async fn resource(
+    client: &kube::Client,
+    api_version: &str,
+    kind: &str,
+) -> anyhow::Result<(kube::discovery::ApiResource, bool)> {
+    type Known = std::sync::Mutex<BTreeMap<(String, String), (kube::discovery::ApiResource, bool)>>;
+    static KNOWN: std::sync::OnceLock<Known> = std::sync::OnceLock::new();
+    let known = KNOWN.get_or_init(Default::default);
+    let key = (api_version.to_string(), kind.to_string());
+    let cached = known.lock().ok().and_then(|m| m.get(&key).cloned());
+    Ok(match cached {
+        Some(found) => found,
+        None => {
+            let (ar, caps) = crate::scenario::pinned(client, api_version, kind).await?;
+            let found = (ar, caps.scope == kube::discovery::Scope::Cluster);
+            if let Ok(mut m) = known.lock() {
+                m.insert(key, found.clone());
+            }
+            found
+        }
+    })
+}
+
+/// The API of `kind` in `namespace` (of every namespace for a cluster-scoped kind).
 async fn api_for(
     client: &kube::Client,
     namespace: &str,
     api_version: &str,
     kind: &str,
 ) -> anyhow::Result<Api<DynamicObject>> {
-    type Known = std::sync::Mutex<BTreeMap<(String, String), kube::discovery::ApiResource>>;
-    static KNOWN: std::sync::OnceLock<Known> = std::sync::OnceLock::new();
-    let known = KNOWN.get_or_init(Default::default);
-    let key = (api_version.to_string(), kind.to_string());
-    let cached = known.lock().ok().and_then(|m| m.get(&key).cloned());
-    let ar = match cached {
-        Some(ar) => ar,
-        None => {
-            let (ar, _) = crate::scenario::pinned(client, api_version, kind).await?;
-            if let Ok(mut m) = known.lock() {
-                m.insert(key, ar.clone());
-            }
-            ar
-        }
-    };
-    Ok(Api::namespaced_with(client.clone(), namespace, &ar))
+    let (ar, cluster) = resource(client, api_version, kind).await?;
+    Ok(match cluster {
+        true => Api::all_with(client.clone(), &ar),
+        false => Api::namespaced_with(client.clone(), namespace, &ar),
+    })
+}
+
+/// The name of a trial's object `name` in namespace `ns`: itself, or for a cluster-scoped
+/// kind (which the namespace does not hold) prefixed with the namespace, so that trials at
+/// once do not meet and [`Cell::drop_namespace`] finds it.
+async fn scoped_name(
+    client: &kube::Client,
+    s: &Subject,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<String> {
+    let (_, cluster) = resource(client, s.api_version, s.kind).await?;
+    Ok(match cluster {
+        true => format!("{ns}-{name}"),
+        false => name.to_string(),
+    })
 }
 
 /// The subject's object (or its twin's) with `fields` set.
@@ -194,18 +224,33 @@ impl Cell<'_> {
 
     /// Makes the target of the policy object `name` of `s` (none for a workload subject),
     /// with no pods.
-    async fn make_target(&self, ns: &str, s: &Subject, name: &str) -> anyhow::Result<()> {
+    /// `set` holds the target's fields of the trial's create ([`super::subject::TARGET`]).
+    async fn make_target(
+        &self,
+        ns: &str,
+        s: &Subject,
+        name: &str,
+        set: &Fields,
+    ) -> anyhow::Result<Option<String>> {
         let Some(t) = s.target else {
-            return Ok(());
+            return Ok(None);
         };
         let api = api_for(&self.client, ns, t.api_version, t.kind).await?;
         let target = Target::name(name);
-        let mut o = (t.seed)(&target);
+        let (_, fields) = split_target(set);
+        let Some(mut o) = object((t.seed)(&target), &fields, |k| Some(k.to_string())) else {
+            anyhow::bail!("set {fields:?} on the target {} {target}", t.kind);
+        };
         o["spec"]["replicas"] = json!(0);
-        api.patch(&target, &strict(), &Patch::Apply(&o))
-            .await
-            .map_err(|e| anyhow::anyhow!("make the target {} {target}: {e}", t.kind))?;
-        Ok(())
+        match api.patch(&target, &strict(), &Patch::Apply(&o)).await {
+            Ok(_) => Ok(None),
+            // The target's template is the target kind's to admit (its own subject explores
+            // that): the trial has no policy to judge.
+            Err(kube::Error::Api(e)) if (400..500).contains(&e.code) && e.code != 409 => {
+                Ok(Some(e.message))
+            }
+            Err(e) => Err(anyhow::anyhow!("make the target {} {target}: {e}", t.kind)),
+        }
     }
 
     /// Scales a policy's target to its seed's replicas, once the policy exists.
@@ -237,8 +282,30 @@ impl Cell<'_> {
         Ok(ns)
     }
 
-    /// Deletes a namespace [`Cell::namespace`] made.
-    pub async fn drop_namespace(&self, ns: &str) {
+    /// Deletes a namespace [`Cell::namespace`] made for trials of `subject`, and the objects
+    /// of a cluster-scoped subject (or twin) those trials named after it.
+    pub async fn drop_namespace(&self, ns: &str, subject: &Subject) {
+        let kinds = std::iter::once(*subject).chain(subject.twin_subject());
+        for k in kinds {
+            let Ok((ar, true)) = resource(&self.client, k.api_version, k.kind).await else {
+                continue;
+            };
+            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
+            let prefix = format!("{ns}-");
+            match api.list(&ListParams::default()).await {
+                Ok(list) => {
+                    for o in list.items {
+                        let name = o.metadata.name.unwrap_or_default();
+                        if name.starts_with(&prefix)
+                            && let Err(e) = api.delete(&name, &DeleteParams::background()).await
+                        {
+                            tracing::warn!("delete {} {name}: {e}", k.kind);
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!("list {}: {e}", k.kind),
+            }
+        }
         let nss: Api<Namespace> = Api::all(self.client.clone());
         if let Err(e) = nss.delete(ns, &DeleteParams::background()).await {
             tracing::warn!("delete namespace {ns}: {e}");
@@ -255,7 +322,7 @@ impl Cell<'_> {
             Mode::Admission => self.admit(subject, trial, &ns, "x").await,
             Mode::Behaviour => self.behaviour(subject, trial, &ns).await,
         };
-        self.drop_namespace(&ns).await;
+        self.drop_namespace(&ns, subject).await;
         result
     }
 
@@ -270,6 +337,7 @@ impl Cell<'_> {
         name: &str,
     ) -> anyhow::Result<Outcome> {
         let mut out = Outcome::default();
+        let name = &scoped_name(&self.client, s, ns, name).await?;
         let ours = api_for(&self.client, ns, s.api_version, s.kind).await?;
         let twin = match s.twin {
             Some(t) => Some((t, api_for(&self.client, ns, t.api_version, t.kind).await?)),
@@ -288,23 +356,36 @@ impl Cell<'_> {
             params.dry_run = last;
             let (verb, fields, mine, theirs) = match step {
                 Step::Create { set } => {
-                    let Some(o) = object((s.seed)(name), set, |k| Some(k.to_string())) else {
+                    let (own, _) = split_target(set);
+                    let Some(o) = object((s.seed)(name), &own, |k| Some(k.to_string())) else {
                         anyhow::bail!("set {set:?} on the seed object");
                     };
-                    self.make_target(ns, s, name).await?;
+                    if let Some(m) = self.make_target(ns, s, name, set).await? {
+                        out.log
+                            .push(format!("create {set:?}: the target refused: {m}"));
+                        out.answers
+                            .push(Answer::Refused(format!("the target refused: {m}")));
+                        break;
+                    }
                     let r = ours.patch(name, &params, &Patch::Apply(&o)).await;
                     if last && let Ok(stored) = &r {
                         let stored = serde_json::to_value(stored)?;
-                        out.findings.extend(oracle::stored(s, set, &stored));
+                        out.findings.extend(oracle::stored(s, &own, &stored));
                     }
                     let mine = answer(r);
                     let theirs = match &twin {
-                        Some((t, api)) => match object((t.seed)(tname), set, |k| s.twin_path(k)) {
+                        Some((t, api)) => match object((t.seed)(tname), &own, |k| s.twin_path(k)) {
                             Some(o) => {
-                                if let Some(ts) = s.twin_subject() {
-                                    self.make_target(ns, &ts, tname).await?;
+                                let refused = match s.twin_subject() {
+                                    Some(ts) => self.make_target(ns, &ts, tname, set).await?,
+                                    None => None,
+                                };
+                                match refused {
+                                    Some(_) => None,
+                                    None => Some(answer(
+                                        api.patch(tname, &params, &Patch::Apply(&o)).await,
+                                    )),
                                 }
-                                Some(answer(api.patch(tname, &params, &Patch::Apply(&o)).await))
                             }
                             None => None,
                         },
@@ -355,7 +436,11 @@ impl Cell<'_> {
     async fn behaviour(&self, s: &Subject, trial: &Trial, ns: &str) -> anyhow::Result<Outcome> {
         let mut out = Outcome::default();
         let api = api_for(&self.client, ns, s.api_version, s.kind).await?;
-        let name = "x";
+        let name = &scoped_name(&self.client, s, ns, "x").await?;
+        let tname = &match s.twin_subject() {
+            Some(t) => scoped_name(&self.client, &t, ns, TWIN).await?,
+            None => TWIN.to_string(),
+        };
         let window = self.installation.window(ns);
         let settings = monitor::Settings::with_liveness(self.settle);
         let watching = monitor::Monitor::start(&self.client, ns, settings);
@@ -366,17 +451,25 @@ impl Cell<'_> {
         // The twin goes through the same steps (perturbations aside) when it has every field.
         let mut twin = match s.twin_subject() {
             Some(t) if trial.fields().iter().all(|(k, _)| s.twin_path(k).is_some()) => {
-                Some(Side::new(&self.client, ns, &t, TWIN).await?)
+                Some(Side::new(&self.client, ns, &t, tname).await?)
             }
             _ => None,
         };
         for step in &trial.steps {
             let line = match step {
                 Step::Create { set } => {
-                    let Some(o) = object((s.seed)(name), set, |k| Some(k.to_string())) else {
+                    let (own, _) = split_target(set);
+                    let Some(o) = object((s.seed)(name), &own, |k| Some(k.to_string())) else {
                         anyhow::bail!("set {set:?} on the seed object");
                     };
-                    self.make_target(ns, s, name).await?;
+                    if let Some(m) = self.make_target(ns, s, name, set).await? {
+                        out.log
+                            .push(format!("create {set:?}: the target refused: {m}"));
+                        out.answers
+                            .push(Answer::Refused(format!("the target refused: {m}")));
+                        refused = true;
+                        break;
+                    }
                     let a = answer(api.patch(name, &strict(), &Patch::Apply(&o)).await);
                     refused = a != Answer::Admitted;
                     if !refused {
@@ -384,14 +477,17 @@ impl Cell<'_> {
                     }
                     out.answers.push(a.clone());
                     if let Some(side) = &twin {
-                        let o = object((side.subject.seed)(TWIN), set, |k| s.twin_path(k));
+                        let o = object((side.subject.seed)(tname), &own, |k| s.twin_path(k));
                         let ok = match o {
                             Some(o) => {
-                                self.make_target(ns, &side.subject, TWIN).await?;
-                                side.api
-                                    .patch(TWIN, &strict(), &Patch::Apply(&o))
-                                    .await
-                                    .is_ok()
+                                self.make_target(ns, &side.subject, tname, set)
+                                    .await?
+                                    .is_none()
+                                    && side
+                                        .api
+                                        .patch(tname, &strict(), &Patch::Apply(&o))
+                                        .await
+                                        .is_ok()
                                     && self.scale_target(side).await.is_ok()
                             }
                             None => false,
@@ -403,17 +499,37 @@ impl Cell<'_> {
                     format!("create {set:?}: {a:?}")
                 }
                 Step::Update { set } => {
-                    let patch = update_patch(&api, name, set, |k| Some(k.to_string())).await;
+                    // A policy's update of its target's fields changes the target.
+                    let (own, target) = split_target(set);
+                    let (api, name, set, twin_api, twin_name) = match own.is_empty() {
+                        false => (
+                            &api,
+                            name.as_str(),
+                            &own,
+                            twin.as_ref().map(|t| &t.api),
+                            tname.as_str(),
+                        ),
+                        true => (
+                            &ours.wapi,
+                            ours.wname.as_str(),
+                            &target,
+                            twin.as_ref().map(|t| &t.wapi),
+                            twin.as_ref().map_or("", |t| t.wname.as_str()),
+                        ),
+                    };
+                    let patch = update_patch(api, name, set, |k| Some(k.to_string())).await;
                     let a = match patch {
                         Some(p) => answer(api.patch(name, &strict(), &Patch::Merge(&p)).await),
                         None => Answer::Refused(format!("set {set:?} on the object")),
                     };
                     out.answers.push(a.clone());
-                    if let Some(side) = &twin
+                    if let Some(twin_api) = twin_api
                         && let Some(p) =
-                            update_patch(&side.api, TWIN, set, |k| s.twin_path(k)).await
+                            update_patch(twin_api, twin_name, set, |k| s.twin_path(k)).await
                     {
-                        let _ = side.api.patch(TWIN, &strict(), &Patch::Merge(&p)).await;
+                        let _ = twin_api
+                            .patch(twin_name, &strict(), &Patch::Merge(&p))
+                            .await;
                     }
                     format!("update {set:?}: {a:?}")
                 }
@@ -477,7 +593,10 @@ impl Cell<'_> {
         }
         // O4 on what settles: the same number of live pods as the twin (for kinds that keep
         // their pods: a BroadcastJob runs one on every node where a Job runs its parallelism).
+        // A policy's twin is the same policy over another kind of workload, whose pods are
+        // that workload's to count: each side's count is judged against its own spec (O2).
         if !refused
+            && s.target.is_none()
             && ours.workload.rolls_out
             && differences.is_empty()
             && let Some(side) = &twin
@@ -664,6 +783,11 @@ impl Cell<'_> {
             Ok(r) => r,
             Err(e) => return vec![format!("list revisions: {e:#}")],
         };
+        // The template's first container, found on a pod by its name: a policy may put
+        // containers of its own before it.
+        let first = super::subject::get(&obj, &format!("{}.spec.containers[0].name", s.template))
+            .as_str()
+            .map(String::from);
         let views: Vec<PodView> = pods
             .iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
@@ -672,7 +796,12 @@ impl Cell<'_> {
                 image: p
                     .spec
                     .as_ref()
-                    .and_then(|s| s.containers.first())
+                    .and_then(|s| {
+                        s.containers
+                            .iter()
+                            .find(|c| Some(&c.name) == first.as_ref())
+                            .or(s.containers.first())
+                    })
                     .and_then(|c| c.image.clone())
                     .unwrap_or_default(),
                 labels: p.metadata.labels.clone().unwrap_or_default(),

@@ -272,6 +272,14 @@ pub fn singles(s: &Subject, crd: &Value) -> Vec<(String, Value)> {
             out.push((format!("{}.{f}", s.template), v));
         }
     }
+    // A policy meets its target's template fields.
+    if let Some(t) = s.target {
+        for f in subject::TEMPLATE_FIELDS {
+            for v in subject::template_values(f) {
+                out.push((format!("{}{}.{f}", subject::TARGET, t.template), v));
+            }
+        }
+    }
     out
 }
 
@@ -447,6 +455,10 @@ impl Explorer<'_> {
         for (k, v) in &singles {
             let set = Fields::from([(k.clone(), v.clone())]);
             trials.push(next(vec![Step::Create { set: set.clone() }]));
+            // A target's template is the target's to admit once it changes.
+            if k.starts_with(subject::TARGET) {
+                continue;
+            }
             trials.push(next(vec![
                 Step::Create { set: s.quiet() },
                 Step::Update { set },
@@ -542,7 +554,7 @@ impl Explorer<'_> {
             .buffered(8)
             .collect()
             .await;
-        cell.drop_namespace(&ns).await;
+        cell.drop_namespace(&ns, s).await;
         results.into_iter().collect()
     }
 }

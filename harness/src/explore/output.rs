@@ -93,6 +93,12 @@ pub fn chainsaw_test(s: &Subject, r: &Reported) -> String {
     ];
     if s.target.is_some() {
         let mut target = (w.seed)(&wname);
+        // With the target's fields of the trial's create.
+        if let Some(Step::Create { set }) = r.trial.steps.first() {
+            for (k, v) in super::subject::split_target(set).1 {
+                let _ = super::subject::set(&mut target, &k, v);
+            }
+        }
         target["spec"]["replicas"] = json!(0);
         steps.push(json!({"name": "the target", "try": [{"apply": {"resource": target}}]}));
     }
@@ -101,12 +107,21 @@ pub fn chainsaw_test(s: &Subject, r: &Reported) -> String {
     for (i, step) in r.trial.steps.iter().enumerate() {
         let judged = r.trial.mode == Mode::Admission && i == last;
         let mut op = match step {
-            Step::Create { set } => json!({"apply": {"resource": created(s, set, name)}}),
+            Step::Create { set } => {
+                let own = super::subject::split_target(set).0;
+                json!({"apply": {"resource": created(s, &own, name)}})
+            }
             Step::Update { set } => {
-                let mut patch = json!({"apiVersion": s.api_version, "kind": s.kind,
-                    "metadata": {"name": name}});
+                // A policy's update of its target's fields changes the target.
+                let (own, target) = super::subject::split_target(set);
+                let (kind, n, set) = match own.is_empty() {
+                    false => ((s.api_version, s.kind), name, own),
+                    true => ((w.api_version, w.kind), wname.as_str(), target),
+                };
+                let mut patch = json!({"apiVersion": kind.0, "kind": kind.1,
+                    "metadata": {"name": n}});
                 for (k, v) in set {
-                    let _ = super::subject::set(&mut patch, k, v.clone());
+                    let _ = super::subject::set(&mut patch, &k, v);
                 }
                 json!({"patch": {"resource": patch}})
             }

@@ -278,6 +278,26 @@ fn spread(api_version: &str, kind: &str, name: &str) -> Value {
     )
 }
 
+/// A SidecarSet named `name` injecting one container into the pods of its target (the
+/// target's pods are labelled `app=<target name>`).
+fn sidecars(name: &str) -> Value {
+    object(
+        KRUISE,
+        "SidecarSet",
+        name,
+        json!({"selector": {"matchLabels": {"app": Target::name(name)}},
+               "containers": [{"name": "sidecar", "image": IMAGE_V1}]}),
+    )
+}
+
+/// A CloneSet that updates its pods in place when it can: the way of updating a pod that
+/// keeps what a policy put into it, where recreating the pod makes it anew.
+fn cloneset_in_place(name: &str) -> Value {
+    let mut o = replicated(KRUISE, "CloneSet", name);
+    o["spec"]["updateStrategy"] = json!({"type": "InPlaceIfPossible"});
+    o
+}
+
 /// A UnitedDeployment whose template is the union member `member`, holding `workload` (a
 /// seed's spec without replicas), over two subsets, one per zone.
 fn united(name: &str, member: &str, workload: Value) -> Value {
@@ -589,6 +609,36 @@ pub fn subjects() -> Vec<Subject> {
             }),
         },
         Subject {
+            name: "SidecarSet.CloneSet",
+            api_version: KRUISE,
+            kind: "SidecarSet",
+            seed: sidecars,
+            // The same policy over the other kind of target.
+            twin: Some(Twin {
+                api_version: KRUISE,
+                kind: "SidecarSet",
+                seed: sidecars,
+                renamed: &[],
+                documented: &[],
+                template: "",
+                observes_generation: false,
+                via: &[],
+                target: Some(DEPLOYMENT_TARGET),
+            }),
+            replicated: true,
+            template: "",
+            rolls_out: false,
+            observes_generation: false,
+            via: &[],
+            target: Some(Target {
+                api_version: KRUISE,
+                kind: "CloneSet",
+                seed: cloneset_in_place,
+                template: "spec.template",
+                via: &[],
+            }),
+        },
+        Subject {
             name: "WorkloadSpread.Deployment",
             api_version: KRUISE,
             kind: "WorkloadSpread",
@@ -602,6 +652,27 @@ pub fn subjects() -> Vec<Subject> {
             target: Some(DEPLOYMENT_TARGET),
         },
     ]
+}
+
+/// The prefix of a field of a policy's target among the policy's own: a policy is tried over
+/// targets whose templates set each of [`TEMPLATE_FIELDS`], as a workload is, so that a
+/// policy's fields meet the template's (see [`Target`]). The rest of the path is the field's
+/// in the target.
+pub const TARGET: &str = "target:";
+
+/// `set` split into the fields of the object itself and those of its target (without
+/// [`TARGET`]).
+pub fn split_target(
+    set: &BTreeMap<String, Value>,
+) -> (BTreeMap<String, Value>, BTreeMap<String, Value>) {
+    let (mut own, mut target) = (BTreeMap::new(), BTreeMap::new());
+    for (k, v) in set {
+        match k.strip_prefix(TARGET) {
+            Some(rest) => target.insert(rest.to_string(), v.clone()),
+            None => own.insert(k.clone(), v.clone()),
+        };
+    }
+    (own, target)
 }
 
 /// The pod template fields tried on every subject, relative to its pod template: each member
@@ -801,6 +872,26 @@ mod tests {
     }
 
     #[test]
+    fn a_policy_trial_sets_its_target_fields_on_the_target() {
+        let set = BTreeMap::from([
+            ("spec.x".to_string(), json!(1)),
+            (
+                format!("{TARGET}spec.template.spec.priorityClassName"),
+                json!("p"),
+            ),
+        ]);
+        let (own, target) = split_target(&set);
+        assert_eq!(own, BTreeMap::from([("spec.x".to_string(), json!(1))]));
+        assert_eq!(
+            target,
+            BTreeMap::from([(
+                "spec.template.spec.priorityClassName".to_string(),
+                json!("p")
+            )])
+        );
+    }
+
+    #[test]
     fn twin_paths_follow_renames_and_skip_documented_differences() {
         let all = subjects();
         let cs = all.iter().find(|s| s.name == "CloneSet").unwrap();
@@ -821,11 +912,22 @@ mod tests {
             let seed = (s.seed)("x");
             assert_eq!(seed["kind"], s.kind);
             if let Some(t) = s.target {
-                assert_eq!(seed["spec"]["targetRef"]["kind"], t.kind, "{}", s.name);
-                assert_eq!(seed["spec"]["targetRef"]["name"], Target::name("x"));
                 let w = s.workload();
                 assert_eq!(w.kind, t.kind);
                 let target = (w.seed)("x-target");
+                // A policy names its target, or selects its pods.
+                match seed["spec"]["targetRef"].is_null() {
+                    false => {
+                        assert_eq!(seed["spec"]["targetRef"]["kind"], t.kind, "{}", s.name);
+                        assert_eq!(seed["spec"]["targetRef"]["name"], Target::name("x"));
+                    }
+                    true => assert_eq!(
+                        seed["spec"]["selector"]["matchLabels"]["app"],
+                        get(&target, w.template)["metadata"]["labels"]["app"],
+                        "{}",
+                        s.name
+                    ),
+                }
                 assert_eq!(
                     get(&target, w.template)["spec"]["containers"][0]["image"],
                     IMAGE_V1
