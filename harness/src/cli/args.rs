@@ -132,8 +132,13 @@ pub struct ExploreArgs {
     /// controller under test answers or settles otherwise (O5, the release differential)
     #[arg(long, value_name = "NAME@TAG")]
     pub baseline: Option<String>,
-    /// Feature gates of the cell's control plane, e.g. InPlacePodVerticalScaling=true
-    /// (repeatable or comma-separated; with --replay, default: the finding's).
+    /// A cluster profile of the catalog: `default`, or one named after the Kubernetes
+    /// feature gates some scenarios need (each is a file of kind-configs/, see `harness
+    /// cluster configs`). The cell has its gates.
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// Feature gates of the cell's control plane, e.g. InPlacePodVerticalScaling=true, beside
+    /// the profile's (repeatable or comma-separated; with --replay, default: the finding's).
     #[arg(long = "feature-gates", value_name = "GATE=BOOL")]
     pub feature_gates: Vec<String>,
     /// Feature gates of the controller manager (repeatable or comma-separated; with
@@ -169,13 +174,31 @@ impl ExploreArgs {
             (None, None) => crate::controller::ControllerRef::default_ref(),
         };
         crate::explore::select(&self.kinds)?;
+        let mut cluster = BTreeMap::new();
+        if let Some(name) = &self.profile {
+            let profiles = crate::run::cluster_profiles(&crate::suites::all(), kubernetes);
+            let Some(p) = profiles.iter().find(|p| &p.name == name) else {
+                anyhow::bail!(
+                    "--profile {name}: the catalog has no such cluster profile at Kubernetes \
+                     {kubernetes}; it has: {}",
+                    profiles
+                        .iter()
+                        .map(|p| p.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            };
+            cluster = p.feature_gates.clone();
+        }
+        cluster
+            .extend(crate::cluster::parse_gates(&self.feature_gates).context("--feature-gates")?);
         let mut gates = crate::explore::Gates {
-            cluster: crate::cluster::parse_gates(&self.feature_gates).context("--feature-gates")?,
+            cluster,
             controller: crate::cluster::parse_gates(&self.controller_gates)
                 .context("--controller-gates")?,
         };
         if let Some(r) = found {
-            if self.feature_gates.is_empty() {
+            if self.feature_gates.is_empty() && self.profile.is_none() {
                 gates.cluster = r.gates.cluster.clone();
             }
             if self.controller_gates.is_empty() {
@@ -900,6 +923,23 @@ mod tests {
         let e = format!("{:#}", args.options(None, 1, "out".into()).unwrap_err());
         assert!(
             e.contains("--feature-gates") && e.contains("X=maybe"),
+            "{e}"
+        );
+        let Command::Explore(args) = parse(&["explore", "--profile", "InPlacePodVerticalScaling"])
+        else {
+            panic!("explore");
+        };
+        let o = args.options(None, 1, "out".into()).unwrap();
+        assert_eq!(
+            o.gates.to_string(),
+            "cluster InPlacePodVerticalScaling=true"
+        );
+        let Command::Explore(args) = parse(&["explore", "--profile", "nope"]) else {
+            panic!("explore");
+        };
+        let e = args.options(None, 1, "out".into()).unwrap_err().to_string();
+        assert!(
+            e.contains("no such cluster profile") && e.contains("default"),
             "{e}"
         );
     }
