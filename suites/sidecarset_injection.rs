@@ -87,7 +87,60 @@ pub fn scenarios() -> Vec<Scenario> {
             expected_violations: &[],
             body: std::sync::Arc::new(|ctx| update_order(ctx).boxed()),
         },
+        Scenario {
+            name: "sidecarset/namespace-selects-its-pods-and-reads-back-as-written",
+            suite: "sidecarset",
+            summary: "spec.namespace injects a sidecar into the pods of that namespace and not into those of another, and the SidecarSet reads back with spec.namespace as written",
+            labels: &["sidecarset", "injection"],
+            requires: Requirements::default(),
+            allowed_warnings: &[],
+            expected_violations: &[],
+            body: std::sync::Arc::new(|ctx| namespace_as_written(ctx).boxed()),
+        },
     ]
+}
+
+/// `spec.namespace`: its effect (pods of the namespace get the sidecar, pods of the same labels
+/// elsewhere do not), then the object as read back.
+async fn namespace_as_written(ctx: Ctx) -> anyhow::Result<()> {
+    let (here, there) = (ctx.unique("here"), ctx.unique("there"));
+    let spec = |c: &str| json!({"containers": [sidecar(c, json!({}))]});
+    sidecarset(&ctx, &here, "here", json!({}), spec("logger")).await?;
+    // The same selector in another namespace's name.
+    let elsewhere = format!("{}-elsewhere", ctx.namespace);
+    let mut other = sidecarset_manifest(&ctx, &there, "there", json!({}), spec("other"));
+    other["spec"]["namespace"] = json!(elsewhere);
+    create_observed(&ctx, other).await?;
+    let pod = |case: &'static str| {
+        let ctx = ctx.clone();
+        async move {
+            let spec = json!({"containers": [app_container("main", json!({}))]});
+            admit(&ctx, case, case, json!({}), spec)
+                .await
+                .map_err(refusal)
+                .with_context(|| format!("admit a pod labelled injection-case={case}"))
+        }
+    };
+    find(&pod("here").await?, "logger", false)
+        .context("spec.namespace names the pod's namespace")?;
+    let p = pod("there").await?;
+    ensure!(
+        find(&p, "other", false).is_err(),
+        "a SidecarSet whose spec.namespace is {elsewhere} injected its sidecar into a pod of {}",
+        ctx.namespace
+    );
+    let api = ctx.dyn_api("apps.kruise.io/v1alpha1", "SidecarSet").await?;
+    for (name, want) in [(&here, ctx.namespace.clone()), (&there, elsewhere)] {
+        let o = api.get(name).await.map_err(refusal)?;
+        let o = serde_json::to_value(o)?;
+        ensure!(
+            o["spec"]["namespace"] == json!(want),
+            "SidecarSet {name}: spec.namespace written as {want:?}, read back as {} (spec.namespaceSelector {})",
+            o["spec"]["namespace"],
+            o["spec"]["namespaceSelector"]
+        );
+    }
+    Ok(())
 }
 
 /// A SidecarSet `name` over the pods `injection-case=<case>` of the scenario's namespace,
