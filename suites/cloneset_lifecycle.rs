@@ -45,6 +45,13 @@ pub fn scenarios() -> Vec<Scenario> {
             scale_out_max_unavailable
         ),
         cloneset!(
+            "cloneset/scale-max-unavailable-zero-is-refused-or-makes-its-pods",
+            "scaleStrategy.maxUnavailable 0 is refused, or the CloneSet still makes its replicas and replaces a pod it deleted",
+            &["cloneset", "scale", "max-unavailable", "webhook"],
+            &["ScaleUpLimited"],
+            scale_max_unavailable_zero
+        ),
+        cloneset!(
             "cloneset/partition-as-number-and-percentage-keeps-old-pods",
             "updateStrategy.partition (3, then 50%, then 0) keeps that many pods at the old revision; expectedUpdatedReplicas follows",
             &["smoke", "cloneset", "update", "partition", "status"],
@@ -383,6 +390,47 @@ async fn scale_in_pods_to_delete(ctx: Ctx) -> anyhow::Result<()> {
             name_of(&p)
         );
     }
+    Ok(())
+}
+
+/// `scaleStrategy.maxUnavailable: 0` on a running CloneSet, then a rollout that recreates its
+/// pods: refused at the update, or every replica made again (a new pod is unavailable until
+/// ready, so a limit of 0 taken as written would never let one be created).
+async fn scale_max_unavailable_zero(ctx: Ctx) -> anyhow::Result<()> {
+    let cs = start(&ctx, "zero", 2, json!({})).await?;
+    match cs
+        .patch(json!({"spec": {"scaleStrategy": {"maxUnavailable": 0}}}))
+        .await
+    {
+        Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 || e.code == 403 => {
+            ensure!(
+                e.message.contains("maxUnavailable"),
+                "refused without naming the field: {}",
+                e.message
+            );
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+        Ok(_) => {}
+    }
+    let before = pods(&ctx, &cs.selector()).await?;
+    // A change no in-place update carries: every pod is deleted and made again.
+    cs.patch(json!({"spec": {"template": {"spec": {"containers": [
+        {"name": "main", "image": crate::scenario::workload::IMAGE_V1,
+         "env": [{"name": "ROLL", "value": "1"}]}]}}}}))
+        .await
+        .map_err(refusal)?;
+    cs.wait_rolled_out(2, ctx.timeouts.converge, &["ScaleUpLimited"])
+        .await
+        .context("scaleStrategy.maxUnavailable 0 was admitted")?;
+    let after = pods(&ctx, &cs.selector()).await?;
+    let uid = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
+    ensure!(
+        after
+            .iter()
+            .all(|a| before.iter().all(|b| uid(a) != uid(b))),
+        "the rollout recreated no pod: the test of the limit did not run"
+    );
     Ok(())
 }
 
