@@ -942,6 +942,32 @@ mod tests {
             e.contains("no such cluster profile") && e.contains("default"),
             "{e}"
         );
+        // A replay brings up the finding's cell: its release, Kubernetes and gates.
+        let step = serde_json::json!({"step": "create", "set": {}});
+        let trial = serde_json::json!({"subject": "CloneSet", "mode": "behaviour", "seed": 1,
+            "index": 0, "steps": [step]});
+        let found: crate::explore::Reported = serde_json::from_value(serde_json::json!({
+            "finding": {"oracle": "O2-convergence", "subject": "CloneSet", "key": "k",
+                "observed": "o", "expected": "e"},
+            "original": trial, "trial": trial, "reproduced": 3, "confirm_runs": 3,
+            "stable": true, "first_seen": 1.0, "dir": "d", "controller": "openkruise@v1.6.0",
+            "kubernetes": "1.29", "gates": {"cluster": {"InPlacePodVerticalScaling": true}}}))
+        .unwrap();
+        let Command::Explore(args) = parse(&["explore", "--replay", "d"]) else {
+            panic!("explore");
+        };
+        let o = args.options(Some(&found), 1, "out".into()).unwrap();
+        assert_eq!(o.controller.to_string(), "openkruise@v1.6.0");
+        assert_eq!(
+            o.gates.to_string(),
+            "cluster InPlacePodVerticalScaling=true"
+        );
+        let Command::Explore(args) = parse(&["explore", "--replay", "d", "--profile", "default"])
+        else {
+            panic!("explore");
+        };
+        let o = args.options(Some(&found), 1, "out".into()).unwrap();
+        assert!(o.gates.is_empty(), "{}", o.gates);
     }
 
     #[test]
