@@ -709,10 +709,12 @@ impl Cell<'_> {
                 )
             })
             .collect();
-        // Failures on the way to a settled state were retries that succeeded.
+        // Failures on the way to a settled state were retries that succeeded; a write the API
+        // refused for its content is a finding either way.
         if !differences.is_empty() {
             out.findings.extend(oracle::repeated_failures(s, &events));
         }
+        out.findings.extend(oracle::refused_writes(s, &events));
         if let Err(e) = self.installation.check(&window).await {
             let text = format!("{e:#}");
             let key = if text.contains("panicked") {

@@ -303,7 +303,8 @@ pub fn repeated_failures(
     let kinds = subject.event_kinds();
     let mut by_reason: BTreeMap<&str, (i32, &str)> = BTreeMap::new();
     for (kind, reason, count, message) in events {
-        if kinds.contains(&kind.as_str()) && reason.starts_with("Failed") {
+        // A refusal is [`refused_writes`]'s, however often it repeats.
+        if kinds.contains(&kind.as_str()) && reason.starts_with("Failed") && !refusal(message) {
             let e = by_reason.entry(reason.as_str()).or_insert((0, message));
             e.0 += (*count).max(1);
         }
@@ -317,6 +318,39 @@ pub fn repeated_failures(
             key: format!("repeated {reason}"),
             observed: format!("{n} Warning events {reason}: {message}"),
             expected: "an admitted object is realized without repeated failures".into(),
+        })
+        .collect()
+}
+
+/// Whether an event's message carries the API's refusal of an object's content (`is
+/// invalid:`, or `is forbidden:` for another cause than its namespace being deleted).
+fn refusal(message: &str) -> bool {
+    message.contains(" is invalid: ")
+        || (message.contains(" is forbidden: ")
+            && !message.contains("because it is being terminated"))
+}
+
+/// The writes the controller made that the API refused for their content, once each, settled
+/// or not: a `Failed*` Warning event of the subject's kinds (see [`Subject::event_kinds`])
+/// carrying a refusal. A controller that builds an object the API refuses realizes its spec
+/// only where it happens to build another.
+pub fn refused_writes(subject: &Subject, events: &[(String, String, i32, String)]) -> Vec<Finding> {
+    let kinds = subject.event_kinds();
+    let mut by_reason: BTreeMap<&str, &str> = BTreeMap::new();
+    for (kind, reason, _, message) in events {
+        if kinds.contains(&kind.as_str()) && reason.starts_with("Failed") && refusal(message) {
+            by_reason.entry(reason.as_str()).or_insert(message);
+        }
+    }
+    by_reason
+        .into_iter()
+        .map(|(reason, message)| Finding {
+            oracle: Oracle::Realizable,
+            subject: subject.name.into(),
+            key: format!("{reason} refused by the API"),
+            observed: format!("Warning {reason}: {message}"),
+            expected: "the objects the controller writes for an admitted object are admitted"
+                .into(),
         })
         .collect()
 }
@@ -610,6 +644,39 @@ mod tests {
         let f = repeated_failures(&cs, &events);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].key, "repeated FailedCreate");
+    }
+
+    #[test]
+    fn a_write_the_api_refuses_is_a_finding_once_and_a_deleted_namespace_is_not_a_refusal() {
+        let cs = cloneset();
+        let ev = |kind: &str, reason: &str, m: &str| {
+            (kind.to_string(), reason.to_string(), 1, m.to_string())
+        };
+        let events = [
+            ev(
+                "CloneSet",
+                "FailedCreate",
+                "failed to create pod: pods \"x-1\" is forbidden: the value computed differs",
+            ),
+            ev(
+                "CloneSet",
+                "FailedCreate",
+                "failed to create pod: pods \"x-2\" is forbidden: the value computed differs",
+            ),
+            ev(
+                "CloneSet",
+                "FailedUpdate",
+                "pods \"x-1\" is forbidden: unable to create new content in namespace n because it is being terminated",
+            ),
+            ev("CloneSet", "FailedDelete", "the object has been modified"),
+            ev("Pod", "FailedMount", "pods \"x-1\" is invalid: something"),
+        ];
+        let f = refused_writes(&cs, &events);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].key, "FailedCreate refused by the API");
+        assert!(f[0].observed.contains("x-1"), "{}", f[0].observed);
+        // Refusals are not counted again as repeated failures.
+        assert!(repeated_failures(&cs, &events).is_empty());
     }
 
     #[test]

@@ -237,8 +237,8 @@ const KRUISE: &str = "apps.kruise.io/v1alpha1";
 const REPLICA_SETS: &[Kind] = &[("apps/v1", "ReplicaSet")];
 const JOBS: &[Kind] = &[("batch/v1", "Job")];
 
-/// A CloneSet seed whose container mounts a volume from a claim template: a target is made
-/// with every way its kind offers of giving pods storage, so that a policy meets pods with
+/// A CloneSet seed whose container mounts a volume from a claim template: a policy is also
+/// explored over a target whose pods have storage of their own, so that it meets pods with
 /// claims.
 fn cloneset_with_claims(name: &str) -> Value {
     let mut o = replicated(KRUISE, "CloneSet", name);
@@ -348,7 +348,7 @@ fn alone(
 /// no real node. A kind whose pod template is one of several members of a union (the
 /// template of an AdvancedCronJob, of a UnitedDeployment) is a subject per member, named
 /// `Kind.member`; a policy kind is a subject per kind of target it takes, named
-/// `Kind.Target`.
+/// `Kind.Target` (and `Kind.TargetWithClaims` over a target whose pods have claims).
 pub fn subjects() -> Vec<Subject> {
     const ROLLING: &[(&str, &str)] = &[
         (
@@ -584,6 +584,36 @@ pub fn subjects() -> Vec<Subject> {
             seed: |n| spread(KRUISE, "CloneSet", n),
             // The same policy over the other kind of target: a policy admitted over one and
             // refused over the other judges its target, not itself.
+            twin: Some(Twin {
+                api_version: KRUISE,
+                kind: "WorkloadSpread",
+                seed: |n| spread("apps/v1", "Deployment", n),
+                renamed: &[],
+                documented: &[],
+                template: "",
+                observes_generation: false,
+                via: &[],
+                target: Some(DEPLOYMENT_TARGET),
+            }),
+            replicated: true,
+            template: "",
+            rolls_out: false,
+            observes_generation: false,
+            via: &[],
+            target: Some(Target {
+                api_version: KRUISE,
+                kind: "CloneSet",
+                seed: |n| replicated(KRUISE, "CloneSet", n),
+                template: "spec.template",
+                via: &[],
+            }),
+        },
+        Subject {
+            name: "WorkloadSpread.CloneSetWithClaims",
+            api_version: KRUISE,
+            kind: "WorkloadSpread",
+            seed: |n| spread(KRUISE, "CloneSet", n),
+            // Over a target whose pods have storage of their own.
             twin: Some(Twin {
                 api_version: KRUISE,
                 kind: "WorkloadSpread",
