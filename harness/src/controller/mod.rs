@@ -433,21 +433,21 @@ impl Component for Manager {
             };
             // Ready again: the same certificates and ports, so the webhooks answer once
             // /readyz does.
-            let deadline = std::time::Instant::now() + Duration::from_secs(120);
-            let mut last = String::new();
-            while std::time::Instant::now() < deadline {
-                match http_get_status(self.health_port, "/readyz").await {
-                    Ok(200) => return Ok(Some(status)),
-                    Ok(code) => last = format!("HTTP {code}"),
-                    Err(e) => last = e,
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(ControllerError::NotReady {
-                what: format!("{} started again after it exited ({status})", self.name),
-                timeout: Duration::from_secs(120),
-                last,
-            })
+            let port = self.health_port;
+            crate::wait::poll(
+                &format!("{} started again after it exited ({status})", self.name),
+                Duration::from_secs(120),
+                Duration::from_millis(200),
+                move || async move {
+                    match http_get_status(port, "/readyz").await {
+                        Ok(200) => crate::wait::Check::Met,
+                        Ok(code) => crate::wait::Check::Pending(format!("HTTP {code}")),
+                        Err(e) => crate::wait::Check::Pending(e),
+                    }
+                },
+            )
+            .await?;
+            Ok(Some(status))
         })
     }
 }

@@ -344,6 +344,47 @@ fn alone(
     }
 }
 
+/// The policy subject `name` of `kind` (seeded by `seed`) over a CloneSet seeded by `target`.
+/// Its twin is the same policy (seeded by `twin_seed`) over a Deployment: a policy admitted
+/// over one target and refused over the other judges its target, not itself.
+fn over_cloneset(
+    name: &'static str,
+    kind: &'static str,
+    seed: fn(&str) -> Value,
+    twin_seed: fn(&str) -> Value,
+    target: fn(&str) -> Value,
+) -> Subject {
+    Subject {
+        name,
+        api_version: KRUISE,
+        kind,
+        seed,
+        twin: Some(Twin {
+            api_version: KRUISE,
+            kind,
+            seed: twin_seed,
+            renamed: &[],
+            documented: &[],
+            template: "",
+            observes_generation: false,
+            via: &[],
+            target: Some(DEPLOYMENT_TARGET),
+        }),
+        replicated: true,
+        template: "",
+        rolls_out: false,
+        observes_generation: false,
+        via: &[],
+        target: Some(Target {
+            api_version: KRUISE,
+            kind: "CloneSet",
+            seed: target,
+            template: "spec.template",
+            via: &[],
+        }),
+    }
+}
+
 /// The subjects exploration knows: every workload and policy kind of OpenKruise that needs
 /// no real node. A kind whose pod template is one of several members of a union (the
 /// template of an AdvancedCronJob, of a UnitedDeployment) is a subject per member, named
@@ -577,97 +618,28 @@ pub fn subjects() -> Vec<Subject> {
             true,
             true,
         ),
-        Subject {
-            name: "WorkloadSpread.CloneSet",
-            api_version: KRUISE,
-            kind: "WorkloadSpread",
-            seed: |n| spread(KRUISE, "CloneSet", n),
-            // The same policy over the other kind of target: a policy admitted over one and
-            // refused over the other judges its target, not itself.
-            twin: Some(Twin {
-                api_version: KRUISE,
-                kind: "WorkloadSpread",
-                seed: |n| spread("apps/v1", "Deployment", n),
-                renamed: &[],
-                documented: &[],
-                template: "",
-                observes_generation: false,
-                via: &[],
-                target: Some(DEPLOYMENT_TARGET),
-            }),
-            replicated: true,
-            template: "",
-            rolls_out: false,
-            observes_generation: false,
-            via: &[],
-            target: Some(Target {
-                api_version: KRUISE,
-                kind: "CloneSet",
-                seed: |n| replicated(KRUISE, "CloneSet", n),
-                template: "spec.template",
-                via: &[],
-            }),
-        },
-        Subject {
-            name: "WorkloadSpread.CloneSetWithClaims",
-            api_version: KRUISE,
-            kind: "WorkloadSpread",
-            seed: |n| spread(KRUISE, "CloneSet", n),
-            // Over a target whose pods have storage of their own.
-            twin: Some(Twin {
-                api_version: KRUISE,
-                kind: "WorkloadSpread",
-                seed: |n| spread("apps/v1", "Deployment", n),
-                renamed: &[],
-                documented: &[],
-                template: "",
-                observes_generation: false,
-                via: &[],
-                target: Some(DEPLOYMENT_TARGET),
-            }),
-            replicated: true,
-            template: "",
-            rolls_out: false,
-            observes_generation: false,
-            via: &[],
-            target: Some(Target {
-                api_version: KRUISE,
-                kind: "CloneSet",
-                seed: cloneset_with_claims,
-                template: "spec.template",
-                via: &[],
-            }),
-        },
-        Subject {
-            name: "SidecarSet.CloneSet",
-            api_version: KRUISE,
-            kind: "SidecarSet",
-            seed: sidecars,
-            // The same policy over the other kind of target.
-            twin: Some(Twin {
-                api_version: KRUISE,
-                kind: "SidecarSet",
-                seed: sidecars,
-                renamed: &[],
-                documented: &[],
-                template: "",
-                observes_generation: false,
-                via: &[],
-                target: Some(DEPLOYMENT_TARGET),
-            }),
-            replicated: true,
-            template: "",
-            rolls_out: false,
-            observes_generation: false,
-            via: &[],
-            target: Some(Target {
-                api_version: KRUISE,
-                kind: "CloneSet",
-                seed: cloneset_in_place,
-                template: "spec.template",
-                via: &[],
-            }),
-        },
+        over_cloneset(
+            "WorkloadSpread.CloneSet",
+            "WorkloadSpread",
+            |n| spread(KRUISE, "CloneSet", n),
+            |n| spread("apps/v1", "Deployment", n),
+            |n| replicated(KRUISE, "CloneSet", n),
+        ),
+        // Over a target whose pods have storage of their own.
+        over_cloneset(
+            "WorkloadSpread.CloneSetWithClaims",
+            "WorkloadSpread",
+            |n| spread(KRUISE, "CloneSet", n),
+            |n| spread("apps/v1", "Deployment", n),
+            cloneset_with_claims,
+        ),
+        over_cloneset(
+            "SidecarSet.CloneSet",
+            "SidecarSet",
+            sidecars,
+            sidecars,
+            cloneset_in_place,
+        ),
         Subject {
             name: "WorkloadSpread.Deployment",
             api_version: KRUISE,
