@@ -18,6 +18,7 @@ use harness::progress::Progress;
 use harness::toolchain::{Cache, Toolchain};
 use harness::wait::{self, Check};
 use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
@@ -78,7 +79,35 @@ async fn client_through(
     );
     let path = dir.join("through-proxy.kubeconfig");
     std::fs::write(&path, text).unwrap();
-    harness::cluster::admin_client(&path).await.unwrap()
+    let client = harness::cluster::admin_client(&path).await.unwrap();
+    // `edit` is an aggregated ClusterRole that the controller manager fills in after start,
+    // and the authorizer learns of a new binding from its cache: wait until the token may
+    // create a ConfigMap, as the apiserver itself answers.
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let review: SelfSubjectAccessReview = serde_json::from_value(json!({
+        "spec": {"resourceAttributes": {
+            "namespace": NS, "verb": "create", "resource": "configmaps"}}
+    }))
+    .unwrap();
+    wait::poll(
+        "the token's binding to take effect",
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || {
+            let reviews = reviews.clone();
+            let review = review.clone();
+            async move {
+                let allowed = match reviews.create(&PostParams::default(), &review).await {
+                    Ok(r) => r.status.is_some_and(|s| s.allowed),
+                    Err(_) => false,
+                };
+                Check::when(allowed, || "not allowed yet".to_string())
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    client
 }
 
 /// Waits (polling the proxy's counters, bounded) until `resource`'s stats satisfy `pred`.
