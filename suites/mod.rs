@@ -51,23 +51,20 @@ pub fn all() -> Vec<Scenario> {
     v
 }
 
-/// The declarative scenarios: chainsaw tests in `suites/chainsaw/`, compiled in (resources
-/// inline, no `file:`).
+/// The declarative scenarios: the chainsaw tests under `suites/chainsaw/` (test files, or
+/// directories with a `chainsaw-test.yaml`), discovered by the build and compiled in; each
+/// run writes a test's files to a directory of its own for chainsaw.
 pub fn declarative() -> Vec<Scenario> {
+    /// Every file under `suites/chainsaw/` (path relative to it, contents).
+    const FILES: &[(&str, &[u8])] = include!(concat!(env!("OUT_DIR"), "/declarative.rs"));
     static TESTS: std::sync::OnceLock<Vec<Scenario>> = std::sync::OnceLock::new();
     TESTS
         .get_or_init(|| {
-            [(
-                "suites/chainsaw/daemonset-selector-is-immutable.yaml",
-                include_str!("chainsaw/daemonset-selector-is-immutable.yaml"),
-            )]
-            .iter()
-            .flat_map(|(path, text)| {
-                crate::chainsaw::parse_embedded(path, text)
-                    .unwrap_or_else(|e| panic!("{path}: {e:#}"))
-            })
-            .map(crate::chainsaw::scenario)
-            .collect()
+            crate::chainsaw::parse_embedded("suites/chainsaw", FILES)
+                .unwrap_or_else(|e| panic!("suites/chainsaw: {e:#}"))
+                .into_iter()
+                .map(|t| crate::chainsaw::scenario(t, &crate::chainsaw::Settings::default()))
+                .collect()
         })
         .clone()
 }

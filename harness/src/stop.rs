@@ -68,6 +68,18 @@ impl Drop for Salvage {
     }
 }
 
+/// Kills a process group (SIGKILL) when dropped: a child started with `process_group(0)` and
+/// every process it started end with the work that holds it, however that work ends (a
+/// stopped command is dropped).
+pub struct GroupKill(pub u32);
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        let group = nix::unistd::Pid::from_raw(self.0 as i32);
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

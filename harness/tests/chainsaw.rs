@@ -1,6 +1,15 @@
-//! chainsaw tests run as harness scenarios (`harness run --chainsaw`), and refused features.
+//! chainsaw tests run by chainsaw as harness scenarios (`harness run --chainsaw`): judged by
+//! their failed step; checked before anything starts; and chainsaw's own examples give
+//! through the harness what chainsaw gives on its own.
 
-use std::path::Path;
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use harness::progress::Progress;
+use harness::toolchain::go::GoEnv;
+use harness::toolchain::{CHAINSAW_VERSION, Cache, Toolchain};
 
 fn harness(state: &Path, args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_harness"))
@@ -120,39 +129,30 @@ fn a_passing_and_a_failing_chainsaw_test_are_judged_on_the_default_cell() {
         Some(1),
         "the failing test fails the run: {stderr}"
     );
-    let report: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(reports.path().join("latest/report.json")).unwrap(),
-    )
-    .unwrap();
-    let result = |name: &str| {
-        report["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["scenario"] == name)
-            .unwrap_or_else(|| panic!("no result for {name}: {report}"))
-            .clone()
-    };
-    let pass = result("chainsaw/configmap-round-trip");
+    let report = read_report(&reports.path().join("latest/report.json"));
+    let pass = &report["chainsaw/configmap-round-trip"];
     assert_eq!(pass["outcome"]["kind"], "pass", "{pass}");
-    let fail = result("chainsaw/wrong-value");
+    let fail = &report["chainsaw/wrong-value"];
     assert_eq!(fail["outcome"]["kind"], "fail", "{fail}");
     let why = fail["failure"].as_str().unwrap();
-    // The step and operation, the path and the last value observed.
-    assert!(why.contains("check-the-value try[1].assert"), "{why}");
+    // The step (by number and name) and operation, and chainsaw's own error.
     assert!(
-        why.contains(r#"data.foo: expected "baz", got "bar""#),
+        why.starts_with("step 1 of 1, 'check-the-value', after "),
         "{why}"
     );
+    assert!(why.contains("operation 2 (assert): "), "{why}");
+    assert!(why.contains("data.foo"), "{why}");
+    // What the catch operation collected is in chainsaw's output, which the failure ends with.
+    assert!(why.contains("chainsaw's output ends:"), "{why}");
 }
 
 #[test]
-fn an_unsupported_feature_is_refused_by_name_before_anything_starts() {
+fn a_malformed_test_is_refused_by_chainsaw_check_and_a_bad_harness_section_before_the_run() {
     let tests = tempfile::tempdir().unwrap();
     write_test(
         tests.path(),
-        "templated",
-        "apiVersion: chainsaw.kyverno.io/v1alpha1\nkind: Test\nmetadata: {name: t}\nspec:\n  steps:\n  - use: {template: step.yaml}\n",
+        "misspelt",
+        "apiVersion: chainsaw.kyverno.io/v1alpha1\nkind: Test\nmetadata: {name: t}\nspec:\n  stepz: []\n",
     );
     write_test(tests.path(), "fine", FAILS);
     let state = tempfile::tempdir().unwrap();
@@ -164,23 +164,219 @@ fn an_unsupported_feature_is_refused_by_name_before_anything_starts() {
     assert_eq!(check.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("ok       wrong-value"), "{stdout}");
     assert!(
-        stdout.contains("`use` is not supported by the harness"),
+        stdout.contains("refused  ") && stdout.contains("stepz"),
         "{stdout}"
     );
     assert!(stdout.contains("1 runnable, 1 refused"), "{stdout}");
+
+    let bad = tempfile::tempdir().unwrap();
+    write_test(
+        bad.path(),
+        "annotated",
+        "apiVersion: chainsaw.kyverno.io/v1alpha1\nkind: Test\nmetadata:\n  name: t\n  annotations: {harness.io/kubernetes: soon}\nspec:\n  steps: []\n",
+    );
     let reports = tempfile::tempdir().unwrap();
     let run = harness(
         state.path(),
         &[
             "run",
             "--chainsaw",
-            tests.path().to_str().unwrap(),
+            bad.path().to_str().unwrap(),
             "--report-dir",
             reports.path().join("r").to_str().unwrap(),
         ],
     );
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("`use` is not supported"), "{stderr}");
+    assert!(
+        stderr.contains("`soon` is not a Kubernetes minor"),
+        "{stderr}"
+    );
     assert!(!reports.path().join("r").exists(), "nothing is written");
+}
+
+/// A run's results by scenario.
+fn read_report(path: &Path) -> BTreeMap<String, serde_json::Value> {
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["scenario"].as_str().unwrap().to_string(), r.clone()))
+        .collect()
+}
+
+/// `pass`, `fail` or `skip` for each test of a chainsaw JSON report, by name (a name that
+/// runs twice is listed twice).
+fn chainsaw_results(report: &serde_json::Value) -> Vec<(String, &'static str)> {
+    let mut out: Vec<(String, &'static str)> = report["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let failed = t["steps"].as_array().into_iter().flatten().any(|s| {
+                s["operations"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|o| o.get("failure").is_some())
+            });
+            let result = if t["skipped"] == true {
+                "skip"
+            } else if failed {
+                "fail"
+            } else {
+                "pass"
+            };
+            (t["name"].as_str().unwrap().to_string(), result)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// chainsaw's example corpus (`testdata/e2e` of its module at the pinned release), run as
+/// chainsaw's own CI runs it (`--remarshal`, its configuration and values): once by chainsaw
+/// alone on a cluster of the harness, once through the harness (`run --chainsaw`, one
+/// scenario per test). Every test gives the same result both ways; those that fail, fail
+/// both ways for what this cell is not (one node, a `kube-dns` Deployment, `kind` on the
+/// PATH).
+#[tokio::test]
+async fn chainsaws_own_examples_give_through_the_harness_what_chainsaw_gives_alone() {
+    let tc = Toolchain::new(Cache::from_env(), Progress::plain());
+    let chainsaw = tc.chainsaw().await.unwrap();
+    let go = GoEnv::detect().await.unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let module = go
+        .download(
+            work.path(),
+            "github.com/kyverno/chainsaw",
+            CHAINSAW_VERSION,
+            false,
+        )
+        .await
+        .unwrap();
+    let e2e = module.dir.join("testdata/e2e");
+    let (config, values) = (e2e.join("config.yaml"), e2e.join("values.yaml"));
+    let examples = e2e.join("examples");
+
+    // chainsaw alone, every test even after a failure (the configuration says fail fast).
+    let alone = async {
+        let (c, _root) = common::cluster(&common::default_profile()).await;
+        let report_dir = work.path().join("alone");
+        std::fs::create_dir_all(&report_dir).unwrap();
+        let out = tokio::process::Command::new(&chainsaw)
+            .args(["test", "--no-color", "--remarshal", "--fail-fast=false"])
+            .args([
+                "--parallel",
+                "4",
+                "--report-format",
+                "JSON",
+                "--report-name",
+                "r",
+            ])
+            .arg("--report-path")
+            .arg(&report_dir)
+            .arg("--config")
+            .arg(&config)
+            .arg("--values")
+            .arg(&values)
+            .arg("--test-dir")
+            .arg(&examples)
+            .env("KUBECONFIG", harness::cluster::Cluster::kubeconfig(&c))
+            .current_dir(work.path())
+            .output()
+            .await
+            .unwrap();
+        let text = std::fs::read_to_string(report_dir.join("r.json")).unwrap_or_else(|e| {
+            panic!(
+                "chainsaw wrote no report ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        });
+        let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+        // A test that says `skip: true` is counted in the summary, not in the report.
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("- Skipped tests 1\n"), "{stdout}");
+        chainsaw_results(&report)
+    };
+
+    // The same tests through the harness, at the same time on a cell of its own.
+    let state = tempfile::tempdir().unwrap();
+    let reports = work.path().join("reports");
+    let arg = |p: &PathBuf| p.to_str().unwrap().to_string();
+    let args: Vec<String> = [
+        "run",
+        "--chainsaw",
+        &arg(&examples),
+        "--chainsaw-config",
+        &arg(&config),
+        "--chainsaw-values",
+        &arg(&values),
+        "--chainsaw-flag=--remarshal",
+        "--report-dir",
+        &arg(&reports),
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    let state_dir = state.path().to_path_buf();
+    let through = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        harness(&state_dir, &args)
+    });
+    let (alone, out) = tokio::join!(alone, through);
+    let out = out.unwrap();
+    let mut results = read_report(&reports.join("latest/report.json"));
+    let skipped: Vec<String> = results
+        .iter()
+        .filter(|(_, r)| r["outcome"]["result"] == "skipped")
+        .map(|(n, r)| format!("{n}: {}", r["outcome"]["reason"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(skipped, ["chainsaw/proxy: the test says skip: true"]);
+    results.retain(|_, r| r["outcome"]["result"] != "skipped");
+    let mut through: Vec<(String, &'static str)> = vec![];
+    for (name, r) in &results {
+        let test = name.rsplit('/').next().unwrap().to_string();
+        let result = if r["outcome"]["kind"] == "pass" {
+            "pass"
+        } else {
+            "fail"
+        };
+        // A file with two tests of one name is one scenario that judges both.
+        let runs = alone.iter().filter(|(n, _)| *n == test).count().max(1);
+        let scenarios_of_name = results
+            .keys()
+            .filter(|k| k.rsplit('/').next() == Some(&test))
+            .count();
+        for _ in 0..runs / scenarios_of_name.max(1) {
+            through.push((test.clone(), result));
+        }
+    }
+    through.sort();
+    assert_eq!(
+        through,
+        alone,
+        "through the harness (left) and chainsaw alone (right) differ; the harness said: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let failed: Vec<&str> = alone
+        .iter()
+        .filter(|(_, r)| *r == "fail")
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            "assertion-tree",
+            "dynamic-clusters",
+            "non-resource-assertion"
+        ],
+        "only what assumes another cluster fails"
+    );
+    assert!(
+        alone.iter().filter(|(_, r)| *r == "pass").count() >= 38,
+        "{alone:?}"
+    );
 }

@@ -87,6 +87,20 @@ fn a_finding_is_shrunk_written_and_fires_again_when_replayed() {
         ] {
             assert!(dir.join(file).is_file(), "{} has no {file}", dir.display());
         }
+        // Its reproduction is a test chainsaw itself accepts.
+        let check = harness(
+            &[
+                "chainsaw",
+                "check",
+                dir.join("chainsaw-test.yaml").to_str().unwrap(),
+            ],
+            state.path(),
+        );
+        assert!(
+            check.status.success(),
+            "{}",
+            String::from_utf8_lossy(&check.stdout)
+        );
         let name = dir.file_name().unwrap().to_str().unwrap();
         assert!(md.contains(name), "findings.md lists {name}");
         assert!(

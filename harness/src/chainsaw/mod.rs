@@ -1,24 +1,19 @@
-//! Declarative tests in chainsaw's `Test` format (`chainsaw.kyverno.io/v1alpha1`), run as
-//! harness scenarios: on harness cells, in matrices, judged by the ledger, watched by the same
-//! invariants. Start with [`load`] (test directories or files to [`model::Test`]s) and
-//! [`scenario`] (a test as a [`Scenario`]).
+//! Declarative tests in chainsaw's `Test` format (`chainsaw.kyverno.io/v1alpha1`), run by
+//! chainsaw itself as harness scenarios: on harness cells, in matrices, judged by the ledger,
+//! watched by the same monitor. Start with [`load`] (test files or directories to
+//! [`Test`]s) and [`scenario`] (a test as a [`Scenario`]).
 //!
-//! - [`model`]: the format, every field checked; what the harness does not implement is
-//!   refused by name.
-//! - [`jp`]: the JMESPath dialect of expressions (`(…)`), with chainsaw's functions.
-//! - [`tree`]: assertion trees (partial matching, `~` iteration, `->` bindings) and templating.
-//! - [`run`]: the operations, executed against the cell.
+//! - [`test`]: what the harness reads of a test (name, namespace, the harness section); the
+//!   rest of the format is chainsaw's.
+//! - [`runner`]: one `chainsaw test` per scenario, and its JSON report mapped to the result.
 //!
 //! The harness section of a test is a set of `harness.io/…` annotations on the Test (so the
 //! file stays a valid chainsaw test): `suite`, `labels`, `kubernetes` (`1.29+`, `1.29-1.32`),
 //! `feature-gates`, `controller-gates`, `controller-since`, `real-nodes`, `allowed-warnings`,
 //! `expected-violations`.
 
-pub mod jp;
-pub mod metrics;
-pub mod model;
-pub mod run;
-pub mod tree;
+pub mod runner;
+pub mod test;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,13 +21,17 @@ use std::sync::Arc;
 use futures::FutureExt;
 use serde_json::Value;
 
-use self::model::{ModelError, OpKind, Test};
-use crate::scenario::{Requirements, Scenario};
+pub use self::runner::Settings;
+pub use self::test::{AskedNamespace, ModelError, Source, Test};
+use crate::scenario::{NamespaceMaker, Requirements, Scenario};
+
+/// The label of every chainsaw scenario (the run builds chainsaw for them).
+pub const LABEL: &str = "chainsaw";
 
 /// The label of declarative scenarios that run scripts or commands (the run builds kubectl).
 pub const KUBECTL_LABEL: &str = "script";
 
-/// The file names chainsaw discovers tests in.
+/// The file names chainsaw discovers tests in by default.
 pub const TEST_FILES: &[&str] = &["chainsaw-test.yaml", "chainsaw-test.yml"];
 
 /// Why tests could not be loaded.
@@ -55,7 +54,7 @@ pub enum ChainsawError {
         /// The parser's message.
         message: String,
     },
-    /// A test is malformed or uses what the harness does not implement.
+    /// A test's header or harness section is malformed.
     #[error("test in {}", path.display())]
     Test {
         /// The file.
@@ -82,17 +81,17 @@ pub enum ChainsawError {
     },
 }
 
-/// Reads the tests of one file (every document of kind Test).
-pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Test>, ChainsawError> {
+/// Reads the tests of one file (every document of kind Test), each found by chainsaw at
+/// `source`.
+pub fn parse_file(path: &Path, text: &str, source: &Source) -> Result<Vec<Test>, ChainsawError> {
     let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| ChainsawError::Parse {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
-    let dir = path.parent().map(Path::to_path_buf);
     docs.iter()
         .filter(|d| d["kind"] == "Test")
         .map(|d| {
-            model::parse_test(d, dir.clone()).map_err(|source| ChainsawError::Test {
+            test::parse_test(d, source.clone()).map_err(|source| ChainsawError::Test {
                 path: path.to_path_buf(),
                 source,
             })
@@ -100,11 +99,41 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Test>, ChainsawError> {
         .collect()
 }
 
-/// Reads the tests of a file compiled into the harness (no directory: resources inline).
-pub fn parse_embedded(path: &str, text: &str) -> Result<Vec<Test>, ChainsawError> {
-    let mut tests = parse_file(Path::new(path), text)?;
-    for t in &mut tests {
-        t.dir = None;
+/// The tests of a tree compiled into the harness: `files` are paths relative to the tree's
+/// root and their contents. A file at the root whose name ends in `.yaml` is a test file of
+/// its own; a directory with a `chainsaw-test.yaml` is a test directory, all its files
+/// with it.
+pub fn parse_embedded(
+    root: &str,
+    files: &[(&'static str, &'static [u8])],
+) -> Result<Vec<Test>, ChainsawError> {
+    let mut tests = vec![];
+    for (path, bytes) in files {
+        let (dir, name) = match path.rsplit_once('/') {
+            Some((dir, name)) => (Some(dir), name),
+            None => (None, *path),
+        };
+        let own: Vec<(String, &'static [u8])> = match dir {
+            None if name.ends_with(".yaml") || name.ends_with(".yml") => {
+                vec![(name.to_string(), *bytes)]
+            }
+            Some(dir) if TEST_FILES.contains(&name) => files
+                .iter()
+                .filter_map(|(p, b)| {
+                    p.strip_prefix(dir)
+                        .and_then(|r| r.strip_prefix('/'))
+                        .map(|r| (r.to_string(), *b))
+                })
+                .collect(),
+            _ => continue,
+        };
+        let source = Source::Embedded {
+            file: name.to_string(),
+            files: own,
+        };
+        let shown = PathBuf::from(format!("{root}/{path}"));
+        let text = String::from_utf8_lossy(bytes);
+        tests.extend(parse_file(&shown, &text, &source)?);
     }
     Ok(tests)
 }
@@ -131,19 +160,23 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<Test>, ChainsawError> {
     }
     let mut tests: Vec<(PathBuf, Test)> = vec![];
     for f in files {
-        let text = std::fs::read_to_string(&f).map_err(|source| ChainsawError::Read {
-            path: f.clone(),
-            source,
-        })?;
-        let mut in_file: Vec<String> = vec![];
-        for mut t in parse_file(&f, &text)? {
-            // chainsaw runs two tests of one name in one file; they become `name`, `name-2`.
-            let n = in_file.iter().filter(|x| **x == t.name).count();
-            in_file.push(t.name.clone());
-            if n > 0 {
-                t.name = format!("{}-{}", t.name, n + 1);
+        for t in read_file(&f)? {
+            // chainsaw runs two tests of one name in one file one after the other (the second
+            // as `name#01`); one scenario runs and judges both.
+            if tests.iter().any(|(p, o)| *p == f && o.name == t.name) {
+                continue;
             }
-            if let Some((first, _)) = tests.iter().find(|(_, o)| o.name == t.name) {
+            let mut t = t;
+            if tests.iter().any(|(_, o)| o.name == t.name) {
+                // Another directory's test has this name (chainsaw runs both): this one's
+                // scenario is named with its directory.
+                t.qualifier = f
+                    .parent()
+                    .and_then(Path::file_name)
+                    .map(|n| n.to_string_lossy().into_owned());
+            }
+            let id = |t: &Test| (t.qualifier.clone(), t.name.clone());
+            if let Some((first, _)) = tests.iter().find(|(_, o)| id(o) == id(&t)) {
                 return Err(ChainsawError::Duplicate {
                     name: t.name,
                     first: first.clone(),
@@ -156,12 +189,31 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<Test>, ChainsawError> {
     Ok(tests.into_iter().map(|(_, t)| t).collect())
 }
 
-/// A test file and what reading it gave.
-pub type Checked = (PathBuf, Result<Vec<Test>, ChainsawError>);
+/// The tests of the file at `path`, found by chainsaw in its directory.
+fn read_file(path: &Path) -> Result<Vec<Test>, ChainsawError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ChainsawError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let absolute = std::path::absolute(path).map_err(|source| ChainsawError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let source = Source::Disk {
+        dir: absolute
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("/")),
+        file: absolute
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    };
+    parse_file(path, &text, &source)
+}
 
-/// Each test file under `paths` with what reading it gave: its tests, or why they cannot run
-/// here (what `harness chainsaw check` prints).
-pub fn check(paths: &[PathBuf]) -> Result<Vec<Checked>, ChainsawError> {
+/// The test files under `paths` (files as given, directories searched).
+pub fn files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ChainsawError> {
     let mut files = vec![];
     for p in paths {
         if p.is_file() {
@@ -170,18 +222,31 @@ pub fn check(paths: &[PathBuf]) -> Result<Vec<Checked>, ChainsawError> {
             find(p, &mut files)?;
         }
     }
-    Ok(files
-        .into_iter()
-        .map(|f| {
-            let tests = std::fs::read_to_string(&f)
-                .map_err(|source| ChainsawError::Read {
-                    path: f.clone(),
-                    source,
-                })
-                .and_then(|text| parse_file(&f, &text));
-            (f, tests)
-        })
-        .collect())
+    Ok(files)
+}
+
+/// A test file and what checking it gave: its tests, or why it cannot run.
+pub type Checked = (PathBuf, Result<Vec<Test>, String>);
+
+/// Each test file under `paths` with what checking it gave: its tests, or why they cannot
+/// run — chainsaw's own check of the format (`chainsaw lint test`, with `chainsaw`), then the
+/// harness's reading of the header and the harness section.
+pub async fn check(paths: &[PathBuf], chainsaw: &Path) -> anyhow::Result<Vec<Checked>> {
+    let mut out = vec![];
+    for f in files(paths)? {
+        let result = match runner::lint(chainsaw, &f).await? {
+            Err(lint) => Err(lint),
+            Ok(()) => read_file(&f).map_err(|e| {
+                std::iter::successors(Some(&e as &dyn std::error::Error), |e| e.source())
+                    .skip(1)
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join(": ")
+            }),
+        };
+        out.push((f, result));
+    }
+    Ok(out)
 }
 
 fn find(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), ChainsawError> {
@@ -222,28 +287,16 @@ fn leak_list(v: Vec<String>) -> &'static [&'static str] {
     )
 }
 
-/// Whether any operation of `test` runs a script or a command.
-pub fn runs_commands(test: &Test) -> bool {
-    test.steps
-        .iter()
-        .flat_map(|s| {
-            s.try_
-                .iter()
-                .chain(&s.catch)
-                .chain(&s.finally)
-                .chain(&s.cleanup)
-        })
-        .chain(&test.catch)
-        .any(|o| matches!(o.kind, OpKind::Script { .. } | OpKind::Command { .. }))
-}
-
 /// `test` as a scenario named `<suite>/<test name>` (suite `chainsaw` unless the harness
-/// section names one), with the requirements of its harness section. A CLI loads tests once,
-/// so the scenario's texts live as long as the process.
-pub fn scenario(test: Test) -> Scenario {
+/// section names one), with the requirements of its harness section, run by chainsaw with
+/// `settings`. A CLI loads tests once, so the scenario's texts live as long as the process.
+pub fn scenario(test: Test, settings: &Settings) -> Scenario {
     let h = &test.harness;
     let suite = h.suite.clone().unwrap_or_else(|| "chainsaw".into());
-    let name = leak(format!("{suite}/{}", test.name));
+    let name = leak(match &test.qualifier {
+        Some(q) => format!("{suite}/{q}/{}", test.name),
+        None => format!("{suite}/{}", test.name),
+    });
     let summary = leak(
         test.description
             .clone()
@@ -252,9 +305,9 @@ pub fn scenario(test: Test) -> Scenario {
             .collect::<Vec<_>>()
             .join(" "),
     );
-    let mut labels = vec!["chainsaw".to_string()];
+    let mut labels = vec![LABEL.to_string()];
     labels.extend(h.labels.iter().cloned());
-    if runs_commands(&test) {
+    if test.runs_commands {
         labels.push(KUBECTL_LABEL.into());
     }
     let (min, max) = h.kubernetes.unwrap_or((None, None));
@@ -267,6 +320,15 @@ pub fn scenario(test: Test) -> Scenario {
         min_controller: h.controller_since.clone(),
         real_nodes: h.real_nodes,
         skip: test.skip.then(|| "the test says skip: true".to_string()),
+        // chainsaw makes the test's namespace, as it would on its own: the scenario's, from
+        // the configuration's template, or the one the test names or templates.
+        namespace: NamespaceMaker::Body {
+            name: match &test.namespace {
+                AskedNamespace::Given => None,
+                AskedNamespace::Named(n) | AskedNamespace::Template(Some(n)) => Some(n.clone()),
+                AskedNamespace::Template(None) => None,
+            },
+        },
     };
     let allowed = leak_list(h.allowed_warnings.clone());
     // A test's own pods and PVCs have no owner (the orphan check still counts objects whose
@@ -275,6 +337,7 @@ pub fn scenario(test: Test) -> Scenario {
     expected.push(crate::scenario::invariants::BARE_OBJECTS.into());
     let expected = leak_list(expected);
     let test = Arc::new(test);
+    let settings = Arc::new(settings.clone());
     Scenario {
         name,
         suite: leak(suite),
@@ -284,8 +347,8 @@ pub fn scenario(test: Test) -> Scenario {
         allowed_warnings: allowed,
         expected_violations: expected,
         body: Arc::new(move |ctx| {
-            let test = test.clone();
-            async move { run::run_test(&test, &ctx).await }.boxed()
+            let (test, settings) = (test.clone(), settings.clone());
+            async move { runner::run_test(&test, &settings, &ctx).await }.boxed()
         }),
     }
 }
@@ -316,15 +379,21 @@ metadata: {name: not-a-test}
 
     #[test]
     fn a_file_gives_its_tests_and_a_scenario_each() {
-        let tests = parse_file(Path::new("/x/chainsaw-test.yaml"), TWO).unwrap();
+        let source = Source::Disk {
+            dir: "/x".into(),
+            file: "chainsaw-test.yaml".into(),
+        };
+        let tests = parse_file(Path::new("/x/chainsaw-test.yaml"), TWO, &source).unwrap();
         assert_eq!(tests.len(), 1);
-        assert_eq!(tests[0].dir.as_deref(), Some(Path::new("/x")));
-        let s = scenario(tests[0].clone());
+        assert_eq!(tests[0].source, source);
+        let s = scenario(tests[0].clone(), &Settings::default());
         assert_eq!(s.name, "daemonset/first");
         assert_eq!(s.suite, "daemonset");
         assert_eq!(s.summary, "a first test");
         assert!(s.labels.contains(&"smoke"));
+        assert!(s.labels.contains(&LABEL));
         assert!(s.labels.contains(&KUBECTL_LABEL));
+        assert_eq!(s.requires.namespace, NamespaceMaker::Body { name: None });
     }
 
     #[test]
@@ -333,16 +402,69 @@ metadata: {name: not-a-test}
         let a = dir.path().join("a");
         std::fs::create_dir_all(&a).unwrap();
         std::fs::write(a.join("chainsaw-test.yaml"), TWO).unwrap();
-        assert_eq!(load(&[dir.path().to_path_buf()]).unwrap().len(), 1);
+        let tests = load(&[dir.path().to_path_buf()]).unwrap();
+        assert_eq!(tests.len(), 1);
+        assert_eq!(
+            tests[0].source,
+            Source::Disk {
+                dir: a.clone(),
+                file: "chainsaw-test.yaml".into()
+            }
+        );
         let empty = tempfile::tempdir().unwrap();
         let e = load(&[empty.path().to_path_buf()]).unwrap_err();
         assert!(e.to_string().contains("no chainsaw test"), "{e}");
+        // A second directory's test of the same name is named with its directory.
         let b = dir.path().join("b");
         std::fs::create_dir_all(&b).unwrap();
         std::fs::write(b.join("chainsaw-test.yaml"), TWO).unwrap();
+        let tests = load(&[dir.path().to_path_buf()]).unwrap();
+        assert_eq!(tests[1].qualifier.as_deref(), Some("b"));
+        let s = scenario(tests[1].clone(), &Settings::default());
+        assert_eq!(s.name, "daemonset/b/first");
+        // A third in another directory `b` cannot be told apart.
+        let xb = dir.path().join("x/b");
+        std::fs::create_dir_all(&xb).unwrap();
+        std::fs::write(xb.join("chainsaw-test.yaml"), TWO).unwrap();
         let e = load(&[dir.path().to_path_buf()]).unwrap_err();
         assert!(e.to_string().contains("two tests named `first`"), "{e}");
         let e = load(&[dir.path().join("missing")]).unwrap_err();
         assert!(e.to_string().contains("read"), "{e}");
+        // Two tests of one name in one file are one scenario (chainsaw runs both).
+        let c = dir.path().join("c.yaml");
+        std::fs::write(&c, format!("{TWO}---\n{TWO}")).unwrap();
+        assert_eq!(load(&[c]).unwrap().len(), 1);
+        let e = load(&[dir.path().join("missing")]).unwrap_err();
+        assert!(e.to_string().contains("read"), "{e}");
+    }
+
+    #[test]
+    fn an_embedded_tree_gives_file_tests_and_directory_tests_with_their_files() {
+        let files: &[(&str, &[u8])] = &[
+            ("one.yaml", TWO.as_bytes()),
+            ("README.md", b"not a test"),
+            (
+                "dir/chainsaw-test.yaml",
+                TWO.replace("first", "second").leak().as_bytes(),
+            ),
+            ("dir/resources.yaml", b"kind: ConfigMap"),
+        ];
+        let tests = parse_embedded("suites/chainsaw", files).unwrap();
+        assert_eq!(tests.len(), 2);
+        assert_eq!(
+            tests[0].source,
+            Source::Embedded {
+                file: "one.yaml".into(),
+                files: vec![("one.yaml".into(), TWO.as_bytes())],
+            }
+        );
+        match &tests[1].source {
+            Source::Embedded { file, files } => {
+                assert_eq!(file, "chainsaw-test.yaml");
+                let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+                assert_eq!(names, ["chainsaw-test.yaml", "resources.yaml"]);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

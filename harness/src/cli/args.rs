@@ -270,10 +270,27 @@ pub struct Selection {
     /// Run chainsaw tests (`chainsaw.kyverno.io/v1alpha1` Test) instead of the catalog: test
     /// files, or directories searched for chainsaw-test.yaml (repeatable). Each test is a
     /// scenario `<suite>/<test name>` (suite `chainsaw` unless its `harness.io/suite`
-    /// annotation names one), with the requirements of its `harness.io/` annotations; a
-    /// feature the harness does not implement is refused by name.
+    /// annotation names one), with the requirements of its `harness.io/` annotations. chainsaw
+    /// itself (built at the harness's pinned release) runs each test against the cell.
     #[arg(long, value_name = "PATH", num_args = 1..)]
     pub chainsaw: Vec<PathBuf>,
+    /// With --chainsaw: chainsaw's configuration file (a `Configuration`, as chainsaw's
+    /// `--config`), e.g. a namespace template or default timeouts.
+    #[arg(long = "chainsaw-config", value_name = "FILE", requires = "chainsaw")]
+    pub chainsaw_config: Option<PathBuf>,
+    /// With --chainsaw: values files for the tests' `$values` (as chainsaw's `--values`;
+    /// repeatable).
+    #[arg(long = "chainsaw-values", value_name = "FILE", requires = "chainsaw")]
+    pub chainsaw_values: Vec<PathBuf>,
+    /// With --chainsaw: another flag of `chainsaw test`, passed as given (repeatable), e.g.
+    /// --chainsaw-flag=--remarshal.
+    #[arg(
+        long = "chainsaw-flag",
+        value_name = "FLAG",
+        requires = "chainsaw",
+        allow_hyphen_values = true
+    )]
+    pub chainsaw_flags: Vec<String>,
     /// Run the controller release's own end-to-end suite (OpenKruise's Ginkgo `test/e2e`,
     /// built from the release module and cached) on each cell instead of the catalog: one
     /// result per spec (`upstream/<spec text>`), judged by the ledger. --focus and --skip are
@@ -310,6 +327,11 @@ impl Selection {
             skip: self.skip.clone(),
             labels: self.labels.clone(),
             chainsaw: self.chainsaw.clone(),
+            chainsaw_settings: crate::chainsaw::Settings {
+                config: self.chainsaw_config.clone(),
+                values: self.chainsaw_values.clone(),
+                flags: self.chainsaw_flags.clone(),
+            },
             upstream_e2e: self.upstream_e2e,
             upstream_e2e_from: self.upstream_e2e_from.clone(),
             upstream_real_nodes: self.upstream_real_nodes,
@@ -785,6 +807,9 @@ pub enum ToolchainCommand {
         /// Also build kwokctl (used by the bring-up benchmark).
         #[arg(long)]
         kwokctl: bool,
+        /// Also build chainsaw (runs `--chainsaw` tests and the catalog's declarative ones).
+        #[arg(long)]
+        chainsaw: bool,
         /// Also build the kubelet of each version (for real nodes).
         #[arg(long)]
         kubelet: bool,
@@ -855,8 +880,9 @@ pub enum BenchCommand {
 #[derive(Debug, Subcommand)]
 pub enum ChainsawCommand {
     /// Read chainsaw tests (files, or directories searched for chainsaw-test.yaml) and say for
-    /// each whether the harness can run it, or which feature it uses that the harness does not
-    /// implement; exit 1 if any cannot run. Nothing is started.
+    /// each file whether it can run: its harness section read, and chainsaw's own check of
+    /// the format (`chainsaw lint test`); exit 1 if any cannot. Builds chainsaw if it is not
+    /// cached; no cluster is started.
     Check {
         /// Test files or directories.
         #[arg(required = true)]

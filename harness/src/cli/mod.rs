@@ -232,8 +232,9 @@ fn exit_code(status: crate::results::Status) -> ExitCode {
     }
 }
 
-fn chainsaw_check(paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
-    let files = crate::chainsaw::check(paths)?;
+async fn chainsaw_check(paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let chainsaw = toolchain().chainsaw().await?;
+    let files = crate::chainsaw::check(paths, &chainsaw).await?;
     let (mut ok, mut refused) = (0, 0);
     for (path, result) in &files {
         match result {
@@ -243,14 +244,9 @@ fn chainsaw_check(paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
                     println!("ok       {}\t{}", t.name, path.display());
                 }
             }
-            Err(e) => {
+            Err(why) => {
                 refused += 1;
-                let why = std::iter::successors(Some(e as &dyn std::error::Error), |e| e.source())
-                    .skip(1)
-                    .map(|e| e.to_string())
-                    .collect::<Vec<_>>()
-                    .join(": ");
-                println!("refused  {}\t{why}", path.display());
+                println!("refused  {}\t{}", path.display(), why.replace('\n', " "));
             }
         }
     }
@@ -269,7 +265,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Explore(args) => explore(args).await,
         Command::Matrix(args) => matrix(args).await,
         Command::Coverage(args) => coverage(args).await,
-        Command::Chainsaw(ChainsawCommand::Check { paths }) => chainsaw_check(&paths),
+        Command::Chainsaw(ChainsawCommand::Check { paths }) => chainsaw_check(&paths).await,
         Command::Qualify(args) => qualify(args).await,
         Command::Report(ReportCommand::Merge { dirs, report_dir }) => {
             report_merge(&dirs, &report_dir)
@@ -290,6 +286,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Toolchain(ToolchainCommand::Build {
             kubernetes,
             kwokctl,
+            chainsaw,
             kubelet,
             controllers,
             daemon,
@@ -299,7 +296,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 daemon,
                 upstream_e2e,
             };
-            toolchain_build(kubernetes, kwokctl, kubelet, controllers, extras).await
+            let tools = Tools {
+                kwokctl,
+                chainsaw,
+                kubelet,
+            };
+            toolchain_build(kubernetes, tools, controllers, extras).await
         }
         Command::Toolchain(ToolchainCommand::List) => toolchain_list(),
         Command::Bench(BenchCommand::ClusterUp {
@@ -572,10 +574,16 @@ fn gc() -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `toolchain build` builds beside Kubernetes and kwok.
+struct Tools {
+    kwokctl: bool,
+    chainsaw: bool,
+    kubelet: bool,
+}
+
 async fn toolchain_build(
     kubernetes: Vec<String>,
-    kwokctl: bool,
-    kubelet: bool,
+    tools: Tools,
     controllers: Vec<String>,
     extras: crate::controller::openkruise::BuildExtras,
 ) -> anyhow::Result<ExitCode> {
@@ -597,13 +605,17 @@ async fn toolchain_build(
     let versions = KubeVersion::parse_list(&kubernetes)?;
     let kwok = tc.kwok().await?;
     println!("kwok {KWOK_VERSION}\t{}", kwok.display());
-    if kwokctl {
+    if tools.kwokctl {
         println!("kwokctl {KWOK_VERSION}\t{}", tc.kwokctl().await?.display());
+    }
+    if tools.chainsaw {
+        let version = crate::toolchain::CHAINSAW_VERSION;
+        println!("chainsaw {version}\t{}", tc.chainsaw().await?.display());
     }
     for v in versions {
         let b = tc.kubernetes(v).await?;
         println!("kubernetes {}\t{}", v.tag(), b.install.dir.display());
-        if kubelet {
+        if tools.kubelet {
             println!("kubelet {}\t{}", v.tag(), tc.kubelet(v).await?.display());
         }
     }

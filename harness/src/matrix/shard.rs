@@ -458,7 +458,8 @@ pub fn merge(dirs: &[PathBuf], out: &Path, id: &str) -> Result<Merged, MergeErro
             .iter()
             .find(|c| c.kubernetes == *kubernetes && &c.controller == controller)
             .expect("checked complete");
-        copy_dir(&dir.join(&cell.dir), &out.join(&cell.dir)).map_err(|e| write(out, e))?;
+        crate::toolchain::copy_dir(&dir.join(&cell.dir), &out.join(&cell.dir))
+            .map_err(|e| write(out, e))?;
         cells.push(cell.clone());
     }
     let report = MatrixReport {
@@ -475,7 +476,8 @@ pub fn merge(dirs: &[PathBuf], out: &Path, id: &str) -> Result<Merged, MergeErro
                 for u in info.qualify.iter().flat_map(|q| &q.upgrades) {
                     let name = format!("upgrade-{}", u.kubernetes);
                     if dir.join(&name).is_dir() {
-                        copy_dir(&dir.join(&name), &out.join(&name)).map_err(|e| write(out, e))?;
+                        crate::toolchain::copy_dir(&dir.join(&name), &out.join(&name))
+                            .map_err(|e| write(out, e))?;
                     }
                     upgrades.push(u.clone());
                 }
@@ -489,25 +491,6 @@ pub fn merge(dirs: &[PathBuf], out: &Path, id: &str) -> Result<Merged, MergeErro
         }
     };
     Ok(Merged { report, qualify })
-}
-
-/// Copies a directory tree (symbolic links as links).
-fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type()?;
-        if kind.is_dir() {
-            copy_dir(&src, &dst)?;
-        } else if kind.is_symlink() {
-            let _ = std::fs::remove_file(&dst);
-            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
-        } else {
-            std::fs::copy(&src, &dst)?;
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

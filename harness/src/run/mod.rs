@@ -31,7 +31,9 @@ use crate::controller::{ControllerRef, Host, Installation};
 use crate::results::{Diagnostics, FailedTry, Outcome, ScenarioResult};
 use crate::scenario::coverage::ApiFields;
 use crate::scenario::record::Sends;
-use crate::scenario::{Ctx, Facts, Scenario, Timeouts, Upgrade, invariants, monitor};
+use crate::scenario::{
+    Ctx, Facts, NamespaceMaker, Scenario, Timeouts, Upgrade, invariants, monitor,
+};
 use crate::toolchain::Toolchain;
 
 use self::ledger::Ledger;
@@ -221,9 +223,25 @@ pub async fn execute(
     let span = tracing::info_span!("run", run = run_id, controller = %plan.controller, kubernetes = %plan.kubernetes);
     let _enter = span.enter();
     let started = Instant::now();
+    // chainsaw is built beside the clusters' bring-up when a chainsaw test is selected.
+    let needs_chainsaw = plan.clusters.iter().any(|pc| {
+        pc.scenarios.iter().any(|n| {
+            env.scenarios
+                .iter()
+                .any(|s| s.name == n && s.labels.contains(&crate::chainsaw::LABEL))
+        })
+    });
+    let (chainsaw_tx, chainsaw_rx) = tokio::sync::watch::channel(None);
+    let build_chainsaw = async {
+        if needs_chainsaw {
+            let built = env.toolchain.chainsaw().await.map_err(|e| e.to_string());
+            chainsaw_tx.send_replace(Some(built));
+        }
+    };
     let out = Emitter {
         state: std::sync::Mutex::new((reporters, vec![])),
         api_fields: std::sync::atomic::AtomicBool::new(false),
+        chainsaw: chainsaw_rx,
     };
     out.emit(Event::RunStarted {
         run_id: run_id.into(),
@@ -245,10 +263,10 @@ pub async fn execute(
         let out = &out;
         async move { run_cluster(plan, pc, &name, env, out).await }.instrument(span)
     });
-    futures::stream::iter(clusters)
+    let run_clusters = futures::stream::iter(clusters)
         .buffer_unordered(env.options.clusters_parallel.max(1))
-        .collect::<Vec<()>>()
-        .await;
+        .collect::<Vec<()>>();
+    futures::join!(build_chainsaw, run_clusters);
     out.emit(Event::RunFinished {
         seconds: started.elapsed().as_secs_f64(),
     });
@@ -285,6 +303,8 @@ struct Emitter<'r> {
     state: std::sync::Mutex<Sinks<'r>>,
     /// Whether a cluster has taken on sending [`Event::ApiFields`].
     api_fields: std::sync::atomic::AtomicBool,
+    /// chainsaw, once built (or why it could not be), when a chainsaw test is selected.
+    chainsaw: tokio::sync::watch::Receiver<Option<Result<PathBuf, String>>>,
 }
 
 impl Emitter<'_> {
@@ -702,6 +722,7 @@ async fn run_scenarios_on(
             .collect(),
         kubeconfig: Some(cell.cluster.lock().await.kubeconfig().to_path_buf()),
         kubectl: None,
+        chainsaw: None,
     };
     let mut facts = facts;
     // Declarative tests with scripts run the toolchain's kubectl (cached with the control plane).
@@ -712,6 +733,18 @@ async fn run_scenarios_on(
         match env.toolchain.kubernetes(plan.kubernetes).await {
             Ok(k) => facts.kubectl = Some(k.path("kubectl")),
             Err(e) => tracing::warn!("kubectl for scripts: {e}"),
+        }
+    }
+    if selected
+        .iter()
+        .any(|s| s.labels.contains(&crate::chainsaw::LABEL))
+    {
+        let mut rx = out.chainsaw.clone();
+        let built = rx.wait_for(Option::is_some).await.map(|v| v.clone());
+        match built {
+            Ok(Some(Ok(path))) => facts.chainsaw = Some(path),
+            Ok(Some(Err(e))) => tracing::warn!("chainsaw: {e}"),
+            _ => tracing::warn!("chainsaw: its build did not finish"),
         }
     }
     let jobs: Vec<(&Scenario, usize)> = selected
@@ -832,7 +865,10 @@ async fn run_one(
     unit: Unit<'_>,
 ) -> ScenarioResult {
     let t = Instant::now();
-    let namespace = namespace_name(s.name);
+    let namespace = match &s.requires.namespace {
+        NamespaceMaker::Body { name: Some(name) } => name.clone(),
+        _ => namespace_name(s.name),
+    };
     let log = unit
         .installation
         .read()
@@ -851,7 +887,11 @@ async fn run_one(
         "labels": {OWNER_LABEL: unit.owner},
     }}))
     .expect("a valid namespace");
-    let (failures, cleanup, recorder) = match nss.create(&PostParams::default(), &ns).await {
+    let made = match s.requires.namespace {
+        NamespaceMaker::Runner => nss.create(&PostParams::default(), &ns).await.map(|_| ()),
+        NamespaceMaker::Body { .. } => Ok(()),
+    };
+    let (failures, cleanup, recorder) = match made {
         Err(e) => (
             vec![format!("create namespace {namespace}: {e}")],
             None,
@@ -890,8 +930,12 @@ async fn run_one(
         Some(c) => c.unwind().await,
         None => vec![],
     };
-    if let Err(e) = nss.delete(&namespace, &DeleteParams::background()).await {
-        cleanup_errors.push(format!("delete namespace {namespace}: {e}"));
+    match nss.delete(&namespace, &DeleteParams::background()).await {
+        Ok(_) => {}
+        // A body that makes its namespace may have deleted it (or never made it).
+        Err(kube::Error::Api(e))
+            if e.code == 404 && matches!(s.requires.namespace, NamespaceMaker::Body { .. }) => {}
+        Err(e) => cleanup_errors.push(format!("delete namespace {namespace}: {e}")),
     }
     for e in cleanup_errors {
         tracing::warn!("cleanup: {e}");

@@ -27,6 +27,8 @@ pub struct Selection {
     pub labels: Vec<String>,
     /// chainsaw test files or directories to run instead of the catalog.
     pub chainsaw: Vec<PathBuf>,
+    /// With chainsaw tests: chainsaw's configuration file and values files.
+    pub chainsaw_settings: crate::chainsaw::Settings,
     /// Run the controller release's own end-to-end suite instead of the catalog.
     pub upstream_e2e: bool,
     /// With the upstream suite: another release's suite on every cell.
@@ -44,7 +46,20 @@ impl Selection {
             return Ok(crate::suites::all());
         }
         let tests = crate::chainsaw::load(&self.chainsaw).context("load chainsaw tests")?;
-        Ok(tests.into_iter().map(crate::chainsaw::scenario).collect())
+        for f in self
+            .chainsaw_settings
+            .config
+            .iter()
+            .chain(&self.chainsaw_settings.values)
+        {
+            if !f.is_file() {
+                bail!("chainsaw settings: {} is not a file", f.display());
+            }
+        }
+        Ok(tests
+            .into_iter()
+            .map(|t| crate::chainsaw::scenario(t, &self.chainsaw_settings))
+            .collect())
     }
 
     /// The upstream suite asked for (`--upstream-e2e`, `--upstream-e2e-from`), if any; refuses

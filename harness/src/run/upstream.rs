@@ -571,7 +571,7 @@ pub async fn run(
         .with_context(|| format!("run {}", binary.display()))?;
     // The `ginkgo` command's suite processes share its group: all of them end with the run,
     // however it ends (a Ctrl-C drops this future), not only the one the harness started.
-    let _group = child.id().map(GroupKill);
+    let _group = child.id().map(crate::stop::GroupKill);
     let status = tokio::select! {
         status = child.wait() => status,
         () = crate::stop::requested() => {
@@ -598,16 +598,6 @@ pub async fn run(
             log.display()
         )
     })
-}
-
-/// Kills a process group when dropped.
-struct GroupKill(u32);
-
-impl Drop for GroupKill {
-    fn drop(&mut self) {
-        let group = nix::unistd::Pid::from_raw(self.0 as i32);
-        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
-    }
 }
 
 /// Where a run keeps the suite's output: `<logs>/upstream-e2e`, inside the run's report

@@ -65,6 +65,26 @@ pub struct Requirements {
     /// Skipped everywhere, with this reason (a declarative test that says `skip: true`).
     #[serde(default)]
     pub skip: Option<String>,
+    /// Who makes the scenario's namespace: the runner (by default), or the body (a chainsaw
+    /// test, whose namespace chainsaw makes from its templates).
+    #[serde(default)]
+    pub namespace: NamespaceMaker,
+}
+
+/// Who makes a scenario's namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NamespaceMaker {
+    /// The runner makes `h-<name>-<random>`, labelled as the run's, before the body.
+    #[default]
+    Runner,
+    /// The body makes it: under the runner's name, or under `name` when the body chooses it
+    /// (`None`: the body's tool chooses one the runner cannot know, and the runner watches
+    /// its own name, which stays empty). The runner watches it and deletes it afterwards if
+    /// the body left it.
+    Body {
+        /// The name the body uses instead of the runner's.
+        name: Option<String>,
+    },
 }
 
 impl Requirements {
@@ -226,6 +246,9 @@ pub struct Facts {
     /// The toolchain's kubectl for the cell's Kubernetes version, when the run built it.
     #[serde(skip)]
     pub kubectl: Option<std::path::PathBuf>,
+    /// The toolchain's chainsaw, when the run selected a chainsaw test.
+    #[serde(skip)]
+    pub chainsaw: Option<std::path::PathBuf>,
 }
 
 impl Facts {

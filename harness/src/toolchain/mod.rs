@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 pub use cache::{BuildKey, Cache, Installed};
 pub use go::{GoEnv, GoVersion};
 pub use images::BuiltImage;
-pub use versions::{KWOK_VERSION, KubeVersion, REGISTRY_VERSION};
+pub use versions::{CHAINSAW_VERSION, KWOK_VERSION, KubeVersion, REGISTRY_VERSION};
 
 use crate::progress::Progress;
 
@@ -327,6 +327,32 @@ impl Toolchain {
         .await
     }
 
+    /// chainsaw at [`CHAINSAW_VERSION`], built from its module. Its test runner drives Go's
+    /// `testing.MainStart`, whose dependency interface gained `ModulePath` in Go 1.25; the
+    /// module's source is copied into the build directory and given that one method
+    /// ([`recipes::CHAINSAW_MODULE_PATH_SHIM`]) when this Go needs it.
+    pub async fn chainsaw(&self) -> Result<PathBuf, ToolchainError> {
+        let key = BuildKey::new("chainsaw", CHAINSAW_VERSION);
+        let install = self
+            .ensure(&key, |go, dir| async move {
+                let files = go
+                    .download(&dir, recipes::CHAINSAW_MODULE, CHAINSAW_VERSION, false)
+                    .await?;
+                let text = std::fs::read_to_string(&files.go_mod)
+                    .map_err(|e| ToolchainError::io(&files.go_mod, e))?;
+                let local = dir.join(recipes::CHAINSAW_SOURCE_DIR);
+                copy_dir(&files.dir, &local).map_err(|e| ToolchainError::io(&local, e))?;
+                if go.version >= recipes::CHAINSAW_SHIM_FROM {
+                    let shim = local.join(recipes::CHAINSAW_SHIM_FILE);
+                    std::fs::write(&shim, recipes::CHAINSAW_MODULE_PATH_SHIM)
+                        .map_err(|e| ToolchainError::io(&shim, e))?;
+                }
+                Ok(recipes::chainsaw(CHAINSAW_VERSION, &text))
+            })
+            .await?;
+        Ok(install.binary("chainsaw"))
+    }
+
     /// The CNCF distribution registry (`registry`) at [`REGISTRY_VERSION`], serving the
     /// harness images to real nodes.
     pub async fn registry(&self) -> Result<PathBuf, ToolchainError> {
@@ -478,6 +504,26 @@ impl Toolchain {
             build_seconds: started.elapsed().as_secs(),
         })
     }
+}
+
+/// Copies a directory tree (symbolic links as links; files keep their permissions, the
+/// directories made are writable).
+pub fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            copy_dir(&src, &dst)?;
+        } else if kind.is_symlink() {
+            let _ = std::fs::remove_file(&dst);
+            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
+        } else {
+            std::fs::copy(&src, &dst)?;
+        }
+    }
+    Ok(())
 }
 
 /// What `binary --help` prints, standard output then standard error (Go's `flag` package

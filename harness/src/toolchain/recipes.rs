@@ -139,6 +139,42 @@ pub fn registry(version: &str, upstream_go_mod: &str) -> GoRecipe {
     r
 }
 
+/// The module of chainsaw.
+pub const CHAINSAW_MODULE: &str = "github.com/kyverno/chainsaw";
+
+/// Where in the build directory chainsaw's source is copied.
+pub const CHAINSAW_SOURCE_DIR: &str = "chainsaw";
+
+/// The file that gives chainsaw's test runner `ModulePath` (relative to its module).
+pub const CHAINSAW_SHIM_FILE: &str = "pkg/runner/internal/zz_harness_module_path.go";
+
+/// The first Go whose `testing.MainStart` asks its dependencies for `ModulePath`.
+pub const CHAINSAW_SHIM_FROM: GoVersion = GoVersion(1, 25, 0);
+
+/// The one method chainsaw's `internal.TestDeps` lacks for Go 1.25 and later (the module
+/// path is what `go test` reports for coverage; chainsaw runs no coverage).
+pub const CHAINSAW_MODULE_PATH_SHIM: &str = "package internal\n\n// ModulePath is asked of a test main's dependencies from Go 1.25 on.\nfunc (*TestDeps) ModulePath() string { return \"\" }\n";
+
+/// chainsaw at `version`, its main package built from the module's source copied to
+/// [`CHAINSAW_SOURCE_DIR`] (a `replace` directive points there), on the module's own graph.
+pub fn chainsaw(version: &str, upstream_go_mod: &str) -> GoRecipe {
+    let min_go = go_directive(upstream_go_mod).unwrap_or(GoVersion(1, 20, 0));
+    GoRecipe {
+        go_mod: format!(
+            "module harness.local/build/chainsaw\n\ngo {min_go}\n\nrequire {CHAINSAW_MODULE} {version}\n\nreplace {CHAINSAW_MODULE} => ./{CHAINSAW_SOURCE_DIR}\n"
+        ),
+        steps: vec![GoBuildStep {
+            packages: vec![CHAINSAW_MODULE.into()],
+            output: "chainsaw".into(),
+            test: false,
+        }],
+        ldflags: "-s -w".into(),
+        outputs: vec!["chainsaw".into()],
+        nosum: vec![],
+        min_go,
+    }
+}
+
 /// The static programs of the harness images (`pause`, `health`): a module without
 /// dependencies whose sources the caller writes to `pause/main.go` and `health/main.go`.
 pub fn image_programs() -> GoRecipe {
@@ -366,6 +402,25 @@ mod tests {
                 .contains("-X github.com/distribution/distribution/v3/version.version=v3.1.2")
         );
         assert_eq!(r.min_go, GoVersion(1, 26, 0));
+    }
+
+    #[test]
+    fn chainsaw_is_built_from_its_local_copy_on_its_own_graph() {
+        let r = chainsaw(
+            "v0.2.12",
+            "module github.com/kyverno/chainsaw\n\ngo 1.23.0\n",
+        );
+        assert!(
+            r.go_mod
+                .contains("require github.com/kyverno/chainsaw v0.2.12\n")
+        );
+        assert!(
+            r.go_mod
+                .contains("replace github.com/kyverno/chainsaw => ./chainsaw\n")
+        );
+        assert_eq!(r.steps[0].packages, ["github.com/kyverno/chainsaw"]);
+        assert_eq!(r.min_go, GoVersion(1, 23, 0));
+        assert!(CHAINSAW_MODULE_PATH_SHIM.contains("func (*TestDeps) ModulePath() string"));
     }
 
     #[test]

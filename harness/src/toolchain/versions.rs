@@ -41,6 +41,9 @@ pub const DEFAULT_KUBERNETES: &str = "1.32";
 /// The kwok release that simulates nodes and pods.
 pub const KWOK_VERSION: &str = "v0.7.0";
 
+/// The chainsaw release that runs declarative tests (`harness run --chainsaw`).
+pub const CHAINSAW_VERSION: &str = "v0.2.12";
+
 /// The CNCF distribution registry release that serves images to real nodes.
 pub const REGISTRY_VERSION: &str = "v3.1.2";
 
