@@ -23,47 +23,11 @@ fn requires() -> Requirements {
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
     vec![
-        Scenario {
-            name: "cloneset/recreate-pods-and-pvcs-on-image-and-template-change",
-            suite: "cloneset",
-            summary: "image + volumeClaimTemplate size change together recreates every pod and its PVCs at the new size (S2)",
-            labels: &["seed", "s2", "pvc"],
-            requires: requires(),
-            allowed_warnings: &[],
-            expected_violations: &[],
-            body: std::sync::Arc::new(|ctx| s2_together_on(ctx, false).boxed()),
-        },
-        Scenario {
-            name: "cloneset/recreate-pods-and-pvcs-on-image-and-template-change-on-a-real-node",
-            suite: "cloneset",
-            summary: "S2 with the pods on a real node: a real kubelet mounts the claims and runs the images",
-            labels: &["s2", "pvc", "real-node", "fidelity"],
-            requires: requires(),
-            allowed_warnings: &[],
-            expected_violations: &[],
-            body: std::sync::Arc::new(|ctx| s2_together_on(ctx, true).boxed()),
-        }
+        Scenario::new("cloneset/recreate-pods-and-pvcs-on-image-and-template-change", "image + volumeClaimTemplate size change together recreates every pod and its PVCs at the new size (S2)", &["seed", "s2", "pvc"], |ctx| s2_together_on(ctx, false).boxed()).requiring(requires()),
+        Scenario::new("cloneset/recreate-pods-and-pvcs-on-image-and-template-change-on-a-real-node", "S2 with the pods on a real node: a real kubelet mounts the claims and runs the images", &["s2", "pvc", "real-node", "fidelity"], |ctx| s2_together_on(ctx, true).boxed()).requiring(requires())
         .on_real_nodes(1),
-        Scenario {
-            name: "cloneset/template-only-change-touches-no-pod",
-            suite: "cloneset",
-            summary: "a volumeClaimTemplate-only change leaves every pod alone (S2 step 2)",
-            labels: &["s2", "pvc"],
-            requires: requires(),
-            allowed_warnings: &[],
-            expected_violations: &[],
-            body: std::sync::Arc::new(|ctx| s2_template_only(ctx).boxed()),
-        },
-        Scenario {
-            name: "cloneset/in-place-only-keeps-pods-and-pvcs",
-            suite: "cloneset",
-            summary: "with InPlaceOnly an image change updates in place and PVCs stay (S2 step 3)",
-            labels: &["s2", "pvc", "in-place"],
-            requires: requires(),
-            allowed_warnings: &[],
-            expected_violations: &[],
-            body: std::sync::Arc::new(|ctx| s2_in_place_only(ctx).boxed()),
-        },
+        Scenario::new("cloneset/template-only-change-touches-no-pod", "a volumeClaimTemplate-only change leaves every pod alone (S2 step 2)", &["s2", "pvc"], |ctx| s2_template_only(ctx).boxed()).requiring(requires()),
+        Scenario::new("cloneset/in-place-only-keeps-pods-and-pvcs", "with InPlaceOnly an image change updates in place and PVCs stay (S2 step 3)", &["s2", "pvc", "in-place"], |ctx| s2_in_place_only(ctx).boxed()).requiring(requires()),
     ]
 }
 

@@ -8,45 +8,29 @@ use serde_json::json;
 use super::common::*;
 use crate::scenario::wait::{Check, until};
 use crate::scenario::workload::{AdvancedDaemonSet, CloneSet, Deployment, Kind, Spec};
-use crate::scenario::{Ctx, Requirements, Scenario, status};
+use crate::scenario::{Ctx, Scenario, status};
 
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
     vec![
-        Scenario {
-            name: "daemonset/advanced-daemonset-selector-is-immutable",
-            suite: "daemonset",
-            summary: "updating an Advanced DaemonSet's selector is refused; pods keep their owner (S5)",
-            labels: &["seed", "s5", "webhook", "selector"],
-            requires: Requirements::default(),
-            allowed_warnings: &[],
-            expected_violations: &[],
-            body: std::sync::Arc::new(|ctx| {
-                selector_immutable_on(ctx, Workload::AdvancedDaemonSet).boxed()
-            }),
-        },
-        Scenario {
-            name: "daemonset/cloneset-selector-is-immutable",
-            suite: "daemonset",
-            summary: "updating a CloneSet's selector is refused",
-            labels: &["selector", "webhook"],
-            requires: Requirements::default(),
-            allowed_warnings: &[],
-            expected_violations: &[],
-            body: std::sync::Arc::new(|ctx| selector_immutable_on(ctx, Workload::CloneSet).boxed()),
-        },
-        Scenario {
-            name: "daemonset/native-deployment-selector-is-immutable",
-            suite: "daemonset",
-            summary: "control: the apiserver refuses a Deployment selector update",
-            labels: &["selector", "control"],
-            requires: Requirements::default(),
-            allowed_warnings: &[],
-            expected_violations: &[],
-            body: std::sync::Arc::new(|ctx| {
-                selector_immutable_on(ctx, Workload::Deployment).boxed()
-            }),
-        },
+        Scenario::new(
+            "daemonset/advanced-daemonset-selector-is-immutable",
+            "updating an Advanced DaemonSet's selector is refused; pods keep their owner (S5)",
+            &["seed", "s5", "webhook", "selector"],
+            |ctx| selector_immutable_on(ctx, Workload::AdvancedDaemonSet).boxed(),
+        ),
+        Scenario::new(
+            "daemonset/cloneset-selector-is-immutable",
+            "updating a CloneSet's selector is refused",
+            &["selector", "webhook"],
+            |ctx| selector_immutable_on(ctx, Workload::CloneSet).boxed(),
+        ),
+        Scenario::new(
+            "daemonset/native-deployment-selector-is-immutable",
+            "control: the apiserver refuses a Deployment selector update",
+            &["selector", "control"],
+            |ctx| selector_immutable_on(ctx, Workload::Deployment).boxed(),
+        ),
     ]
 }
 
@@ -73,66 +57,84 @@ const NAME: &str = "sel";
 async fn selector_immutable<K: Kind>(ctx: Ctx, w: Spec<K>, want: i64) -> anyhow::Result<()> {
     let name = NAME;
     let kind = K::api_resource().kind;
-    let w = w.replicas(2).label("tier", "node").create(&ctx).await?;
-    w.wait_rolled_out(want, ctx.timeouts.converge, &[]).await?;
+    let w = ctx
+        .step("a pod on every node it selects", async {
+            let w = w.replicas(2).label("tier", "node").create(&ctx).await?;
+            w.wait_rolled_out(want, ctx.timeouts.converge, &[]).await?;
+            Ok(w)
+        })
+        .await?;
     let api = w.api();
     let before = pod_uids(&ctx, &format!("app={name}")).await?;
 
-    // A new selector that still matches the (updated) template, and no longer the old pods.
-    let update = w
-        .patch(json!({"spec": {
-            "selector": {"matchLabels": {"app": name, "release": "v2"}},
-            "template": {"metadata": {"labels": {"release": "v2"}}}
-        }}))
-        .await;
-    match update {
-        Err(kube::Error::Api(e)) if e.code == 422 || e.code == 403 || e.code == 400 => {
+    ctx.step("the selector update is refused", async {
+        // A new selector that still matches the (updated) template, and no longer the old pods.
+        let update = w
+            .patch(json!({"spec": {
+                "selector": {"matchLabels": {"app": name, "release": "v2"}},
+                "template": {"metadata": {"labels": {"release": "v2"}}}
+            }}))
+            .await;
+        match update {
+            Err(kube::Error::Api(e)) if e.code == 422 || e.code == 403 || e.code == 400 => {
+                ensure!(
+                    e.message.contains("Forbidden") || e.message.contains("immutable"),
+                    "the selector update was refused for another reason: {}",
+                    e.message
+                );
+                Ok(())
+            }
+            Err(e) => Err(refusal(e)),
+            Ok(o) => {
+                // Give the controller the chance to act on it, so what it does is seen.
+                let generation = o.metadata.generation;
+                until(
+                    &api,
+                    name,
+                    "controller observes the accepted update",
+                    ctx.timeouts.converge,
+                    move |o| {
+                        async move {
+                            let Some(o) = o else {
+                                return Check::Pending("absent".into());
+                            };
+                            Check::when(
+                                status(&o)["observedGeneration"].as_i64() == generation,
+                                || {
+                                    format!(
+                                        "observedGeneration {}",
+                                        status(&o)["observedGeneration"]
+                                    )
+                                },
+                            )
+                        }
+                        .boxed()
+                    },
+                )
+                .await?;
+                bail!("the {kind} selector update was accepted; it must be refused as immutable");
+            }
+        }
+    })
+    .await?;
+
+    ctx.step("its pods stay, owned by it", async {
+        let after = pod_uids(&ctx, &format!("app={name}")).await?;
+        ensure!(
+            before == after,
+            "pods changed after a refused selector update: {before:?} -> {after:?}"
+        );
+        for p in pods(&ctx, &format!("app={name}")).await? {
             ensure!(
-                e.message.contains("Forbidden") || e.message.contains("immutable"),
-                "the selector update was refused for another reason: {}",
-                e.message
+                p.metadata
+                    .owner_references
+                    .as_ref()
+                    .is_some_and(|r| r.iter().any(|r| r.controller == Some(true))),
+                "pod {:?} lost its controller owner reference",
+                p.metadata.name
             );
         }
-        Err(e) => return Err(refusal(e)),
-        Ok(o) => {
-            // Give the controller the chance to act on it, so what it does is seen.
-            let generation = o.metadata.generation;
-            until(
-                &api,
-                name,
-                "controller observes the accepted update",
-                ctx.timeouts.converge,
-                move |o| {
-                    async move {
-                        let Some(o) = o else {
-                            return Check::Pending("absent".into());
-                        };
-                        Check::when(
-                            status(&o)["observedGeneration"].as_i64() == generation,
-                            || format!("observedGeneration {}", status(&o)["observedGeneration"]),
-                        )
-                    }
-                    .boxed()
-                },
-            )
-            .await?;
-            bail!("the {kind} selector update was accepted; it must be refused as immutable");
-        }
-    }
-    let after = pod_uids(&ctx, &format!("app={name}")).await?;
-    ensure!(
-        before == after,
-        "pods changed after a refused selector update: {before:?} -> {after:?}"
-    );
-    for p in pods(&ctx, &format!("app={name}")).await? {
-        ensure!(
-            p.metadata
-                .owner_references
-                .as_ref()
-                .is_some_and(|r| r.iter().any(|r| r.controller == Some(true))),
-            "pod {:?} lost its controller owner reference",
-            p.metadata.name
-        );
-    }
-    Ok(())
+        Ok(())
+    })
+    .await
 }

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::scenario::wait::{Check, until_all};
 use crate::scenario::workload::{IMAGE_V1, refusal};
-use crate::scenario::{Ctx, FINDING, Requirements, Scenario};
+use crate::scenario::{Ctx, FINDING, Scenario};
 
 /// The scenarios of this suite: one per pair.
 pub fn scenarios() -> Vec<Scenario> {
@@ -79,17 +79,10 @@ fn scenario(
     + Sync
     + 'static,
 ) -> Scenario {
-    Scenario {
-        name,
-        suite: "parity",
-        summary,
-        labels,
-        requires: Requirements::default(),
-        // Pods a template makes unschedulable, or invalid, on purpose (on both sides).
-        allowed_warnings: &["FailedScheduling", "FailedCreate"],
-        expected_violations: &["failed-create"],
-        body: std::sync::Arc::new(body),
-    }
+    // Pods a template makes unschedulable, or invalid, on purpose (on both sides).
+    Scenario::new(name, summary, labels, body)
+        .allowing(&["FailedScheduling", "FailedCreate"])
+        .expecting(&["failed-create"])
 }
 
 /// An OpenKruise workload and its native counterpart.

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::common::*;
 use crate::scenario::wait::{Check, until};
 use crate::scenario::workload::{AdvancedStatefulSet, Handle, Kind, Spec, StatefulSet};
-use crate::scenario::{Ctx, Requirements, Scenario, status};
+use crate::scenario::{Ctx, Scenario, status};
 
 const API: &str = "apps.kruise.io/v1alpha1";
 const KIND: &str = "PersistentPodState";
@@ -24,37 +24,29 @@ const KEPT: &str = "harness/slot";
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
     vec![
-        Scenario {
-            name: "persistentpodstate/statefulset-pod-recreated-in-its-recorded-zone",
-            suite: "persistentpodstate",
-            summary: "a StatefulSet pod deleted by hand comes back in the zone recorded for it (required) with its node type preferred, its annotation recorded; scaling down drops the record (WhenScaled)",
-            labels: &[
+        Scenario::new(
+            "persistentpodstate/statefulset-pod-recreated-in-its-recorded-zone",
+            "a StatefulSet pod deleted by hand comes back in the zone recorded for it (required) with its node type preferred, its annotation recorded; scaling down drops the record (WhenScaled)",
+            &[
                 "smoke",
                 "persistentpodstate",
                 "statefulset",
                 "topology",
                 "retention",
             ],
-            requires: Requirements::default(),
-            allowed_warnings: &[],
-            expected_violations: &[],
-            body: std::sync::Arc::new(|ctx| explicit(ctx).boxed()),
-        },
-        Scenario {
-            name: "persistentpodstate/advanced-statefulset-annotations-generate-the-state",
-            suite: "persistentpodstate",
-            summary: "annotations on an Advanced StatefulSet make the controller create its PersistentPodState; a deleted pod comes back in its recorded zone",
-            labels: &[
+            |ctx| explicit(ctx).boxed(),
+        ),
+        Scenario::new(
+            "persistentpodstate/advanced-statefulset-annotations-generate-the-state",
+            "annotations on an Advanced StatefulSet make the controller create its PersistentPodState; a deleted pod comes back in its recorded zone",
+            &[
                 "persistentpodstate",
                 "advanced-statefulset",
                 "topology",
                 "auto-generate",
             ],
-            requires: Requirements::default(),
-            allowed_warnings: &[],
-            expected_violations: &[],
-            body: std::sync::Arc::new(|ctx| generated(ctx).boxed()),
-        },
+            |ctx| generated(ctx).boxed(),
+        ),
     ]
 }
 

@@ -113,22 +113,17 @@ static CASES: [Case; 6] = [
 
 /// One scenario per row of [`CASES`], then the in-place update case.
 pub fn scenarios() -> Vec<Scenario> {
-    let budget = |name, summary, labels, body: BodyFn| Scenario {
-        name,
-        suite: "podunavailablebudget",
-        summary,
-        labels,
-        requires: requires(),
-        allowed_warnings: &[PREVENTED],
-        // The scenario evicts a pod the budget lets go, beyond what the workload's own
-        // rollout strategy would take down at once.
-        expected_violations: &["max-unavailable"],
-        body: std::sync::Arc::new(body),
+    // The scenario evicts a pod the budget lets go, beyond what the workload's own rollout
+    // strategy would take down at once.
+    let budget = |name, summary, labels, body: BodyFn| {
+        Scenario::new(name, summary, labels, body)
+            .requiring(requires())
+            .allowing(&[PREVENTED])
+            .expecting(&["max-unavailable"])
     };
     // A StatefulSet's successor pod bears the evicted pod's name (see `budget_over`).
-    let same_name = |name, summary, labels, body: BodyFn| Scenario {
-        allowed_warnings: &[PREVENTED, "NotDeleted"],
-        ..budget(name, summary, labels, body)
+    let same_name = |name, summary, labels, body: BodyFn| {
+        budget(name, summary, labels, body).allowing(&[PREVENTED, "NotDeleted"])
     };
     vec![
         budget(
@@ -183,16 +178,14 @@ pub fn scenarios() -> Vec<Scenario> {
             &["podunavailablebudget", "deployment", "selector", "eviction"],
             |ctx| budget_case(ctx, &CASES[5]).boxed(),
         ),
-        Scenario {
-            name: "podunavailablebudget/cloneset-in-place-update-waits-for-budget",
-            suite: "podunavailablebudget",
-            summary: "a CloneSet's in-place update holds while the budget allows no unavailable pod and completes once it allows one",
-            labels: &["podunavailablebudget", "cloneset", "in-place"],
-            requires: requires(),
-            allowed_warnings: &[PREVENTED],
-            expected_violations: &[],
-            body: std::sync::Arc::new(|ctx| in_place_update(ctx).boxed()),
-        }
+        Scenario::new(
+            "podunavailablebudget/cloneset-in-place-update-waits-for-budget",
+            "a CloneSet's in-place update holds while the budget allows no unavailable pod and completes once it allows one",
+            &["podunavailablebudget", "cloneset", "in-place"],
+            |ctx| in_place_update(ctx).boxed(),
+        )
+        .requiring(requires())
+        .allowing(&[PREVENTED])
         // The PubPreventPodDeletion event it watches for came in v1.5.1.
         .since("v1.5.1"),
     ]

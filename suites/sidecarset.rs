@@ -13,32 +13,14 @@ use crate::scenario::{Ctx, Requirements, Scenario};
 
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
-    vec![Scenario {
-        name: "sidecarset/in-place-update-with-injected-sidecar",
-        suite: "sidecarset",
-        summary: "with InPlacePodVerticalScaling on, an image change updates pods with an injected sidecar in place (S3)",
-        labels: &["seed", "s3", "in-place"],
-        requires: Requirements {
+    vec![Scenario::new("sidecarset/in-place-update-with-injected-sidecar", "with InPlacePodVerticalScaling on, an image change updates pods with an injected sidecar in place (S3)", &["seed", "s3", "in-place"], |ctx| s3_on(ctx, false).boxed()).requiring(Requirements {
             apiserver_gates: BTreeMap::from([("InPlacePodVerticalScaling".to_string(), true)]),
             ..Default::default()
-        },
-        allowed_warnings: &[],
-        expected_violations: &[],
-        body: std::sync::Arc::new(|ctx| s3_on(ctx, false).boxed()),
-    },
-    Scenario {
-        name: "sidecarset/in-place-update-with-injected-sidecar-on-a-real-node",
-        suite: "sidecarset",
-        summary: "S3 with the pods on a real node: a real kubelet restarts the container in place",
-        labels: &["s3", "in-place", "real-node", "fidelity"],
-        requires: Requirements {
+        }),
+    Scenario::new("sidecarset/in-place-update-with-injected-sidecar-on-a-real-node", "S3 with the pods on a real node: a real kubelet restarts the container in place", &["s3", "in-place", "real-node", "fidelity"], |ctx| s3_on(ctx, true).boxed()).requiring(Requirements {
             apiserver_gates: BTreeMap::from([("InPlacePodVerticalScaling".to_string(), true)]),
             ..Default::default()
-        },
-        allowed_warnings: &[],
-        expected_violations: &[],
-        body: std::sync::Arc::new(|ctx| s3_on(ctx, true).boxed()),
-    }
+        })
     .on_real_nodes(1)]
 }
 

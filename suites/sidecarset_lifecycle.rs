@@ -25,34 +25,26 @@ const METADATA_GATE: &str = "SidecarSetPatchPodMetadataDefaultsAllowed";
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
     vec![
-        Scenario {
-            name: "sidecarset/injects-containers-volumes-and-secrets-into-selected-pods",
-            suite: "sidecarset",
-            summary: "containers in podInjectPolicy order, initContainers, volumes, shared app volumes and imagePullSecrets are injected into pods of the selected namespace only, not while injection is paused",
-            labels: &["sidecarset", "injection", "namespace-selector", "volumes"],
-            requires: Requirements::default(),
-            allowed_warnings: &[],
-            expected_violations: &[],
-            body: std::sync::Arc::new(|ctx| injection(ctx).boxed()),
-        },
-        Scenario {
-            name: "sidecarset/patch-pod-metadata-annotates-injected-pods",
-            suite: "sidecarset",
-            summary: "patchPodMetadata adds its annotations to the pods it injects",
-            labels: &["sidecarset", "injection", "metadata"],
-            requires: Requirements {
-                controller_gates: BTreeMap::from([(METADATA_GATE.to_string(), true)]),
-                ..Default::default()
-            },
-            allowed_warnings: &[],
-            expected_violations: &[],
-            body: std::sync::Arc::new(|ctx| patch_metadata(ctx).boxed()),
-        },
-        Scenario {
-            name: "sidecarset/sidecar-image-change-updates-running-pods-in-place",
-            suite: "sidecarset",
-            summary: "a sidecar image change restarts the sidecar in place (same pod) under RollingUpdate, stops at a partition, a selector or a priority, and touches nothing when paused or NotUpdate; status counts follow",
-            labels: &[
+        Scenario::new(
+            "sidecarset/injects-containers-volumes-and-secrets-into-selected-pods",
+            "containers in podInjectPolicy order, initContainers, volumes, shared app volumes and imagePullSecrets are injected into pods of the selected namespace only, not while injection is paused",
+            &["sidecarset", "injection", "namespace-selector", "volumes"],
+            |ctx| injection(ctx).boxed(),
+        ),
+        Scenario::new(
+            "sidecarset/patch-pod-metadata-annotates-injected-pods",
+            "patchPodMetadata adds its annotations to the pods it injects",
+            &["sidecarset", "injection", "metadata"],
+            |ctx| patch_metadata(ctx).boxed(),
+        )
+        .requiring(Requirements {
+            controller_gates: BTreeMap::from([(METADATA_GATE.to_string(), true)]),
+            ..Default::default()
+        }),
+        Scenario::new(
+            "sidecarset/sidecar-image-change-updates-running-pods-in-place",
+            "a sidecar image change restarts the sidecar in place (same pod) under RollingUpdate, stops at a partition, a selector or a priority, and touches nothing when paused or NotUpdate; status counts follow",
+            &[
                 "smoke",
                 "sidecarset",
                 "update",
@@ -62,21 +54,14 @@ pub fn scenarios() -> Vec<Scenario> {
                 "priority",
                 "status",
             ],
-            requires: Requirements::default(),
-            allowed_warnings: &[],
-            expected_violations: &[],
-            body: std::sync::Arc::new(|ctx| updates(ctx).boxed()),
-        },
-        Scenario {
-            name: "sidecarset/revision-history-limit-prunes-revisions",
-            suite: "sidecarset",
-            summary: "after three sidecar image changes with revisionHistoryLimit 1, one ControllerRevision of the SidecarSet remains",
-            labels: &["sidecarset", "revision-history"],
-            requires: Requirements::default(),
-            allowed_warnings: &[],
-            expected_violations: &[],
-            body: std::sync::Arc::new(|ctx| revision_history(ctx).boxed()),
-        },
+            |ctx| updates(ctx).boxed(),
+        ),
+        Scenario::new(
+            "sidecarset/revision-history-limit-prunes-revisions",
+            "after three sidecar image changes with revisionHistoryLimit 1, one ControllerRevision of the SidecarSet remains",
+            &["sidecarset", "revision-history"],
+            |ctx| revision_history(ctx).boxed(),
+        ),
     ]
 }
 

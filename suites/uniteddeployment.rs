@@ -17,7 +17,7 @@ use crate::scenario::wait::{Check, Sequence, until};
 use crate::scenario::workload::{
     AdvancedStatefulSetKind, CloneSetKind, DeploymentKind, Kind, Spec, StatefulSetKind,
 };
-use crate::scenario::{BodyFn, Ctx, Requirements, Scenario, status};
+use crate::scenario::{BodyFn, Ctx, Scenario, status};
 
 const API: &str = "apps.kruise.io/v1alpha1";
 const KIND: &str = "UnitedDeployment";
@@ -98,16 +98,7 @@ static CASES: [Case; 4] = [
 
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
-    let s = |name, summary, labels, body: BodyFn| Scenario {
-        name,
-        suite: "uniteddeployment",
-        summary,
-        labels,
-        requires: Requirements::default(),
-        allowed_warnings: &[],
-        expected_violations: &[],
-        body: std::sync::Arc::new(body),
-    };
+    let s = |name, summary, labels, body: BodyFn| Scenario::new(name, summary, labels, body);
     vec![
         s(
             "uniteddeployment/cloneset-subsets-over-zones",

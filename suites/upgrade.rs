@@ -19,21 +19,20 @@ use crate::scenario::{Ctx, Requirements, Scenario};
 
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
-    vec![Scenario {
-        name: "upgrade/workloads-survive-a-controller-upgrade",
-        suite: "upgrade",
-        summary: "a CloneSet with a volumeClaimTemplate, an Advanced DaemonSet, a SidecarSet over a \
+    vec![
+        Scenario::new(
+            "upgrade/workloads-survive-a-controller-upgrade",
+            "a CloneSet with a volumeClaimTemplate, an Advanced DaemonSet, a SidecarSet over a \
                   CloneSet and a WorkloadSpread over a Deployment settle across an upgrade: no pod \
                   recreated, no PVC lost",
-        labels: &["upgrade"],
-        requires: Requirements {
+            &["upgrade"],
+            |ctx| workloads_survive(ctx).boxed(),
+        )
+        .requiring(Requirements {
             upgrade: true,
             ..Default::default()
-        },
-        allowed_warnings: &[],
-        expected_violations: &[],
-        body: std::sync::Arc::new(|ctx| workloads_survive(ctx).boxed()),
-    }]
+        }),
+    ]
 }
 
 async fn workloads_survive(ctx: Ctx) -> anyhow::Result<()> {

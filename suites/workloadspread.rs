@@ -8,52 +8,16 @@ use serde_json::{Value, json};
 
 use super::common::*;
 use crate::scenario::workload::{CloneSet, Deployment, Kind, Spec, StatefulSet};
-use crate::scenario::{Ctx, Requirements, Scenario, status};
+use crate::scenario::{Ctx, Scenario, status};
 use crate::wait::{Check, until};
 
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
     vec![
-        Scenario {
-            name: "workloadspread/cloneset-volume-claim-templates",
-            suite: "workloadspread",
-            summary: "a WorkloadSpread with a subset patch over a CloneSet whose container mounts a volumeClaimTemplate is admitted and applied (S1)",
-            labels: &["seed", "s1", "webhook"],
-            requires: Requirements::default(),
-            allowed_warnings: &[],
-            expected_violations: &[],
-            body: std::sync::Arc::new(|ctx| s1(ctx, Target::CloneSet).boxed()),
-        },
-        Scenario {
-            name: "workloadspread/statefulset-volume-claim-templates",
-            suite: "workloadspread",
-            summary: "the StatefulSet variant of S1",
-            labels: &["s1", "webhook"],
-            requires: Requirements::default(),
-            allowed_warnings: &[],
-            expected_violations: &[],
-            body: std::sync::Arc::new(|ctx| s1(ctx, Target::StatefulSet).boxed()),
-        },
-        Scenario {
-            name: "workloadspread/deployment-priority-class-patch",
-            suite: "workloadspread",
-            summary: "a subset patching priorityClassName admits pods with the class's priority (S4)",
-            labels: &["seed", "s4", "webhook", "admission"],
-            requires: Requirements::default(),
-            allowed_warnings: &[],
-            expected_violations: &[],
-            body: std::sync::Arc::new(|ctx| s4(ctx, Target::Deployment).boxed()),
-        },
-        Scenario {
-            name: "workloadspread/cloneset-priority-class-patch",
-            suite: "workloadspread",
-            summary: "the CloneSet variant of S4",
-            labels: &["s4", "webhook", "admission"],
-            requires: Requirements::default(),
-            allowed_warnings: &[],
-            expected_violations: &[],
-            body: std::sync::Arc::new(|ctx| s4(ctx, Target::CloneSet).boxed()),
-        },
+        Scenario::new("workloadspread/cloneset-volume-claim-templates", "a WorkloadSpread with a subset patch over a CloneSet whose container mounts a volumeClaimTemplate is admitted and applied (S1)", &["seed", "s1", "webhook"], |ctx| s1(ctx, Target::CloneSet).boxed()),
+        Scenario::new("workloadspread/statefulset-volume-claim-templates", "the StatefulSet variant of S1", &["s1", "webhook"], |ctx| s1(ctx, Target::StatefulSet).boxed()),
+        Scenario::new("workloadspread/deployment-priority-class-patch", "a subset patching priorityClassName admits pods with the class's priority (S4)", &["seed", "s4", "webhook", "admission"], |ctx| s4(ctx, Target::Deployment).boxed()),
+        Scenario::new("workloadspread/cloneset-priority-class-patch", "the CloneSet variant of S4", &["s4", "webhook", "admission"], |ctx| s4(ctx, Target::CloneSet).boxed()),
         Scenario::new(
             "workloadspread/subset-tolerations-and-preferred-terms-are-injected",
             "a subset's tolerations and preferredNodeSelectorTerms (weight and preference) are injected into the pods it admits, and only into those",
@@ -139,65 +103,77 @@ async fn s1(ctx: Ctx, target: Target) -> anyhow::Result<()> {
 
 async fn s1_over<K: Kind>(ctx: Ctx, w: Spec<K>) -> anyhow::Result<()> {
     let name = w.name().to_string();
-    let w = w.replicas(2).data_volume("1Gi").create(&ctx).await?;
-    w.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
+    let w = ctx
+        .step("the workload runs with a data volume", async {
+            let w = w.replicas(2).data_volume("1Gi").create(&ctx).await?;
+            w.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
+            Ok(w)
+        })
+        .await?;
     let existing = pod_uids(&ctx, &format!("app={name}")).await?;
 
-    let patch = json!({
-        "metadata": {"labels": {"harness-subset": "zone-a"}},
-        "spec": {"containers": [{"name": "main", "env": [{"name": "SUBSET", "value": "zone-a"}]}]}
-    });
-    create_observed(
-        &ctx,
-        spread::<K>(
-            &name,
-            vec![
-                json!({"name": "zone-a", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-a"), "patch": patch}),
-                json!({"name": "zone-b", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-b")}),
-            ],
-        ),
-    )
+    ctx.step("a WorkloadSpread with a patched subset is admitted", async {
+        let patch = json!({
+            "metadata": {"labels": {"harness-subset": "zone-a"}},
+            "spec": {"containers": [{"name": "main", "env": [{"name": "SUBSET", "value": "zone-a"}]}]}
+        });
+        create_observed(
+            &ctx,
+            spread::<K>(
+                &name,
+                vec![
+                    json!({"name": "zone-a", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-a"), "patch": patch}),
+                    json!({"name": "zone-b", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-b")}),
+                ],
+            ),
+        )
+        .await?;
+        Ok(())
+    })
     .await?;
 
-    // New pods land per subset with the patch applied.
-    w.patch(json!({"spec": {"replicas": 4}}))
-        .await
-        .map_err(refusal)?;
-    w.wait_rolled_out(4, ctx.timeouts.converge, &[]).await?;
-    // Pods that existed before only get the subset's metadata; new pods get the whole patch.
-    let mut patched = 0;
-    for p in pods(&ctx, &format!("app={name}")).await? {
-        if existing
-            .values()
-            .any(|u| Some(u) == p.metadata.uid.as_ref())
-        {
-            continue;
+    ctx.step("new pods get the subset's patch", async {
+        // New pods land per subset with the patch applied.
+        w.patch(json!({"spec": {"replicas": 4}}))
+            .await
+            .map_err(refusal)?;
+        w.wait_rolled_out(4, ctx.timeouts.converge, &[]).await?;
+        // Pods that existed before only get the subset's metadata; new pods get the whole patch.
+        let mut patched = 0;
+        for p in pods(&ctx, &format!("app={name}")).await? {
+            if existing
+                .values()
+                .any(|u| Some(u) == p.metadata.uid.as_ref())
+            {
+                continue;
+            }
+            let Some(subset) = matched_subset(&p) else {
+                continue;
+            };
+            let pname = p.metadata.name.clone().unwrap_or_default();
+            if subset == "zone-a" {
+                let labels = p.metadata.labels.clone().unwrap_or_default();
+                ensure!(
+                    labels.get("harness-subset").map(String::as_str) == Some("zone-a"),
+                    "pod {pname} of subset zone-a lacks the patched label: {labels:?}"
+                );
+                let env = p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.containers[0].env.clone())
+                    .unwrap_or_default();
+                ensure!(
+                    env.iter()
+                        .any(|e| e.name == "SUBSET" && e.value.as_deref() == Some("zone-a")),
+                    "pod {pname} of subset zone-a lacks the patched env var"
+                );
+                patched += 1;
+            }
         }
-        let Some(subset) = matched_subset(&p) else {
-            continue;
-        };
-        let pname = p.metadata.name.clone().unwrap_or_default();
-        if subset == "zone-a" {
-            let labels = p.metadata.labels.clone().unwrap_or_default();
-            ensure!(
-                labels.get("harness-subset").map(String::as_str) == Some("zone-a"),
-                "pod {pname} of subset zone-a lacks the patched label: {labels:?}"
-            );
-            let env = p
-                .spec
-                .as_ref()
-                .and_then(|s| s.containers[0].env.clone())
-                .unwrap_or_default();
-            ensure!(
-                env.iter()
-                    .any(|e| e.name == "SUBSET" && e.value.as_deref() == Some("zone-a")),
-                "pod {pname} of subset zone-a lacks the patched env var"
-            );
-            patched += 1;
-        }
-    }
-    ensure!(patched >= 1, "no new pod was admitted into subset zone-a");
-    Ok(())
+        ensure!(patched >= 1, "no new pod was admitted into subset zone-a");
+        Ok(())
+    })
+    .await
 }
 
 /// S4: a subset patch setting priorityClassName.
@@ -213,18 +189,18 @@ async fn s4(ctx: Ctx, target: Target) -> anyhow::Result<()> {
 async fn s4_over<K: Kind>(ctx: Ctx, w: Spec<K>) -> anyhow::Result<()> {
     let class = ctx.unique("harness-stable");
     let value = 1_000_000_000i64;
-    create(
-        &ctx,
-        json!({
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": class},
-            "value": value
-        }),
-    )
-    .await?;
-    {
-        let name = w.name().to_string();
+    let name = w.name().to_string();
+    ctx.step("a WorkloadSpread whose subset patch names a PriorityClass", async {
+        create(
+            &ctx,
+            json!({
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": class},
+                "value": value
+            }),
+        )
+        .await?;
         create_observed(
             &ctx,
             spread::<K>(
@@ -237,9 +213,17 @@ async fn s4_over<K: Kind>(ctx: Ctx, w: Spec<K>) -> anyhow::Result<()> {
             ),
         )
         .await?;
+        Ok(())
+    })
+    .await?;
+    ctx.step("the workload's pods are admitted", async {
         let w = w.replicas(4).create(&ctx).await?;
         w.wait_rolled_out(4, ctx.timeouts.converge, &["FailedCreate"])
             .await?;
+        Ok(())
+    })
+    .await?;
+    ctx.step("the stable subset's pods carry the class and its priority", async {
         let mut stable = 0;
         for p in pods(&ctx, &format!("app={name}")).await? {
             let pname = p.metadata.name.clone().unwrap_or_default();
@@ -261,7 +245,8 @@ async fn s4_over<K: Kind>(ctx: Ctx, w: Spec<K>) -> anyhow::Result<()> {
         }
         ensure!(stable == 2, "{stable} pods in subset stable, want 2");
         Ok(())
-    }
+    })
+    .await
 }
 
 /// The toleration subset `stable` injects.

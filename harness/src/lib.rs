@@ -31,11 +31,25 @@ pub(crate) mod testing {
 
     /// Writes an executable `sh` script `name` with `body` (after the `#!/bin/sh` line) into
     /// `dir`: a stand-in for a binary the code under test runs.
+    ///
+    /// A child process writes it: a file this process held open for writing could be
+    /// inherited by a child another test thread forks at that moment, and executing the script
+    /// would then fail with "Text file busy" until that child execs.
     pub fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
-        use std::os::unix::fs::PermissionsExt;
+        use std::io::Write;
         let path = dir.join(name);
-        std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "cat > \"$1\" && chmod 755 \"$1\"", "sh"])
+            .arg(&path)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(format!("#!/bin/sh\n{body}").as_bytes())
+            .unwrap();
+        drop(stdin);
+        assert!(child.wait().unwrap().success(), "write {}", path.display());
         path
     }
 }

@@ -440,6 +440,7 @@ mod tests {
             diagnostics: None,
             sent: Default::default(),
             failed_tries: vec![],
+            steps: vec![],
         }
     }
 

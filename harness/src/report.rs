@@ -479,6 +479,27 @@ impl Reporter for Files {
     }
 }
 
+/// A scenario's named steps as an ordered list: each with when it started and how long it ran
+/// (or that it never ended), the failed ones marked.
+fn steps_html(steps: &[crate::scenario::StepRecord]) -> String {
+    let items: String = steps
+        .iter()
+        .map(|s| {
+            let (class, ran) = match (s.failed, s.seconds) {
+                (true, Some(t)) => ("failed", format!("failed after {t:.1} s")),
+                (false, Some(t)) => ("ok", format!("{t:.1} s")),
+                (_, None) => ("failed", "never ended".to_string()),
+            };
+            format!(
+                "<li class=\"{class}\">{} <span class=\"when\">at {:.1} s, {ran}</span></li>",
+                esc(&s.name),
+                s.start
+            )
+        })
+        .collect();
+    format!("<h4>Steps</h4><ol class=\"steps\">{items}</ol>")
+}
+
 /// The "Cluster logs" list of a failure: links to its cluster's exported log files.
 fn log_links(files: Option<&Vec<String>>) -> String {
     let Some(files) = files.filter(|f| !f.is_empty()) else {
@@ -660,8 +681,14 @@ pub fn html(r: &JsonReport) -> String {
             } else {
                 String::new()
             };
+            // The named steps of the last try, the failed one marked.
+            let steps = if n + 1 == failures.len() && !x.steps.is_empty() {
+                steps_html(&x.steps)
+            } else {
+                String::new()
+            };
             details.push_str(&format!(
-                "<section{id} class=\"diag\"><h3>{} — {}</h3><h4>Failure</h4><pre class=\"failure\">{}</pre><h4>Events</h4><pre>{}</pre><h4>Objects</h4><details><summary>YAML</summary><pre>{}</pre></details><h4>Controller log (scenario window)</h4><details><summary>{} lines</summary><pre>{}</pre></details>{}</section>\n",
+                "<section{id} class=\"diag\"><h3>{} — {}</h3><h4>Failure</h4><pre class=\"failure\">{}</pre>{steps}<h4>Events</h4><pre>{}</pre><h4>Objects</h4><details><summary>YAML</summary><pre>{}</pre></details><h4>Controller log (scenario window)</h4><details><summary>{} lines</summary><pre>{}</pre></details>{}</section>\n",
                 esc(&x.scenario),
                 esc(title),
                 esc(f),
@@ -695,7 +722,7 @@ pub fn html(r: &JsonReport) -> String {
         "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>harness {id}</title><style>
 body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}
 tr.pass .res{{background:#cfc}}tr.xfail .res{{background:#ffd}}tr.flaky .res{{background:#fd9}}tr.skip .res{{background:#eee}}tr.fail .res{{background:#fcc}}
-pre{{background:#f6f6f6;padding:8px;overflow:auto;max-height:40em}}pre.failure{{background:#fee}}
+pre{{background:#f6f6f6;padding:8px;overflow:auto;max-height:40em}}pre.failure{{background:#fee}}ol.steps li.failed{{color:#a00;font-weight:bold}}ol.steps .when{{color:#666;font-weight:normal}}
 </style></head><body>
 <h1>harness run {id}</h1><p>{plan} — {state}</p><p id=\"summary\">{counts}</p>
 <table><thead><tr><th>suite</th><th>scenario</th><th>profile</th><th>result</th><th>seconds</th><th>note</th><th></th></tr></thead><tbody>
@@ -767,6 +794,7 @@ mod tests {
             }),
             sent: Default::default(),
             failed_tries: vec![],
+            steps: vec![],
         }
     }
 
@@ -906,7 +934,22 @@ mod tests {
 
     #[test]
     fn html_escapes_and_links_failures_to_diagnostics() {
-        let rs = vec![result("b", Outcome::Judged(Verdict::Fail), Some("x <y>"))];
+        let mut failed = result("b", Outcome::Judged(Verdict::Fail), Some("x <y>"));
+        failed.steps = vec![
+            crate::scenario::StepRecord {
+                name: "make <it>".into(),
+                start: 0.5,
+                seconds: Some(2.0),
+                failed: false,
+            },
+            crate::scenario::StepRecord {
+                name: "lower the partition".into(),
+                start: 2.5,
+                seconds: Some(12.4),
+                failed: true,
+            },
+        ];
+        let rs = vec![failed];
         let h = html(&JsonReport {
             run_id: "r".into(),
             plan: None,
@@ -921,6 +964,14 @@ mod tests {
         assert!(h.contains("x &lt;y&gt;"));
         assert!(h.contains("href=\"#d0\""));
         assert!(h.contains("Warning FailedCreate &lt;boom&gt;"));
+        // The failed scenario's steps, the failed one marked.
+        assert!(
+            h.contains(
+                "<li class=\"ok\">make &lt;it&gt; <span class=\"when\">at 0.5 s, 2.0 s</span></li>"
+            ),
+            "{h}"
+        );
+        assert!(h.contains("<li class=\"failed\">lower the partition <span class=\"when\">at 2.5 s, failed after 12.4 s</span></li>"));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::controller::ControllerRef;
+use crate::scenario::StepRecord;
 use crate::scenario::record::Sends;
 use crate::toolchain::KubeVersion;
 
@@ -74,6 +75,9 @@ pub struct ScenarioResult {
     /// first (the result itself is the last try).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_tries: Vec<FailedTry>,
+    /// Its named steps, as they ran (a scenario without named steps has none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepRecord>,
 }
 
 impl ScenarioResult {
@@ -210,6 +214,7 @@ mod tests {
             diagnostics: None,
             sent: Sends::default(),
             failed_tries: vec![],
+            steps: vec![],
         };
         let flaky = [r(Outcome::Flaky {
             verdict: Verdict::Pass,

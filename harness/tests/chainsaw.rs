@@ -142,6 +142,14 @@ fn a_passing_and_a_failing_chainsaw_test_are_judged_on_the_default_cell() {
     );
     assert!(why.contains("operation 2 (assert): "), "{why}");
     assert!(why.contains("data.foo"), "{why}");
+    // chainsaw's steps are the scenario's, the failed one marked.
+    let steps: Vec<(&str, bool)> = fail["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap(), s["failed"] == true))
+        .collect();
+    assert_eq!(steps.first(), Some(&("check-the-value", true)), "{steps:?}");
     // What the catch operation collected is in chainsaw's output, which the failure ends with.
     assert!(why.contains("chainsaw's output ends:"), "{why}");
 }

@@ -178,9 +178,20 @@ fn v1_7_0_shows_s1_and_s4_with_their_signatures() {
     let results = outcomes(&run.report);
     let s1 = results.iter().find(|r| seed(&r.0) == "S1").unwrap();
     assert!(s1.2.contains("volumeMounts[0].name: Not found"), "{}", s1.2);
+    // The failure names its step.
+    assert!(
+        s1.2.starts_with("step 2, 'a WorkloadSpread with a patched subset is admitted', after "),
+        "{}",
+        s1.2
+    );
     let s4 = results.iter().find(|r| seed(&r.0) == "S4").unwrap();
     assert!(
         s4.2.contains("must not be provided in pod spec"),
+        "{}",
+        s4.2
+    );
+    assert!(
+        s4.2.starts_with("step 2, 'the workload's pods are admitted', after "),
         "{}",
         s4.2
     );
@@ -258,6 +269,19 @@ fn an_unknown_bad_combination_is_a_regression_and_its_diagnostics_render() {
     let results = outcomes(&run.report);
     assert_eq!(results.len(), 1);
     assert!(results[0].1.contains("\"fail\""), "{:?}", results[0]);
+    // Its named steps, as they ran: the first passed, the second failed, no third began.
+    let steps = run.report["results"][0]["steps"].as_array().unwrap();
+    let seen: Vec<(&str, bool)> = steps
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap(), s["failed"] == true))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("the workload runs with a data volume", false),
+            ("a WorkloadSpread with a patched subset is admitted", true)
+        ]
+    );
     let diag = &run.report["results"][0]["diagnostics"];
     assert!(diag["objects"].as_str().unwrap().contains("kind: CloneSet"));
     assert!(!diag["manager_log"].as_str().unwrap().is_empty());
@@ -297,6 +321,10 @@ fn an_unknown_bad_combination_is_a_regression_and_its_diagnostics_render() {
         "with its diagnostics"
     );
     assert!(dom.contains("href=\"#d0\""), "linked from the table");
+    assert!(
+        dom.contains("<li class=\"failed\">a WorkloadSpread with a patched subset is admitted"),
+        "with its steps, the failed one marked"
+    );
     // The failed cluster's component logs outlive it, linked from the failure.
     let logs = run.report["cluster_logs"].as_object().unwrap();
     let files: Vec<&str> = logs

@@ -18,7 +18,6 @@ pub mod test;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use futures::FutureExt;
 use serde_json::Value;
 
 pub use self::runner::Settings;
@@ -338,19 +337,13 @@ pub fn scenario(test: Test, settings: &Settings) -> Scenario {
     let expected = leak_list(expected);
     let test = Arc::new(test);
     let settings = Arc::new(settings.clone());
-    Scenario {
-        name,
-        suite: leak(suite),
-        summary,
-        labels: leak_list(labels),
-        requires,
-        allowed_warnings: allowed,
-        expected_violations: expected,
-        body: Arc::new(move |ctx| {
-            let (test, settings) = (test.clone(), settings.clone());
-            async move { runner::run_test(&test, &settings, &ctx).await }.boxed()
-        }),
-    }
+    Scenario::new(name, summary, leak_list(labels), move |ctx| {
+        let (test, settings) = (test.clone(), settings.clone());
+        async move { runner::run_test(&test, &settings, &ctx).await }
+    })
+    .requiring(requires)
+    .allowing(allowed)
+    .expecting(expected)
 }
 
 #[cfg(test)]
@@ -388,7 +381,7 @@ metadata: {name: not-a-test}
         assert_eq!(tests[0].source, source);
         let s = scenario(tests[0].clone(), &Settings::default());
         assert_eq!(s.name, "daemonset/first");
-        assert_eq!(s.suite, "daemonset");
+        assert_eq!(s.suite(), "daemonset");
         assert_eq!(s.summary, "a first test");
         assert!(s.labels.contains(&"smoke"));
         assert!(s.labels.contains(&LABEL));

@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use serde::Deserialize;
 
 use super::test::{AskedNamespace, Source, Test};
-use crate::scenario::Ctx;
+use crate::scenario::{Ctx, StepRecord};
 
 /// The report's file name (chainsaw adds `.json`).
 const REPORT_NAME: &str = "chainsaw-report";
@@ -222,7 +222,7 @@ pub fn judge(report: &Report, name: &str) -> Result<(), String> {
                 Some(i) => format!("step {} of {}, '{}'", i + 1, main.len(), s.name),
                 None => format!("'{}'", s.name),
             };
-            let after = seconds_between(t.start_time.as_deref(), s.end_time.as_deref())
+            let after = seconds_between(s.start_time.as_deref(), s.end_time.as_deref())
                 .map(|x| format!(", after {x:.1} s"))
                 .unwrap_or_default();
             for o in failed {
@@ -243,6 +243,24 @@ pub fn judge(report: &Report, name: &str) -> Result<(), String> {
     } else {
         Err(failures.join("\n"))
     }
+}
+
+/// The steps of test `name` in `report` as the scenario's steps, `offset` seconds into the
+/// scenario when chainsaw started (cleanup steps included, as chainsaw reports them).
+pub fn steps_of(report: &Report, name: &str, offset: f64) -> Vec<StepRecord> {
+    let mut out = vec![];
+    for t in report.tests.iter().filter(|t| t.name == name) {
+        for s in &t.steps {
+            let start = seconds_between(t.start_time.as_deref(), s.start_time.as_deref());
+            out.push(StepRecord {
+                name: s.name.clone(),
+                start: offset + start.unwrap_or(0.0),
+                seconds: seconds_between(s.start_time.as_deref(), s.end_time.as_deref()),
+                failed: s.operations.iter().any(|o| o.failure.is_some()),
+            });
+        }
+    }
+    out
 }
 
 /// The last `n` lines of `text`.
@@ -294,6 +312,7 @@ pub async fn run_test(test: &Test, settings: &Settings, ctx: &Ctx) -> anyhow::Re
         report_dir: work.path().to_path_buf(),
         settings: settings.clone(),
     };
+    let offset = ctx.steps.elapsed();
     let log = work.path().join("chainsaw.log");
     let log_file = std::fs::File::create(&log)?;
     let mut path = std::env::var("PATH").unwrap_or_default();
@@ -324,6 +343,7 @@ pub async fn run_test(test: &Test, settings: &Settings, ctx: &Ctx) -> anyhow::Re
             tail(&output, OUTPUT_TAIL)
         ),
     };
+    ctx.steps.extend(steps_of(&report, &test.name, offset));
     match judge(&report, &test.name) {
         Ok(()) if status.success() => Ok(()),
         Ok(()) => bail!(
@@ -423,9 +443,11 @@ mod tests {
       "tests": [
         {"name": "other", "startTime": "2026-11-27T00:00:00Z", "steps": []},
         {"name": "t", "startTime": "2026-11-27T00:00:00Z", "steps": [
-          {"name": "make-it", "endTime": "2026-11-27T00:00:01.5Z",
+          {"name": "make-it", "startTime": "2026-11-27T00:00:00Z",
+           "endTime": "2026-11-27T00:00:01.5Z",
            "operations": [{"name": "operation 1", "type": "apply"}]},
-          {"name": "refuse-it", "endTime": "2026-11-27T00:00:12.4Z", "operations": [
+          {"name": "refuse-it", "startTime": "2026-11-27T00:00:01.5Z",
+           "endTime": "2026-11-27T00:00:12.4Z", "operations": [
             {"name": "operation 1", "type": "patch",
              "failure": {"error": "($error != null): Invalid value: false: Expected value: true"}},
             {"name": "operation 2", "type": "script"}]},
@@ -442,9 +464,14 @@ mod tests {
         let e = judge(&report, "t").unwrap_err();
         assert_eq!(
             e,
-            "step 2 of 2, 'refuse-it', after 12.4 s: operation 1 (patch): ($error != null): \
+            "step 2 of 2, 'refuse-it', after 10.9 s: operation 1 (patch): ($error != null): \
              Invalid value: false: Expected value: true"
         );
+        let steps = steps_of(&report, "t", 2.0);
+        let names: Vec<&str> = steps.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["make-it", "refuse-it", "cleanup (make-it)"]);
+        assert_eq!((steps[1].start, steps[1].failed), (3.5, true));
+        assert!((steps[1].seconds.unwrap() - 10.9).abs() < 1e-9);
         let e = judge(&report, "missing").unwrap_err();
         assert!(
             e.contains("no test named `missing`") && e.contains("other, t"),

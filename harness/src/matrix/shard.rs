@@ -681,6 +681,7 @@ mod tests {
             diagnostics: None,
             sent: Default::default(),
             failed_tries: vec![],
+            steps: vec![],
         };
         let root = tempfile::tempdir().unwrap();
         let mut dirs = vec![];

@@ -351,6 +351,7 @@ fn unrun(scenario: &str, suite: &str, profile: &str, outcome: Outcome) -> Scenar
         diagnostics: None,
         sent: Sends::default(),
         failed_tries: vec![],
+        steps: vec![],
     }
 }
 
@@ -481,7 +482,7 @@ async fn run_cluster(
             let skipped = Outcome::Skipped {
                 reason: reason.clone(),
             };
-            out.finish(unrun(s.name, s.suite, &profile, skipped));
+            out.finish(unrun(s.name, s.suite(), &profile, skipped));
         }
         if plan.upstream.is_some() {
             let skipped = Outcome::Skipped { reason };
@@ -498,7 +499,7 @@ async fn run_cluster(
                 let infra = Outcome::InfraError {
                     reason: reason.clone(),
                 };
-                out.finish(unrun(s.name, s.suite, &profile, infra));
+                out.finish(unrun(s.name, s.suite(), &profile, infra));
             }
             // An upstream suite has no scenarios to carry the error: the suite does.
             if plan.upstream.is_some() {
@@ -887,6 +888,7 @@ async fn run_one(
         "labels": {OWNER_LABEL: unit.owner},
     }}))
     .expect("a valid namespace");
+    let mut steps = None;
     let made = match s.requires.namespace {
         NamespaceMaker::Runner => nss.create(&PostParams::default(), &ns).await.map(|_| ()),
         NamespaceMaker::Body { .. } => Ok(()),
@@ -906,6 +908,7 @@ async fn run_one(
             );
             ctx.upgrade = unit.upgrade.cloned();
             let (cleanup, recorder) = (ctx.cleanup.clone(), ctx.recorder.clone());
+            steps = Some(ctx.steps.clone());
             let mut failures = body_and_invariants(s, ctx, unit).await;
             let injected = unit.env.options.inject_failures.get(s.name);
             if injected.is_some_and(|n| try_no <= *n) {
@@ -942,7 +945,7 @@ async fn run_one(
     }
     ScenarioResult {
         scenario: s.name.into(),
-        suite: s.suite.into(),
+        suite: s.suite().into(),
         attempt,
         profile: unit.profile.into(),
         outcome: Outcome::Judged(verdict),
@@ -951,6 +954,7 @@ async fn run_one(
         diagnostics,
         sent: recorder.map(|r| Sends::of(&r.sent())).unwrap_or_default(),
         failed_tries: vec![],
+        steps: steps.map(|s| s.list()).unwrap_or_default(),
     }
 }
 
@@ -979,10 +983,17 @@ async fn body_and_invariants(s: &Scenario, ctx: Ctx, unit: Unit<'_>) -> Vec<Stri
     let bound = unit.env.options.scenario_timeout;
     let settings = monitor::Settings::with_liveness(ctx.timeouts.converge);
     let watching = monitor::Monitor::start(&client, &namespace, settings);
+    let steps = ctx.steps.clone();
     match tokio::time::timeout(bound, crate::wait::measured((s.body)(ctx))).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => failures.push(format!("{e:#}")),
-        Err(_) => failures.push(format!("scenario did not finish within {bound:?}")),
+        Err(_) => failures.push(match steps.current() {
+            Some((n, step)) => format!(
+                "scenario did not finish within {bound:?}: step {n}, '{}', ran from {:.1} s on",
+                step.name, step.start
+            ),
+            None => format!("scenario did not finish within {bound:?}"),
+        }),
     }
     match watching.stop().await {
         Ok(found) => failures.extend(
@@ -1130,11 +1141,16 @@ mod tests {
     }
 
     #[test]
-    fn every_scenario_is_named_after_its_suite_and_names_are_unique() {
+    fn every_scenario_is_named_suite_slash_behaviour_and_names_are_unique() {
         let all = crate::suites::all();
         let mut names = std::collections::BTreeSet::new();
         for s in &all {
-            assert!(s.name.starts_with(&format!("{}/", s.suite)), "{}", s.name);
+            let (suite, behaviour) = s.name.split_once('/').unwrap_or_default();
+            assert!(
+                !suite.is_empty() && !behaviour.is_empty() && suite == s.suite(),
+                "{}",
+                s.name
+            );
             assert!(names.insert(s.name), "{} twice", s.name);
         }
     }

@@ -29,7 +29,7 @@ pub struct Filter {
 impl Filter {
     /// Whether `s` is selected.
     pub fn selects(&self, s: &Scenario) -> bool {
-        (self.suites.is_empty() || self.suites.iter().any(|x| x == s.suite))
+        (self.suites.is_empty() || self.suites.iter().any(|x| x == s.suite()))
             && (self.focus.is_empty() || self.focus.iter().any(|f| s.name.contains(f.as_str())))
             && !self.skip.iter().any(|f| s.name.contains(f.as_str()))
             && (self.labels.is_empty()
@@ -210,8 +210,8 @@ impl Filter {
         // Each suite once, in catalog order (a suite's scenarios need not be adjacent).
         let mut known: Vec<&str> = vec![];
         for s in scenarios {
-            if !known.contains(&s.suite) {
-                known.push(s.suite);
+            if !known.contains(&s.suite()) {
+                known.push(s.suite());
             }
         }
         match self.suites.iter().find(|s| !known.contains(&s.as_str())) {
@@ -291,7 +291,7 @@ fn plan_with(
             (true, false) => {
                 skipped.push(Skip {
                     scenario: s.name.into(),
-                    suite: s.suite.into(),
+                    suite: s.suite().into(),
                     reason: "runs across a controller upgrade: `harness qualify` runs it".into(),
                 });
                 continue;
@@ -305,7 +305,7 @@ fn plan_with(
         {
             skipped.push(Skip {
                 scenario: s.name.into(),
-                suite: s.suite.into(),
+                suite: s.suite().into(),
                 reason,
             });
             continue;
@@ -490,10 +490,10 @@ mod tests {
             skip: vec!["in-place".into()],
             ..Default::default()
         };
-        let cloneset = all.iter().filter(|s| s.suite == "cloneset");
+        let cloneset = all.iter().filter(|s| s.suite() == "cloneset");
         let in_place = all
             .iter()
-            .filter(|s| s.suite == "cloneset" && s.name.contains("in-place"));
+            .filter(|s| s.suite() == "cloneset" && s.name.contains("in-place"));
         assert!(in_place.clone().count() >= 1);
         assert_eq!(
             all.iter().filter(|s| f.selects(s)).count(),

@@ -407,6 +407,7 @@ fn result(
         diagnostics: None,
         sent: Sends::default(),
         failed_tries: vec![],
+        steps: vec![],
     }
 }
 

@@ -7,6 +7,7 @@ pub mod coverage;
 pub mod invariants;
 pub mod monitor;
 pub mod record;
+pub mod steps;
 pub mod workload;
 
 pub use crate::wait;
@@ -24,6 +25,7 @@ use kube::api::{
 use serde::{Deserialize, Serialize};
 
 use self::record::{Recorder, Sent, Verb};
+pub use self::steps::{StepRecord, Steps};
 use crate::controller::ControllerRef;
 use crate::toolchain::KubeVersion;
 
@@ -137,10 +139,8 @@ impl Requirements {
 /// One conformance scenario.
 #[derive(Clone)]
 pub struct Scenario {
-    /// Unique name, `suite/short-name`.
+    /// Unique name, `suite/short-name` (the suite is the part before the first `/`).
     pub name: &'static str,
-    /// Suite (feature area).
-    pub suite: &'static str,
     /// One line saying what it establishes.
     pub summary: &'static str,
     /// Labels for `--labels`.
@@ -158,26 +158,38 @@ pub struct Scenario {
 
 impl Scenario {
     /// A scenario of the suite its name begins with (`suite/behaviour`), with no
-    /// requirements, allowed Warning reasons or expected violations.
-    pub fn new(
+    /// requirements, allowed Warning reasons or expected violations; the builder methods
+    /// below add them. Every scenario is made this way.
+    pub fn new<F, Fut>(
         name: &'static str,
         summary: &'static str,
         labels: &'static [&'static str],
-        body: impl Fn(Ctx) -> Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>
-        + Send
-        + Sync
-        + 'static,
-    ) -> Self {
+        body: F,
+    ) -> Self
+    where
+        F: Fn(Ctx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
         Self {
             name,
-            suite: name.split('/').next().unwrap_or(name),
             summary,
             labels,
             requires: Requirements::default(),
             allowed_warnings: &[],
             expected_violations: &[],
-            body: Arc::new(body),
+            body: Arc::new(move |ctx| Box::pin(body(ctx))),
         }
+    }
+
+    /// The suite (feature area): the part of the name before the first `/`.
+    pub fn suite(&self) -> &'static str {
+        self.name.split('/').next().unwrap_or(self.name)
+    }
+
+    /// The same scenario, with these requirements.
+    pub fn requiring(mut self, requires: Requirements) -> Self {
+        self.requires = requires;
+        self
     }
 
     /// The same scenario, expecting Warning events with these reasons.
@@ -336,6 +348,8 @@ pub struct Ctx {
     pub upgrade: Option<Upgrade>,
     /// What the scenario sent.
     pub recorder: Recorder,
+    /// Its named steps so far ([`Ctx::step`]).
+    pub steps: Steps,
 }
 
 /// Replaces the installed controller (its CRDs, webhook configurations and components) with
@@ -354,7 +368,55 @@ impl Ctx {
             cleanup: Cleanup::default(),
             upgrade: None,
             recorder: Recorder::default(),
+            steps: Steps::default(),
         }
+    }
+
+    /// Runs `work` as the scenario's next named step: its name and times go into the report,
+    /// and its error says which step failed and after how long (`step 3, 'lower the
+    /// partition to 0', after 12.4 s: …`).
+    pub async fn step<T>(
+        &self,
+        name: &str,
+        work: impl Future<Output = anyhow::Result<T>>,
+    ) -> anyhow::Result<T> {
+        self.steps.run(name, work).await
+    }
+
+    /// Waits until the live object `expected` names (its `apiVersion`, `kind` and
+    /// `metadata.name`, in the scenario's namespace if namespaced) holds every field
+    /// `expected` gives ([`steps::subset`]), as a chainsaw assert does; YAML or JSON. On
+    /// timeout the error names the first field that differs and the value last seen.
+    pub async fn wait_subset(&self, expected: &str, timeout: Duration) -> anyhow::Result<()> {
+        let expected: serde_json::Value = serde_saphyr::from_str(expected)
+            .map_err(|e| anyhow::anyhow!("expected object: {e}"))?;
+        let name = expected["metadata"]["name"]
+            .as_str()
+            .ok_or_else(|| anyhow::anyhow!("the expected object names no metadata.name"))?
+            .to_string();
+        let api = self.api_of(&expected).await?;
+        let what = format!(
+            "{} {name} to hold what is expected",
+            expected["kind"].as_str().unwrap_or_default()
+        );
+        wait::poll(&what, timeout, Duration::from_millis(250), || {
+            let (api, name, expected) = (api.clone(), name.clone(), expected.clone());
+            async move {
+                match api.get_opt(&name).await {
+                    Ok(Some(o)) => {
+                        let live = serde_json::to_value(&o).unwrap_or_default();
+                        match steps::subset(&expected, &live) {
+                            Ok(()) => wait::Check::Met,
+                            Err(why) => wait::Check::Pending(why),
+                        }
+                    }
+                    Ok(None) => wait::Check::Pending("it does not exist".into()),
+                    Err(e) => wait::Check::Pending(e.to_string()),
+                }
+            }
+        })
+        .await?;
+        Ok(())
     }
 
     /// Replaces the controller with the candidate and waits until it is ready.

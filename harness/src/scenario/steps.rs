@@ -1,0 +1,203 @@
+//! Named steps of a scenario ([`Steps`], [`crate::scenario::Ctx::step`]): each step's name,
+//! when it started and how long it ran are kept for the report, and a failing step's error
+//! says which step it was — `step 3, 'lower the partition to 0', after 12.4 s: …` — as Ginkgo's
+//! `By` and chainsaw's steps do. Partial-object matching ([`subset`]) compares an expected
+//! object with a live one as chainsaw's asserts do, without expressions.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One named step as it ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// Its name.
+    pub name: String,
+    /// Seconds into the scenario when it started.
+    pub start: f64,
+    /// Seconds it ran; `None` while it runs, or if the scenario ended inside it (its timeout).
+    pub seconds: Option<f64>,
+    /// Whether it failed.
+    pub failed: bool,
+}
+
+/// The steps of one scenario so far, shared by the clones of its context.
+#[derive(Clone, Debug)]
+pub struct Steps {
+    started: Instant,
+    list: Arc<Mutex<Vec<StepRecord>>>,
+}
+
+impl Default for Steps {
+    fn default() -> Self {
+        Self {
+            started: Instant::now(),
+            list: Arc::default(),
+        }
+    }
+}
+
+impl Steps {
+    /// Seconds since the scenario started.
+    pub fn elapsed(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    /// The steps so far, in the order they started.
+    pub fn list(&self) -> Vec<StepRecord> {
+        self.list.lock().expect("not poisoned").clone()
+    }
+
+    /// The step the scenario is in (the last one started and not ended), if any.
+    pub fn current(&self) -> Option<(usize, StepRecord)> {
+        let list = self.list.lock().expect("not poisoned");
+        list.iter()
+            .enumerate()
+            .rev()
+            .find(|(_, s)| s.seconds.is_none())
+            .map(|(i, s)| (i + 1, s.clone()))
+    }
+
+    /// Records steps that ran elsewhere (a chainsaw test's, from its report).
+    pub fn extend(&self, steps: impl IntoIterator<Item = StepRecord>) {
+        self.list.lock().expect("not poisoned").extend(steps);
+    }
+
+    /// Runs `work` as the next step, named `name`; its error, if any, says which step it was
+    /// and how long it ran.
+    pub async fn run<T>(
+        &self,
+        name: &str,
+        work: impl std::future::Future<Output = anyhow::Result<T>>,
+    ) -> anyhow::Result<T> {
+        let start = self.started.elapsed().as_secs_f64();
+        let number = {
+            let mut list = self.list.lock().expect("not poisoned");
+            list.push(StepRecord {
+                name: name.to_string(),
+                start,
+                seconds: None,
+                failed: false,
+            });
+            list.len()
+        };
+        let result = work.await;
+        let seconds = self.started.elapsed().as_secs_f64() - start;
+        if let Some(s) = self.list.lock().expect("not poisoned").get_mut(number - 1) {
+            s.seconds = Some(seconds);
+            s.failed = result.is_err();
+        }
+        result.map_err(|e| e.context(format!("step {number}, '{name}', after {seconds:.1} s")))
+    }
+}
+
+/// Whether `actual` holds `expected`: every key of an expected object present with a value
+/// that holds the expected one, lists of the same length element by element, other values
+/// equal. The error names the first path that differs, with both values.
+pub fn subset(expected: &Value, actual: &Value) -> Result<(), String> {
+    fn walk(path: &str, e: &Value, a: &Value) -> Result<(), String> {
+        match (e, a) {
+            (Value::Object(em), Value::Object(am)) => {
+                for (k, ev) in em {
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    match am.get(k) {
+                        Some(av) => walk(&p, ev, av)?,
+                        None if ev.is_null() => {}
+                        None => return Err(format!("{p}: expected {ev}, got nothing")),
+                    }
+                }
+                Ok(())
+            }
+            (Value::Array(ea), Value::Array(aa)) => {
+                if ea.len() != aa.len() {
+                    return Err(format!(
+                        "{path}: expected {} items, got {}",
+                        ea.len(),
+                        aa.len()
+                    ));
+                }
+                for (i, (ev, av)) in ea.iter().zip(aa).enumerate() {
+                    walk(&format!("{path}[{i}]"), ev, av)?;
+                }
+                Ok(())
+            }
+            _ if e == a => Ok(()),
+            _ => Err(format!("{path}: expected {e}, got {a}")),
+        }
+    }
+    walk("", expected, actual)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn a_failing_step_is_named_and_every_step_is_kept() {
+        let steps = Steps::default();
+        let one: u32 = steps.run("make it", async { Ok(1) }).await.unwrap();
+        assert_eq!(one, 1);
+        let e = steps
+            .run::<()>("lower the partition to 0", async {
+                anyhow::bail!("2 of 3 pods updated")
+            })
+            .await
+            .unwrap_err();
+        let text = format!("{e:#}");
+        assert!(
+            text.starts_with("step 2, 'lower the partition to 0', after "),
+            "{text}"
+        );
+        assert!(text.ends_with(": 2 of 3 pods updated"), "{text}");
+        let list = steps.list();
+        assert_eq!(list.len(), 2);
+        assert!(!list[0].failed && list[1].failed);
+        assert!(list.iter().all(|s| s.seconds.is_some()));
+        assert!(steps.current().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_step_the_scenario_never_left_is_the_current_one() {
+        let steps = Steps::default();
+        let pending = steps.run::<()>("wait forever", futures::future::pending());
+        // Dropped after its first poll, as a scenario's timeout drops its body.
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(1), pending).await;
+        let (n, s) = steps.current().unwrap();
+        assert_eq!((n, s.name.as_str(), s.seconds), (1, "wait forever", None));
+    }
+
+    #[test]
+    fn subset_matches_what_is_given_and_names_the_first_difference() {
+        let live = json!({"metadata": {"name": "a", "labels": {"x": "1", "y": "2"}},
+            "spec": {"replicas": 3, "ports": [{"port": 80, "name": "web"}]}});
+        assert_eq!(
+            subset(&json!({"metadata": {"labels": {"x": "1"}}}), &live),
+            Ok(())
+        );
+        assert_eq!(
+            subset(&json!({"spec": {"ports": [{"port": 80}]}}), &live),
+            Ok(())
+        );
+        assert_eq!(
+            subset(&json!({"spec": {"replicas": 2}}), &live),
+            Err("spec.replicas: expected 2, got 3".into())
+        );
+        assert_eq!(
+            subset(&json!({"spec": {"ports": []}}), &live),
+            Err("spec.ports: expected 0 items, got 1".into())
+        );
+        assert_eq!(
+            subset(&json!({"status": {"ready": 1}}), &live),
+            Err("status: expected {\"ready\":1}, got nothing".into())
+        );
+        // An expected null holds where the field is absent.
+        assert_eq!(subset(&json!({"metadata": {"uid": null}}), &live), Ok(()));
+    }
+}
