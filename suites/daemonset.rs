@@ -82,7 +82,14 @@ async fn selector_immutable<K: Kind>(ctx: Ctx, w: Spec<K>, want: i64) -> anyhow:
                     "the selector update was refused for another reason: {}",
                     e.message
                 );
-                Ok(())
+                // The live selector is still the one it was made with.
+                let ar = K::api_resource();
+                let expected = format!(
+                    "apiVersion: {}\nkind: {}\nmetadata: {{name: {name}}}\n\
+                     spec: {{selector: {{matchLabels: {{app: {name}, release: null}}}}}}\n",
+                    ar.api_version, ar.kind
+                );
+                ctx.wait_subset(&expected, ctx.timeouts.converge).await
             }
             Err(e) => Err(refusal(e)),
             Ok(o) => {
