@@ -5,7 +5,9 @@
 //! Both also report API field coverage ([`coverage_of`]): the own spec fields of every CRD of
 //! the controller under test that the scenarios set.
 
+pub mod diff;
 pub mod explore;
+pub mod summary;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;

@@ -351,14 +351,47 @@ fn a_known_bug_that_does_not_show_is_an_unexpected_pass() {
         "bugs:\n- id: imagined\n  scenario: daemonset/native-deployment-selector-is-immutable\n  controller: {min: v1.9.0}\n  kubernetes: {}\n  signature: never\n  summary: a bug that is not there\n",
     )
     .unwrap();
-    let run = harness_run(&[
-        "--focus",
-        "native-deployment",
-        "--ledger",
-        path.to_str().unwrap(),
-    ]);
+    // With a GitHub Actions job summary to write.
+    let summary = tmp.path().join("summary.md");
+    let run = harness_run_with(
+        &[
+            "--focus",
+            "native-deployment",
+            "--ledger",
+            path.to_str().unwrap(),
+        ],
+        &[("GITHUB_STEP_SUMMARY", summary.to_str().unwrap())],
+    );
     assert_eq!(run.code, Some(1));
     assert!(outcomes(&run.report)[0].1.contains("unexpected-pass"));
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert!(md.contains(": FAILED\n"), "{md}");
+    assert!(
+        md.contains("- `daemonset/native-deployment-selector-is-immutable` UNEXPECTED-PASS"),
+        "{md}"
+    );
+
+    // The same run compared with itself, and with a copy whose result was a pass.
+    let report = run.dir.join("report.json");
+    let diff = |before: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_harness"))
+            .args(["report", "diff"])
+            .arg(before)
+            .arg(&run.dir)
+            .output()
+            .unwrap()
+    };
+    let same = diff(&report);
+    assert_eq!(same.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&same.stdout).contains("No change."));
+    let mut passed: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    passed["results"][0]["outcome"] = serde_json::json!({"result": "judged", "kind": "pass"});
+    let earlier = tmp.path().join("earlier.json");
+    std::fs::write(&earlier, passed.to_string()).unwrap();
+    let worse = diff(&earlier);
+    let text = String::from_utf8_lossy(&worse.stdout);
+    assert_eq!(worse.status.code(), Some(1), "{text}");
+    assert!(text.contains("### New failures (1)"), "{text}");
 }
 
 #[test]

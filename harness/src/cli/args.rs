@@ -636,6 +636,18 @@ pub enum ReportCommand {
         #[arg(long, default_value = "reports")]
         report_dir: PathBuf,
     },
+    /// What changed from one run to another: new failures, fixes, new flakes, other changes
+    /// of state, scenarios more than 20 % slower (and over 5 s), scenarios added or removed;
+    /// printed as Markdown (also appended to $GITHUB_STEP_SUMMARY when it is set). Exit 1 on a
+    /// new failure or a new flake.
+    Diff {
+        /// The earlier run: its report.json, or its directory.
+        #[arg(value_name = "BEFORE")]
+        before: PathBuf,
+        /// The later run: its report.json, or its directory.
+        #[arg(value_name = "AFTER")]
+        after: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -218,6 +218,7 @@ async fn run_scenarios(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         Driven::Ran { status, dir } => {
             eprintln!("reports: {}", dir.display());
+            crate::report::summary::append_run(&dir)?;
             Ok(exit_code(status))
         }
     }
@@ -267,6 +268,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Coverage(args) => coverage(args).await,
         Command::Chainsaw(ChainsawCommand::Check { paths }) => chainsaw_check(&paths).await,
         Command::Qualify(args) => qualify(args).await,
+        Command::Report(ReportCommand::Diff { before, after }) => report_diff(&before, &after),
         Command::Report(ReportCommand::Merge { dirs, report_dir }) => {
             report_merge(&dirs, &report_dir)
         }
@@ -401,6 +403,18 @@ fn report_merge(dirs: &[PathBuf], report_dir: &Path) -> anyhow::Result<ExitCode>
     )))
 }
 
+fn report_diff(before: &Path, after: &Path) -> anyhow::Result<ExitCode> {
+    use crate::report::diff;
+    let d = diff::diff(&diff::load(before)?, &diff::load(after)?);
+    print!("{d}");
+    crate::report::summary::append(&d.to_string())?;
+    Ok(if d.worse() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
 fn print_cells(report: &crate::matrix::MatrixReport) {
     println!("{:<10} {:<22} WORST", "KUBERNETES", "RELEASE");
     for c in &report.cells {
@@ -428,6 +442,21 @@ async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
                 );
             }
             print_cells(&report);
+            let cells: Vec<(String, &[crate::results::ScenarioResult])> = report
+                .cells
+                .iter()
+                .map(|c| {
+                    (
+                        format!("{} x {}", c.kubernetes, c.controller),
+                        &c.results[..],
+                    )
+                })
+                .collect();
+            crate::report::summary::append(&crate::report::summary::markdown(
+                &format!("harness matrix {}", report.id),
+                &cells,
+                Path::new(&report.id),
+            ))?;
             Ok(exit_code(crate::results::Status::judged(
                 report.cells.iter().flat_map(|c| &c.results),
                 args.select.flakes.fail_on_flaky,
@@ -457,7 +486,11 @@ async fn qualify(args: QualifyArgs) -> anyhow::Result<ExitCode> {
             qualification,
             failed_on_flaky,
         } => {
-            println!("{}", qualification.summary(&baseline, &candidate));
+            let summary = qualification.summary(&baseline, &candidate);
+            println!("{summary}");
+            crate::report::summary::append(&format!(
+                "## harness qualify {baseline} -> {candidate}\n\n```\n{summary}\n```\n\n"
+            ))?;
             if failed_on_flaky {
                 eprintln!("flaky results fail the qualification (--fail-on-flaky)");
                 return Ok(exit_code(crate::results::Status::Failed));
