@@ -27,16 +27,67 @@ const EVERY: &str = "@every 2s";
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
     vec![
-        Scenario::new("advancedcronjob/broadcast-job-template-runs-on-schedule", "each tick creates a BroadcastJob from broadcastJobTemplate, named after its scheduled time; status type, active and lastScheduleTime follow", &["advancedcronjob", "schedule", "broadcastjob", "status"], |ctx| broadcast_runs(ctx).boxed()),
-        Scenario::new("advancedcronjob/broadcast-job-template-labels-reach-the-runs", "the labels of broadcastJobTemplate.metadata are set on every BroadcastJob it creates", &["advancedcronjob", "broadcastjob", "template-metadata"], |ctx| broadcast_labels(ctx).boxed()),
-        Scenario::new("advancedcronjob/job-template-runs-jobs-that-complete", "a jobTemplate AdvancedCronJob creates batch Jobs on schedule, carrying the template's labels, which complete; status type Job", &["smoke", "advancedcronjob", "schedule", "job"], |ctx| job_runs(ctx).boxed()),
-        Scenario::new("advancedcronjob/concurrency-allow-runs-jobs-side-by-side", "concurrencyPolicy Allow starts a run while earlier ones are still active", &["advancedcronjob", "concurrency"], |ctx| concurrency_allow(ctx).boxed()),
-        Scenario::new("advancedcronjob/concurrency-forbid-skips-runs-while-one-is-active", "concurrencyPolicy Forbid creates no run while the previous one is active", &["advancedcronjob", "concurrency"], |ctx| concurrency_forbid(ctx).boxed()),
-        Scenario::new("advancedcronjob/concurrency-replace-deletes-the-active-run", "concurrencyPolicy Replace deletes the active run when it starts the next one", &["advancedcronjob", "concurrency"], |ctx| concurrency_replace(ctx).boxed()),
-        Scenario::new("advancedcronjob/paused-runs-nothing-until-resumed", "paused creates no run while the schedule ticks; resuming runs again", &["advancedcronjob", "paused"], |ctx| paused(ctx).boxed()),
-        Scenario::new("advancedcronjob/starting-deadline-zero-skips-every-run", "with startingDeadlineSeconds 0 every scheduled run has missed its deadline by the time it is seen, so none starts while the schedule ticks", &["advancedcronjob", "schedule", "starting-deadline"], |ctx| starting_deadline(ctx).boxed()),
-        Scenario::new("advancedcronjob/history-limits-prune-finished-jobs", "successfulJobsHistoryLimit and failedJobsHistoryLimit 1 keep at most one finished run of each kind", &["advancedcronjob", "history"], |ctx| history(ctx).boxed()).allowing(&["DeadlineExceeded"]),
-        Scenario::new("advancedcronjob/schedule-and-time-zone-are-validated", "an invalid schedule, timeZone Local and TZ in the schedule beside timeZone are refused; a named timeZone is accepted", &["advancedcronjob", "validation", "time-zone"], |ctx| validation(ctx).boxed()),
+        Scenario::new(
+            "advancedcronjob/broadcast-job-template-runs-on-schedule",
+            "each tick creates a BroadcastJob from broadcastJobTemplate, named after its scheduled time; status type, active and lastScheduleTime follow",
+            &["advancedcronjob", "schedule", "broadcastjob", "status"],
+            |ctx| broadcast_runs(ctx).boxed(),
+        ),
+        Scenario::new(
+            "advancedcronjob/broadcast-job-template-labels-reach-the-runs",
+            "the labels of broadcastJobTemplate.metadata are set on every BroadcastJob it creates",
+            &["advancedcronjob", "broadcastjob", "template-metadata"],
+            |ctx| broadcast_labels(ctx).boxed(),
+        ),
+        Scenario::new(
+            "advancedcronjob/job-template-runs-jobs-that-complete",
+            "a jobTemplate AdvancedCronJob creates batch Jobs on schedule, carrying the template's labels, which complete; status type Job",
+            &["smoke", "advancedcronjob", "schedule", "job"],
+            |ctx| job_runs(ctx).boxed(),
+        ),
+        Scenario::new(
+            "advancedcronjob/concurrency-allow-runs-jobs-side-by-side",
+            "concurrencyPolicy Allow starts a run while earlier ones are still active",
+            &["advancedcronjob", "concurrency"],
+            |ctx| concurrency_allow(ctx).boxed(),
+        ),
+        Scenario::new(
+            "advancedcronjob/concurrency-forbid-skips-runs-while-one-is-active",
+            "concurrencyPolicy Forbid creates no run while the previous one is active",
+            &["advancedcronjob", "concurrency"],
+            |ctx| concurrency_forbid(ctx).boxed(),
+        ),
+        Scenario::new(
+            "advancedcronjob/concurrency-replace-deletes-the-active-run",
+            "concurrencyPolicy Replace deletes the active run when it starts the next one",
+            &["advancedcronjob", "concurrency"],
+            |ctx| concurrency_replace(ctx).boxed(),
+        ),
+        Scenario::new(
+            "advancedcronjob/paused-runs-nothing-until-resumed",
+            "paused creates no run while the schedule ticks; resuming runs again",
+            &["advancedcronjob", "paused"],
+            |ctx| paused(ctx).boxed(),
+        ),
+        Scenario::new(
+            "advancedcronjob/starting-deadline-zero-skips-every-run",
+            "with startingDeadlineSeconds 0 every scheduled run has missed its deadline by the time it is seen, so none starts while the schedule ticks",
+            &["advancedcronjob", "schedule", "starting-deadline"],
+            |ctx| starting_deadline(ctx).boxed(),
+        ),
+        Scenario::new(
+            "advancedcronjob/history-limits-prune-finished-jobs",
+            "successfulJobsHistoryLimit and failedJobsHistoryLimit 1 keep at most one finished run of each kind",
+            &["advancedcronjob", "history"],
+            |ctx| history(ctx).boxed(),
+        )
+        .allowing(&["DeadlineExceeded"]),
+        Scenario::new(
+            "advancedcronjob/schedule-and-time-zone-are-validated",
+            "an invalid schedule, timeZone Local and TZ in the schedule beside timeZone are refused; a named timeZone is accepted",
+            &["advancedcronjob", "validation", "time-zone"],
+            |ctx| validation(ctx).boxed(),
+        ),
     ]
 }
 

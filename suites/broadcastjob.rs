@@ -28,17 +28,76 @@ const NAME: &str = "bcast";
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
     vec![
-        Scenario::new("broadcastjob/runs-one-pod-per-node-and-completes", "one pod per node, each succeeds; status desired/succeeded/active, phase completed, Complete condition, completionTime", &["smoke", "broadcastjob", "completion", "status"], |ctx| one_per_node(ctx).boxed()).allowing(&[]),
-        Scenario::new("broadcastjob/node-selector-and-affinity-restrict-the-nodes", "the template's nodeSelector and node affinity limit the job to the matching nodes", &["broadcastjob", "node-selection"], |ctx| node_selection(ctx).boxed()).allowing(&[]),
-        Scenario::new("broadcastjob/parallelism-caps-the-active-pods", "parallelism 2 runs two pods at a time over four nodes; raising it runs the rest", &["broadcastjob", "parallelism"], |ctx| parallelism(ctx).boxed()).allowing(&[]),
-        Scenario::new("broadcastjob/completion-policy-never-keeps-the-job-running", "completionPolicy Never: every pod succeeds, yet the job stays running without a Complete condition", &["broadcastjob", "completion"], |ctx| completion_never(ctx).boxed()).allowing(&[]),
-        Scenario::new("broadcastjob/active-deadline-fails-the-job-and-deletes-its-pods", "activeDeadlineSeconds: a job still running past it fails with DeadlineExceeded and its active pods are deleted", &["broadcastjob", "completion", "deadline"], |ctx| active_deadline(ctx).boxed()).allowing(&["DeadlineExceeded"]),
-        Scenario::new("broadcastjob/ttl-after-finished-deletes-the-job", "ttlSecondsAfterFinished: a completed job is deleted that long after it finished", &["broadcastjob", "completion", "ttl"], |ctx| ttl(ctx).boxed()).allowing(&[]),
-        Scenario::new("broadcastjob/failure-policy-fail-fast-fails-the-job", "failurePolicy FailFast (the default): a failed pod fails the job (phase failed, Failed condition)", &["broadcastjob", "failure-policy"], |ctx| fail_fast(ctx).boxed()).allowing(&["failed pod is found"]),
-        Scenario::new("broadcastjob/failure-policy-continue-completes-with-failed-pods", "failurePolicy Continue: failed pods are counted and the job still completes", &["broadcastjob", "failure-policy"], |ctx| continue_on_failure(ctx).boxed()).allowing(&[]),
-        Scenario::new("broadcastjob/failure-policy-pause-pauses-the-job", "failurePolicy Pause: a failed pod pauses the job (phase paused, no further pod, not failed)", &["broadcastjob", "failure-policy", "paused"], |ctx| pause_on_failure(ctx).boxed()).allowing(&["Paused"]),
-        Scenario::new("broadcastjob/restart-limit-fails-a-crash-looping-pod", "failurePolicy.restartLimit: an OnFailure pod restarted more often than the limit counts as failed and fails the job", &["broadcastjob", "failure-policy", "restart-limit"], |ctx| restart_limit(ctx).boxed()).allowing(&["failed pod is found"]),
-        Scenario::new("broadcastjob/paused-creates-no-pods-until-resumed", "paused: the job reports phase paused and creates no pod; resuming runs it to completion", &["broadcastjob", "paused"], |ctx| paused(ctx).boxed()).allowing(&[]),
+        Scenario::new(
+            "broadcastjob/runs-one-pod-per-node-and-completes",
+            "one pod per node, each succeeds; status desired/succeeded/active, phase completed, Complete condition, completionTime",
+            &["smoke", "broadcastjob", "completion", "status"],
+            |ctx| one_per_node(ctx).boxed(),
+        ),
+        Scenario::new(
+            "broadcastjob/node-selector-and-affinity-restrict-the-nodes",
+            "the template's nodeSelector and node affinity limit the job to the matching nodes",
+            &["broadcastjob", "node-selection"],
+            |ctx| node_selection(ctx).boxed(),
+        ),
+        Scenario::new(
+            "broadcastjob/parallelism-caps-the-active-pods",
+            "parallelism 2 runs two pods at a time over four nodes; raising it runs the rest",
+            &["broadcastjob", "parallelism"],
+            |ctx| parallelism(ctx).boxed(),
+        ),
+        Scenario::new(
+            "broadcastjob/completion-policy-never-keeps-the-job-running",
+            "completionPolicy Never: every pod succeeds, yet the job stays running without a Complete condition",
+            &["broadcastjob", "completion"],
+            |ctx| completion_never(ctx).boxed(),
+        ),
+        Scenario::new(
+            "broadcastjob/active-deadline-fails-the-job-and-deletes-its-pods",
+            "activeDeadlineSeconds: a job still running past it fails with DeadlineExceeded and its active pods are deleted",
+            &["broadcastjob", "completion", "deadline"],
+            |ctx| active_deadline(ctx).boxed(),
+        )
+        .allowing(&["DeadlineExceeded"]),
+        Scenario::new(
+            "broadcastjob/ttl-after-finished-deletes-the-job",
+            "ttlSecondsAfterFinished: a completed job is deleted that long after it finished",
+            &["broadcastjob", "completion", "ttl"],
+            |ctx| ttl(ctx).boxed(),
+        ),
+        Scenario::new(
+            "broadcastjob/failure-policy-fail-fast-fails-the-job",
+            "failurePolicy FailFast (the default): a failed pod fails the job (phase failed, Failed condition)",
+            &["broadcastjob", "failure-policy"],
+            |ctx| fail_fast(ctx).boxed(),
+        )
+        .allowing(&["failed pod is found"]),
+        Scenario::new(
+            "broadcastjob/failure-policy-continue-completes-with-failed-pods",
+            "failurePolicy Continue: failed pods are counted and the job still completes",
+            &["broadcastjob", "failure-policy"],
+            |ctx| continue_on_failure(ctx).boxed(),
+        ),
+        Scenario::new(
+            "broadcastjob/failure-policy-pause-pauses-the-job",
+            "failurePolicy Pause: a failed pod pauses the job (phase paused, no further pod, not failed)",
+            &["broadcastjob", "failure-policy", "paused"],
+            |ctx| pause_on_failure(ctx).boxed(),
+        )
+        .allowing(&["Paused"]),
+        Scenario::new(
+            "broadcastjob/restart-limit-fails-a-crash-looping-pod",
+            "failurePolicy.restartLimit: an OnFailure pod restarted more often than the limit counts as failed and fails the job",
+            &["broadcastjob", "failure-policy", "restart-limit"],
+            |ctx| restart_limit(ctx).boxed(),
+        )
+        .allowing(&["failed pod is found"]),
+        Scenario::new(
+            "broadcastjob/paused-creates-no-pods-until-resumed",
+            "paused: the job reports phase paused and creates no pod; resuming runs it to completion",
+            &["broadcastjob", "paused"],
+            |ctx| paused(ctx).boxed(),
+        ),
     ]
 }
 

@@ -23,11 +23,35 @@ fn requires() -> Requirements {
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
     vec![
-        Scenario::new("cloneset/recreate-pods-and-pvcs-on-image-and-template-change", "image + volumeClaimTemplate size change together recreates every pod and its PVCs at the new size (S2)", &["seed", "s2", "pvc"], |ctx| s2_together_on(ctx, false).boxed()).requiring(requires()),
-        Scenario::new("cloneset/recreate-pods-and-pvcs-on-image-and-template-change-on-a-real-node", "S2 with the pods on a real node: a real kubelet mounts the claims and runs the images", &["s2", "pvc", "real-node", "fidelity"], |ctx| s2_together_on(ctx, true).boxed()).requiring(requires())
+        Scenario::new(
+            "cloneset/recreate-pods-and-pvcs-on-image-and-template-change",
+            "image + volumeClaimTemplate size change together recreates every pod and its PVCs at the new size (S2)",
+            &["seed", "s2", "pvc"],
+            |ctx| s2_together_on(ctx, false).boxed(),
+        )
+        .requiring(requires()),
+        Scenario::new(
+            "cloneset/recreate-pods-and-pvcs-on-image-and-template-change-on-a-real-node",
+            "S2 with the pods on a real node: a real kubelet mounts the claims and runs the images",
+            &["s2", "pvc", "real-node", "fidelity"],
+            |ctx| s2_together_on(ctx, true).boxed(),
+        )
+        .requiring(requires())
         .on_real_nodes(1),
-        Scenario::new("cloneset/template-only-change-touches-no-pod", "a volumeClaimTemplate-only change leaves every pod alone (S2 step 2)", &["s2", "pvc"], |ctx| s2_template_only(ctx).boxed()).requiring(requires()),
-        Scenario::new("cloneset/in-place-only-keeps-pods-and-pvcs", "with InPlaceOnly an image change updates in place and PVCs stay (S2 step 3)", &["s2", "pvc", "in-place"], |ctx| s2_in_place_only(ctx).boxed()).requiring(requires()),
+        Scenario::new(
+            "cloneset/template-only-change-touches-no-pod",
+            "a volumeClaimTemplate-only change leaves every pod alone (S2 step 2)",
+            &["s2", "pvc"],
+            |ctx| s2_template_only(ctx).boxed(),
+        )
+        .requiring(requires()),
+        Scenario::new(
+            "cloneset/in-place-only-keeps-pods-and-pvcs",
+            "with InPlaceOnly an image change updates in place and PVCs stay (S2 step 3)",
+            &["s2", "pvc", "in-place"],
+            |ctx| s2_in_place_only(ctx).boxed(),
+        )
+        .requiring(requires()),
     ]
 }
 
@@ -83,51 +107,63 @@ async fn update(cs: &Handle<CloneSetKind>, image: Option<&str>, size: &str) -> a
 }
 
 async fn s2_together_on(ctx: Ctx, real: bool) -> anyhow::Result<()> {
-    let (cs, before) = start_on(&ctx, "InPlaceIfPossible", real).await?;
+    let (cs, before) = ctx
+        .step(
+            "two pods run, each with its claim",
+            start_on(&ctx, "InPlaceIfPossible", real),
+        )
+        .await?;
     let old_claims: Vec<String> = claims(&ctx, SELECTOR)
         .await?
         .into_iter()
         .filter_map(|c| c.metadata.name)
         .collect();
     let v2 = if real { REAL_IMAGE_V2 } else { IMAGE_V2 };
-    update(&cs, Some(v2), "2Gi").await?;
-    cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
-    let after = pod_uids(&ctx, SELECTOR).await?;
-    let kept: Vec<&String> = after
-        .values()
-        .filter(|u| before.values().any(|b| b == *u))
-        .collect();
-    ensure!(
-        kept.is_empty(),
-        "pods were updated in place: {} of {} kept their UID across an image + volumeClaimTemplates change",
-        kept.len(),
-        after.len()
-    );
-    // Every current claim asks for the new size; the old claims are gone.
-    let current = claims(&ctx, SELECTOR).await?;
-    for c in &current {
+    ctx.step("the image and the claim size change in one update", async {
+        update(&cs, Some(v2), "2Gi").await?;
+        cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
+        Ok(())
+    })
+    .await?;
+    ctx.step("every pod and claim is made again at the new size", async {
+        let after = pod_uids(&ctx, SELECTOR).await?;
+        let kept: Vec<&String> = after
+            .values()
+            .filter(|u| before.values().any(|b| b == *u))
+            .collect();
         ensure!(
-            storage(c) == "2Gi",
-            "PVC {} still requests {} after the template asked for 2Gi",
-            c.metadata.name.clone().unwrap_or_default(),
-            storage(c)
+            kept.is_empty(),
+            "pods were updated in place: {} of {} kept their UID across an image + volumeClaimTemplates change",
+            kept.len(),
+            after.len()
         );
-    }
-    let lingering: Vec<&String> = old_claims
-        .iter()
-        .filter(|n| current.iter().any(|c| c.metadata.name.as_ref() == Some(n)))
-        .collect();
-    ensure!(
-        lingering.is_empty(),
-        "old PVCs were not recreated: {lingering:?}"
-    );
-    ensure!(
-        current.len() == after.len(),
-        "{} PVCs for {} pods with one volumeClaimTemplate",
-        current.len(),
-        after.len()
-    );
-    Ok(())
+        // Every current claim asks for the new size; the old claims are gone.
+        let current = claims(&ctx, SELECTOR).await?;
+        for c in &current {
+            ensure!(
+                storage(c) == "2Gi",
+                "PVC {} still requests {} after the template asked for 2Gi",
+                c.metadata.name.clone().unwrap_or_default(),
+                storage(c)
+            );
+        }
+        let lingering: Vec<&String> = old_claims
+            .iter()
+            .filter(|n| current.iter().any(|c| c.metadata.name.as_ref() == Some(n)))
+            .collect();
+        ensure!(
+            lingering.is_empty(),
+            "old PVCs were not recreated: {lingering:?}"
+        );
+        ensure!(
+            current.len() == after.len(),
+            "{} PVCs for {} pods with one volumeClaimTemplate",
+            current.len(),
+            after.len()
+        );
+        Ok(())
+    })
+    .await
 }
 
 async fn s2_template_only(ctx: Ctx) -> anyhow::Result<()> {

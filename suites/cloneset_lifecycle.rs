@@ -21,30 +21,124 @@ use crate::scenario::{Ctx, Scenario, status};
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
     vec![
-        Scenario::new("cloneset/scale-in-deletes-the-pods-named-in-pods-to-delete", "scaling in with scaleStrategy.podsToDelete removes exactly the named pod; status counts and labelSelector follow", &["cloneset", "scale", "pods-to-delete", "status"], scale_in_pods_to_delete),
-        Scenario::new("cloneset/scale-out-waits-for-available-pods-under-scale-max-unavailable", "with scaleStrategy.maxUnavailable 1 and minReadySeconds, a scale-out creates the next pod only once the previous one is available", &["cloneset", "scale", "max-unavailable", "min-ready-seconds"], scale_out_max_unavailable).allowing(&["ScaleUpLimited"]),
-        Scenario::new("cloneset/scale-max-unavailable-zero-is-refused-or-makes-its-pods", "scaleStrategy.maxUnavailable 0 is refused, or the CloneSet still makes its replicas and replaces a pod it deleted", &["cloneset", "scale", "max-unavailable", "webhook"], scale_max_unavailable_zero).allowing(&["ScaleUpLimited"]),
-        Scenario::new("cloneset/partition-as-number-and-percentage-keeps-old-pods", "updateStrategy.partition (3, then 50%, then 0) keeps that many pods at the old revision; expectedUpdatedReplicas follows", &["smoke", "cloneset", "update", "partition", "status"], partition),
-        Scenario::new("cloneset/paused-update-touches-no-pod-until-resumed", "with updateStrategy.paused no pod moves to the new revision; resuming finishes the rollout", &["cloneset", "update", "paused"], paused),
-        Scenario::new("cloneset/update-types-recreate-or-update-in-place", "ReCreate replaces pods on an image change; InPlaceIfPossible keeps them for an image change and recreates them for an env change", &["cloneset", "update", "in-place", "recreate"], update_types),
-        Scenario::new("cloneset/max-surge-adds-pods-before-removing-old-ones", "maxSurge 1 / maxUnavailable 0 runs replicas+1 pods and keeps every replica available; maxSurge 0 / maxUnavailable 2 keeps at least replicas-2 available", &["cloneset", "update", "max-surge", "max-unavailable"], max_surge),
-        Scenario::new("cloneset/priority-strategy-picks-which-pods-update-first", "weightPriority and orderPriority choose the pods a partitioned rollout updates", &["cloneset", "update", "priority"], priority),
-        Scenario::new("cloneset/scatter-strategy-spreads-matching-pods-over-the-update-order", "updateStrategy.scatterStrategy moves pods matching key=value apart in the update order: of two such pods that the priority puts first, a partitioned rollout updates only one", &["cloneset", "update", "scatter", "priority"], scatter),
-        Scenario::new("cloneset/pre-delete-hook-holds-the-pod-until-its-label-goes", "lifecycle.preDelete.labelsHandler keeps a scaled-in pod in PreparingDelete until the label is removed", &["cloneset", "lifecycle", "hook", "scale"], pre_delete_hook),
-        Scenario::new("cloneset/in-place-update-hook-holds-the-pod-until-its-label-goes", "lifecycle.inPlaceUpdate.labelsHandler keeps a pod in PreparingUpdate, on its old image, until the label is removed", &["cloneset", "lifecycle", "hook", "in-place"], in_place_update_hook),
-        Scenario::new("cloneset/pre-normal-hook-holds-new-pods-until-label-and-finalizer", "lifecycle.preNormal keeps new pods PreparingNormal (ready, not available) until they carry both the labelsHandler label and the finalizersHandler finalizer; its markPodNotReady has no effect", &["cloneset", "lifecycle", "hook", "pre-normal"], pre_normal_hook),
-        Scenario::new("cloneset/pre-delete-finalizer-hook-holds-the-pod-marked-not-ready", "lifecycle.preDelete.finalizersHandler keeps a scaled-in pod PreparingDelete until the finalizer goes; markPodNotReady sets its KruisePodReady condition False meanwhile", &["cloneset", "lifecycle", "hook", "scale", "mark-pod-not-ready"], pre_delete_finalizer_hook),
-        Scenario::new("cloneset/in-place-update-finalizer-hook-marks-the-pod-not-ready", "lifecycle.inPlaceUpdate.finalizersHandler holds a pod PreparingUpdate and markPodNotReady sets it not ready; once released it is updated, ready again, and Normal when the finalizer is back", &["cloneset", "lifecycle", "hook", "in-place", "mark-pod-not-ready"], in_place_update_finalizer_hook),
-        Scenario::new("cloneset/in-place-update-grace-period-marks-the-pod-first", "inPlaceUpdateStrategy.gracePeriodSeconds sets the pod not ready before its image changes", &["cloneset", "update", "in-place", "grace-period"], grace_period),
-        Scenario::new("cloneset/revision-history-limit-prunes-controller-revisions", "after three updates with revisionHistoryLimit 1, only the live revision and one old one remain", &["cloneset", "revision-history"], revision_history),
+        Scenario::new(
+            "cloneset/scale-in-deletes-the-pods-named-in-pods-to-delete",
+            "scaling in with scaleStrategy.podsToDelete removes exactly the named pod; status counts and labelSelector follow",
+            &["cloneset", "scale", "pods-to-delete", "status"],
+            scale_in_pods_to_delete,
+        ),
+        Scenario::new(
+            "cloneset/scale-out-waits-for-available-pods-under-scale-max-unavailable",
+            "with scaleStrategy.maxUnavailable 1 and minReadySeconds, a scale-out creates the next pod only once the previous one is available",
+            &["cloneset", "scale", "max-unavailable", "min-ready-seconds"],
+            scale_out_max_unavailable,
+        )
+        .allowing(&["ScaleUpLimited"]),
+        Scenario::new(
+            "cloneset/scale-max-unavailable-zero-is-refused-or-makes-its-pods",
+            "scaleStrategy.maxUnavailable 0 is refused, or the CloneSet still makes its replicas and replaces a pod it deleted",
+            &["cloneset", "scale", "max-unavailable", "webhook"],
+            scale_max_unavailable_zero,
+        )
+        .allowing(&["ScaleUpLimited"]),
+        Scenario::new(
+            "cloneset/partition-as-number-and-percentage-keeps-old-pods",
+            "updateStrategy.partition (3, then 50%, then 0) keeps that many pods at the old revision; expectedUpdatedReplicas follows",
+            &["smoke", "cloneset", "update", "partition", "status"],
+            partition,
+        ),
+        Scenario::new(
+            "cloneset/paused-update-touches-no-pod-until-resumed",
+            "with updateStrategy.paused no pod moves to the new revision; resuming finishes the rollout",
+            &["cloneset", "update", "paused"],
+            paused,
+        ),
+        Scenario::new(
+            "cloneset/update-types-recreate-or-update-in-place",
+            "ReCreate replaces pods on an image change; InPlaceIfPossible keeps them for an image change and recreates them for an env change",
+            &["cloneset", "update", "in-place", "recreate"],
+            update_types,
+        ),
+        Scenario::new(
+            "cloneset/max-surge-adds-pods-before-removing-old-ones",
+            "maxSurge 1 / maxUnavailable 0 runs replicas+1 pods and keeps every replica available; maxSurge 0 / maxUnavailable 2 keeps at least replicas-2 available",
+            &["cloneset", "update", "max-surge", "max-unavailable"],
+            max_surge,
+        ),
+        Scenario::new(
+            "cloneset/priority-strategy-picks-which-pods-update-first",
+            "weightPriority and orderPriority choose the pods a partitioned rollout updates",
+            &["cloneset", "update", "priority"],
+            priority,
+        ),
+        Scenario::new(
+            "cloneset/scatter-strategy-spreads-matching-pods-over-the-update-order",
+            "updateStrategy.scatterStrategy moves pods matching key=value apart in the update order: of two such pods that the priority puts first, a partitioned rollout updates only one",
+            &["cloneset", "update", "scatter", "priority"],
+            scatter,
+        ),
+        Scenario::new(
+            "cloneset/pre-delete-hook-holds-the-pod-until-its-label-goes",
+            "lifecycle.preDelete.labelsHandler keeps a scaled-in pod in PreparingDelete until the label is removed",
+            &["cloneset", "lifecycle", "hook", "scale"],
+            pre_delete_hook,
+        ),
+        Scenario::new(
+            "cloneset/in-place-update-hook-holds-the-pod-until-its-label-goes",
+            "lifecycle.inPlaceUpdate.labelsHandler keeps a pod in PreparingUpdate, on its old image, until the label is removed",
+            &["cloneset", "lifecycle", "hook", "in-place"],
+            in_place_update_hook,
+        ),
+        Scenario::new(
+            "cloneset/pre-normal-hook-holds-new-pods-until-label-and-finalizer",
+            "lifecycle.preNormal keeps new pods PreparingNormal (ready, not available) until they carry both the labelsHandler label and the finalizersHandler finalizer; its markPodNotReady has no effect",
+            &["cloneset", "lifecycle", "hook", "pre-normal"],
+            pre_normal_hook,
+        ),
+        Scenario::new(
+            "cloneset/pre-delete-finalizer-hook-holds-the-pod-marked-not-ready",
+            "lifecycle.preDelete.finalizersHandler keeps a scaled-in pod PreparingDelete until the finalizer goes; markPodNotReady sets its KruisePodReady condition False meanwhile",
+            &["cloneset", "lifecycle", "hook", "scale", "mark-pod-not-ready"],
+            pre_delete_finalizer_hook,
+        ),
+        Scenario::new(
+            "cloneset/in-place-update-finalizer-hook-marks-the-pod-not-ready",
+            "lifecycle.inPlaceUpdate.finalizersHandler holds a pod PreparingUpdate and markPodNotReady sets it not ready; once released it is updated, ready again, and Normal when the finalizer is back",
+            &["cloneset", "lifecycle", "hook", "in-place", "mark-pod-not-ready"],
+            in_place_update_finalizer_hook,
+        ),
+        Scenario::new(
+            "cloneset/in-place-update-grace-period-marks-the-pod-first",
+            "inPlaceUpdateStrategy.gracePeriodSeconds sets the pod not ready before its image changes",
+            &["cloneset", "update", "in-place", "grace-period"],
+            grace_period,
+        ),
+        Scenario::new(
+            "cloneset/revision-history-limit-prunes-controller-revisions",
+            "after three updates with revisionHistoryLimit 1, only the live revision and one old one remain",
+            &["cloneset", "revision-history"],
+            revision_history,
+        ),
         // Recreating a deleted pod under its instance id races the old pod's deletion:
 // the controller reports FailedCreate ("object is being deleted") and retries,
 // with backoff, until the old pod is gone (openkruise/kruise#1099: expected
 // behaviour; the opt-out is disablePVCReuse). The body still asks for the pod back
 // with its PVC, so only the retries are expected.
-        Scenario::new("cloneset/pvcs-go-on-scale-in-and-are-reused-by-a-recreated-pod", "a scaled-in pod's PVC is deleted; a deleted pod comes back with the same instance id and PVC, or a new one under disablePVCReuse", &["cloneset", "pvc", "scale", "pvc-reuse"], pvcs).allowing(&["FailedCreate"])
+        Scenario::new(
+            "cloneset/pvcs-go-on-scale-in-and-are-reused-by-a-recreated-pod",
+            "a scaled-in pod's PVC is deleted; a deleted pod comes back with the same instance id and PVC, or a new one under disablePVCReuse",
+            &["cloneset", "pvc", "scale", "pvc-reuse"],
+            pvcs,
+        )
+        .allowing(&["FailedCreate"])
         .expecting(&["failed-create"]),
-        Scenario::new("cloneset/progress-deadline-sets-the-progressing-condition", "progressDeadlineSeconds: an available CloneSet reports Progressing=True, a stuck rollout ProgressDeadlineExceeded", &["cloneset", "status", "conditions", "progress-deadline"], progress_deadline).allowing(&["FailedScheduling"])
+        Scenario::new(
+            "cloneset/progress-deadline-sets-the-progressing-condition",
+            "progressDeadlineSeconds: an available CloneSet reports Progressing=True, a stuck rollout ProgressDeadlineExceeded",
+            &["cloneset", "status", "conditions", "progress-deadline"],
+            progress_deadline,
+        )
+        .allowing(&["FailedScheduling"])
         // spec.progressDeadlineSeconds is new in v1.9.0.
         .since("v1.9.0"),
     ]

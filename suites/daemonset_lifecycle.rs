@@ -23,26 +23,86 @@ use crate::scenario::{Ctx, Scenario, status};
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
     vec![
-        Scenario::new("daemonset/partition-keeps-nodes-at-the-old-revision", "rollingUpdate.partition (3, then 50%, then 0) keeps that many pods at the old revision; daemonSetHash and updatedNumberScheduled follow", &["advanced-daemonset", "update", "partition", "status"], partition)
+        Scenario::new(
+            "daemonset/partition-keeps-nodes-at-the-old-revision",
+            "rollingUpdate.partition (3, then 50%, then 0) keeps that many pods at the old revision; daemonSetHash and updatedNumberScheduled follow",
+            &["advanced-daemonset", "update", "partition", "status"],
+            partition,
+        )
         // rollingUpdate.partition takes a percentage from v1.9.0 on.
         .since("v1.9.0"),
-        Scenario::new("daemonset/paused-rolling-update-touches-no-pod", "with rollingUpdate.paused no pod moves to the new revision until it is resumed", &["smoke", "advanced-daemonset", "update", "paused"], paused),
-        Scenario::new("daemonset/on-delete-updates-only-deleted-pods", "with updateStrategy OnDelete a template change replaces no pod until one is deleted; its replacement runs the new revision", &["advanced-daemonset", "update", "on-delete"], on_delete),
-        Scenario::new("daemonset/in-place-if-possible-updates-the-image-in-place", "rollingUpdateType InPlaceIfPossible changes the image of every pod without recreating it", &["advanced-daemonset", "update", "in-place"], in_place),
-        Scenario::new("daemonset/in-place-rollout-counts-updating-pods-against-max-unavailable", "with InPlaceIfPossible and maxUnavailable 1, a pod being updated in place is unavailable: no second pod is updated before the first is ready again, even when the kubelet takes a moment to turn it unready", &["advanced-daemonset", "update", "in-place", "max-unavailable"], in_place_slow_readiness),
-        Scenario::new("daemonset/rolling-selector-updates-only-matching-nodes", "rollingUpdate.selector limits the rollout to the pods on nodes it matches", &["advanced-daemonset", "update", "selector"], rolling_selector),
-        Scenario::new("daemonset/node-selector-restricts-pods-to-matching-nodes", "a template nodeSelector on one zone runs one pod per node of that zone; the status counters agree", &["advanced-daemonset", "scheduling", "status"], node_selector),
-        Scenario::new("daemonset/max-surge-and-max-unavailable-bound-the-rollout", "maxSurge 1 / maxUnavailable 0 runs a second pod on a node before stopping the old one; maxUnavailable 2 keeps at least 2 available", &[
+        Scenario::new(
+            "daemonset/paused-rolling-update-touches-no-pod",
+            "with rollingUpdate.paused no pod moves to the new revision until it is resumed",
+            &["smoke", "advanced-daemonset", "update", "paused"],
+            paused,
+        ),
+        Scenario::new(
+            "daemonset/on-delete-updates-only-deleted-pods",
+            "with updateStrategy OnDelete a template change replaces no pod until one is deleted; its replacement runs the new revision",
+            &["advanced-daemonset", "update", "on-delete"],
+            on_delete,
+        ),
+        Scenario::new(
+            "daemonset/in-place-if-possible-updates-the-image-in-place",
+            "rollingUpdateType InPlaceIfPossible changes the image of every pod without recreating it",
+            &["advanced-daemonset", "update", "in-place"],
+            in_place,
+        ),
+        Scenario::new(
+            "daemonset/in-place-rollout-counts-updating-pods-against-max-unavailable",
+            "with InPlaceIfPossible and maxUnavailable 1, a pod being updated in place is unavailable: no second pod is updated before the first is ready again, even when the kubelet takes a moment to turn it unready",
+            &["advanced-daemonset", "update", "in-place", "max-unavailable"],
+            in_place_slow_readiness,
+        ),
+        Scenario::new(
+            "daemonset/rolling-selector-updates-only-matching-nodes",
+            "rollingUpdate.selector limits the rollout to the pods on nodes it matches",
+            &["advanced-daemonset", "update", "selector"],
+            rolling_selector,
+        ),
+        Scenario::new(
+            "daemonset/node-selector-restricts-pods-to-matching-nodes",
+            "a template nodeSelector on one zone runs one pod per node of that zone; the status counters agree",
+            &["advanced-daemonset", "scheduling", "status"],
+            node_selector,
+        ),
+        Scenario::new(
+            "daemonset/max-surge-and-max-unavailable-bound-the-rollout",
+            "maxSurge 1 / maxUnavailable 0 runs a second pod on a node before stopping the old one; maxUnavailable 2 keeps at least 2 available",
+            &[
                 "advanced-daemonset",
                 "update",
                 "max-surge",
                 "max-unavailable",
                 "min-ready-seconds"
-            ], surge_and_unavailable),
-        Scenario::new("daemonset/pre-delete-hook-holds-old-pods", "lifecycle.preDelete.labelsHandler holds the pods a rollout would delete in PreparingDelete until the label goes", &["advanced-daemonset", "lifecycle", "hook"], pre_delete_hook),
-        Scenario::new("daemonset/pre-delete-finalizer-hook-marks-held-pods-not-ready", "lifecycle.preDelete.finalizersHandler holds the pods a rollout would delete in PreparingDelete while the finalizer is on; markPodNotReady turns their KruisePodReady condition False", &["advanced-daemonset", "lifecycle", "hook", "readiness"], pre_delete_finalizer_hook),
-        Scenario::new("daemonset/in-place-update-hook-is-refused", "an Advanced DaemonSet supports only the preDelete hook: a lifecycle.inPlaceUpdate hook is refused at admission", &["advanced-daemonset", "lifecycle", "hook", "webhook"], in_place_update_hook_refused),
-        Scenario::new("daemonset/revision-history-limit-prunes-controller-revisions", "after three updates with revisionHistoryLimit 1 only the live revision and one old one remain", &["advanced-daemonset", "revision-history"], revision_history),
+            ],
+            surge_and_unavailable,
+        ),
+        Scenario::new(
+            "daemonset/pre-delete-hook-holds-old-pods",
+            "lifecycle.preDelete.labelsHandler holds the pods a rollout would delete in PreparingDelete until the label goes",
+            &["advanced-daemonset", "lifecycle", "hook"],
+            pre_delete_hook,
+        ),
+        Scenario::new(
+            "daemonset/pre-delete-finalizer-hook-marks-held-pods-not-ready",
+            "lifecycle.preDelete.finalizersHandler holds the pods a rollout would delete in PreparingDelete while the finalizer is on; markPodNotReady turns their KruisePodReady condition False",
+            &["advanced-daemonset", "lifecycle", "hook", "readiness"],
+            pre_delete_finalizer_hook,
+        ),
+        Scenario::new(
+            "daemonset/in-place-update-hook-is-refused",
+            "an Advanced DaemonSet supports only the preDelete hook: a lifecycle.inPlaceUpdate hook is refused at admission",
+            &["advanced-daemonset", "lifecycle", "hook", "webhook"],
+            in_place_update_hook_refused,
+        ),
+        Scenario::new(
+            "daemonset/revision-history-limit-prunes-controller-revisions",
+            "after three updates with revisionHistoryLimit 1 only the live revision and one old one remain",
+            &["advanced-daemonset", "revision-history"],
+            revision_history,
+        ),
     ]
 }
 

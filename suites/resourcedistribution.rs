@@ -30,13 +30,25 @@ fn requires() -> Requirements {
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
     vec![
-        Scenario::new("resourcedistribution/secret-follows-included-labelled-and-excluded-namespaces", "a Secret is copied to the included and the label-selected namespaces but not the excluded one; updates propagate; a namespace dropped from the targets loses its copy", &["smoke", "resourcedistribution", "secret", "targets"], |ctx| secret_targets(ctx).boxed()).requiring(requires()),
-        Scenario::new("resourcedistribution/configmap-follows-namespace-labels", "targets naming a namespace both included and excluded are refused; a ConfigMap reaches a namespace labelled after the distribution and leaves it when the label goes", &[
+        Scenario::new(
+            "resourcedistribution/secret-follows-included-labelled-and-excluded-namespaces",
+            "a Secret is copied to the included and the label-selected namespaces but not the excluded one; updates propagate; a namespace dropped from the targets loses its copy",
+            &["smoke", "resourcedistribution", "secret", "targets"],
+            |ctx| secret_targets(ctx).boxed(),
+        )
+        .requiring(requires()),
+        Scenario::new(
+            "resourcedistribution/configmap-follows-namespace-labels",
+            "targets naming a namespace both included and excluded are refused; a ConfigMap reaches a namespace labelled after the distribution and leaves it when the label goes",
+            &[
                 "resourcedistribution",
                 "configmap",
                 "namespace-label-selector",
                 "webhook",
-            ], |ctx| configmap_labels(ctx).boxed()).requiring(requires()),
+            ],
+            |ctx| configmap_labels(ctx).boxed(),
+        )
+        .requiring(requires()),
     ]
 }
 

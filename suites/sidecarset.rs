@@ -13,15 +13,29 @@ use crate::scenario::{Ctx, Requirements, Scenario};
 
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
-    vec![Scenario::new("sidecarset/in-place-update-with-injected-sidecar", "with InPlacePodVerticalScaling on, an image change updates pods with an injected sidecar in place (S3)", &["seed", "s3", "in-place"], |ctx| s3_on(ctx, false).boxed()).requiring(Requirements {
+    vec![
+        Scenario::new(
+            "sidecarset/in-place-update-with-injected-sidecar",
+            "with InPlacePodVerticalScaling on, an image change updates pods with an injected sidecar in place (S3)",
+            &["seed", "s3", "in-place"],
+            |ctx| s3_on(ctx, false).boxed(),
+        )
+        .requiring(Requirements {
             apiserver_gates: BTreeMap::from([("InPlacePodVerticalScaling".to_string(), true)]),
             ..Default::default()
         }),
-    Scenario::new("sidecarset/in-place-update-with-injected-sidecar-on-a-real-node", "S3 with the pods on a real node: a real kubelet restarts the container in place", &["s3", "in-place", "real-node", "fidelity"], |ctx| s3_on(ctx, true).boxed()).requiring(Requirements {
+        Scenario::new(
+            "sidecarset/in-place-update-with-injected-sidecar-on-a-real-node",
+            "S3 with the pods on a real node: a real kubelet restarts the container in place",
+            &["s3", "in-place", "real-node", "fidelity"],
+            |ctx| s3_on(ctx, true).boxed(),
+        )
+        .requiring(Requirements {
             apiserver_gates: BTreeMap::from([("InPlacePodVerticalScaling".to_string(), true)]),
             ..Default::default()
         })
-    .on_real_nodes(1)]
+        .on_real_nodes(1),
+    ]
 }
 
 async fn s3_on(ctx: Ctx, real: bool) -> anyhow::Result<()> {

@@ -34,15 +34,45 @@ const CUSTOM_VERSION: &str = "apps.kruise.io/sidecarset-custom-version";
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
     vec![
-        Scenario::new("sidecarset/injection-transfers-env-shares-volumes-and-pairs-hot-upgrade-sidecars", "at pod creation the webhook copies the named envs (envName, envNames) from the source container named directly or by a pod label (fieldRef), shares the app's volume mounts with init sidecars, places init sidecars before the pod's own init containers under podInjectPolicy BeforeAppContainer and after them otherwise, and injects a HotUpgrade sidecar as a pair whose idle half runs hotUpgradeEmptyImage; upgradeType is immutable and a fieldRef must read the pod in apiVersion v1", &["sidecarset", "injection", "transfer-env", "hot-upgrade", "native-sidecar"], |ctx| transfer_and_hot_upgrade(ctx).boxed())
+        Scenario::new(
+            "sidecarset/injection-transfers-env-shares-volumes-and-pairs-hot-upgrade-sidecars",
+            "at pod creation the webhook copies the named envs (envName, envNames) from the source container named directly or by a pod label (fieldRef), shares the app's volume mounts with init sidecars, places init sidecars before the pod's own init containers under podInjectPolicy BeforeAppContainer and after them otherwise, and injects a HotUpgrade sidecar as a pair whose idle half runs hotUpgradeEmptyImage; upgradeType is immutable and a fieldRef must read the pod in apiVersion v1",
+            &["sidecarset", "injection", "transfer-env", "hot-upgrade", "native-sidecar"],
+            |ctx| transfer_and_hot_upgrade(ctx).boxed(),
+        )
         .since("v1.7.0"),
-        Scenario::new("sidecarset/resources-policy-and-volume-devices-set-at-injection", "resourcesPolicy computes a sidecar's limits and requests from the sum or max of the containers its regex selects, in containers and native init sidecars; a pod none of whose containers match is refused, as are SidecarSets mixing resources with resourcesPolicy or giving it to a plain init container; shareVolumeDevicePolicy shares the app's block devices", &["sidecarset", "injection", "resources-policy", "volume-devices", "native-sidecar"], |ctx| resources_and_devices(ctx).boxed())
+        Scenario::new(
+            "sidecarset/resources-policy-and-volume-devices-set-at-injection",
+            "resourcesPolicy computes a sidecar's limits and requests from the sum or max of the containers its regex selects, in containers and native init sidecars; a pod none of whose containers match is refused, as are SidecarSets mixing resources with resourcesPolicy or giving it to a plain init container; shareVolumeDevicePolicy shares the app's block devices",
+            &["sidecarset", "injection", "resources-policy", "volume-devices", "native-sidecar"],
+            |ctx| resources_and_devices(ctx).boxed(),
+        )
         .since("v1.9.0"),
-        Scenario::new("sidecarset/injection-revision-injects-a-historic-sidecar", "injectionStrategy.revision makes new pods get the sidecar of an earlier revision, chosen by customVersion (the revision's custom-version label) or revisionName; an unknown version is refused", &["sidecarset", "injection", "revision"], |ctx| injection_revision(ctx).boxed()),
-        Scenario::new("sidecarset/partial-injection-revision-gives-selected-pods-the-latest", "under injectionStrategy.revision policy Partial, new pods the update selector skips get the named revision's sidecar and pods it picks get the latest", &["sidecarset", "injection", "revision"], |ctx| partial_injection_revision(ctx).boxed())
+        Scenario::new(
+            "sidecarset/injection-revision-injects-a-historic-sidecar",
+            "injectionStrategy.revision makes new pods get the sidecar of an earlier revision, chosen by customVersion (the revision's custom-version label) or revisionName; an unknown version is refused",
+            &["sidecarset", "injection", "revision"],
+            |ctx| injection_revision(ctx).boxed(),
+        ),
+        Scenario::new(
+            "sidecarset/partial-injection-revision-gives-selected-pods-the-latest",
+            "under injectionStrategy.revision policy Partial, new pods the update selector skips get the named revision's sidecar and pods it picks get the latest",
+            &["sidecarset", "injection", "revision"],
+            |ctx| partial_injection_revision(ctx).boxed(),
+        )
         .since("v1.8.0"),
-        Scenario::new("sidecarset/update-order-follows-priority-and-scatter-within-max-unavailable", "a sidecar image change reaches running pods in orderPriority order, one at a time under maxUnavailable 1; with maxUnavailable 50% and a scatter term the first batch of two takes one pod of the scattered zone, never more than two pods updating at once", &["sidecarset", "update", "in-place", "priority", "scatter", "max-unavailable"], |ctx| update_order(ctx).boxed()),
-        Scenario::new("sidecarset/namespace-selects-its-pods-and-reads-back-as-written", "spec.namespace injects a sidecar into the pods of that namespace and not into those of another, and the SidecarSet reads back with spec.namespace as written", &["sidecarset", "injection"], |ctx| namespace_as_written(ctx).boxed()),
+        Scenario::new(
+            "sidecarset/update-order-follows-priority-and-scatter-within-max-unavailable",
+            "a sidecar image change reaches running pods in orderPriority order, one at a time under maxUnavailable 1; with maxUnavailable 50% and a scatter term the first batch of two takes one pod of the scattered zone, never more than two pods updating at once",
+            &["sidecarset", "update", "in-place", "priority", "scatter", "max-unavailable"],
+            |ctx| update_order(ctx).boxed(),
+        ),
+        Scenario::new(
+            "sidecarset/namespace-selects-its-pods-and-reads-back-as-written",
+            "spec.namespace injects a sidecar into the pods of that namespace and not into those of another, and the SidecarSet reads back with spec.namespace as written",
+            &["sidecarset", "injection"],
+            |ctx| namespace_as_written(ctx).boxed(),
+        ),
     ]
 }
 

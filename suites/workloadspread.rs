@@ -14,10 +14,30 @@ use crate::wait::{Check, until};
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
     vec![
-        Scenario::new("workloadspread/cloneset-volume-claim-templates", "a WorkloadSpread with a subset patch over a CloneSet whose container mounts a volumeClaimTemplate is admitted and applied (S1)", &["seed", "s1", "webhook"], |ctx| s1(ctx, Target::CloneSet).boxed()),
-        Scenario::new("workloadspread/statefulset-volume-claim-templates", "the StatefulSet variant of S1", &["s1", "webhook"], |ctx| s1(ctx, Target::StatefulSet).boxed()),
-        Scenario::new("workloadspread/deployment-priority-class-patch", "a subset patching priorityClassName admits pods with the class's priority (S4)", &["seed", "s4", "webhook", "admission"], |ctx| s4(ctx, Target::Deployment).boxed()),
-        Scenario::new("workloadspread/cloneset-priority-class-patch", "the CloneSet variant of S4", &["s4", "webhook", "admission"], |ctx| s4(ctx, Target::CloneSet).boxed()),
+        Scenario::new(
+            "workloadspread/cloneset-volume-claim-templates",
+            "a WorkloadSpread with a subset patch over a CloneSet whose container mounts a volumeClaimTemplate is admitted and applied (S1)",
+            &["seed", "s1", "webhook"],
+            |ctx| s1(ctx, Target::CloneSet).boxed(),
+        ),
+        Scenario::new(
+            "workloadspread/statefulset-volume-claim-templates",
+            "the StatefulSet variant of S1",
+            &["s1", "webhook"],
+            |ctx| s1(ctx, Target::StatefulSet).boxed(),
+        ),
+        Scenario::new(
+            "workloadspread/deployment-priority-class-patch",
+            "a subset patching priorityClassName admits pods with the class's priority (S4)",
+            &["seed", "s4", "webhook", "admission"],
+            |ctx| s4(ctx, Target::Deployment).boxed(),
+        ),
+        Scenario::new(
+            "workloadspread/cloneset-priority-class-patch",
+            "the CloneSet variant of S4",
+            &["s4", "webhook", "admission"],
+            |ctx| s4(ctx, Target::CloneSet).boxed(),
+        ),
         Scenario::new(
             "workloadspread/subset-tolerations-and-preferred-terms-are-injected",
             "a subset's tolerations and preferredNodeSelectorTerms (weight and preference) are injected into the pods it admits, and only into those",
