@@ -45,62 +45,73 @@ async fn s3_on(ctx: Ctx, real: bool) -> anyhow::Result<()> {
         ("busybox:1.36", IMAGE_V2)
     };
     let sidecarset = ctx.unique("logger");
-    create_observed(
-        &ctx,
-        json!({
-            "apiVersion": "apps.kruise.io/v1alpha1",
-            "kind": "SidecarSet",
-            "metadata": {"name": sidecarset},
-            "spec": {
-                "selector": {"matchLabels": {"harness-sidecar": ctx.namespace}},
-                "containers": [{"name": "logger", "image": sidecar_image, "command": ["sleep", "3600"]}]
+    let app = ctx
+        .step("a SidecarSet injects its container into the app's pods", async {
+            create_observed(
+                &ctx,
+                json!({
+                    "apiVersion": "apps.kruise.io/v1alpha1",
+                    "kind": "SidecarSet",
+                    "metadata": {"name": sidecarset},
+                    "spec": {
+                        "selector": {"matchLabels": {"harness-sidecar": ctx.namespace}},
+                        "containers": [{"name": "logger", "image": sidecar_image, "command": ["sleep", "3600"]}]
+                    }
+                }),
+            )
+            .await?;
+            let mut app = CloneSet::new("app");
+            if real {
+                app = app.on_real_nodes();
             }
-        }),
-    )
-    .await?;
-    let mut app = CloneSet::new("app");
-    if real {
-        app = app.on_real_nodes();
-    }
-    let app = app
-        .replicas(2)
-        .in_place_if_possible()
-        .label("harness-sidecar", &ctx.namespace)
-        .resources(json!({
-            "requests": {"cpu": "100m", "memory": "64Mi"},
-            "limits": {"cpu": "200m", "memory": "128Mi"}
-        }))
-        .create(&ctx)
+            let app = app
+                .replicas(2)
+                .in_place_if_possible()
+                .label("harness-sidecar", &ctx.namespace)
+                .resources(json!({
+                    "requests": {"cpu": "100m", "memory": "64Mi"},
+                    "limits": {"cpu": "200m", "memory": "128Mi"}
+                }))
+                .create(&ctx)
+                .await?;
+            app.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
+            for p in pods(&ctx, "app=app").await? {
+                let names: Vec<String> = p
+                    .spec
+                    .as_ref()
+                    .map(|s| s.containers.iter().map(|c| c.name.clone()).collect())
+                    .unwrap_or_default();
+                ensure!(
+                    names.contains(&"logger".to_string()),
+                    "sidecar not injected into {:?}: {names:?}",
+                    p.metadata.name
+                );
+            }
+            Ok(app)
+        })
         .await?;
-    app.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
     let before = pod_uids(&ctx, "app=app").await?;
-    for p in pods(&ctx, "app=app").await? {
-        let names: Vec<String> = p
-            .spec
-            .as_ref()
-            .map(|s| s.containers.iter().map(|c| c.name.clone()).collect())
-            .unwrap_or_default();
-        ensure!(
-            names.contains(&"logger".to_string()),
-            "sidecar not injected into {:?}: {names:?}",
-            p.metadata.name
-        );
-    }
-    app.set_image(v2).await?;
-    app.wait_rolled_out(2, ctx.timeouts.converge, &["FailedUpdatePodInPlace"])
-        .await?;
-    ensure!(
-        before == pod_uids(&ctx, "app=app").await?,
-        "pods were recreated instead of updated in place"
-    );
-    for p in pods(&ctx, "app=app").await? {
-        let s = container_status(&p, "main");
-        ensure!(
-            s.as_ref()
-                .is_some_and(|s| s.image == v2 && s.restart_count >= 1),
-            "container main of {:?} was not restarted with {v2}: {s:?}",
-            p.metadata.name
-        );
-    }
-    Ok(())
+    ctx.step(
+        "an image change updates the app's container in place",
+        async {
+            app.set_image(v2).await?;
+            app.wait_rolled_out(2, ctx.timeouts.converge, &["FailedUpdatePodInPlace"])
+                .await?;
+            ensure!(
+                before == pod_uids(&ctx, "app=app").await?,
+                "pods were recreated instead of updated in place"
+            );
+            for p in pods(&ctx, "app=app").await? {
+                let s = container_status(&p, "main");
+                ensure!(
+                    s.as_ref()
+                        .is_some_and(|s| s.image == v2 && s.restart_count >= 1),
+                    "container main of {:?} was not restarted with {v2}: {s:?}",
+                    p.metadata.name
+                );
+            }
+            Ok(())
+        },
+    )
+    .await
 }
