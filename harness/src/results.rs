@@ -198,6 +198,27 @@ pub struct UpgradeReport {
 }
 
 #[cfg(test)]
+impl ScenarioResult {
+    /// A result of scenario `name` for unit tests: attempt 1 on `default`, `seconds` long,
+    /// with `failure`, and nothing else.
+    pub fn fixture(name: &str, outcome: Outcome, seconds: f64, failure: Option<&str>) -> Self {
+        Self {
+            scenario: name.into(),
+            suite: name.split('/').next().unwrap_or(name).into(),
+            attempt: 1,
+            profile: "default".into(),
+            outcome,
+            failure: failure.map(str::to_string),
+            seconds,
+            diagnostics: None,
+            sent: Sends::default(),
+            failed_tries: vec![],
+            steps: vec![],
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

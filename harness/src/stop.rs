@@ -68,6 +68,24 @@ impl Drop for Salvage {
     }
 }
 
+/// Spawns `command` as the leader of a process group of its own, stdin closed, stdout and
+/// stderr to `log`; the [`GroupKill`] it returns ends the group (the command and every process
+/// it started) when dropped, and the child is killed if dropped first.
+pub fn spawn_group(
+    command: &mut tokio::process::Command,
+    log: std::fs::File,
+) -> std::io::Result<(tokio::process::Child, Option<GroupKill>)> {
+    let child = command
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()?;
+    let group = child.id().map(GroupKill);
+    Ok((child, group))
+}
+
 /// Kills a process group (SIGKILL) when dropped: a child started with `process_group(0)` and
 /// every process it started end with the work that holds it, however that work ends (a
 /// stopped command is dropped).

@@ -319,20 +319,16 @@ pub async fn run_test(test: &Test, settings: &Settings, ctx: &Ctx) -> anyhow::Re
     if let Some(kubectl) = ctx.facts.kubectl.as_ref().and_then(|k| k.parent()) {
         path = format!("{}:{path}", kubectl.display());
     }
-    let mut child = tokio::process::Command::new(chainsaw)
-        .args(invocation.args())
-        .env("KUBECONFIG", kubeconfig)
-        .env("PATH", path)
-        .current_dir(work.path())
-        .stdin(std::process::Stdio::null())
-        .stdout(log_file.try_clone()?)
-        .stderr(log_file)
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("run {}", chainsaw.display()))?;
     // Scripts' processes share chainsaw's group and end with it, however the scenario ends.
-    let _group = child.id().map(crate::stop::GroupKill);
+    let (mut child, _group) = crate::stop::spawn_group(
+        tokio::process::Command::new(chainsaw)
+            .args(invocation.args())
+            .env("KUBECONFIG", kubeconfig)
+            .env("PATH", path)
+            .current_dir(work.path()),
+        log_file,
+    )
+    .with_context(|| format!("run {}", chainsaw.display()))?;
     let status = child.wait().await?;
     let output = std::fs::read_to_string(&log).unwrap_or_default();
     let report = match std::fs::read_to_string(invocation.report()) {

@@ -292,19 +292,7 @@ mod tests {
     use crate::results::ScenarioResult;
 
     fn result(name: &str, outcome: Outcome, seconds: f64, failure: Option<&str>) -> ScenarioResult {
-        ScenarioResult {
-            scenario: name.into(),
-            suite: name.split('/').next().unwrap().into(),
-            attempt: 1,
-            profile: "default".into(),
-            outcome,
-            failure: failure.map(str::to_string),
-            seconds,
-            diagnostics: None,
-            sent: Default::default(),
-            failed_tries: vec![],
-            steps: vec![],
-        }
+        ScenarioResult::fixture(name, outcome, seconds, failure)
     }
 
     fn run(id: &str, results: Vec<ScenarioResult>) -> Run {

@@ -130,19 +130,7 @@ mod tests {
     use crate::results::Verdict;
 
     fn result(name: &str, outcome: Outcome, failure: Option<&str>) -> ScenarioResult {
-        ScenarioResult {
-            scenario: name.into(),
-            suite: "s".into(),
-            attempt: 1,
-            profile: "default".into(),
-            outcome,
-            failure: failure.map(str::to_string),
-            seconds: 1.0,
-            diagnostics: None,
-            sent: Default::default(),
-            failed_tries: vec![],
-            steps: vec![],
-        }
+        ScenarioResult::fixture(name, outcome, 1.0, failure)
     }
 
     #[test]
