@@ -403,8 +403,10 @@ async fn revision_history(ctx: Ctx) -> anyhow::Result<()> {
         .await?;
     }
     // The controller keeps a SidecarSet's revisions in its own namespace.
-    let revs: kube::Api<k8s_openapi::api::apps::v1::ControllerRevision> =
-        kube::Api::namespaced(ctx.client.clone(), crate::controller::openkruise::NAMESPACE);
+    let revs: kube::Api<k8s_openapi::api::apps::v1::ControllerRevision> = kube::Api::namespaced(
+        ctx.client.clone(),
+        ctx.facts.controller.controller().namespace(),
+    );
     let selector = format!("kruise.io/sidecarset-name={name}");
     let what = "the SidecarSet's revisions pruned to revisionHistoryLimit";
     crate::scenario::wait::until(&api, &name, what, ctx.timeouts.converge, move |_| {

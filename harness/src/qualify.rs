@@ -226,7 +226,7 @@ pub enum Driven {
         /// The candidate.
         candidate: ControllerRef,
         /// The verdict.
-        qualification: Qualification,
+        qualification: Box<Qualification>,
         /// Whether a result was flaky while flaky results fail the qualification.
         failed_on_flaky: bool,
     },
@@ -312,7 +312,7 @@ pub async fn drive(
     Ok(Driven::Qualified {
         baseline,
         candidate,
-        qualification,
+        qualification: Box::new(qualification),
         failed_on_flaky: request.select.fail_on_flaky && flaky,
     })
 }

@@ -136,3 +136,76 @@ fn the_scan_sees_grouped_and_plain_uses_and_skips_comments_and_tests() {
     let names: Vec<String> = uses(text).into_iter().map(|(_, n)| n).collect();
     assert_eq!(names, ["cluster", "run", "matrix"]);
 }
+
+/// The names of OpenKruise's implementation: its Go module and controller module, its
+/// binaries, its namespace and its components. The APIs it serves (`apps.kruise.io`,
+/// `CloneSet`) are what the scenarios test, and are not among them.
+const IMPLEMENTATION_NAMES: &[&str] = &[
+    "openkruise",
+    "kruise-manager",
+    "kruise-daemon",
+    "kruise-system",
+    "kruise-e2e",
+    "kruise-controller",
+];
+
+/// The code of `text` (comments and the trailing test module left out), line by line.
+fn code_lines(text: &str) -> Vec<(usize, &str)> {
+    let mut out = vec![];
+    for (i, line) in text.lines().enumerate() {
+        let code = line.trim_start();
+        if code.starts_with("#[cfg(test)]") {
+            break;
+        }
+        if code.starts_with("//") {
+            continue;
+        }
+        out.push((i + 1, line));
+    }
+    out
+}
+
+#[test]
+fn above_the_controller_layer_no_code_names_openkruise() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let controller = layer("controller").unwrap();
+    let mut files = vec![];
+    sources(&root.join("harness/src"), &mut files);
+    sources(&root.join("suites"), &mut files);
+    files.sort();
+    let mut found = vec![];
+    let mut read = 0;
+    for file in &files {
+        let module = module_of(root, file).unwrap();
+        if layer(&module).is_none_or(|l| l <= controller) {
+            continue;
+        }
+        read += 1;
+        let text = std::fs::read_to_string(file).unwrap();
+        for (n, line) in code_lines(&text) {
+            let lower = line.to_lowercase();
+            if let Some(name) = IMPLEMENTATION_NAMES.iter().find(|w| lower.contains(*w)) {
+                found.push(format!(
+                    "{}:{n}: `{name}` in {}",
+                    file.strip_prefix(root).unwrap().display(),
+                    line.trim()
+                ));
+            }
+        }
+    }
+    assert!(
+        read > 50,
+        "the scan read the files above the controller layer"
+    );
+    assert!(
+        found.is_empty(),
+        "OpenKruise is reached only through the Controller trait above its layer:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_name_scan_skips_comments_and_tests() {
+    let text = "// openkruise\nlet a = 1;\n#[cfg(test)]\nlet b = \"openkruise\";\n";
+    assert_eq!(code_lines(text), [(2, "let a = 1;")]);
+}

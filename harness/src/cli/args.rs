@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::cluster::any::{self, ProviderConfig};
 use crate::cluster::{Profile, parse_key_values};
+use crate::controller::ControllerRef;
 use crate::toolchain::KubeVersion;
 
 #[derive(Debug, Parser)]
@@ -364,7 +365,7 @@ pub struct RunArgs {
     #[arg(long = "k8s", default_value = crate::toolchain::versions::DEFAULT_KUBERNETES)]
     pub kubernetes: String,
     /// Controller under test.
-    #[arg(long, default_value = "openkruise@v1.9.0", value_name = "NAME@TAG")]
+    #[arg(long, default_value_t = ControllerRef::default_ref().to_string(), value_name = "NAME@TAG")]
     pub controller: String,
     #[command(flatten)]
     pub select: Selection,
@@ -883,7 +884,7 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 5)]
         runs: usize,
         /// Controller, e.g. openkruise@v1.9.0.
-        #[arg(long = "controller", default_value = "openkruise@v1.9.0")]
+        #[arg(long = "controller", default_value_t = ControllerRef::default_ref().to_string())]
         controller: String,
     },
 }

@@ -294,9 +294,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             daemon,
             upstream_e2e,
         }) => {
-            let extras = crate::controller::openkruise::BuildExtras {
-                daemon,
-                upstream_e2e,
+            let extras = crate::controller::BuildExtras {
+                node: daemon,
+                e2e: upstream_e2e,
             };
             let tools = Tools {
                 kwokctl,
@@ -554,7 +554,10 @@ fn cluster_list() -> anyhow::Result<ExitCode> {
 
 async fn bundle_install(cluster: String, controller: ControllerArgs) -> anyhow::Result<ExitCode> {
     let Some(choice) = controller.choice()? else {
-        bail!("name the controller with --controller, e.g. openkruise@v1.9.0");
+        bail!(
+            "name the controller with --controller, e.g. {}",
+            crate::controller::ControllerRef::default_ref()
+        );
     };
     if let Some(note) = choice.reference.note() {
         eprintln!("note: {note}");
@@ -618,7 +621,7 @@ async fn toolchain_build(
     kubernetes: Vec<String>,
     tools: Tools,
     controllers: Vec<String>,
-    extras: crate::controller::openkruise::BuildExtras,
+    extras: crate::controller::BuildExtras,
 ) -> anyhow::Result<ExitCode> {
     let tc = toolchain();
     let controllers: Vec<crate::controller::ControllerRef> = controllers
@@ -630,7 +633,7 @@ async fn toolchain_build(
             eprintln!("note: {note}");
         }
         let print = |what: String, path: &Path| println!("{what}\t{}", path.display());
-        crate::controller::openkruise::build_release(&tc, c, extras, &print).await?;
+        c.controller().build_artifacts(&tc, extras, &print).await?;
     }
     if !controllers.is_empty() && kubernetes.is_empty() {
         return Ok(ExitCode::SUCCESS);

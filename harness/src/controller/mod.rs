@@ -81,6 +81,94 @@ pub trait Controller: fmt::Debug + Send + Sync {
         toolchain: &'a Toolchain,
         gates: &'a BTreeMap<String, bool>,
     ) -> BoxFuture<'a, Result<Installation, ControllerError>>;
+
+    /// The namespace its components run in (where it keeps what it owns cluster-wide, e.g.
+    /// revisions of cluster-scoped objects).
+    fn namespace(&self) -> &'static str;
+
+    /// The Deployment its manager ships as (namespace, name), for reproduction scripts that
+    /// restart it with `kubectl` on a cluster where it runs as pods; `None` if it ships none.
+    fn deployment(&self) -> Option<(&'static str, &'static str)> {
+        None
+    }
+
+    /// The kinds only its node-level components serve (they act on the node: pull images,
+    /// restart containers, probe): on a cell without real nodes, objects of these kinds are
+    /// never served.
+    fn node_kinds(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Its own end-to-end suite, when it ships one the harness can run
+    /// (`run --upstream-e2e`); `None` by default.
+    fn e2e_suite(&self) -> Option<Box<dyn E2eSuite>> {
+        None
+    }
+
+    /// Builds (or finds cached) what `harness toolchain build` asks of it: its manager always,
+    /// and the `extras` it has, handing `built` what each is and its path as soon as it is
+    /// ready. By default: [`prepare`](Self::prepare), announced without a path.
+    fn build_artifacts<'a>(
+        &'a self,
+        toolchain: &'a Toolchain,
+        extras: BuildExtras,
+        built: &'a (dyn Fn(String, &Path) + Sync),
+    ) -> BoxFuture<'a, anyhow::Result<()>> {
+        let _ = extras;
+        Box::pin(async move {
+            self.prepare(toolchain).await?;
+            built(self.reference().to_string(), Path::new("-"));
+            Ok(())
+        })
+    }
+}
+
+/// What is built of a release beside its manager (`harness toolchain build`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BuildExtras {
+    /// Its node-level components (for real nodes).
+    pub node: bool,
+    /// Its own end-to-end suite.
+    pub e2e: bool,
+}
+
+/// A controller's own end-to-end suite (a Ginkgo suite built from its module), run against a
+/// cell as the controller's CI runs it. Everything is read from the suite's release: a
+/// suite may be another release's than the controller under test's.
+pub trait E2eSuite: Send + Sync {
+    /// Whose suite it is.
+    fn reference(&self) -> &ControllerRef;
+
+    /// Builds (or finds cached) the suite's test binary.
+    fn build<'a>(&'a self, toolchain: &'a Toolchain) -> BoxFuture<'a, anyhow::Result<PathBuf>>;
+
+    /// Builds (or finds cached) the `ginkgo` command at the version the suite is built with,
+    /// which runs it in parallel processes.
+    fn ginkgo<'a>(&'a self, toolchain: &'a Toolchain) -> BoxFuture<'a, anyhow::Result<PathBuf>>;
+
+    /// The images its specs run, as far as its sources say (real nodes pull stand-ins).
+    fn images(&self) -> BoxFuture<'_, anyhow::Result<Vec<crate::toolchain::images::Reference>>>;
+
+    /// What its CI creates before the controller is installed (its e2e configuration, the
+    /// StorageClasses its specs use): seeded into the cluster.
+    fn seed_objects(&self) -> BoxFuture<'_, anyhow::Result<Vec<serde_json::Value>>>;
+
+    /// What its CI applies after the controller is up and before the suite (from other
+    /// projects), in order.
+    fn before_suite(&self) -> BoxFuture<'_, anyhow::Result<Vec<serde_json::Value>>>;
+
+    /// The feature gates its CI gives the controller under test `manager` and the cluster.
+    fn ci_gates<'a>(&'a self, manager: &'a ControllerRef)
+    -> BoxFuture<'a, anyhow::Result<CiGates>>;
+}
+
+/// The feature gates a controller's CI runs its suite with.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CiGates {
+    /// The controller's (its manager's and its node components').
+    pub controller: BTreeMap<String, bool>,
+    /// The cluster's (its components' `--feature-gates`).
+    pub cluster: BTreeMap<String, bool>,
 }
 
 /// One running part of an installed controller (OpenKruise: its manager, and on real nodes a
@@ -663,18 +751,124 @@ pub fn forbidden_lines(log: &str, window: &Window) -> Vec<String> {
         .collect()
 }
 
-/// The controllers the harness knows how to build and install.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum ControllerKind {
-    /// OpenKruise (github.com/openkruise/kruise).
-    OpenKruise,
+/// A kind of controller the harness can build and install, by the name a [`ControllerRef`]
+/// gives it (`openkruise` in `openkruise@v1.9.0`): what is known of it before a version is
+/// chosen, and how to make the [`Controller`] of one version. [`register`] adds one.
+pub trait Family: Send + Sync {
+    /// Its name on the command line.
+    fn name(&self) -> &'static str;
+
+    /// Other names it answers to.
+    fn aliases(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// The Go module a checkout of it must declare.
+    fn module(&self) -> &'static str;
+
+    /// The version a run uses when none is named.
+    fn default_version(&self) -> &'static str;
+
+    /// A note for the user about version `version`, if any (e.g. a tag that aliases another).
+    fn note(&self, version: &str) -> Option<String> {
+        let _ = version;
+        None
+    }
+
+    /// Its releases: the versions of its module the module proxy lists.
+    fn releases<'a>(&'a self, go: &'a GoEnv) -> BoxFuture<'a, Result<Vec<String>, ToolchainError>>;
+
+    /// The feature gates `reference` knows, read from its sources (sorted).
+    fn known_gates<'a>(
+        &'a self,
+        go: &'a GoEnv,
+        reference: &'a ControllerRef,
+    ) -> BoxFuture<'a, Result<Vec<String>, ControllerError>>;
+
+    /// The implementation of `reference`; with `behind_proxy`, its manager talks to the
+    /// apiserver through a proxy ([`crate::cluster::proxy`], exposed by
+    /// [`Installation::proxy`]) when installed on the local provider.
+    fn controller(&self, reference: &ControllerRef, behind_proxy: bool) -> Box<dyn Controller>;
 }
+
+/// The registered families, the default first.
+static FAMILIES: std::sync::LazyLock<std::sync::RwLock<Vec<&'static dyn Family>>> =
+    std::sync::LazyLock::new(|| std::sync::RwLock::new(vec![&openkruise::FAMILY]));
+
+/// Makes `family` known by its name (and aliases) to every [`ControllerRef`] parsed from now
+/// on: how a controller the harness does not bundle is brought under test. A name already
+/// known is refused.
+pub fn register(family: &'static dyn Family) -> Result<(), RefError> {
+    let mut all = FAMILIES.write().expect("not poisoned");
+    let names = |f: &dyn Family| {
+        std::iter::once(f.name())
+            .chain(f.aliases().iter().copied())
+            .collect::<Vec<_>>()
+    };
+    for f in all.iter() {
+        if let Some(n) = names(family).into_iter().find(|n| names(*f).contains(n)) {
+            return Err(RefError::Taken { name: n.into() });
+        }
+    }
+    all.push(family);
+    Ok(())
+}
+
+/// The family named `name` (or one of its aliases), ignoring case.
+pub fn family(name: &str) -> Option<&'static dyn Family> {
+    FAMILIES
+        .read()
+        .expect("not poisoned")
+        .iter()
+        .copied()
+        .find(|f| {
+            f.name().eq_ignore_ascii_case(name)
+                || f.aliases().iter().any(|a| a.eq_ignore_ascii_case(name))
+        })
+}
+
+/// The names of the registered families, the default first.
+pub fn families() -> Vec<&'static str> {
+    FAMILIES
+        .read()
+        .expect("not poisoned")
+        .iter()
+        .map(|f| f.name())
+        .collect()
+}
+
+/// Which controller a [`ControllerRef`] names: a registered [`Family`]'s name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ControllerKind(String);
 
 impl ControllerKind {
     /// Its name on the command line.
-    pub fn name(&self) -> &'static str {
-        match self {
-            ControllerKind::OpenKruise => "openkruise",
+    pub fn name(&self) -> &str {
+        &self.0
+    }
+
+    /// Its family. Every kind is made from a registered one, so this does not fail.
+    pub fn family(&self) -> &'static dyn Family {
+        family(&self.0).unwrap_or_else(|| panic!("controller `{}` is registered", self.0))
+    }
+}
+
+impl Serialize for ControllerKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for ControllerKind {
+    /// A registered name, in any case (reports of earlier versions wrote `OpenKruise`).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        match family(&name) {
+            Some(f) => Ok(Self(f.name().into())),
+            None => Err(serde::de::Error::custom(format!(
+                "unknown controller `{name}`; known: {}",
+                families().join(", ")
+            ))),
         }
     }
 }
@@ -704,11 +898,19 @@ pub enum RefError {
         given: String,
     },
     /// Unknown controller name.
-    #[error("parse controller `{given}`: unknown controller `{name}`; known: openkruise")]
+    #[error("parse controller `{given}`: unknown controller `{name}`; known: {known}")]
     Unknown {
         /// Input.
         given: String,
         /// Name part.
+        name: String,
+        /// The registered names.
+        known: String,
+    },
+    /// A family registered under a name already taken.
+    #[error("register controller `{name}`: the name is taken")]
+    Taken {
+        /// The name.
         name: String,
     },
     /// A path that is not a checkout of the controller's module.
@@ -740,13 +942,20 @@ pub enum RefError {
 }
 
 impl ControllerRef {
-    /// The default controller under test: OpenKruise v1.9.0.
+    /// The default controller under test: the first registered family (OpenKruise) at its
+    /// default version.
     pub fn default_ref() -> Self {
+        let f = FAMILIES.read().expect("not poisoned")[0];
         Self {
-            kind: ControllerKind::OpenKruise,
-            version: openkruise::DEFAULT_VERSION.into(),
+            kind: ControllerKind(f.name().into()),
+            version: f.default_version().into(),
             checkout: None,
         }
+    }
+
+    /// Its family.
+    pub fn family(&self) -> &'static dyn Family {
+        self.kind.family()
     }
 
     /// A name safe in file and cluster names: the version, or `checkout-<describe>`.
@@ -773,43 +982,34 @@ impl ControllerRef {
 
     /// A note for the user about this release, if any (e.g. a tag that aliases another).
     pub fn note(&self) -> Option<String> {
-        match self.kind {
-            ControllerKind::OpenKruise => openkruise::tag_note(&self.version),
-        }
+        self.family().note(&self.version)
     }
 
     /// The releases of this controller: the versions of its Go module the module proxy lists.
     pub async fn releases(&self, go: &GoEnv) -> Result<Vec<String>, ToolchainError> {
-        match self.kind {
-            ControllerKind::OpenKruise => openkruise::releases(go).await,
-        }
+        self.family().releases(go).await
     }
 
     /// The feature gates this version knows, read from its sources (sorted).
     pub async fn known_gates(&self, go: &GoEnv) -> Result<Vec<String>, ControllerError> {
-        match self.kind {
-            ControllerKind::OpenKruise => openkruise::gates(go, self).await,
-        }
+        self.family().known_gates(go, self).await
     }
 
     /// Its implementation.
     pub fn controller(&self) -> Box<dyn Controller> {
-        match self.kind {
-            ControllerKind::OpenKruise => Box::new(openkruise::OpenKruise::new(self.clone())),
-        }
+        self.family().controller(self, false)
     }
 
     /// Its implementation, whose manager talks to the apiserver through a proxy
     /// ([`crate::cluster::proxy`], exposed by [`Installation::proxy`]) when installed on the
     /// local provider; on other hosts the same as [`ControllerRef::controller`].
     pub fn controller_behind_proxy(&self) -> Box<dyn Controller> {
-        match self.kind {
-            ControllerKind::OpenKruise => {
-                let mut c = openkruise::OpenKruise::new(self.clone());
-                c.proxy = true;
-                Box::new(c)
-            }
-        }
+        self.family().controller(self, true)
+    }
+
+    /// The same controller at `version` (a release tag or commit).
+    pub fn at(&self, version: &str) -> Result<Self, RefError> {
+        format!("{}@{version}", self.kind.name()).parse()
     }
 }
 
@@ -820,19 +1020,16 @@ impl FromStr for ControllerRef {
         let (name, tag) = s
             .split_once('@')
             .ok_or_else(|| RefError::Malformed { given: s.into() })?;
-        let kind = match name {
-            "openkruise" | "kruise" => ControllerKind::OpenKruise,
-            _ => {
-                return Err(RefError::Unknown {
-                    given: s.into(),
-                    name: name.into(),
-                });
-            }
+        let Some(family) = family(name) else {
+            return Err(RefError::Unknown {
+                given: s.into(),
+                name: name.into(),
+                known: families().join(", "),
+            });
         };
+        let kind = ControllerKind(family.name().into());
         if tag.starts_with('/') || tag.starts_with('.') {
-            let module = match kind {
-                ControllerKind::OpenKruise => openkruise::MODULE,
-            };
+            let module = family.module();
             let not = |why: String| RefError::NotACheckout {
                 given: s.into(),
                 path: PathBuf::from(tag),
@@ -1048,5 +1245,77 @@ mod tests {
         let r: ControllerRef = "openkruise@v1.7.5".parse().unwrap();
         assert!(r.note().unwrap().contains("v1.8.3"));
         assert!(ControllerRef::default_ref().note().is_none());
+    }
+
+    /// A family that only answers to its name (no builds, no releases).
+    #[derive(Debug)]
+    struct Stand(&'static str, &'static [&'static str]);
+
+    impl Family for Stand {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn aliases(&self) -> &'static [&'static str] {
+            self.1
+        }
+        fn module(&self) -> &'static str {
+            "example.com/stand"
+        }
+        fn default_version(&self) -> &'static str {
+            "v0.1.0"
+        }
+        fn releases<'a>(
+            &'a self,
+            _: &'a GoEnv,
+        ) -> BoxFuture<'a, Result<Vec<String>, ToolchainError>> {
+            Box::pin(async { Ok(vec!["v0.1.0".into()]) })
+        }
+        fn known_gates<'a>(
+            &'a self,
+            _: &'a GoEnv,
+            _: &'a ControllerRef,
+        ) -> BoxFuture<'a, Result<Vec<String>, ControllerError>> {
+            Box::pin(async { Ok(vec![]) })
+        }
+        fn controller(&self, _: &ControllerRef, _: bool) -> Box<dyn Controller> {
+            unimplemented!("not installed in unit tests")
+        }
+    }
+
+    #[test]
+    fn a_registered_family_is_parsed_and_read_back_and_its_names_are_its_own() {
+        static STAND: Stand = Stand("stand-a", &["stand-alias"]);
+        register(&STAND).unwrap();
+        let r: ControllerRef = "stand-alias@v0.1.0".parse().unwrap();
+        assert_eq!(r.to_string(), "stand-a@v0.1.0");
+        assert_eq!(r.family().module(), "example.com/stand");
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["controller"], "stand-a");
+        let back: ControllerRef = serde_json::from_value(json).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(r.at("v0.2.0").unwrap().to_string(), "stand-a@v0.2.0");
+        // The default stays the first family; a taken name is refused.
+        assert_eq!(ControllerRef::default_ref().kind.name(), "openkruise");
+        static CLASH: Stand = Stand("stand-b", &["kruise"]);
+        let e = register(&CLASH).unwrap_err().to_string();
+        assert!(e.contains("`kruise`") && e.contains("taken"), "{e}");
+        assert!(family("stand-b").is_none());
+        let e = "nope@v1.0.0"
+            .parse::<ControllerRef>()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("known: openkruise, stand-a"), "{e}");
+    }
+
+    #[test]
+    fn reports_of_earlier_versions_name_the_controller_in_any_case() {
+        let json = serde_json::json!({"controller": "OpenKruise", "version": "v1.9.0"});
+        let r: ControllerRef = serde_json::from_value(json).unwrap();
+        assert_eq!(r, ControllerRef::default_ref());
+        let json = serde_json::json!({"controller": "argo", "version": "v1.0.0"});
+        let e = serde_json::from_value::<ControllerRef>(json)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown controller `argo`"), "{e}");
     }
 }

@@ -32,8 +32,8 @@ use kube::runtime::wait::{Condition, conditions};
 use serde_json::{Value, json};
 
 use super::{
-    Component, Controller, ControllerError, ControllerRef, Host, Installation, Manager,
-    http_get_status,
+    BuildExtras, Component, Controller, ControllerError, ControllerRef, E2eSuite, Family, Host,
+    Installation, Manager, http_get_status,
 };
 use crate::cluster::local::components::ComponentSpec;
 use crate::cluster::local::pki::{Credentials, render_kubeconfig};
@@ -59,6 +59,53 @@ pub const VALIDATING_WEBHOOKS: &str = "kruise-validating-webhook-configuration";
 /// Kinds of `config/default` that are not applied: the manager runs as a local process, and
 /// so do the node daemons of real nodes (kwok nodes have none).
 pub const SKIPPED_KINDS: &[&str] = &["Deployment", "DaemonSet"];
+
+/// OpenKruise as a [`Family`]: `openkruise@<tag>` (or `kruise@<tag>`).
+pub static FAMILY: OpenKruiseFamily = OpenKruiseFamily;
+
+/// See [`FAMILY`].
+#[derive(Debug)]
+pub struct OpenKruiseFamily;
+
+impl Family for OpenKruiseFamily {
+    fn name(&self) -> &'static str {
+        "openkruise"
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        &["kruise"]
+    }
+
+    fn module(&self) -> &'static str {
+        MODULE
+    }
+
+    fn default_version(&self) -> &'static str {
+        DEFAULT_VERSION
+    }
+
+    fn note(&self, version: &str) -> Option<String> {
+        tag_note(version)
+    }
+
+    fn releases<'a>(&'a self, go: &'a GoEnv) -> BoxFuture<'a, Result<Vec<String>, ToolchainError>> {
+        Box::pin(releases(go))
+    }
+
+    fn known_gates<'a>(
+        &'a self,
+        go: &'a GoEnv,
+        reference: &'a ControllerRef,
+    ) -> BoxFuture<'a, Result<Vec<String>, ControllerError>> {
+        Box::pin(gates(go, reference))
+    }
+
+    fn controller(&self, reference: &ControllerRef, behind_proxy: bool) -> Box<dyn Controller> {
+        let mut c = OpenKruise::new(reference.clone());
+        c.proxy = behind_proxy;
+        Box::new(c)
+    }
+}
 
 /// What to tell a user who asks for `tag`.
 pub fn tag_note(tag: &str) -> Option<String> {
@@ -226,32 +273,23 @@ pub async fn build_ref(
     }
 }
 
-/// What is built of a release beside its manager.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct BuildExtras {
-    /// The node daemon (kruise-daemon, for real nodes).
-    pub daemon: bool,
-    /// The release's own end-to-end suite.
-    pub upstream_e2e: bool,
-}
-
 /// Builds (or finds cached) the manager of `reference` and the `extras`, handing `built` what
 /// each is and its path as soon as it is ready.
 pub async fn build_release(
     toolchain: &Toolchain,
     reference: &super::ControllerRef,
     extras: BuildExtras,
-    built: &dyn Fn(String, &Path),
+    built: &(dyn Fn(String, &Path) + Sync),
 ) -> anyhow::Result<()> {
     let c = reference;
     built(c.to_string(), &build_ref(toolchain, c).await?);
-    if extras.daemon {
+    if extras.node {
         built(
             format!("{c} daemon"),
             &daemon::build_ref(toolchain, c).await?,
         );
     }
-    if extras.upstream_e2e {
+    if extras.e2e {
         built(
             format!("{c} upstream e2e"),
             &e2e::build_ref(toolchain, c).await?,
@@ -376,6 +414,31 @@ impl Controller for OpenKruise {
                 proxy,
             })
         })
+    }
+
+    fn namespace(&self) -> &'static str {
+        NAMESPACE
+    }
+
+    fn deployment(&self) -> Option<(&'static str, &'static str)> {
+        Some((NAMESPACE, "kruise-controller-manager"))
+    }
+
+    fn node_kinds(&self) -> &'static [&'static str] {
+        daemon::DAEMON_KINDS
+    }
+
+    fn e2e_suite(&self) -> Option<Box<dyn E2eSuite>> {
+        Some(Box::new(e2e::Suite::of(&self.reference)))
+    }
+
+    fn build_artifacts<'a>(
+        &'a self,
+        toolchain: &'a Toolchain,
+        extras: BuildExtras,
+        built: &'a (dyn Fn(String, &Path) + Sync),
+    ) -> BoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(build_release(toolchain, &self.reference, extras, built))
     }
 }
 
@@ -645,7 +708,7 @@ pub async fn install_local(
         .await?;
     let kubectl = kube_bins.path("kubectl");
     let reference = ControllerRef {
-        kind: super::ControllerKind::OpenKruise,
+        kind: super::ControllerKind(FAMILY.name().into()),
         version: tag.clone(),
         checkout: options.checkout.clone(),
     };

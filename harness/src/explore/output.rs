@@ -40,7 +40,10 @@ pub fn write_finding(
     write(&dir.join("trial.yaml"), &r.trial.to_yaml())?;
     write(&dir.join("original.yaml"), &r.original.to_yaml())?;
     write(&dir.join("finding.json"), &serde_json::to_string_pretty(r)?)?;
-    write(&dir.join("chainsaw-test.yaml"), &chainsaw_test(s, r))?;
+    write(
+        &dir.join("chainsaw-test.yaml"),
+        &chainsaw_test(s, r, controller),
+    )?;
     write(&dir.join("manager.log"), manager_log)?;
     write(&dir.join("ledger.yaml"), &ledger_entry(s, r, controller))?;
     Ok(())
@@ -77,7 +80,8 @@ fn created(s: &Subject, fields: &super::trial::Fields, name: &str) -> Value {
 /// The trial as a chainsaw test: each step an operation, in order; the step that fired an
 /// admission finding expects the answer the rule wants (the twin's), and a behaviour trial
 /// ends with the object's status caught up with its spec.
-pub fn chainsaw_test(s: &Subject, r: &Reported) -> String {
+pub fn chainsaw_test(s: &Subject, r: &Reported, controller: &ControllerRef) -> String {
+    let deployment = controller.controller().deployment();
     let name = "x";
     let w = s.workload();
     let wname = match s.target {
@@ -127,7 +131,7 @@ pub fn chainsaw_test(s: &Subject, r: &Reported) -> String {
             }
             Step::Operate { op } => json!({"script": {"content": kubectl_op(&w, *op, &wname)}}),
             Step::Perturb { perturbation } => {
-                json!({"script": {"content": kubectl_perturb(*perturbation, &wname)}})
+                json!({"script": {"content": kubectl_perturb(*perturbation, &wname, deployment)}})
             }
         };
         let scale = s.target.is_some() && matches!(step, Step::Create { .. }) && !judged;
@@ -189,7 +193,9 @@ fn kubectl_op(s: &Subject, op: Op, name: &str) -> String {
     }
 }
 
-fn kubectl_perturb(p: Perturbation, name: &str) -> String {
+/// The shell line that perturbs workload `name` as `p` does; `deployment` is the controller's
+/// manager Deployment (namespace, name), restarted for [`Perturbation::RestartManager`].
+fn kubectl_perturb(p: Perturbation, name: &str, deployment: Option<(&str, &str)>) -> String {
     match p {
         Perturbation::DeletePod { .. } => format!(
             "kubectl delete pod -n $NAMESPACE $(kubectl get pod -n $NAMESPACE -l app={name} -o name | head -1) --wait=false"
@@ -201,9 +207,12 @@ fn kubectl_perturb(p: Perturbation, name: &str) -> String {
         Perturbation::CordonNode => format!(
             "kubectl cordon $(kubectl get pod -n $NAMESPACE -l app={name} -o jsonpath='{{.items[0].spec.nodeName}}')"
         ),
-        Perturbation::RestartManager => {
-            "kubectl rollout restart deployment -n kruise-system kruise-controller-manager".into()
-        }
+        Perturbation::RestartManager => match deployment {
+            Some((ns, name)) => format!("kubectl rollout restart deployment -n {ns} {name}"),
+            None => {
+                "echo 'restart the controller by hand: it ships no Deployment' >&2; exit 1".into()
+            }
+        },
     }
 }
 

@@ -165,7 +165,8 @@ async fn prebuild(env: MatrixEnv<'_>, versions: &[KubeVersion], controllers: &[C
     let e2e = suites.into_iter().map(|from| {
         let tc = env.toolchain.clone();
         async move {
-            if let Err(e) = crate::controller::openkruise::e2e::build_ref(&tc, &from).await {
+            let built = async { crate::run::upstream::e2e_suite(&from)?.build(&tc).await };
+            if let Err(e) = built.await {
                 env.progress.line(&format!(
                     "warning: the e2e suite of {from} did not build: {e:#}"
                 ));

@@ -92,7 +92,10 @@ pub fn parse_controllers(spec: &str) -> Result<Vec<ControllerRef>, MatrixError> 
                 None => {
                     return Err(MatrixError::Controllers {
                         given: spec.into(),
-                        detail: format!("`{part}` has no controller name; write openkruise@{part}"),
+                        detail: format!(
+                            "`{part}` has no controller name; write {}@{part}",
+                            ControllerRef::default_ref().kind.name()
+                        ),
                     });
                 }
             }

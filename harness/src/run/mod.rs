@@ -566,8 +566,8 @@ async fn run_upstream_on(
     let mut salvage = None;
     let report = async {
         let work = upstream::work_dir(env.options.logs_dir.as_deref())?;
-        let binary =
-            crate::controller::openkruise::e2e::build_ref(env.toolchain, &suite.from).await?;
+        let e2e = upstream::e2e_suite(&suite.from)?;
+        let binary = e2e.build(env.toolchain).await?;
         let kubectl = env
             .toolchain
             .kubernetes(plan.kubernetes)
@@ -578,14 +578,14 @@ async fn run_upstream_on(
         if !pc.profile.real_nodes.is_empty() {
             // Real nodes pull every image from the cluster's registry: stand-ins for the ones
             // the suite names.
-            let refs = crate::controller::openkruise::e2e::image_references(&suite.from).await?;
+            let refs = e2e.images().await?;
             let images = env.toolchain.stand_ins(&refs).await?;
             cell.cluster.lock().await.push_images(&images).await?;
         }
         // What upstream's e2e script applies from other projects after the manager is up and
         // before the suite (kubeflow's TFJob CRD in v1.9.0), in the same order: a CRD there
         // before the manager would have it watch kinds its e2e configuration lets it only get.
-        let foreign = crate::controller::openkruise::e2e::script_objects(&suite.from).await?;
+        let foreign = e2e.before_suite().await?;
         if !foreign.is_empty() {
             let client = cell.cluster.lock().await.client().await?;
             crate::cluster::seed::create(&client, &foreign).await?;
@@ -596,20 +596,12 @@ async fn run_upstream_on(
             node_daemon: !pc.profile.real_nodes.is_empty(),
             node_containers: matches!(env.provider, crate::cluster::any::Provider::Kind(_)),
         };
-        let unservable = upstream::unservable(
-            &binary,
-            suite,
-            &work,
-            caps,
-            crate::controller::openkruise::daemon::DAEMON_KINDS,
-        )
-        .await?;
+        let node_kinds = plan.controller.controller().node_kinds();
+        let unservable = upstream::unservable(&binary, suite, &work, caps, node_kinds).await?;
         let runnable = upstream::skipping(suite, &unservable);
         let ginkgo = match suite.procs {
             0 | 1 => None,
-            _ => Some(
-                crate::controller::openkruise::e2e::ginkgo_cli(env.toolchain, &suite.from).await?,
-            ),
+            _ => Some(e2e.ginkgo(env.toolchain).await?),
         };
         if crate::stop::is_requested() {
             anyhow::bail!("the run was stopped before the suite started");

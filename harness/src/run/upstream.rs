@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::ginkgo::{self, SpecState};
 use super::{Outcome, Plan, PlannedCluster, ScenarioResult, scenario_profile};
-use crate::controller::ControllerRef;
+use crate::controller::{CiGates, ControllerRef, E2eSuite};
 use crate::scenario::record::Sends;
 use crate::toolchain::KubeVersion;
 
@@ -142,10 +142,8 @@ impl Choice {
         controller: &ControllerRef,
         toolchain: &crate::toolchain::Toolchain,
     ) -> anyhow::Result<Plan> {
-        use crate::controller::openkruise::e2e;
         let suite = self.suite(controller);
-        let mut objects = e2e::config_objects(&suite.from).await?;
-        objects.extend(e2e::csi_storage_classes(&suite.from).await?);
+        let objects = e2e_suite(&suite.from)?.seed_objects().await?;
         let gates = ci_gates(kubernetes, controller, &suite.from, toolchain).await?;
         let mut p = plan(kubernetes, controller, suite, objects);
         p.clusters[0].profile.feature_gates = gates.cluster;
@@ -155,21 +153,18 @@ impl Choice {
     }
 }
 
-/// The gates upstream's CI runs `suite` and `controller` with ([`e2e::ci_gates`]): the
-/// manager's as its release's manifest sets them (`AllAlpha=true,AllBeta=true,...`; the harness
-/// still sets `KruiseDaemon` by the cell's nodes), and of the cluster's the ones this Kubernetes
-/// version has off by default (InPlacePodVerticalScaling on 1.27 to 1.32), read from its
-/// apiserver's `--help`: a gate the version lacks or has on already is left as it is.
-///
-/// [`e2e::ci_gates`]: crate::controller::openkruise::e2e::ci_gates
+/// The gates upstream's CI runs `suite` and `controller` with ([`E2eSuite::ci_gates`]): the
+/// controller's as its release's manifest sets them (the harness still sets the gates that
+/// follow the cell's nodes), and of the cluster's the ones this Kubernetes version has off by
+/// default (InPlacePodVerticalScaling on 1.27 to 1.32), read from its apiserver's `--help`: a
+/// gate the version lacks or has on already is left as it is.
 pub async fn ci_gates(
     kubernetes: KubeVersion,
     controller: &ControllerRef,
     suite: &ControllerRef,
     toolchain: &crate::toolchain::Toolchain,
-) -> anyhow::Result<crate::controller::openkruise::e2e::CiGates> {
-    use crate::controller::openkruise::e2e;
-    let mut gates = e2e::ci_gates(controller, suite).await?;
+) -> anyhow::Result<CiGates> {
+    let mut gates = e2e_suite(suite)?.ci_gates(controller).await?;
     if !gates.cluster.is_empty() {
         let apiserver = toolchain
             .kubernetes(kubernetes)
@@ -178,9 +173,18 @@ pub async fn ci_gates(
         let help = crate::toolchain::help_text(&apiserver)
             .await
             .map_err(|e| anyhow::anyhow!("run {} --help: {e}", apiserver.display()))?;
-        gates.cluster = e2e::off_by_default(&help, &gates.cluster);
+        gates.cluster = crate::toolchain::off_by_default(&help, &gates.cluster);
     }
     Ok(gates)
+}
+
+/// The own suite of `reference`, or an error saying it ships none the harness can run.
+pub fn e2e_suite(reference: &ControllerRef) -> anyhow::Result<Box<dyn E2eSuite>> {
+    reference.controller().e2e_suite().ok_or_else(|| {
+        anyhow::anyhow!(
+            "{reference} ships no end-to-end suite the harness can run; drop --upstream-e2e"
+        )
+    })
 }
 
 /// What a cell can serve that upstream specs may need.

@@ -542,6 +542,27 @@ pub async fn help_text(binary: &Path) -> std::io::Result<String> {
     ))
 }
 
+/// Of `gates`, the ones `help` (a Kubernetes component's `--help`) lists as off by default
+/// (`Name=true|false (ALPHA - default=false)`, `kube:` before it from 1.32): what turning on changes. A gate the version
+/// lacks, or has on already (perhaps locked, or about to be removed), is left out.
+pub fn off_by_default(
+    help: &str,
+    gates: &std::collections::BTreeMap<String, bool>,
+) -> std::collections::BTreeMap<String, bool> {
+    gates
+        .iter()
+        .filter(|(name, _)| {
+            help.lines().any(|l| {
+                // 1.32 and later name the gate's component: `kube:Name=true|false`.
+                let l = l.trim_start();
+                let l = l.strip_prefix("kube:").unwrap_or(l);
+                l.starts_with(&format!("{name}=true|false")) && l.contains("default=false")
+            })
+        })
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,10 +10,11 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::MODULE;
-use crate::controller::ControllerRef;
+use crate::controller::{CiGates, ControllerRef, E2eSuite};
 use crate::toolchain::go::GoEnv;
 use crate::toolchain::images::Reference;
 use crate::toolchain::{Toolchain, ToolchainError};
+use futures::future::BoxFuture;
 
 /// The suite's package in the release module (the same path from v1.5.0 to v1.9.x).
 pub const PACKAGE: &str = "github.com/openkruise/kruise/test/e2e";
@@ -74,6 +75,58 @@ pub async fn build_ref(
             dir.display()
         ),
         None => Ok(build(toolchain, &reference.version).await?),
+    }
+}
+
+/// The suite of a release as an [`E2eSuite`].
+#[derive(Debug, Clone)]
+pub struct Suite {
+    reference: ControllerRef,
+}
+
+impl Suite {
+    /// The suite of `reference`.
+    pub fn of(reference: &ControllerRef) -> Self {
+        Self {
+            reference: reference.clone(),
+        }
+    }
+}
+
+impl E2eSuite for Suite {
+    fn reference(&self) -> &ControllerRef {
+        &self.reference
+    }
+
+    fn build<'a>(&'a self, toolchain: &'a Toolchain) -> BoxFuture<'a, anyhow::Result<PathBuf>> {
+        Box::pin(build_ref(toolchain, &self.reference))
+    }
+
+    fn ginkgo<'a>(&'a self, toolchain: &'a Toolchain) -> BoxFuture<'a, anyhow::Result<PathBuf>> {
+        Box::pin(ginkgo_cli(toolchain, &self.reference))
+    }
+
+    fn images(&self) -> BoxFuture<'_, anyhow::Result<Vec<Reference>>> {
+        Box::pin(image_references(&self.reference))
+    }
+
+    fn seed_objects(&self) -> BoxFuture<'_, anyhow::Result<Vec<serde_json::Value>>> {
+        Box::pin(async move {
+            let mut objects = config_objects(&self.reference).await?;
+            objects.extend(csi_storage_classes(&self.reference).await?);
+            Ok(objects)
+        })
+    }
+
+    fn before_suite(&self) -> BoxFuture<'_, anyhow::Result<Vec<serde_json::Value>>> {
+        Box::pin(script_objects(&self.reference))
+    }
+
+    fn ci_gates<'a>(
+        &'a self,
+        manager: &'a ControllerRef,
+    ) -> BoxFuture<'a, anyhow::Result<CiGates>> {
+        Box::pin(ci_gates(manager, &self.reference))
     }
 }
 
@@ -233,15 +286,6 @@ pub const MANAGER_MANIFEST: &str = "config/manager/manager.yaml";
 /// InplaceVPA): its `featureGates` (InPlacePodVerticalScaling, SidecarContainers).
 pub const KIND_CONFIG: &str = "test/kind-conf-with-vpa.yaml";
 
-/// The feature gates upstream's CI runs a release with.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CiGates {
-    /// The manager's (and its daemons'), from [`MANAGER_MANIFEST`] of the manager's release.
-    pub controller: BTreeMap<String, bool>,
-    /// The cluster's, from [`KIND_CONFIG`] of the suite's release.
-    pub cluster: BTreeMap<String, bool>,
-}
-
 /// The gates upstream's CI gives a cluster whose manager is `manager` and whose suite is
 /// `suite`'s, read from the two release modules (a file a release lacks gives no gates).
 pub async fn ci_gates(manager: &ControllerRef, suite: &ControllerRef) -> anyhow::Result<CiGates> {
@@ -300,24 +344,6 @@ pub fn kind_gates(config: &str) -> anyhow::Result<BTreeMap<String, bool>> {
     Ok(serde_saphyr::from_str::<KindConfig>(config)
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .feature_gates)
-}
-
-/// Of `gates`, the ones `help` (a Kubernetes component's `--help`) lists as off by default
-/// (`Name=true|false (ALPHA - default=false)`, `kube:` before it from 1.32): what turning on changes. A gate the version
-/// lacks, or has on already (perhaps locked, or about to be removed), is left out.
-pub fn off_by_default(help: &str, gates: &BTreeMap<String, bool>) -> BTreeMap<String, bool> {
-    gates
-        .iter()
-        .filter(|(name, _)| {
-            help.lines().any(|l| {
-                // 1.32 and later name the gate's component: `kube:Name=true|false`.
-                let l = l.trim_start();
-                let l = l.strip_prefix("kube:").unwrap_or(l);
-                l.starts_with(&format!("{name}=true|false")) && l.contains("default=false")
-            })
-        })
-        .map(|(k, v)| (k.clone(), *v))
-        .collect()
 }
 
 /// The suite's release module: the checkout, or the module downloaded into the Go module cache
@@ -603,14 +629,21 @@ mod tests {
             kube:InPlacePodVerticalScalingAllocatedStatus=true|false (ALPHA - default=false)\n\
             kube:SidecarContainers=true|false (BETA - default=true)\n";
         assert_eq!(
-            off_by_default(help_132, &cluster),
+            crate::toolchain::off_by_default(help_132, &cluster),
             BTreeMap::from([("InPlacePodVerticalScaling".to_string(), true)])
         );
         let help_128 = "  InPlacePodVerticalScaling=true|false (ALPHA - default=false)\n\
               SidecarContainers=true|false (ALPHA - default=false)\n";
-        assert_eq!(off_by_default(help_128, &cluster), cluster);
+        assert_eq!(
+            crate::toolchain::off_by_default(help_128, &cluster),
+            cluster
+        );
         assert!(
-            off_by_default("kube:Other=true|false (ALPHA - default=false)", &cluster).is_empty()
+            crate::toolchain::off_by_default(
+                "kube:Other=true|false (ALPHA - default=false)",
+                &cluster
+            )
+            .is_empty()
         );
     }
 
