@@ -5,6 +5,7 @@
 //! (`openkruise@v1.9.0`) names one on the command line; [`ControllerRef::controller`] gives its
 //! implementation. [`openkruise`] is the first: its manager, built and installed as it ships.
 
+pub mod manifests;
 pub mod openkruise;
 
 use std::collections::BTreeMap;
@@ -203,6 +204,16 @@ pub struct Installation {
 }
 
 impl Installation {
+    /// What installing `reference` started: its `components`, its manager talking to the
+    /// apiserver directly.
+    pub fn new(reference: ControllerRef, components: Vec<Box<dyn Component>>) -> Self {
+        Self {
+            reference,
+            components,
+            proxy: None,
+        }
+    }
+
     /// The apiserver proxy its manager talks through (see [`ControllerRef::controller_behind_proxy`]),
     /// for stale-view perturbations; `None` when it talks to the apiserver directly.
     pub fn proxy(&self) -> Option<&ProxyHandle> {
@@ -239,6 +250,33 @@ impl Installation {
     pub fn logs(&self) -> Vec<&Path> {
         self.components.iter().filter_map(|c| c.log()).collect()
     }
+}
+
+/// A token of ServiceAccount `namespace/name` (a manager's, a node component's): its identity
+/// when it runs as a local process, so it gets exactly the RBAC its release ships.
+pub async fn service_account_token(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<String, ControllerError> {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let sas: kube::Api<ServiceAccount> = kube::Api::namespaced(client.clone(), namespace);
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![],
+            expiration_seconds: Some(48 * 3600),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let token = sas
+        .create_token_request(name, &Default::default(), &request)
+        .await
+        .map_err(ControllerError::kube(format!(
+            "request a token for {namespace}/{name}"
+        )))?;
+    Ok(token.status.map(|s| s.token).unwrap_or_default())
 }
 
 /// Errors of installing or watching a controller.
@@ -444,7 +482,7 @@ fn named_namespace(line: &str) -> Option<String> {
 
 /// The status code of `GET http://127.0.0.1:<port><path>` (a health endpoint), over one
 /// HTTP/1.1 connection of hyper's; the error says what failed, with its cause.
-pub(crate) async fn http_get_status(port: u16, path: &str) -> Result<u16, String> {
+pub async fn http_get_status(port: u16, path: &str) -> Result<u16, String> {
     use hyper_util::rt::TokioIo;
     let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
@@ -482,7 +520,7 @@ pub struct Manager {
     pub record: ProcRecord,
     /// Its log file.
     pub log: PathBuf,
-    /// Its webhook port.
+    /// Its webhook port (0: it serves no webhooks).
     pub webhook_port: u16,
     /// Its health-probe port.
     pub health_port: u16,

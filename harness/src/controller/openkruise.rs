@@ -22,15 +22,11 @@ use futures::{FutureExt, TryFutureExt};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{
-    Api, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
-use kube::runtime::wait::{Condition, conditions};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
 
+use super::manifests::{apply_all, kind};
 use super::{
     BuildExtras, Component, Controller, ControllerError, ControllerRef, E2eSuite, Family, Host,
     Installation, Manager, http_get_status,
@@ -222,44 +218,7 @@ pub async fn build(toolchain: &Toolchain, tag: &str) -> Result<PathBuf, Toolchai
 /// checkout is not modified), into `<cache>/checkouts/<hash>/kruise-manager`. It is rebuilt
 /// every time (Go's build cache makes that cheap), so the binary always matches the tree.
 pub async fn build_checkout(toolchain: &Toolchain, dir: &Path) -> Result<PathBuf, ToolchainError> {
-    build_checkout_package(toolchain, dir, ".", BINARY).await
-}
-
-/// [`build_checkout`] for main package `package` of the checkout (`./cmd/daemon`), as
-/// `binary`.
-pub async fn build_checkout_package(
-    toolchain: &Toolchain,
-    dir: &Path,
-    package: &str,
-    binary: &str,
-) -> Result<PathBuf, ToolchainError> {
-    use std::hash::{Hash, Hasher};
-    let go = GoEnv::detect().await?;
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    dir.hash(&mut h);
-    let out = toolchain
-        .cache()
-        .root()
-        .join("checkouts")
-        .join(format!("{:016x}", h.finish()));
-    std::fs::create_dir_all(&out).map_err(|e| ToolchainError::io(&out, e))?;
-    let tmp = out.join(format!(".{binary}.{:08x}.tmp", rand::random::<u32>()));
-    let mut cmd = go.command(dir);
-    cmd.env("GOFLAGS", "-mod=readonly -buildvcs=false")
-        .env("GOSUMDB", "off")
-        .args(["build", "-v", "-trimpath", "-o"])
-        .arg(&tmp)
-        .arg(package);
-    eprintln!("building {binary} from {} ...", dir.display());
-    let what = format!("go build of {binary} in {}", dir.display());
-    let built = crate::toolchain::go::run_streaming(cmd, &what, 40, |_| {}).await;
-    if let Err(e) = built {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    let built = out.join(binary);
-    std::fs::rename(&tmp, &built).map_err(|e| ToolchainError::io(&built, e))?;
-    Ok(built)
+    toolchain.build_checkout(dir, ".", BINARY).await
 }
 
 /// The manager for `reference`: a release or commit from the module proxy, or a checkout.
@@ -555,114 +514,6 @@ pub async fn render_dir(kubectl: &Path, root: &Path) -> Result<Vec<Value>, Contr
     Ok(docs.into_iter().filter(|d| d.is_object()).collect())
 }
 
-fn kind(v: &Value) -> &str {
-    v["kind"].as_str().unwrap_or_default()
-}
-
-/// Server-side applies one manifest.
-async fn apply(client: &kube::Client, doc: &Value) -> Result<(), ControllerError> {
-    let (group, version) = match doc["apiVersion"]
-        .as_str()
-        .unwrap_or_default()
-        .split_once('/')
-    {
-        Some((g, v)) => (g.to_string(), v.to_string()),
-        None => (
-            String::new(),
-            doc["apiVersion"].as_str().unwrap_or_default().to_string(),
-        ),
-    };
-    let gvk = GroupVersionKind::gvk(&group, &version, kind(doc));
-    let name = doc["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let what = format!("{} {}", kind(doc), name);
-    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk)
-        .await
-        .map_err(ControllerError::kube(format!("discover {what}")))?;
-    let api: Api<DynamicObject> = match (caps.scope, doc["metadata"]["namespace"].as_str()) {
-        (kube::discovery::Scope::Namespaced, Some(ns)) => {
-            Api::namespaced_with(client.clone(), ns, &ar)
-        }
-        (kube::discovery::Scope::Namespaced, None) => {
-            Api::default_namespaced_with(client.clone(), &ar)
-        }
-        (kube::discovery::Scope::Cluster, _) => Api::all_with(client.clone(), &ar),
-    };
-    api.patch(
-        &name,
-        &PatchParams::apply("harness").force(),
-        &Patch::Apply(doc),
-    )
-    .await
-    .map_err(ControllerError::kube(format!("apply {what}")))?;
-    Ok(())
-}
-
-/// On an upgrade, a CRD's conversion webhook still carries the previous manager's `url`; the
-/// release's manifest names a `service`, and a CRD may not have both. Swap them before applying.
-async fn forget_previous_manager_url(
-    crds: &Api<CustomResourceDefinition>,
-    doc: &Value,
-) -> Result<(), ControllerError> {
-    let name = doc["metadata"]["name"].as_str().unwrap_or_default();
-    let service = &doc["spec"]["conversion"]["webhook"]["clientConfig"]["service"];
-    if service.is_null() {
-        return Ok(());
-    }
-    let Some(live) = crds
-        .get_opt(name)
-        .await
-        .map_err(ControllerError::kube(format!("read CRD {name}")))?
-    else {
-        return Ok(());
-    };
-    let has_url = live
-        .spec
-        .conversion
-        .as_ref()
-        .and_then(|c| c.webhook.as_ref())
-        .and_then(|w| w.client_config.as_ref())
-        .is_some_and(|c| c.url.is_some());
-    if has_url {
-        let body = json!({"spec": {"conversion": {"webhook": {"clientConfig": {"url": null, "service": service}}}}});
-        crds.patch(name, &PatchParams::default(), &Patch::Merge(&body))
-            .await
-            .map_err(ControllerError::kube(format!(
-                "reset the conversion webhook of CRD {name}"
-            )))?;
-    }
-    Ok(())
-}
-
-/// On an upgrade, the webhook configurations carry the previous manager's URLs; the release's
-/// own configuration replaces them whole (the new manager points them at itself).
-async fn replace_webhook_configuration(
-    client: &kube::Client,
-    doc: &Value,
-) -> Result<(), ControllerError> {
-    let name = doc["metadata"]["name"].as_str().unwrap_or_default();
-    let result = match kind(doc) {
-        "MutatingWebhookConfiguration" => {
-            let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-            api.delete(name, &DeleteParams::default()).await.map(|_| ())
-        }
-        _ => {
-            let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-            api.delete(name, &DeleteParams::default()).await.map(|_| ())
-        }
-    };
-    match result {
-        Ok(()) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(ControllerError::Kube {
-            action: format!("replace {} {name}", kind(doc)),
-            source: e,
-        }),
-    }
-}
-
 /// What [`install_local`] started: the manager, a node daemon per real node, and the proxy in
 /// front of the manager when [`InstallOptions::proxy`] asked for one.
 #[derive(Debug)]
@@ -735,7 +586,7 @@ pub async fn install_local(
     }
     let client = cluster.client();
     apply_all(&client, &docs, timeout).await?;
-    let token = service_account_token(&client, SERVICE_ACCOUNT).await?;
+    let token = super::service_account_token(&client, NAMESPACE, SERVICE_ACCOUNT).await?;
     let layout = cluster.layout().clone();
     let work = layout.work("kruise-manager");
     let (certs, log_dir) = (work.join("certs"), work.join("log"));
@@ -803,30 +654,6 @@ pub async fn install_local(
     })
 }
 
-/// A token of ServiceAccount `name` of [`NAMESPACE`] (the manager's, a daemon's): its identity
-/// on the local provider, so it gets exactly the RBAC the release ships.
-async fn service_account_token(
-    client: &kube::Client,
-    name: &str,
-) -> Result<String, ControllerError> {
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), NAMESPACE);
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![],
-            expiration_seconds: Some(48 * 3600),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let token = sas
-        .create_token_request(name, &PostParams::default(), &request)
-        .await
-        .map_err(ControllerError::kube(format!(
-            "request a token for {NAMESPACE}/{name}"
-        )))?;
-    Ok(token.status.map(|s| s.token).unwrap_or_default())
-}
-
 /// The release's manager image (kind and k3s nodes pull it).
 pub fn manager_image(tag: &str) -> String {
     format!("openkruise/kruise-manager:{tag}")
@@ -892,71 +719,6 @@ pub fn in_cluster_manifests(
         }
     }
     docs
-}
-
-/// Applies a release's manifests: namespaces, then CRDs (waited on until Established: the
-/// manager's discovery needs them), then the rest. On an upgrade the previous manager's
-/// conversion-webhook URLs and webhook configurations are replaced; on a fresh cluster those
-/// steps find nothing to do.
-async fn apply_all(
-    client: &kube::Client,
-    docs: &[Value],
-    timeout: Duration,
-) -> Result<(), ControllerError> {
-    for d in docs.iter().filter(|d| kind(d) == "Namespace") {
-        apply(client, d).await?;
-    }
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut names = vec![];
-    for d in docs
-        .iter()
-        .filter(|d| kind(d) == "CustomResourceDefinition")
-    {
-        forget_previous_manager_url(&crds, d).await?;
-        apply(client, d).await?;
-        names.push(
-            d["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-        );
-    }
-    for name in &names {
-        let what = format!("CRD {name} established");
-        wait::until(
-            &crds,
-            name,
-            &what,
-            timeout,
-            |crd: Option<CustomResourceDefinition>| {
-                let established = conditions::is_crd_established().matches_object(crd.as_ref());
-                let seen = crd
-                    .and_then(|c| c.status)
-                    .and_then(|s| s.conditions)
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|c| format!("{}={}", c.type_, c.status))
-                    .collect::<Vec<_>>();
-                Box::pin(std::future::ready(Check::when(established, || {
-                    format!("conditions {seen:?}")
-                })))
-            },
-        )
-        .await?;
-    }
-    for d in docs
-        .iter()
-        .filter(|d| !matches!(kind(d), "Namespace" | "CustomResourceDefinition"))
-    {
-        if matches!(
-            kind(d),
-            "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration"
-        ) {
-            replace_webhook_configuration(client, d).await?;
-        }
-        apply(client, d).await?;
-    }
-    Ok(())
 }
 
 /// Installs OpenKruise into a cluster with real nodes (kind, k3s) as the release ships it: its

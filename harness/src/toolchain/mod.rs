@@ -273,6 +273,45 @@ impl Toolchain {
             .await
     }
 
+    /// Builds main package `package` (`.`, `./cmd/daemon`) of the local checkout of a Go
+    /// module at `dir`, with the checkout's own `go.mod` (read-only: the checkout is not
+    /// modified), into `<cache>/checkouts/<hash of dir>/<binary>`. It is rebuilt every time
+    /// (Go's build cache makes that cheap), so the binary always matches the tree.
+    pub async fn build_checkout(
+        &self,
+        dir: &Path,
+        package: &str,
+        binary: &str,
+    ) -> Result<PathBuf, ToolchainError> {
+        use std::hash::{Hash, Hasher};
+        let go = GoEnv::detect().await?;
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        dir.hash(&mut h);
+        let out = self
+            .cache()
+            .root()
+            .join("checkouts")
+            .join(format!("{:016x}", h.finish()));
+        std::fs::create_dir_all(&out).map_err(|e| ToolchainError::io(&out, e))?;
+        let tmp = out.join(format!(".{binary}.{:08x}.tmp", rand::random::<u32>()));
+        let mut cmd = go.command(dir);
+        cmd.env("GOFLAGS", "-mod=readonly -buildvcs=false")
+            .env("GOSUMDB", "off")
+            .args(["build", "-v", "-trimpath", "-o"])
+            .arg(&tmp)
+            .arg(package);
+        eprintln!("building {binary} from {} ...", dir.display());
+        let what = format!("go build of {binary} in {}", dir.display());
+        let built = go::run_streaming(cmd, &what, 40, |_| {}).await;
+        if let Err(e) = built {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        let built = out.join(binary);
+        std::fs::rename(&tmp, &built).map_err(|e| ToolchainError::io(&built, e))?;
+        Ok(built)
+    }
+
     /// [`module_package`](Self::module_package), or with `test` its test binary.
     async fn module_build(
         &self,

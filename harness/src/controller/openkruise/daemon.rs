@@ -66,7 +66,7 @@ pub async fn build_ref(
     reference: &ControllerRef,
 ) -> Result<PathBuf, ToolchainError> {
     match &reference.checkout {
-        Some(dir) => super::build_checkout_package(toolchain, dir, "./cmd/daemon", BINARY).await,
+        Some(dir) => toolchain.build_checkout(dir, "./cmd/daemon", BINARY).await,
         None => build(toolchain, &reference.version).await,
     }
 }
@@ -226,7 +226,12 @@ pub async fn start(
         return Ok(vec![]);
     }
     link_var_run(Path::new(VAR_RUN_MOUNT), Path::new(HOST_RUN))?;
-    let token = super::service_account_token(&cluster.client(), SERVICE_ACCOUNT).await?;
+    let token = crate::controller::service_account_token(
+        &cluster.client(),
+        super::NAMESPACE,
+        SERVICE_ACCOUNT,
+    )
+    .await?;
     let layout = cluster.layout().clone();
     let kubeconfig = layout.kubeconfig(BINARY);
     let text = render_kubeconfig(
