@@ -115,14 +115,20 @@ static CASES: [Case; 6] = [
 pub fn scenarios() -> Vec<Scenario> {
     // The scenario evicts a pod the budget lets go, beyond what the workload's own rollout
     // strategy would take down at once.
-    let budget = |name, summary, labels, body: BodyFn| {
+    let budget = |name: &'static str,
+                  summary: &'static str,
+                  labels: &'static [&'static str],
+                  body: BodyFn| {
         Scenario::new(name, summary, labels, body)
             .requiring(requires())
             .allowing(&[PREVENTED])
             .expecting(&["max-unavailable"])
     };
     // A StatefulSet's successor pod bears the evicted pod's name (see `budget_over`).
-    let same_name = |name, summary, labels, body: BodyFn| {
+    let same_name = |name: &'static str,
+                     summary: &'static str,
+                     labels: &'static [&'static str],
+                     body: BodyFn| {
         budget(name, summary, labels, body).allowing(&[PREVENTED, "NotDeleted"])
     };
     vec![

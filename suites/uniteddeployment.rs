@@ -98,7 +98,10 @@ static CASES: [Case; 4] = [
 
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
-    let s = |name, summary, labels, body: BodyFn| Scenario::new(name, summary, labels, body);
+    let s = |name: &'static str,
+             summary: &'static str,
+             labels: &'static [&'static str],
+             body: BodyFn| Scenario::new(name, summary, labels, body);
     vec![
         s(
             "uniteddeployment/cloneset-subsets-over-zones",

@@ -273,37 +273,23 @@ fn find(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), ChainsawError> {
     Ok(())
 }
 
-fn leak(s: String) -> &'static str {
-    Box::leak(s.into_boxed_str())
-}
-
-fn leak_list(v: Vec<String>) -> &'static [&'static str] {
-    Box::leak(
-        v.into_iter()
-            .map(leak)
-            .collect::<Vec<_>>()
-            .into_boxed_slice(),
-    )
-}
-
 /// `test` as a scenario named `<suite>/<test name>` (suite `chainsaw` unless the harness
 /// section names one), with the requirements of its harness section, run by chainsaw with
-/// `settings`. A CLI loads tests once, so the scenario's texts live as long as the process.
+/// `settings`.
 pub fn scenario(test: Test, settings: &Settings) -> Scenario {
     let h = &test.harness;
     let suite = h.suite.clone().unwrap_or_else(|| "chainsaw".into());
-    let name = leak(match &test.qualifier {
+    let name = match &test.qualifier {
         Some(q) => format!("{suite}/{q}/{}", test.name),
         None => format!("{suite}/{}", test.name),
-    });
-    let summary = leak(
-        test.description
-            .clone()
-            .unwrap_or_else(|| format!("chainsaw test {}", test.name))
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" "),
-    );
+    };
+    let summary = test
+        .description
+        .clone()
+        .unwrap_or_else(|| format!("chainsaw test {}", test.name))
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     let mut labels = vec![LABEL.to_string()];
     labels.extend(h.labels.iter().cloned());
     if test.runs_commands {
@@ -329,15 +315,14 @@ pub fn scenario(test: Test, settings: &Settings) -> Scenario {
             },
         },
     };
-    let allowed = leak_list(h.allowed_warnings.clone());
+    let allowed = h.allowed_warnings.clone();
     // A test's own pods and PVCs have no owner (the orphan check still counts objects whose
     // owner is gone).
     let mut expected = h.expected_violations.clone();
     expected.push(crate::scenario::invariants::BARE_OBJECTS.into());
-    let expected = leak_list(expected);
     let test = Arc::new(test);
     let settings = Arc::new(settings.clone());
-    Scenario::new(name, summary, leak_list(labels), move |ctx| {
+    Scenario::new(name, summary, labels, move |ctx| {
         let (test, settings) = (test.clone(), settings.clone());
         async move { runner::run_test(&test, &settings, &ctx).await }
     })
@@ -383,9 +368,9 @@ metadata: {name: not-a-test}
         assert_eq!(s.name, "daemonset/first");
         assert_eq!(s.suite(), "daemonset");
         assert_eq!(s.summary, "a first test");
-        assert!(s.labels.contains(&"smoke"));
-        assert!(s.labels.contains(&LABEL));
-        assert!(s.labels.contains(&KUBECTL_LABEL));
+        assert!(s.has_label("smoke"));
+        assert!(s.has_label(LABEL));
+        assert!(s.has_label(KUBECTL_LABEL));
         assert_eq!(s.requires.namespace, NamespaceMaker::Body { name: None });
     }
 

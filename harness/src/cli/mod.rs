@@ -339,7 +339,7 @@ async fn coverage(args: CoverageArgs) -> anyhow::Result<ExitCode> {
     let selected: Vec<&str> = all
         .iter()
         .filter(|s| filter.selects(s))
-        .map(|s| s.name)
+        .map(|s| s.name.as_ref())
         .collect();
     if selected.is_empty() {
         bail!("select scenarios: the filters match none (see `harness run --list`)");

@@ -622,7 +622,7 @@ impl Cell<'_> {
                 let twin = s.twin.map_or_else(|| t.kind.to_string(), |t| t.describe());
                 out.findings.push(Finding {
                     oracle: Oracle::Native,
-                    subject: s.name.into(),
+                    subject: s.name.to_string(),
                     key: format!("settles on another number of live pods than {twin}"),
                     observed: format!("{} settled on {mine} live pods", s.name),
                     expected: format!("as {} {twin}: {theirs} live pods", t.api_version),
@@ -661,7 +661,7 @@ impl Cell<'_> {
         for (key, d) in seen {
             out.findings.push(Finding {
                 oracle: Oracle::Convergence,
-                subject: s.name.into(),
+                subject: s.name.to_string(),
                 key,
                 observed: format!("after {:?}: {d}", self.settle),
                 expected: "the declared state: every difference gone".into(),
@@ -687,7 +687,7 @@ impl Cell<'_> {
             }
             out.findings.push(Finding {
                 oracle: Oracle::Safety,
-                subject: s.name.into(),
+                subject: s.name.to_string(),
                 key: format!("monitor rule {}", v.rule),
                 observed: v.to_string(),
                 expected: format!("the monitor's rule {} holds at every instant", v.rule),
@@ -726,7 +726,7 @@ impl Cell<'_> {
             };
             out.findings.push(Finding {
                 oracle: Oracle::Health,
-                subject: s.name.into(),
+                subject: s.name.to_string(),
                 key: format!("controller {key}"),
                 observed: text,
                 expected: "the controller neither exits, restarts, panics nor is denied".into(),

@@ -445,7 +445,7 @@ impl Explorer<'_> {
         let mut next = |steps: Vec<Step>| {
             index += 1;
             Trial {
-                subject: s.name.into(),
+                subject: s.name.to_string(),
                 mode: Mode::Admission,
                 seed,
                 index: index - 1,

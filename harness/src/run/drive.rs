@@ -69,11 +69,11 @@ impl Request {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listed {
     /// Its name.
-    pub name: &'static str,
+    pub name: crate::scenario::Text,
     /// Its labels.
-    pub labels: &'static [&'static str],
+    pub labels: Vec<crate::scenario::Text>,
     /// What it establishes.
-    pub summary: &'static str,
+    pub summary: crate::scenario::Text,
 }
 
 /// What came of a [`Request`].
@@ -131,9 +131,9 @@ pub async fn drive(
             all.iter()
                 .filter(|s| filter.selects(s))
                 .map(|s| Listed {
-                    name: s.name,
-                    labels: s.labels,
-                    summary: s.summary,
+                    name: s.name.clone(),
+                    labels: s.labels.clone(),
+                    summary: s.summary.clone(),
                 })
                 .collect(),
         ));

@@ -412,7 +412,8 @@ mod tests {
 
     #[test]
     fn the_checked_in_ledger_parses_and_names_real_scenarios() {
-        let names: Vec<&str> = crate::suites::all().iter().map(|s| s.name).collect();
+        let all = crate::suites::all();
+        let names: Vec<&str> = all.iter().map(|s| s.name.as_ref()).collect();
         for b in Ledger::builtin().bugs {
             assert!(
                 names.contains(&b.scenario.as_str()),

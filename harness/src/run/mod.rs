@@ -228,7 +228,7 @@ pub async fn execute(
         pc.scenarios.iter().any(|n| {
             env.scenarios
                 .iter()
-                .any(|s| s.name == n && s.labels.contains(&crate::chainsaw::LABEL))
+                .any(|s| s.name == n.as_str() && s.has_label(crate::chainsaw::LABEL))
         })
     });
     let (chainsaw_tx, chainsaw_rx) = tokio::sync::watch::channel(None);
@@ -469,11 +469,11 @@ async fn run_cluster(
     let mut selected: Vec<&Scenario> = pc
         .scenarios
         .iter()
-        .filter_map(|n| env.scenarios.iter().find(|s| s.name == n))
+        .filter_map(|n| env.scenarios.iter().find(|s| s.name == n.as_str()))
         .collect();
     // The longest scenarios first, so that none starts last and runs alone.
     let costs = &env.options.costs;
-    selected.sort_by(|a, b| costs.scenario(b.name).total_cmp(&costs.scenario(a.name)));
+    selected.sort_by(|a, b| costs.scenario(&b.name).total_cmp(&costs.scenario(&a.name)));
     if let Some(reason) = (!pc.profile.real_nodes.is_empty())
         .then(|| env.provider.no_real_nodes())
         .flatten()
@@ -482,7 +482,7 @@ async fn run_cluster(
             let skipped = Outcome::Skipped {
                 reason: reason.clone(),
             };
-            out.finish(unrun(s.name, s.suite(), &profile, skipped));
+            out.finish(unrun(&s.name, s.suite(), &profile, skipped));
         }
         if plan.upstream.is_some() {
             let skipped = Outcome::Skipped { reason };
@@ -499,7 +499,7 @@ async fn run_cluster(
                 let infra = Outcome::InfraError {
                     reason: reason.clone(),
                 };
-                out.finish(unrun(s.name, s.suite(), &profile, infra));
+                out.finish(unrun(&s.name, s.suite(), &profile, infra));
             }
             // An upstream suite has no scenarios to carry the error: the suite does.
             if plan.upstream.is_some() {
@@ -721,17 +721,14 @@ async fn run_scenarios_on(
     // Declarative tests with scripts run the toolchain's kubectl (cached with the control plane).
     if selected
         .iter()
-        .any(|s| s.labels.contains(&crate::chainsaw::KUBECTL_LABEL))
+        .any(|s| s.has_label(crate::chainsaw::KUBECTL_LABEL))
     {
         match env.toolchain.kubernetes(plan.kubernetes).await {
             Ok(k) => facts.kubectl = Some(k.path("kubectl")),
             Err(e) => tracing::warn!("kubectl for scripts: {e}"),
         }
     }
-    if selected
-        .iter()
-        .any(|s| s.labels.contains(&crate::chainsaw::LABEL))
-    {
+    if selected.iter().any(|s| s.has_label(crate::chainsaw::LABEL)) {
         let mut rx = out.chainsaw.clone();
         let built = rx.wait_for(Option::is_some).await.map(|v| v.clone());
         match built {
@@ -746,7 +743,7 @@ async fn run_scenarios_on(
         .collect();
     for (s, a) in &jobs {
         out.emit(Event::ScenarioStarted {
-            scenario: s.name.into(),
+            scenario: s.name.to_string(),
             attempt: *a,
         });
     }
@@ -770,7 +767,7 @@ async fn run_scenarios_on(
         let facts = facts.clone();
         futures::stream::iter(1..=repeat)
             .then(move |attempt| {
-                let span = tracing::info_span!("scenario", scenario = s.name, attempt);
+                let span = tracing::info_span!("scenario", scenario = %s.name, attempt);
                 run_with_retries(s, attempt, facts.clone(), unit, out).instrument(span)
             })
             .boxed()
@@ -828,7 +825,7 @@ async fn run_with_retries(
             diagnostics: r.diagnostics,
         });
         out.emit(Event::ScenarioRetrying {
-            scenario: s.name.into(),
+            scenario: s.name.to_string(),
             attempt,
             next_try: failed_tries.len() + 1,
             reason,
@@ -860,7 +857,7 @@ async fn run_one(
     let t = Instant::now();
     let namespace = match &s.requires.namespace {
         NamespaceMaker::Body { name: Some(name) } => name.clone(),
-        _ => namespace_name(s.name),
+        _ => namespace_name(&s.name),
     };
     let log = unit
         .installation
@@ -902,7 +899,7 @@ async fn run_one(
             let (cleanup, recorder) = (ctx.cleanup.clone(), ctx.recorder.clone());
             steps = Some(ctx.steps.clone());
             let mut failures = body_and_invariants(s, ctx, unit).await;
-            let injected = unit.env.options.inject_failures.get(s.name);
+            let injected = unit.env.options.inject_failures.get(s.name.as_ref());
             if injected.is_some_and(|n| try_no <= *n) {
                 failures.push(format!("{INJECTED_FAILURE} (try {try_no})"));
             }
@@ -911,7 +908,7 @@ async fn run_one(
     };
     let failure = (!failures.is_empty()).then(|| failures.join("\n"));
     let verdict = unit.env.ledger.classify(
-        s.name,
+        &s.name,
         &unit.plan.controller.version,
         unit.plan.kubernetes,
         failure.as_deref(),
@@ -936,7 +933,7 @@ async fn run_one(
         tracing::warn!("cleanup: {e}");
     }
     ScenarioResult {
-        scenario: s.name.into(),
+        scenario: s.name.to_string(),
         suite: s.suite().into(),
         attempt,
         profile: unit.profile.into(),
@@ -989,7 +986,7 @@ async fn body_and_invariants(s: &Scenario, ctx: Ctx, unit: Unit<'_>) -> Vec<Stri
     }
     match watching.stop().await {
         Ok(found) => failures.extend(
-            monitor::unexpected(&found, s.expected_violations)
+            monitor::unexpected(&found, &s.expected_violations)
                 .into_iter()
                 .map(|v| format!("invariant: {v}")),
         ),
@@ -998,7 +995,11 @@ async fn body_and_invariants(s: &Scenario, ctx: Ctx, unit: Unit<'_>) -> Vec<Stri
     match invariants::lasting_orphans(&client, &namespace, ORPHAN_GRACE).await {
         // A scenario that creates bare pods or PVCs itself (declarative tests) expects those
         // to have no owner; objects whose owner is gone still count.
-        Ok(o) if s.expected_violations.contains(&invariants::BARE_OBJECTS) => {
+        Ok(o)
+            if s.expected_violations
+                .iter()
+                .any(|v| v == invariants::BARE_OBJECTS) =>
+        {
             let o: Vec<String> = o
                 .into_iter()
                 .filter(|o| !o.ends_with(invariants::NO_OWNER))
@@ -1011,7 +1012,7 @@ async fn body_and_invariants(s: &Scenario, ctx: Ctx, unit: Unit<'_>) -> Vec<Stri
         Ok(_) => {}
         Err(e) => failures.push(format!("invariant check: list pods and PVCs: {e}")),
     }
-    match invariants::unexpected_warnings(&client, &namespace, s.allowed_warnings).await {
+    match invariants::unexpected_warnings(&client, &namespace, &s.allowed_warnings).await {
         Ok(w) if !w.is_empty() => failures.push(format!("invariant: {}", w.join("; "))),
         Ok(_) => {}
         Err(e) => failures.push(format!("invariant check: list events: {e}")),
@@ -1143,7 +1144,7 @@ mod tests {
                 "{}",
                 s.name
             );
-            assert!(names.insert(s.name), "{} twice", s.name);
+            assert!(names.insert(s.name.clone()), "{} twice", s.name);
         }
     }
 }

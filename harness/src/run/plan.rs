@@ -32,8 +32,7 @@ impl Filter {
         (self.suites.is_empty() || self.suites.iter().any(|x| x == s.suite()))
             && (self.focus.is_empty() || self.focus.iter().any(|f| s.name.contains(f.as_str())))
             && !self.skip.iter().any(|f| s.name.contains(f.as_str()))
-            && (self.labels.is_empty()
-                || self.labels.iter().any(|l| s.labels.contains(&l.as_str())))
+            && (self.labels.is_empty() || self.labels.iter().any(|l| s.has_label(l)))
     }
 }
 
@@ -290,7 +289,7 @@ fn plan_with(
             (true, false) if filter.suites.is_empty() && filter.focus.is_empty() => continue,
             (true, false) => {
                 skipped.push(Skip {
-                    scenario: s.name.into(),
+                    scenario: s.name.to_string(),
                     suite: s.suite().into(),
                     reason: "runs across a controller upgrade: `harness qualify` runs it".into(),
                 });
@@ -304,7 +303,7 @@ fn plan_with(
             .or_else(|| s.requires.unmet_controller(controller))
         {
             skipped.push(Skip {
-                scenario: s.name.into(),
+                scenario: s.name.to_string(),
                 suite: s.suite().into(),
                 reason,
             });
@@ -313,7 +312,7 @@ fn plan_with(
         let (gates, dropped) = controller_gates(s, implementation.as_ref());
         let profile = cluster_profile(s, kubernetes);
         // An upgrade replaces the controller of the whole cluster: one cluster each.
-        let own = if s.requires.upgrade { s.name } else { "" };
+        let own = if s.requires.upgrade { &s.name } else { "" };
         let key = (
             serde_json::to_string(&profile.feature_gates).expect("serializes"),
             serde_json::to_string(&gates).expect("serializes"),
@@ -326,7 +325,7 @@ fn plan_with(
             dropped_gates: vec![],
             scenarios: vec![],
         });
-        entry.scenarios.push(s.name.into());
+        entry.scenarios.push(s.name.to_string());
         for d in dropped {
             if !entry.dropped_gates.contains(&d) {
                 entry.dropped_gates.push(d);
@@ -408,7 +407,7 @@ mod tests {
             );
             assert!(c.scenarios.iter().all(|s| {
                 all.iter()
-                    .any(|a| a.name == s && a.requires.real_nodes == 1)
+                    .any(|a| a.name == s.as_str() && a.requires.real_nodes == 1)
             }));
         }
         let total: usize = p.clusters.iter().map(|c| c.scenarios.len()).sum();
@@ -448,7 +447,7 @@ mod tests {
         let upgrades: Vec<&str> = all
             .iter()
             .filter(|s| s.requires.upgrade)
-            .map(|s| s.name)
+            .map(|s| s.name.as_ref())
             .collect();
         assert_eq!(p.clusters.len(), upgrades.len());
         for c in &p.clusters {
@@ -475,7 +474,7 @@ mod tests {
         let picked: Vec<_> = all
             .iter()
             .filter(|s| f.selects(s))
-            .map(|s| s.name)
+            .map(|s| s.name.as_ref())
             .collect();
         // S5 exists twice: as Rust and as the declarative (chainsaw) test.
         assert_eq!(

@@ -241,12 +241,12 @@ mod tests {
         assert!(injected_failures(None, &all, &quiet).unwrap().is_empty());
         let e = injected_failures(Some("no/such=1"), &all, &quiet).unwrap_err();
         assert!(e.to_string().contains("no scenario `no/such`"), "{e}");
-        let name = all[0].name;
+        let name = all[0].name.to_string();
         let noted = std::cell::RefCell::new(vec![]);
         let say = |l: String| noted.borrow_mut().push(l);
         let spec = format!("{name}=2");
         let got = injected_failures(Some(&spec), &all, &say).unwrap();
-        assert_eq!(got.get(name), Some(&2));
+        assert_eq!(got.get(&name), Some(&2));
         assert_eq!(noted.borrow().len(), 1);
     }
 }

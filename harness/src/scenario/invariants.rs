@@ -176,12 +176,15 @@ pub fn describe_warning(e: &Event) -> String {
 pub async fn unexpected_warnings(
     client: &kube::Client,
     namespace: &str,
-    allowed: &[&str],
+    allowed: &[impl AsRef<str>],
 ) -> Result<Vec<String>, kube::Error> {
     Ok(warning_events(client, namespace)
         .await?
         .iter()
-        .filter(|e| !allowed.contains(&e.reason.as_deref().unwrap_or_default()))
+        .filter(|e| {
+            let reason = e.reason.as_deref().unwrap_or_default();
+            !allowed.iter().any(|a| a.as_ref() == reason)
+        })
         .filter(|e| !transient(e.message.as_deref().unwrap_or_default()))
         .map(describe_warning)
         .collect())

@@ -12,6 +12,7 @@ pub mod workload;
 
 pub use crate::wait;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -136,22 +137,49 @@ impl Requirements {
     }
 }
 
+/// A scenario's text: a literal in the catalog, owned when read from a file (chainsaw tests).
+pub type Text = Cow<'static, str>;
+
+/// What a list of texts can be given as: a literal list, or owned strings.
+pub trait Texts {
+    /// The texts.
+    fn texts(self) -> Vec<Text>;
+}
+
+impl<const N: usize> Texts for &'static [&'static str; N] {
+    fn texts(self) -> Vec<Text> {
+        self.iter().map(|s| Text::Borrowed(s)).collect()
+    }
+}
+
+impl Texts for &'static [&'static str] {
+    fn texts(self) -> Vec<Text> {
+        self.iter().map(|s| Text::Borrowed(s)).collect()
+    }
+}
+
+impl Texts for Vec<String> {
+    fn texts(self) -> Vec<Text> {
+        self.into_iter().map(Text::Owned).collect()
+    }
+}
+
 /// One conformance scenario.
 #[derive(Clone)]
 pub struct Scenario {
     /// Unique name, `suite/short-name` (the suite is the part before the first `/`).
-    pub name: &'static str,
+    pub name: Text,
     /// One line saying what it establishes.
-    pub summary: &'static str,
+    pub summary: Text,
     /// Labels for `--labels`.
-    pub labels: &'static [&'static str],
+    pub labels: Vec<Text>,
     /// What it needs.
     pub requires: Requirements,
     /// Warning event reasons the scenario expects (not counted by the invariants).
-    pub allowed_warnings: &'static [&'static str],
+    pub allowed_warnings: Vec<Text>,
     /// Invariant rules the scenario expects the watching monitor to see broken (by rule
     /// name), e.g. because its body deletes pods by hand; they are not counted as findings.
-    pub expected_violations: &'static [&'static str],
+    pub expected_violations: Vec<Text>,
     /// Its body.
     pub body: Body,
 }
@@ -161,9 +189,9 @@ impl Scenario {
     /// requirements, allowed Warning reasons or expected violations; the builder methods
     /// below add them. Every scenario is made this way.
     pub fn new<F, Fut>(
-        name: &'static str,
-        summary: &'static str,
-        labels: &'static [&'static str],
+        name: impl Into<Text>,
+        summary: impl Into<Text>,
+        labels: impl Texts,
         body: F,
     ) -> Self
     where
@@ -171,19 +199,24 @@ impl Scenario {
         Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
     {
         Self {
-            name,
-            summary,
-            labels,
+            name: name.into(),
+            summary: summary.into(),
+            labels: labels.texts(),
             requires: Requirements::default(),
-            allowed_warnings: &[],
-            expected_violations: &[],
+            allowed_warnings: vec![],
+            expected_violations: vec![],
             body: Arc::new(move |ctx| Box::pin(body(ctx))),
         }
     }
 
     /// The suite (feature area): the part of the name before the first `/`.
-    pub fn suite(&self) -> &'static str {
-        self.name.split('/').next().unwrap_or(self.name)
+    pub fn suite(&self) -> &str {
+        self.name.split('/').next().unwrap_or(&self.name)
+    }
+
+    /// Whether it has label `label`.
+    pub fn has_label(&self, label: &str) -> bool {
+        self.labels.iter().any(|l| l == label)
     }
 
     /// The same scenario, with these requirements.
@@ -193,14 +226,14 @@ impl Scenario {
     }
 
     /// The same scenario, expecting Warning events with these reasons.
-    pub fn allowing(mut self, warnings: &'static [&'static str]) -> Self {
-        self.allowed_warnings = warnings;
+    pub fn allowing(mut self, warnings: impl Texts) -> Self {
+        self.allowed_warnings = warnings.texts();
         self
     }
 
     /// The same scenario, expecting the monitor to see these rules broken.
-    pub fn expecting(mut self, rules: &'static [&'static str]) -> Self {
-        self.expected_violations = rules;
+    pub fn expecting(mut self, rules: impl Texts) -> Self {
+        self.expected_violations = rules.texts();
         self
     }
 

@@ -51,10 +51,10 @@ impl std::fmt::Display for Violation {
 }
 
 /// The violations whose rule is not in `expected` (the rules a scenario declares it breaks).
-pub fn unexpected<'a>(found: &'a [Violation], expected: &[&str]) -> Vec<&'a Violation> {
+pub fn unexpected<'a>(found: &'a [Violation], expected: &[impl AsRef<str>]) -> Vec<&'a Violation> {
     found
         .iter()
-        .filter(|v| !expected.contains(&v.rule))
+        .filter(|v| !expected.iter().any(|e| e.as_ref() == v.rule))
         .collect()
 }
 
