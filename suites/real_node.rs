@@ -14,7 +14,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use serde_json::{Value, json};
 
 use super::common::*;
-use crate::cluster::local::node::{CgroupLimits, REAL_NODE_LABEL, cgroup_limits};
+use crate::cluster::local::node::REAL_NODE_LABEL;
+use crate::cluster::local::node::probe::{CgroupLimits, cgroup_limits};
 use crate::scenario::wait::Check;
 use crate::scenario::workload::{CloneSet, REAL_IMAGE_V1, REAL_IMAGE_V2};
 use crate::scenario::{Ctx, Scenario, status};

@@ -34,7 +34,7 @@ fn work_dir(id: &str) -> anyhow::Result<tempfile::TempDir> {
         .prefix(&format!("{id}-"))
         .tempdir_in(&root)
         .with_context(|| format!("create a work directory in {}", root.display()))?;
-    let owner = crate::cluster::local::process::ProcRecord::current("harness bench");
+    let owner = crate::process::ProcRecord::current("harness bench");
     let path = dir.path().join(OWNER);
     std::fs::write(&path, serde_json::to_vec(&owner)?)
         .with_context(|| format!("write {}", path.display()))?;
@@ -44,7 +44,7 @@ fn work_dir(id: &str) -> anyhow::Result<tempfile::TempDir> {
 /// Removes the work directories of benches whose process is gone (or that name none); returns
 /// their names.
 pub fn gc() -> anyhow::Result<Vec<String>> {
-    use crate::cluster::local::process::ProcRecord;
+    use crate::process::ProcRecord;
     let mut removed = vec![];
     let Ok(entries) = std::fs::read_dir(work_root()) else {
         return Ok(removed);
@@ -634,7 +634,7 @@ fn processes_under(dir: &Path) -> Vec<u32> {
             let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
                 continue;
             };
-            if crate::cluster::local::process::start_time(pid).is_none() {
+            if crate::process::start_time(pid).is_none() {
                 continue;
             }
             if let Ok(cmd) = std::fs::read(e.path().join("cmdline"))

@@ -1,8 +1,9 @@
 //! A conformance test harness for Kubernetes workload controllers.
 //!
-//! Layers, from the bottom: [`toolchain`] builds pinned binaries from Go modules, [`cluster`]
-//! brings up clusters from a [`cluster::Profile`] (start with [`cluster::local::LocalCluster`],
-//! the embedded default), and [`cli`] is the thin command-line layer over them.
+//! Layers, from the bottom: [`process`] runs processes described as data, [`toolchain`] builds
+//! pinned binaries from Go modules, [`cluster`] brings up clusters from a [`cluster::Profile`]
+//! (start with [`cluster::local::LocalCluster`], the embedded default), and [`cli`] is the thin
+//! command-line layer over them.
 
 pub mod bench;
 pub mod chainsaw;
@@ -12,6 +13,7 @@ pub mod controller;
 pub mod explore;
 pub mod kruise;
 pub mod matrix;
+pub mod process;
 pub mod progress;
 pub mod qualify;
 pub mod report;

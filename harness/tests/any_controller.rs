@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use harness::cluster::local::components::ComponentSpec;
+use harness::process::ComponentSpec;
 use harness::cluster::local::{LocalCluster, free_port};
 use harness::controller::manifests::apply_all;
 use harness::controller::{

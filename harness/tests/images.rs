@@ -8,11 +8,12 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use harness::cluster::local::components::ComponentSpec;
 use harness::cluster::local::free_port;
 use harness::cluster::local::pki::Pki;
-use harness::cluster::local::process::{ProcRecord, Process};
-use harness::cluster::registry::{self, Registry, RegistryClient, RegistryLayout, RegistryTls};
+use harness::cluster::local::registry::{
+    self, Registry, RegistryClient, RegistryLayout, RegistryTls,
+};
+use harness::process::{ComponentSpec, ProcRecord, Process};
 use harness::progress::Progress;
 use harness::toolchain::host::DebianPackage;
 use harness::toolchain::images::{self, HARNESS_IMAGES, ImageName};
@@ -380,7 +381,7 @@ impl Containerd {
         )
         .await;
         if let Err(e) = waited {
-            let tail = harness::cluster::local::process::log_tail(&log, 30);
+            let tail = harness::process::log_tail(&log, 30);
             process.stop(Duration::from_secs(5));
             panic!("{e}\n{tail}");
         }

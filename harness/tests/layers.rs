@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 /// Each top-level module and its layer, from the bottom.
 const LAYERS: &[(&str, u8)] = &[
     ("progress", 0),
+    ("process", 0),
     ("kruise", 0),
     ("wait", 0),
     ("stop", 0),

@@ -8,9 +8,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{Cli, default_profile, provider, wait_exit};
-use harness::cluster::local::process::ProcRecord;
 use harness::cluster::local::state::ClusterState;
 use harness::cluster::{Cluster, ClusterProvider};
+use harness::process::ProcRecord;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 

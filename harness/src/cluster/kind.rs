@@ -272,7 +272,7 @@ pub struct KindOptions {
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct KindOwner {
     /// The harness process that created it.
-    pub owner: super::local::process::ProcRecord,
+    pub owner: crate::process::ProcRecord,
     /// The kind binary it was created with.
     pub kind: PathBuf,
     /// Cluster name.
@@ -513,7 +513,7 @@ impl KindProvider {
         std::fs::write(&config_path, &plan.config).map_err(io_err(&config_path))?;
         let owner_path = dir.join("owner.json");
         let owner = KindOwner {
-            owner: super::local::process::ProcRecord::current("harness"),
+            owner: crate::process::ProcRecord::current("harness"),
             kind: kind.to_path_buf(),
             name: name.to_string(),
         };

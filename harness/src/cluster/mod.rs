@@ -10,7 +10,6 @@ pub mod k3s;
 pub mod kind;
 pub mod local;
 pub mod proxy;
-pub mod registry;
 pub mod seed;
 
 use std::collections::BTreeMap;

@@ -19,9 +19,9 @@ use serde::{Deserialize, Serialize};
 use futures::future::BoxFuture;
 
 use crate::cluster::any::AnyCluster;
-use crate::cluster::local::process::{ProcRecord, Supervisor, log_tail};
 use crate::cluster::local::{LocalCluster, LocalError};
 use crate::cluster::proxy::{ProxyError, ProxyHandle};
+use crate::process::{ProcRecord, Supervisor, log_tail};
 use crate::toolchain::{GoEnv, Toolchain, ToolchainError};
 
 /// Where a controller's components can run: what the cluster offers.
@@ -554,7 +554,7 @@ impl Component for Manager {
             let Some(s) = &self.supervisor else {
                 return Ok(None);
             };
-            let Some(status) = s.revive()? else {
+            let Some(status) = s.revive().map_err(LocalError::from)? else {
                 return Ok(None);
             };
             // Ready again: the same certificates and ports, so the webhooks answer once
@@ -584,7 +584,7 @@ impl Manager {
     pub fn check_process(&self, window: &Window) -> Result<(), ControllerError> {
         let record = match &self.supervisor {
             Some(s) => {
-                if let Some(status) = s.revive()? {
+                if let Some(status) = s.revive().map_err(LocalError::from)? {
                     return Err(self.exited(&status));
                 }
                 s.current()

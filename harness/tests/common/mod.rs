@@ -37,17 +37,14 @@ pub async fn cluster(profile: &Profile) -> (LocalCluster, tempfile::TempDir) {
 }
 
 /// The processes cluster directory `dir` records.
-pub fn processes(dir: &std::path::Path) -> Vec<harness::cluster::local::process::ProcRecord> {
+pub fn processes(dir: &std::path::Path) -> Vec<harness::process::ProcRecord> {
     harness::cluster::local::state::ClusterState::load(&dir.join("cluster.json"))
         .unwrap()
         .processes
 }
 
 /// Every process of `procs` has ended and the cluster directory `dir` is gone.
-pub fn assert_nothing_left(
-    procs: &[harness::cluster::local::process::ProcRecord],
-    dir: &std::path::Path,
-) {
+pub fn assert_nothing_left(procs: &[harness::process::ProcRecord], dir: &std::path::Path) {
     for p in procs {
         assert!(!p.alive(), "{} (pid {}) is still alive", p.name, p.pid);
     }

@@ -2,63 +2,12 @@
 //! [`Profile`] to a [`ComponentSpec`] per process. Printed by `cluster up --dry-run` and
 //! checked against golden files.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::Profile;
-
-/// One process of the cluster: binary, arguments, environment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ComponentSpec {
-    /// Component name (`etcd`, `kube-apiserver`, ...); also its log file stem.
-    pub name: String,
-    /// The binary.
-    pub binary: PathBuf,
-    /// Arguments.
-    pub args: Vec<String>,
-    /// Extra environment.
-    pub env: Vec<(String, String)>,
-    /// Start with an empty environment: the child sees only `env`.
-    #[serde(default)]
-    pub clear_env: bool,
-    /// Working directory; the harness's own when `None`.
-    #[serde(default)]
-    pub dir: Option<PathBuf>,
-}
-
-impl fmt::Display for ComponentSpec {
-    /// A shell line, one argument per line.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "# {}", self.name)?;
-        if let Some(dir) = &self.dir {
-            write!(f, "cd {} && ", shell_quote(&dir.display().to_string()))?;
-        }
-        if self.clear_env {
-            write!(f, "env -i ")?;
-        }
-        for (k, v) in &self.env {
-            write!(f, "{k}={} ", shell_quote(v))?;
-        }
-        write!(f, "{}", shell_quote(&self.binary.display().to_string()))?;
-        for a in &self.args {
-            write!(f, " \\\n  {}", shell_quote(a))?;
-        }
-        writeln!(f)
-    }
-}
-
-fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
+use crate::process::ComponentSpec;
 
 /// Where things live inside a cluster directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,7 +4,8 @@
 //! etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (the kubelet of every
 //! fake node) and a storage provisioner run as children on free 127.0.0.1 ports, with TLS from a
 //! per-cluster CA ([`pki`]). Components are described as data ([`components`]) and run by
-//! [`process`]. A [`LocalCluster`] ends every process and removes its directory when destroyed
+//! [`crate::process`]; real nodes ([`node`]) pull their images from a local registry
+//! ([`registry`]). A [`LocalCluster`] ends every process and removes its directory when destroyed
 //! or dropped (also while a panic unwinds); [`gc`] cleans what a killed run left.
 //!
 //! kwok's server is the kubelet endpoint of the kwok nodes, so `kubectl exec` and `kubectl
@@ -15,8 +16,8 @@ pub mod components;
 pub mod kwok;
 pub mod node;
 pub mod pki;
-pub mod process;
 pub mod provisioner;
+pub mod registry;
 pub mod state;
 
 use std::net::TcpListener;
@@ -27,10 +28,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use kube::api::{Api, PostParams};
 
-use self::components::{Binaries, ComponentSpec, Inputs, Layout, Ports, RealBinaries};
-use self::process::{ProcRecord, Process, Supervisor};
+use self::components::{Binaries, Inputs, Layout, Ports, RealBinaries};
 use self::state::ClusterState;
 use super::{Cluster, ClusterProvider, Profile, admin_client};
+use crate::process::{ComponentSpec, OnReplace, ProcRecord, Process, ProcessError, Supervisor};
 use crate::progress::Progress;
 use crate::toolchain::{Toolchain, ToolchainError};
 use crate::wait::{self, Check};
@@ -70,17 +71,10 @@ pub enum LocalError {
         /// What wanted it.
         what: String,
     },
-    /// A process could not start.
-    #[error("start {component} ({})", binary.display())]
-    Spawn {
-        /// Component.
-        component: String,
-        /// Binary.
-        binary: PathBuf,
-        /// Cause.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The process backend failed: a process could not start, its log could not be written,
+    /// or a supervisor's replacement of a process could not be recorded.
+    #[error(transparent)]
+    Process(#[from] ProcessError),
     /// A component exited while the cluster was starting or running.
     #[error("{component} exited ({status}) ; last lines of {}:\n{tail}", log.display())]
     Exited {
@@ -262,9 +256,9 @@ impl LocalProvider {
     /// The kubelet, and the host's containerd, runc and CNI plugins (installed with apt-get
     /// when the harness runs as root), after checking the kernel has what they need.
     async fn real_node_binaries(&self, profile: &Profile) -> Result<RealBinaries, LocalError> {
-        node::check_kernel()?;
+        node::probe::check_kernel()?;
         let mut found = vec![];
-        for (package, dirs) in node::PACKAGES {
+        for (package, dirs) in node::probe::PACKAGES {
             found.push(self.toolchain.debian_binary_in(*package, dirs).await?);
         }
         let (kubelet, registry, images) = tokio::try_join!(
@@ -282,7 +276,7 @@ impl LocalProvider {
                 cni_bin_dir: found[2]
                     .parent()
                     .map(Path::to_path_buf)
-                    .unwrap_or_else(|| node::CNI_BIN_DIR.into()),
+                    .unwrap_or_else(|| node::probe::CNI_BIN_DIR.into()),
             },
         })
     }
@@ -644,17 +638,17 @@ impl BringUp<'_> {
         let pki = pki::Pki::at(&layout.pki());
         self.phase("image registry");
         let port = free_port()?;
-        let registry = crate::cluster::registry::RegistryLayout::new(layout.dir.join("registry"));
-        let tls = crate::cluster::registry::RegistryTls::from_pki(&pki);
+        let registry = registry::RegistryLayout::new(layout.dir.join("registry"));
+        let tls = registry::RegistryTls::from_pki(&pki);
         std::fs::create_dir_all(registry.storage())
             .map_err(|e| LocalError::io(&registry.dir, e))?;
         std::fs::write(
             registry.config(),
-            crate::cluster::registry::config_yaml(&registry, port, &tls),
+            registry::config_yaml(&registry, port, &tls),
         )
         .map_err(|e| LocalError::io(&registry.config(), e))?;
-        cluster.spawn(&crate::cluster::registry::spec(&real.registry, &registry))?;
-        let client = crate::cluster::registry::RegistryClient::new(port, &self.ca)
+        cluster.spawn(&registry::spec(&real.registry, &registry))?;
+        let client = registry::RegistryClient::new(port, &self.ca)
             .map_err(|e| LocalError::Registry(e.to_string()))?;
         cluster
             .wait_until("the image registry", self.timeout, || {
@@ -662,12 +656,12 @@ impl BringUp<'_> {
                 async move { client.ping().await.map_err(|e| e.to_string()) }
             })
             .await?;
-        crate::cluster::registry::push(&real.images, port, &self.ca)
+        registry::push(&real.images, port, &self.ca)
             .await
             .map_err(|e| LocalError::Registry(format!("{e:#}")))?;
         cluster.state.registry_port = Some(port);
         cluster.save()?;
-        let mirror = crate::cluster::registry::Mirror {
+        let mirror = registry::Mirror {
             port,
             ca: pki.path("ca.crt"),
         };
@@ -917,12 +911,26 @@ impl LocalCluster {
     /// again when it exits (as a kubelet restarts a pod's container).
     pub fn spawn_supervised(&mut self, spec: &ComponentSpec) -> Result<Supervisor, LocalError> {
         let record = self.spawn_component(spec)?;
+        let replaced = self.replaced.clone();
+        let state = self.layout.state();
+        let on_replace: OnReplace = Arc::new(move |old, new| {
+            replaced
+                .lock()
+                .expect("not poisoned")
+                .push((old.clone(), new.clone()));
+            if let Ok(mut s) = ClusterState::load(&state) {
+                for r in s.processes.iter_mut().filter(|r| **r == *old) {
+                    *r = new.clone();
+                }
+                s.save(&state).map_err(ProcessError::record)?;
+            }
+            Ok(())
+        });
         Ok(Supervisor::new(
             spec.clone(),
             self.layout.log(&spec.name),
             self.procs.clone(),
-            self.replaced.clone(),
-            self.layout.state(),
+            on_replace,
             record,
         ))
     }
@@ -1045,7 +1053,7 @@ impl LocalCluster {
                 self.state.name
             ))
         })?;
-        crate::cluster::registry::push(images, port, &self.ca_pem()?)
+        registry::push(images, port, &self.ca_pem()?)
             .await
             .map_err(|e| LocalError::Registry(format!("{e:#}")))
     }

@@ -74,7 +74,7 @@ pub const SERVERS: &[&str] = &[
     "kube-scheduler-serving",
     // kwok's server: the kubelet endpoint of every kwok node (exec, logs).
     "kwok-serving",
-    // The local image registry real nodes pull from (see `cluster::registry`).
+    // The local image registry real nodes pull from (see `cluster::local::registry`).
     "registry",
 ];
 

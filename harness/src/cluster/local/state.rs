@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::LocalError;
-use super::process::ProcRecord;
 use crate::cluster::Profile;
+use crate::process::ProcRecord;
 
 /// The on-disk record of one local cluster.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -29,12 +29,11 @@ use futures::future::BoxFuture;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 
 use super::{MODULE, gate_arg, http_get_status};
-use crate::cluster::local::components::ComponentSpec;
 use crate::cluster::local::node::RealNode;
 use crate::cluster::local::pki::{Credentials, render_kubeconfig};
-use crate::cluster::local::process::ProcRecord;
 use crate::cluster::local::{LocalCluster, LocalError, free_port};
 use crate::controller::{Component, ControllerError, ControllerRef, Window, check_local_process};
+use crate::process::{ComponentSpec, ProcRecord};
 use crate::toolchain::{Toolchain, ToolchainError};
 use crate::wait::{self, Check};
 

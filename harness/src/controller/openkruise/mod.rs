@@ -47,7 +47,7 @@ use super::{
     BuildExtras, Component, Controller, ControllerError, ControllerRef, E2eSuite, Family, Host,
     Installation, Manager, http_get_status,
 };
-use crate::cluster::local::components::ComponentSpec;
+use crate::process::ComponentSpec;
 use crate::cluster::local::pki::{Credentials, render_kubeconfig};
 use crate::cluster::local::{LocalCluster, free_port};
 use crate::cluster::proxy::{self, ProxyHandle};

@@ -20,10 +20,8 @@ use hyper_util::rt::TokioIo;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 
-use super::local::LocalError;
-use super::local::components::ComponentSpec;
-use super::local::pki::Pki;
-use super::local::process::{ProcRecord, Process};
+use super::pki::Pki;
+use crate::process::{ComponentSpec, ProcRecord, Process, ProcessError};
 use crate::toolchain::oci::{Descriptor, MANIFEST_MEDIA_TYPE};
 use crate::toolchain::{BuiltImage, ToolchainError};
 use crate::wait::{self, Check};
@@ -54,7 +52,7 @@ pub enum RegistryError {
     },
     /// The process could not start.
     #[error("start the image registry")]
-    Start(#[source] LocalError),
+    Start(#[source] ProcessError),
     /// The registry did not come up.
     #[error("start the image registry; its log is {}", log.display())]
     NotReady {

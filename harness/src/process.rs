@@ -1,6 +1,12 @@
-//! The process backend: [`Process`] runs one [`ComponentSpec`] as a child with its output in a
-//! log file, and ends it (TERM, then KILL) on request.
+//! The process backend: a [`ComponentSpec`] describes one process as data (binary, arguments,
+//! environment, printable as a shell line for a dry run), [`Process`] runs it as a child with
+//! its output in a log file and ends it (TERM, then KILL) on request, and a [`Supervisor`]
+//! starts it again when it exits. [`ProcRecord`] names a process across harness runs.
+//!
+//! Nothing here knows about clusters: whoever records processes (the local provider's cluster
+//! state) learns of a supervisor's replacements through the callback it gave the supervisor.
 
+use std::fmt;
 use std::fs::{self, File};
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::process::CommandExt;
@@ -13,9 +19,98 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
-use super::LocalError;
-use super::components::ComponentSpec;
-use super::state::ClusterState;
+/// Errors of the process backend.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    /// A file operation failed.
+    #[error("access {}", path.display())]
+    Io {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A process could not start.
+    #[error("start {component} ({})", binary.display())]
+    Spawn {
+        /// Component.
+        component: String,
+        /// Binary.
+        binary: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The owner's [`OnReplace`] could not record a replacement (its error, shown as it is).
+    #[error(transparent)]
+    Record(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl ProcessError {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// The error of a [`Supervisor`]'s callback that failed with `e`.
+    pub fn record(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self::Record(e.into())
+    }
+}
+
+/// One process: binary, arguments, environment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComponentSpec {
+    /// Component name (`etcd`, `kube-apiserver`, ...); also its log file stem.
+    pub name: String,
+    /// The binary.
+    pub binary: PathBuf,
+    /// Arguments.
+    pub args: Vec<String>,
+    /// Extra environment.
+    pub env: Vec<(String, String)>,
+    /// Start with an empty environment: the child sees only `env`.
+    #[serde(default)]
+    pub clear_env: bool,
+    /// Working directory; the harness's own when `None`.
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
+}
+
+impl fmt::Display for ComponentSpec {
+    /// A shell line, one argument per line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "# {}", self.name)?;
+        if let Some(dir) = &self.dir {
+            write!(f, "cd {} && ", shell_quote(&dir.display().to_string()))?;
+        }
+        if self.clear_env {
+            write!(f, "env -i ")?;
+        }
+        for (k, v) in &self.env {
+            write!(f, "{k}={} ", shell_quote(v))?;
+        }
+        write!(f, "{}", shell_quote(&self.binary.display().to_string()))?;
+        for a in &self.args {
+            write!(f, " \\\n  {}", shell_quote(a))?;
+        }
+        writeln!(f)
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
 
 /// A started child process.
 #[derive(Debug)]
@@ -94,16 +189,16 @@ pub fn start_time(pid: u32) -> Option<u64> {
 impl Process {
     /// Starts `spec` with stdout and stderr appended to `log`, in its own process group (a
     /// terminal's Ctrl-C reaches the harness, which then ends its children in order).
-    pub fn spawn(spec: &ComponentSpec, log: &Path) -> Result<Self, LocalError> {
+    pub fn spawn(spec: &ComponentSpec, log: &Path) -> Result<Self, ProcessError> {
         if let Some(dir) = log.parent() {
-            fs::create_dir_all(dir).map_err(|e| LocalError::io(dir, e))?;
+            fs::create_dir_all(dir).map_err(|e| ProcessError::io(dir, e))?;
         }
         let out = File::options()
             .create(true)
             .append(true)
             .open(log)
-            .map_err(|e| LocalError::io(log, e))?;
-        let err = out.try_clone().map_err(|e| LocalError::io(log, e))?;
+            .map_err(|e| ProcessError::io(log, e))?;
+        let err = out.try_clone().map_err(|e| ProcessError::io(log, e))?;
         let mut cmd = Command::new(&spec.binary);
         if spec.clear_env {
             cmd.env_clear();
@@ -119,7 +214,7 @@ impl Process {
             .stderr(err)
             .process_group(0)
             .spawn()
-            .map_err(|source| LocalError::Spawn {
+            .map_err(|source| ProcessError::Spawn {
                 component: spec.name.clone(),
                 binary: spec.binary.clone(),
                 source,
@@ -181,39 +276,54 @@ impl Process {
     }
 }
 
+/// What a [`Supervisor`] calls when it has replaced an exited process, with the record of the
+/// one that exited and of its replacement. Its owner records the replacement there (the local
+/// provider in its cluster state), so that what ends the owner's processes ends it too. Its
+/// error (the owner's own, wrapped with [`ProcessError::record`]) is what
+/// [`Supervisor::revive`] returns.
+pub type OnReplace =
+    Arc<dyn Fn(&ProcRecord, &ProcRecord) -> Result<(), ProcessError> + Send + Sync>;
+
 /// What starts a component again when it exits, as a kubelet restarts the container of a
 /// Deployment's pod: [`revive`](Self::revive) replaces an exited process with a new one of
-/// the same spec, appending to the same log (after a line saying so) and recording it in the
-/// cluster state, so that what ends the cluster ends it too. A process its cluster stopped (or
-/// forgot, see `LocalCluster::stop_component`) is not started again.
-#[derive(Debug, Clone)]
+/// the same spec, appending to the same log (after a line saying so) and telling its owner
+/// ([`OnReplace`]), so that what ends the owner's processes ends it too. A process its owner
+/// stopped (or forgot, see `LocalCluster::stop_component`) is not started again.
+#[derive(Clone)]
 pub struct Supervisor {
     spec: ComponentSpec,
     log: PathBuf,
     procs: Arc<Mutex<Vec<Process>>>,
-    replaced: Arc<Mutex<Vec<(ProcRecord, ProcRecord)>>>,
-    state: PathBuf,
+    on_replace: OnReplace,
     current: Arc<Mutex<ProcRecord>>,
+}
+
+impl fmt::Debug for Supervisor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Supervisor")
+            .field("spec", &self.spec)
+            .field("log", &self.log)
+            .field("procs", &self.procs)
+            .field("current", &self.current)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Supervisor {
     /// A supervisor of the running `current`, started from `spec` with its output in `log`,
-    /// one of `procs`; `state` is the cluster state file its replacements are recorded in,
-    /// and `replaced` where the cluster learns of them.
-    pub(super) fn new(
+    /// one of `procs`; `on_replace` is told of every replacement.
+    pub(crate) fn new(
         spec: ComponentSpec,
         log: PathBuf,
         procs: Arc<Mutex<Vec<Process>>>,
-        replaced: Arc<Mutex<Vec<(ProcRecord, ProcRecord)>>>,
-        state: PathBuf,
+        on_replace: OnReplace,
         current: ProcRecord,
     ) -> Self {
         Self {
             spec,
             log,
             procs,
-            replaced,
-            state,
+            on_replace,
             current: Arc::new(Mutex::new(current)),
         }
     }
@@ -224,8 +334,8 @@ impl Supervisor {
     }
 
     /// Starts the component again if its process exited: how it ended, or `None` when it is
-    /// running (or was stopped by its cluster).
-    pub fn revive(&self) -> Result<Option<String>, LocalError> {
+    /// running (or was stopped by its owner).
+    pub fn revive(&self) -> Result<Option<String>, ProcessError> {
         let mut procs = self.procs.lock().expect("not poisoned");
         let mut current = self.current.lock().expect("not poisoned");
         let Some(i) = procs.iter().position(|p| p.record() == &*current) else {
@@ -240,27 +350,18 @@ impl Supervisor {
                 .create(true)
                 .append(true)
                 .open(&self.log)
-                .map_err(|e| LocalError::io(&self.log, e))?;
+                .map_err(|e| ProcessError::io(&self.log, e))?;
             writeln!(
                 f,
                 "harness: {} (pid {}) exited ({status}); starting it again",
                 self.spec.name, current.pid
             )
-            .map_err(|e| LocalError::io(&self.log, e))?;
+            .map_err(|e| ProcessError::io(&self.log, e))?;
         }
         let p = Process::spawn(&self.spec, &self.log)?;
         let new = p.record().clone();
         procs[i] = p;
-        self.replaced
-            .lock()
-            .expect("not poisoned")
-            .push((current.clone(), new.clone()));
-        if let Ok(mut s) = ClusterState::load(&self.state) {
-            for r in s.processes.iter_mut().filter(|r| **r == *current) {
-                *r = new.clone();
-            }
-            s.save(&self.state)?;
-        }
+        (self.on_replace)(&current, &new)?;
         *current = new;
         Ok(Some(status))
     }
@@ -325,6 +426,64 @@ mod tests {
         }
         assert_eq!(p.exited().unwrap(), "exit status: 3");
         assert_eq!(p.log_tail(2), "two\nthree");
+    }
+
+    /// Revives `s` until its process has exited and been started again: how it ended.
+    fn revive_once(s: &Supervisor) -> Result<String, ProcessError> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = s.revive()? {
+                return Ok(status);
+            }
+            assert!(Instant::now() < deadline, "the process did not exit");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn a_supervisor_starts_an_exited_process_again_and_tells_its_owner() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = tmp.path().join("t.log");
+        let spec = sh("exit 3");
+        let p = Process::spawn(&spec, &log).unwrap();
+        let first = p.record().clone();
+        let procs = Arc::new(Mutex::new(vec![p]));
+        let told = Arc::new(Mutex::new(vec![]));
+        let on_replace: OnReplace = {
+            let told = told.clone();
+            Arc::new(move |old, new| {
+                told.lock().unwrap().push((old.clone(), new.clone()));
+                Ok(())
+            })
+        };
+        let s = Supervisor::new(spec, log.clone(), procs.clone(), on_replace, first.clone());
+        assert_eq!(revive_once(&s).unwrap(), "exit status: 3");
+        let second = s.current();
+        assert_ne!(second, first);
+        assert_eq!(*told.lock().unwrap(), [(first, second)]);
+        let text = fs::read_to_string(&log).unwrap();
+        assert!(
+            text.contains("exited (exit status: 3); starting it again"),
+            "{text}"
+        );
+        // A process its owner forgot is not started again.
+        procs.lock().unwrap().clear();
+        assert_eq!(s.revive().unwrap(), None);
+    }
+
+    #[test]
+    fn an_owner_that_cannot_record_a_replacement_fails_the_revive_with_its_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = tmp.path().join("t.log");
+        let spec = sh("exit 0");
+        let p = Process::spawn(&spec, &log).unwrap();
+        let first = p.record().clone();
+        let procs = Arc::new(Mutex::new(vec![p]));
+        let on_replace: OnReplace =
+            Arc::new(|_, _| Err(ProcessError::record("access /c/cluster.json")));
+        let s = Supervisor::new(spec, log, procs, on_replace, first);
+        let e = revive_once(&s).unwrap_err();
+        assert_eq!(e.to_string(), "access /c/cluster.json");
     }
 
     #[test]
