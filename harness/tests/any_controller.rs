@@ -13,13 +13,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use harness::process::ComponentSpec;
 use harness::cluster::local::{LocalCluster, free_port};
 use harness::controller::manifests::apply_all;
 use harness::controller::{
     Component, Controller, ControllerError, ControllerRef, Family, Host, Installation, Manager,
     http_get_status, register, service_account_token,
 };
+use harness::process::ComponentSpec;
 use harness::results::{Outcome, Verdict};
 use harness::run::plan::{Filter, plan};
 use harness::scenario::{Ctx, Scenario};

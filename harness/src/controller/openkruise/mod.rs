@@ -47,10 +47,10 @@ use super::{
     BuildExtras, Component, Controller, ControllerError, ControllerRef, E2eSuite, Family, Host,
     Installation, Manager, http_get_status,
 };
-use crate::process::ComponentSpec;
 use crate::cluster::local::pki::{Credentials, render_kubeconfig};
 use crate::cluster::local::{LocalCluster, free_port};
 use crate::cluster::proxy::{self, ProxyHandle};
+use crate::process::ComponentSpec;
 use crate::toolchain::{GoEnv, Toolchain, ToolchainError};
 use crate::wait::{self, Check};
 
