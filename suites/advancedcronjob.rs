@@ -128,20 +128,28 @@ async fn broadcast_labels(ctx: Ctx) -> anyhow::Result<()> {
     let name = "labelled";
     let mut template = never_finishing(name);
     template["broadcastJobTemplate"]["metadata"] = json!({"labels": {"harness-cron": name}});
-    create(&ctx, cron(name, template, json!({}))).await?;
-    let r = wait_count(&ctx, name, BCJ, 1).await?;
-    pause(&ctx, name).await?;
-    let missing = unlabelled(&r, name);
-    // What the apiserver kept of the template's metadata tells a pruning schema from a
-    // controller that does not copy it.
-    let stored = ctx.dyn_api(API, KIND).await?.get(name).await?;
-    let kept = &stored.data["spec"]["template"]["broadcastJobTemplate"]["metadata"];
-    ensure!(
-        missing.is_empty(),
-        "runs lack the label harness-cron={name} of broadcastJobTemplate.metadata: {missing:?}; \
-         the stored AdvancedCronJob's broadcastJobTemplate.metadata is {kept}"
-    );
-    Ok(())
+    let r = ctx
+        .step("a first run is created, then the schedule paused", async {
+            create(&ctx, cron(name, template, json!({}))).await?;
+            let r = wait_count(&ctx, name, BCJ, 1).await?;
+            pause(&ctx, name).await?;
+            Ok(r)
+        })
+        .await?;
+    ctx.step("every run carries the template's labels", async {
+        let missing = unlabelled(&r, name);
+        // What the apiserver kept of the template's metadata tells a pruning schema from a
+        // controller that does not copy it.
+        let stored = ctx.dyn_api(API, KIND).await?.get(name).await?;
+        let kept = &stored.data["spec"]["template"]["broadcastJobTemplate"]["metadata"];
+        ensure!(
+            missing.is_empty(),
+            "runs lack the label harness-cron={name} of broadcastJobTemplate.metadata: {missing:?}; \
+             the stored AdvancedCronJob's broadcastJobTemplate.metadata is {kept}"
+        );
+        Ok(())
+    })
+    .await
 }
 
 /// A broadcastJobTemplate whose jobs never finish: their pods fit no node.
@@ -242,61 +250,79 @@ fn names(r: &[DynamicObject]) -> Vec<String> {
 
 async fn broadcast_runs(ctx: Ctx) -> anyhow::Result<()> {
     let name = "nightly";
-    create(&ctx, cron(name, broadcast(name, json!({})), json!({}))).await?;
-    let (o, r) = wait_runs(
-        &ctx,
-        name,
-        BCJ,
-        "two runs, lastScheduleTime reported",
-        |o, r| {
-            Check::when(
-                r.len() >= 2 && !status(o)["lastScheduleTime"].is_null(),
-                || format!("{} runs; status {}", r.len(), status(o)),
-            )
+    let (o, r) = ctx
+        .step(
+            "two runs are created and lastScheduleTime is reported",
+            async {
+                create(&ctx, cron(name, broadcast(name, json!({})), json!({}))).await?;
+                let (o, r) = wait_runs(
+                    &ctx,
+                    name,
+                    BCJ,
+                    "two runs, lastScheduleTime reported",
+                    |o, r| {
+                        Check::when(
+                            r.len() >= 2 && !status(o)["lastScheduleTime"].is_null(),
+                            || format!("{} runs; status {}", r.len(), status(o)),
+                        )
+                    },
+                )
+                .await?;
+                Ok((o, r))
+            },
+        )
+        .await?;
+    ctx.step(
+        "status type is BroadcastJob and each run is named after its scheduled time",
+        async {
+            ensure!(
+                status(&o)["type"] == "BroadcastJob",
+                "status.type is {}, want BroadcastJob",
+                status(&o)["type"]
+            );
+            for j in &r {
+                let jname = j.metadata.name.clone().unwrap_or_default();
+                let stamp = jname.strip_prefix(&format!("{name}-")).unwrap_or_default();
+                ensure!(
+                    stamp.parse::<i64>().is_ok(),
+                    "run {jname} is not named <cron>-<scheduled unix time>"
+                );
+            }
+            Ok(())
         },
     )
     .await?;
-    ensure!(
-        status(&o)["type"] == "BroadcastJob",
-        "status.type is {}, want BroadcastJob",
-        status(&o)["type"]
-    );
-    for j in &r {
-        let jname = j.metadata.name.clone().unwrap_or_default();
-        let stamp = jname.strip_prefix(&format!("{name}-")).unwrap_or_default();
-        ensure!(
-            stamp.parse::<i64>().is_ok(),
-            "run {jname} is not named <cron>-<scheduled unix time>"
-        );
-    }
-    // Runs finish (their pods succeed); status.active lists only unfinished ones.
-    wait_runs(
-        &ctx,
-        name,
-        BCJ,
-        "finished runs out of status.active",
-        |o, r| {
-            let done: Vec<String> = r
-                .iter()
-                .filter(|j| finished(j).is_some())
-                .filter_map(|j| j.metadata.name.clone())
-                .collect();
-            let active: Vec<String> = status(o)["active"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|x| x["name"].as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default();
-            Check::when(
-                !done.is_empty() && done.iter().all(|d| !active.contains(d)),
-                || format!("finished runs {done:?}, status.active {active:?}"),
-            )
-        },
-    )
-    .await?;
-    pause(&ctx, name).await
+    ctx.step("finished runs leave status.active", async {
+        // Runs finish (their pods succeed); status.active lists only unfinished ones.
+        wait_runs(
+            &ctx,
+            name,
+            BCJ,
+            "finished runs out of status.active",
+            |o, r| {
+                let done: Vec<String> = r
+                    .iter()
+                    .filter(|j| finished(j).is_some())
+                    .filter_map(|j| j.metadata.name.clone())
+                    .collect();
+                let active: Vec<String> = status(o)["active"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|x| x["name"].as_str().map(String::from))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                Check::when(
+                    !done.is_empty() && done.iter().all(|d| !active.contains(d)),
+                    || format!("finished runs {done:?}, status.active {active:?}"),
+                )
+            },
+        )
+        .await?;
+        pause(&ctx, name).await
+    })
+    .await
 }
 
 /// Pauses the AdvancedCronJob `name` (so that nothing more runs while the scenario ends).
@@ -314,272 +340,377 @@ async fn job_runs(ctx: Ctx) -> anyhow::Result<()> {
         "metadata": {"labels": {"app": name}},
         "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": IMAGE_V1}]}
     }}}});
-    create(&ctx, cron(name, template, json!({}))).await?;
-    let (o, r) = wait_runs(&ctx, name, JOB, "a completed Job", |_, r| {
-        Check::when(
-            r.iter().any(|j| finished(j).as_deref() == Some("Complete")),
-            || format!("jobs {:?}, none Complete", names(r)),
-        )
-    })
-    .await?;
-    pause(&ctx, name).await?;
-    let missing = unlabelled(&r, name);
-    ensure!(
-        missing.is_empty(),
-        "Jobs lack the label harness-cron={name} of jobTemplate.metadata: {missing:?}"
-    );
-    ensure!(
-        status(&o)["type"] == "Job",
-        "status.type is {}, want Job",
-        status(&o)["type"]
-    );
-    Ok(())
+    let (o, r) = ctx
+        .step("a Job of the schedule completes", async {
+            create(&ctx, cron(name, template, json!({}))).await?;
+            let (o, r) = wait_runs(&ctx, name, JOB, "a completed Job", |_, r| {
+                Check::when(
+                    r.iter().any(|j| finished(j).as_deref() == Some("Complete")),
+                    || format!("jobs {:?}, none Complete", names(r)),
+                )
+            })
+            .await?;
+            pause(&ctx, name).await?;
+            Ok((o, r))
+        })
+        .await?;
+    ctx.step(
+        "the Jobs carry the template's labels and status type is Job",
+        async {
+            let missing = unlabelled(&r, name);
+            ensure!(
+                missing.is_empty(),
+                "Jobs lack the label harness-cron={name} of jobTemplate.metadata: {missing:?}"
+            );
+            ensure!(
+                status(&o)["type"] == "Job",
+                "status.type is {}, want Job",
+                status(&o)["type"]
+            );
+            Ok(())
+        },
+    )
+    .await
 }
 
 async fn concurrency_allow(ctx: Ctx) -> anyhow::Result<()> {
     let name = "allow";
-    create(
-        &ctx,
-        cron(
-            name,
-            never_finishing(name),
-            json!({"concurrencyPolicy": "Allow"}),
-        ),
-    )
-    .await?;
-    let (_, r) = wait_runs(&ctx, name, BCJ, "two active runs side by side", |o, r| {
-        let listed = status(o)["active"].as_array().map_or(0, Vec::len);
-        Check::when(r.len() >= 2 && listed >= 2, || {
-            format!("{} runs, status.active lists {listed}", r.len())
+    let r = ctx
+        .step("two runs are active side by side", async {
+            create(
+                &ctx,
+                cron(
+                    name,
+                    never_finishing(name),
+                    json!({"concurrencyPolicy": "Allow"}),
+                ),
+            )
+            .await?;
+            let (_, r) = wait_runs(&ctx, name, BCJ, "two active runs side by side", |o, r| {
+                let listed = status(o)["active"].as_array().map_or(0, Vec::len);
+                Check::when(r.len() >= 2 && listed >= 2, || {
+                    format!("{} runs, status.active lists {listed}", r.len())
+                })
+            })
+            .await?;
+            pause(&ctx, name).await?;
+            Ok(r)
         })
+        .await?;
+    ctx.step("none of the runs has finished", async {
+        ensure!(
+            r.iter().all(|j| finished(j).is_none()),
+            "runs of a job with nothing to do finished: {:?}",
+            r.iter().map(finished).collect::<Vec<_>>()
+        );
+        Ok(())
     })
-    .await?;
-    pause(&ctx, name).await?;
-    ensure!(
-        r.iter().all(|j| finished(j).is_none()),
-        "runs of a job with nothing to do finished: {:?}",
-        r.iter().map(finished).collect::<Vec<_>>()
-    );
-    Ok(())
+    .await
 }
 
 async fn concurrency_forbid(ctx: Ctx) -> anyhow::Result<()> {
     let (name, clock) = ("forbid", "clock");
-    create(
-        &ctx,
-        cron(
-            name,
-            never_finishing(name),
-            json!({"concurrencyPolicy": "Forbid"}),
-        ),
-    )
-    .await?;
-    create(&ctx, cron(clock, never_finishing(clock), json!({}))).await?;
-    wait_count(&ctx, name, BCJ, 1).await?;
-    let first = runs(&ctx, BCJ, name).await?;
-    // Three more ticks for the clock: the forbidding job had as many chances to run.
-    let seen = runs(&ctx, BCJ, clock).await?.len();
-    wait_count(&ctx, clock, BCJ, seen + 3).await?;
-    let now = runs(&ctx, BCJ, name).await?;
-    pause(&ctx, name).await?;
-    pause(&ctx, clock).await?;
-    ensure!(
-        names(&now) == names(&first),
-        "Forbid started runs {:?} while {:?} was active",
-        names(&now),
-        names(&first)
-    );
-    Ok(())
+    let first = ctx
+        .step("the Forbid AdvancedCronJob starts its first run", async {
+            create(
+                &ctx,
+                cron(
+                    name,
+                    never_finishing(name),
+                    json!({"concurrencyPolicy": "Forbid"}),
+                ),
+            )
+            .await?;
+            create(&ctx, cron(clock, never_finishing(clock), json!({}))).await?;
+            wait_count(&ctx, name, BCJ, 1).await?;
+            let first = runs(&ctx, BCJ, name).await?;
+            Ok(first)
+        })
+        .await?;
+    let now = ctx
+        .step("the clock runs three more times", async {
+            // Three more ticks for the clock: the forbidding job had as many chances to run.
+            let seen = runs(&ctx, BCJ, clock).await?.len();
+            wait_count(&ctx, clock, BCJ, seen + 3).await?;
+            let now = runs(&ctx, BCJ, name).await?;
+            pause(&ctx, name).await?;
+            pause(&ctx, clock).await?;
+            Ok(now)
+        })
+        .await?;
+    ctx.step("no other run started while the first was active", async {
+        ensure!(
+            names(&now) == names(&first),
+            "Forbid started runs {:?} while {:?} was active",
+            names(&now),
+            names(&first)
+        );
+        Ok(())
+    })
+    .await
 }
 
 async fn concurrency_replace(ctx: Ctx) -> anyhow::Result<()> {
     let name = "replace";
-    create(
-        &ctx,
-        cron(
-            name,
-            never_finishing(name),
-            json!({"concurrencyPolicy": "Replace"}),
-        ),
-    )
-    .await?;
-    let first = wait_count(&ctx, name, BCJ, 1).await?;
-    let first = names(&first);
-    let f = first.clone();
-    let (_, r) = wait_runs(&ctx, name, BCJ, "the first run replaced", move |_, r| {
-        let n = names(r);
-        Check::when(!n.is_empty() && n.iter().all(|x| !f.contains(x)), || {
-            format!("runs {n:?}, first {f:?}")
+    let first = ctx
+        .step("the Replace AdvancedCronJob starts its first run", async {
+            create(
+                &ctx,
+                cron(
+                    name,
+                    never_finishing(name),
+                    json!({"concurrencyPolicy": "Replace"}),
+                ),
+            )
+            .await?;
+            let first = wait_count(&ctx, name, BCJ, 1).await?;
+            let first = names(&first);
+            Ok(first)
         })
+        .await?;
+    let r = ctx
+        .step("the next run replaces the first", async {
+            let f = first.clone();
+            let (_, r) = wait_runs(&ctx, name, BCJ, "the first run replaced", move |_, r| {
+                let n = names(r);
+                Check::when(!n.is_empty() && n.iter().all(|x| !f.contains(x)), || {
+                    format!("runs {n:?}, first {f:?}")
+                })
+            })
+            .await?;
+            pause(&ctx, name).await?;
+            Ok(r)
+        })
+        .await?;
+    ctx.step("one run is left", async {
+        ensure!(
+            r.len() == 1,
+            "Replace left {} runs side by side: {:?}",
+            r.len(),
+            names(&r)
+        );
+        Ok(())
     })
-    .await?;
-    pause(&ctx, name).await?;
-    ensure!(
-        r.len() == 1,
-        "Replace left {} runs side by side: {:?}",
-        r.len(),
-        names(&r)
-    );
-    Ok(())
+    .await
 }
 
 async fn paused(ctx: Ctx) -> anyhow::Result<()> {
     let (name, clock) = ("held", "clock");
-    create(
-        &ctx,
-        cron(name, never_finishing(name), json!({"paused": true})),
+    ctx.step(
+        "the clock runs three times beside a paused AdvancedCronJob",
+        async {
+            create(
+                &ctx,
+                cron(name, never_finishing(name), json!({"paused": true})),
+            )
+            .await?;
+            create(&ctx, cron(clock, never_finishing(clock), json!({}))).await?;
+            wait_count(&ctx, clock, BCJ, 3).await?;
+            Ok(())
+        },
     )
     .await?;
-    create(&ctx, cron(clock, never_finishing(clock), json!({}))).await?;
-    wait_count(&ctx, clock, BCJ, 3).await?;
-    let held = runs(&ctx, BCJ, name).await?;
-    ensure!(
-        held.is_empty(),
-        "a paused AdvancedCronJob ran {:?}",
-        names(&held)
-    );
-    pause(&ctx, clock).await?;
-    ctx.patch(API, KIND, name, json!({"spec": {"paused": false}}))
-        .await
-        .map_err(refusal)?;
-    wait_count(&ctx, name, BCJ, 1).await?;
-    pause(&ctx, name).await
+    ctx.step("the paused AdvancedCronJob ran nothing", async {
+        let held = runs(&ctx, BCJ, name).await?;
+        ensure!(
+            held.is_empty(),
+            "a paused AdvancedCronJob ran {:?}",
+            names(&held)
+        );
+        Ok(())
+    })
+    .await?;
+    ctx.step("resumed, it runs", async {
+        pause(&ctx, clock).await?;
+        ctx.patch(API, KIND, name, json!({"spec": {"paused": false}}))
+            .await
+            .map_err(refusal)?;
+        wait_count(&ctx, name, BCJ, 1).await?;
+        pause(&ctx, name).await
+    })
+    .await
 }
 
 async fn starting_deadline(ctx: Ctx) -> anyhow::Result<()> {
     let (name, clock) = ("late", "clock");
-    create(
-        &ctx,
-        cron(
-            name,
-            never_finishing(name),
-            json!({"startingDeadlineSeconds": 0}),
-        ),
-    )
-    .await?;
-    create(&ctx, cron(clock, never_finishing(clock), json!({}))).await?;
-    wait_count(&ctx, clock, BCJ, 3).await?;
-    let late = runs(&ctx, BCJ, name).await?;
-    ensure!(
-        late.is_empty(),
-        "an AdvancedCronJob with startingDeadlineSeconds 0 ran {:?}",
-        names(&late)
-    );
-    pause(&ctx, clock).await?;
-    pause(&ctx, name).await
-}
-
-async fn history(ctx: Ctx) -> anyhow::Result<()> {
-    // Failed runs: nothing to do, failed by their activeDeadlineSeconds (no pods at all).
-    let failing = "failing";
-    let mut t = never_finishing(failing);
-    t["broadcastJobTemplate"]["spec"]["completionPolicy"] =
-        json!({"type": "Always", "activeDeadlineSeconds": 1});
-    create(
-        &ctx,
-        cron(
-            failing,
-            t,
-            json!({"failedJobsHistoryLimit": 1, "successfulJobsHistoryLimit": 0}),
-        ),
-    )
-    .await?;
-    // Successful runs: every pod succeeds.
-    let ok = "ok";
-    create(
-        &ctx,
-        cron(
-            ok,
-            broadcast(ok, json!({})),
-            json!({"successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 0}),
-        ),
-    )
-    .await?;
-    for (name, want) in [(failing, "Failed"), (ok, "Complete")] {
-        let what = format!("{name}: three finished runs seen");
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
-        let s = seen.clone();
-        wait_runs(&ctx, name, BCJ, &what, move |_, r| {
-            let mut s = s.lock().expect("not poisoned");
-            s.extend(
-                r.iter()
-                    .filter(|j| finished(j).as_deref() == Some(want))
-                    .filter_map(|j| j.metadata.name.clone()),
-            );
-            Check::when(s.len() >= 3, || format!("finished runs seen {:?}", *s))
-        })
-        .await?;
-        pause(&ctx, name).await?;
-        let what = format!("{name}: at most one finished run kept (history limit 1)");
-        wait_runs(&ctx, name, BCJ, &what, |_, r| {
-            let kept: Vec<String> = r
-                .iter()
-                .filter(|j| finished(j).is_some())
-                .filter_map(|j| j.metadata.name.clone())
-                .collect();
-            Check::when(kept.len() <= 1, || format!("finished runs kept {kept:?}"))
-        })
-        .await?;
-    }
-    // The pods of pruned runs go with them (garbage collection).
-    let c = ctx.clone();
-    let api = ctx.dyn_api(API, KIND).await?;
-    until(
-        &api,
-        ok,
-        "the pods of pruned runs collected",
-        ctx.timeouts.converge,
-        move |_| {
-            let c = c.clone();
-            async move {
-                match crate::scenario::invariants::orphans(&c.client, &c.namespace).await {
-                    Ok(o) => Check::when(o.is_empty(), || o.join("; ")),
-                    Err(e) => Check::Failed(format!("list orphans: {e}")),
-                }
-            }
-            .boxed()
+    ctx.step(
+        "the clock runs three times beside one with startingDeadlineSeconds 0",
+        async {
+            create(
+                &ctx,
+                cron(
+                    name,
+                    never_finishing(name),
+                    json!({"startingDeadlineSeconds": 0}),
+                ),
+            )
+            .await?;
+            create(&ctx, cron(clock, never_finishing(clock), json!({}))).await?;
+            wait_count(&ctx, clock, BCJ, 3).await?;
+            Ok(())
         },
     )
     .await?;
-    Ok(())
+    ctx.step("no run started past its deadline", async {
+        let late = runs(&ctx, BCJ, name).await?;
+        ensure!(
+            late.is_empty(),
+            "an AdvancedCronJob with startingDeadlineSeconds 0 ran {:?}",
+            names(&late)
+        );
+        pause(&ctx, clock).await?;
+        pause(&ctx, name).await
+    })
+    .await
+}
+
+async fn history(ctx: Ctx) -> anyhow::Result<()> {
+    let (failing, ok) = ctx
+        .step(
+            "an AdvancedCronJob of failing runs and one of succeeding runs",
+            async {
+                // Failed runs: nothing to do, failed by their
+                // activeDeadlineSeconds (no pods at all).
+                let failing = "failing";
+                let mut t = never_finishing(failing);
+                t["broadcastJobTemplate"]["spec"]["completionPolicy"] =
+                    json!({"type": "Always", "activeDeadlineSeconds": 1});
+                create(
+                    &ctx,
+                    cron(
+                        failing,
+                        t,
+                        json!({"failedJobsHistoryLimit": 1, "successfulJobsHistoryLimit": 0}),
+                    ),
+                )
+                .await?;
+                // Successful runs: every pod succeeds.
+                let ok = "ok";
+                create(
+                    &ctx,
+                    cron(
+                        ok,
+                        broadcast(ok, json!({})),
+                        json!({"successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 0}),
+                    ),
+                )
+                .await?;
+                Ok((failing, ok))
+            },
+        )
+        .await?;
+    for (name, want) in [(failing, "Failed"), (ok, "Complete")] {
+        ctx.step(&format!("{name}: three {want} runs are seen"), async {
+            let what = format!("{name}: three finished runs seen");
+            let seen =
+                std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+            let s = seen.clone();
+            wait_runs(&ctx, name, BCJ, &what, move |_, r| {
+                let mut s = s.lock().expect("not poisoned");
+                s.extend(
+                    r.iter()
+                        .filter(|j| finished(j).as_deref() == Some(want))
+                        .filter_map(|j| j.metadata.name.clone()),
+                );
+                Check::when(s.len() >= 3, || format!("finished runs seen {:?}", *s))
+            })
+            .await?;
+            pause(&ctx, name).await?;
+            Ok(())
+        })
+        .await?;
+        ctx.step(
+            &format!("{name}: at most one finished run is kept"),
+            async {
+                let what = format!("{name}: at most one finished run kept (history limit 1)");
+                wait_runs(&ctx, name, BCJ, &what, |_, r| {
+                    let kept: Vec<String> = r
+                        .iter()
+                        .filter(|j| finished(j).is_some())
+                        .filter_map(|j| j.metadata.name.clone())
+                        .collect();
+                    Check::when(kept.len() <= 1, || format!("finished runs kept {kept:?}"))
+                })
+                .await?;
+                Ok(())
+            },
+        )
+        .await?;
+    }
+    ctx.step("the pods of pruned runs are collected", async {
+        // The pods of pruned runs go with them (garbage collection).
+        let c = ctx.clone();
+        let api = ctx.dyn_api(API, KIND).await?;
+        until(
+            &api,
+            ok,
+            "the pods of pruned runs collected",
+            ctx.timeouts.converge,
+            move |_| {
+                let c = c.clone();
+                async move {
+                    match crate::scenario::invariants::orphans(&c.client, &c.namespace).await {
+                        Ok(o) => Check::when(o.is_empty(), || o.join("; ")),
+                        Err(e) => Check::Failed(format!("list orphans: {e}")),
+                    }
+                }
+                .boxed()
+            },
+        )
+        .await?;
+        Ok(())
+    })
+    .await
 }
 
 async fn validation(ctx: Ctx) -> anyhow::Result<()> {
-    let refused = [
-        (
-            "bad-schedule",
-            json!({"schedule": "every now and then"}),
-            "schedule",
-        ),
-        ("local-zone", json!({"timeZone": "Local"}), "timeZone"),
-        (
-            "both-zones",
-            json!({"schedule": "TZ=UTC */5 * * * *", "timeZone": "Europe/Paris"}),
-            "schedule",
-        ),
-    ];
-    for (name, extra, field) in refused {
-        match ctx.create(cron(name, never_finishing(name), extra)).await {
-            Err(kube::Error::Api(e)) => ensure!(
-                e.message.contains(field),
-                "{name} was refused for another reason than {field}: {}",
-                e.message
-            ),
-            Err(e) => return Err(refusal(e)),
-            Ok(_) => bail!("AdvancedCronJob {name} was accepted; its {field} must be refused"),
-        }
-    }
-    let zoned = "zoned";
-    create(
-        &ctx,
-        cron(
-            zoned,
-            never_finishing(zoned),
-            json!({"timeZone": "Asia/Shanghai"}),
-        ),
+    ctx.step(
+        "an invalid schedule, timeZone Local and TZ beside timeZone are refused",
+        async {
+            let refused = [
+                (
+                    "bad-schedule",
+                    json!({"schedule": "every now and then"}),
+                    "schedule",
+                ),
+                ("local-zone", json!({"timeZone": "Local"}), "timeZone"),
+                (
+                    "both-zones",
+                    json!({"schedule": "TZ=UTC */5 * * * *", "timeZone": "Europe/Paris"}),
+                    "schedule",
+                ),
+            ];
+            for (name, extra, field) in refused {
+                match ctx.create(cron(name, never_finishing(name), extra)).await {
+                    Err(kube::Error::Api(e)) => ensure!(
+                        e.message.contains(field),
+                        "{name} was refused for another reason than {field}: {}",
+                        e.message
+                    ),
+                    Err(e) => return Err(refusal(e)),
+                    Ok(_) => {
+                        bail!("AdvancedCronJob {name} was accepted; its {field} must be refused")
+                    }
+                }
+            }
+            Ok(())
+        },
     )
     .await?;
-    // A named zone is accepted and the schedule still runs.
-    wait_count(&ctx, zoned, BCJ, 1).await?;
-    pause(&ctx, zoned).await
+    ctx.step("a named timeZone is accepted and runs", async {
+        let zoned = "zoned";
+        create(
+            &ctx,
+            cron(
+                zoned,
+                never_finishing(zoned),
+                json!({"timeZone": "Asia/Shanghai"}),
+            ),
+        )
+        .await?;
+        // A named zone is accepted and the schedule still runs.
+        wait_count(&ctx, zoned, BCJ, 1).await?;
+        pause(&ctx, zoned).await
+    })
+    .await
 }

@@ -227,35 +227,52 @@ fn pod_phase(p: &Pod) -> String {
 }
 
 async fn one_per_node(ctx: Ctx) -> anyhow::Result<()> {
-    let nodes = node_names(&ctx, "").await?;
-    let n = nodes.len() as i64;
-    create(&ctx, job(NAME, json!({}))).await?;
-    let o = wait_phase(&ctx, NAME, "completed").await?;
-    ensure!(
-        count(&o, "desired") == n && count(&o, "succeeded") == n && count(&o, "active") == 0,
-        "want desired {n}, succeeded {n}, active 0 over {n} nodes; status {}",
-        status(&o)
-    );
-    ensure!(
-        condition(&o, "Complete").is_some_and(|c| c.0 == "True")
-            && !status(&o)["completionTime"].is_null()
-            && !status(&o)["startTime"].is_null(),
-        "a completed job lacks Complete=True, startTime or completionTime: {}",
-        status(&o)
-    );
-    let pods = pods(&ctx, &format!("app={NAME}")).await?;
-    let on: Vec<String> = pods.iter().map(node_of).collect();
-    let distinct: BTreeSet<String> = on.iter().cloned().collect();
-    ensure!(
-        on.len() == nodes.len() && distinct == nodes,
-        "want one pod on each of {nodes:?}, pods are on {on:?}"
-    );
-    ensure!(
-        pods.iter().all(|p| pod_phase(p) == "Succeeded"),
-        "pods of a completed job are not all Succeeded: {:?}",
-        pods.iter().map(pod_phase).collect::<Vec<_>>()
-    );
-    Ok(())
+    let (nodes, n, o) = ctx
+        .step("the job runs to completion over every node", async {
+            let nodes = node_names(&ctx, "").await?;
+            let n = nodes.len() as i64;
+            create(&ctx, job(NAME, json!({}))).await?;
+            let o = wait_phase(&ctx, NAME, "completed").await?;
+            Ok((nodes, n, o))
+        })
+        .await?;
+    ctx.step(
+        "status counts every node, with Complete and its times",
+        async {
+            ensure!(
+                count(&o, "desired") == n
+                    && count(&o, "succeeded") == n
+                    && count(&o, "active") == 0,
+                "want desired {n}, succeeded {n}, active 0 over {n} nodes; status {}",
+                status(&o)
+            );
+            ensure!(
+                condition(&o, "Complete").is_some_and(|c| c.0 == "True")
+                    && !status(&o)["completionTime"].is_null()
+                    && !status(&o)["startTime"].is_null(),
+                "a completed job lacks Complete=True, startTime or completionTime: {}",
+                status(&o)
+            );
+            Ok(())
+        },
+    )
+    .await?;
+    ctx.step("one Succeeded pod ran on each node", async {
+        let pods = pods(&ctx, &format!("app={NAME}")).await?;
+        let on: Vec<String> = pods.iter().map(node_of).collect();
+        let distinct: BTreeSet<String> = on.iter().cloned().collect();
+        ensure!(
+            on.len() == nodes.len() && distinct == nodes,
+            "want one pod on each of {nodes:?}, pods are on {on:?}"
+        );
+        ensure!(
+            pods.iter().all(|p| pod_phase(p) == "Succeeded"),
+            "pods of a completed job are not all Succeeded: {:?}",
+            pods.iter().map(pod_phase).collect::<Vec<_>>()
+        );
+        Ok(())
+    })
+    .await
 }
 
 async fn node_selection(ctx: Ctx) -> anyhow::Result<()> {
@@ -274,177 +291,238 @@ async fn node_selection(ctx: Ctx) -> anyhow::Result<()> {
             "topology.kubernetes.io/zone=zone-b",
         ),
     ];
-    for (name, extra, _) in &cases {
-        create(&ctx, job(name, extra.clone())).await?;
-    }
+    ctx.step(
+        "a job restricted by nodeSelector and one by node affinity",
+        async {
+            for (name, extra, _) in &cases {
+                create(&ctx, job(name, extra.clone())).await?;
+            }
+            Ok(())
+        },
+    )
+    .await?;
     for (name, _, selector) in cases {
-        let want = node_names(&ctx, selector).await?;
-        let o = wait_phase(&ctx, name, "completed").await?;
-        ensure!(
-            count(&o, "desired") == want.len() as i64,
-            "job {name}: desired {}, want {} (nodes {selector})",
-            count(&o, "desired"),
-            want.len()
-        );
-        let on: Vec<String> = pods(&ctx, &format!("app={name}"))
-            .await?
-            .iter()
-            .map(node_of)
-            .collect();
-        ensure!(
-            on.len() == want.len() && on.iter().cloned().collect::<BTreeSet<_>>() == want,
-            "job {name}: pods on {on:?}, want one on each of {want:?} ({selector})"
-        );
+        ctx.step(
+            &format!("job {name} completes with one pod on each node of {selector}"),
+            async {
+                let want = node_names(&ctx, selector).await?;
+                let o = wait_phase(&ctx, name, "completed").await?;
+                ensure!(
+                    count(&o, "desired") == want.len() as i64,
+                    "job {name}: desired {}, want {} (nodes {selector})",
+                    count(&o, "desired"),
+                    want.len()
+                );
+                let on: Vec<String> = pods(&ctx, &format!("app={name}"))
+                    .await?
+                    .iter()
+                    .map(node_of)
+                    .collect();
+                ensure!(
+                    on.len() == want.len() && on.iter().cloned().collect::<BTreeSet<_>>() == want,
+                    "job {name}: pods on {on:?}, want one on each of {want:?} ({selector})"
+                );
+                Ok(())
+            },
+        )
+        .await?;
     }
     Ok(())
 }
 
 async fn parallelism(ctx: Ctx) -> anyhow::Result<()> {
-    let n = node_names(&ctx, "").await?.len();
-    ensure!(n > 2, "the cluster has {n} nodes, this needs more than 2");
-    // Pods that never finish (restarts stay within the limit) hold their parallelism slot.
-    let mut extra = crash_looping();
-    merge(
-        &mut extra,
-        json!({"parallelism": 2, "failurePolicy": {"type": "Continue", "restartLimit": 1000}}),
-    );
-    create(&ctx, job(NAME, extra)).await?;
-    let o = wait_job(&ctx, NAME, "two active pods", |o, p| {
-        Check::when(count(o, "active") == 2 && p.len() >= 2, || {
-            format!("{} pods; status {}", p.len(), status(o))
-        })
+    let (n, o) = ctx.step("two pods run under parallelism 2", async {
+        let n = node_names(&ctx, "").await?.len();
+        ensure!(n > 2, "the cluster has {n} nodes, this needs more than 2");
+        // Pods that never finish (restarts stay within the limit) hold their parallelism slot.
+        let mut extra = crash_looping();
+        merge(
+            &mut extra,
+            json!({"parallelism": 2, "failurePolicy": {"type": "Continue", "restartLimit": 1000}}),
+        );
+        create(&ctx, job(NAME, extra)).await?;
+        let o = wait_job(&ctx, NAME, "two active pods", |o, p| {
+            Check::when(count(o, "active") == 2 && p.len() >= 2, || {
+                format!("{} pods; status {}", p.len(), status(o))
+            })
     })
     .await?;
-    let p = pods(&ctx, &format!("app={NAME}")).await?;
-    ensure!(
-        p.len() == 2 && count(&o, "desired") == n as i64,
-        "parallelism 2: {} pods exist, desired {} (want 2 pods, desired {n})",
-        p.len(),
-        count(&o, "desired")
-    );
-    ctx.patch(
-        API,
-        "BroadcastJob",
-        NAME,
-        json!({"spec": {"parallelism": n}}),
-    )
+        Ok((n, o))
+    })
+    .await?;
+    ctx.step("no third pod exists while every node is desired", async {
+        let p = pods(&ctx, &format!("app={NAME}")).await?;
+        ensure!(
+            p.len() == 2 && count(&o, "desired") == n as i64,
+            "parallelism 2: {} pods exist, desired {} (want 2 pods, desired {n})",
+            p.len(),
+            count(&o, "desired")
+        );
+        Ok(())
+    })
+    .await?;
+    ctx.step("raising parallelism runs a pod on every node", async {
+        ctx.patch(
+            API,
+            "BroadcastJob",
+            NAME,
+            json!({"spec": {"parallelism": n}}),
+        )
+        .await
+        .map_err(refusal)?;
+        let want = n as i64;
+        wait_job(&ctx, NAME, "every node running a pod", move |o, p| {
+            Check::when(count(o, "active") == want && p.len() as i64 == want, || {
+                format!("{} pods; status {}", p.len(), status(o))
+            })
+        })
+        .await?;
+        Ok(())
+    })
     .await
-    .map_err(refusal)?;
-    let want = n as i64;
-    wait_job(&ctx, NAME, "every node running a pod", move |o, p| {
-        Check::when(count(o, "active") == want && p.len() as i64 == want, || {
-            format!("{} pods; status {}", p.len(), status(o))
-        })
-    })
-    .await?;
-    Ok(())
 }
 
 async fn completion_never(ctx: Ctx) -> anyhow::Result<()> {
-    let n = node_names(&ctx, "").await?.len() as i64;
-    create(
-        &ctx,
-        job(NAME, json!({"completionPolicy": {"type": "Never"}})),
-    )
-    .await?;
-    let o = wait_job(&ctx, NAME, "every pod succeeded", move |o, _| {
-        Check::when(count(o, "succeeded") == n, || {
-            format!("status {}", status(o))
+    let o = ctx
+        .step("every pod succeeds", async {
+            let n = node_names(&ctx, "").await?.len() as i64;
+            create(
+                &ctx,
+                job(NAME, json!({"completionPolicy": {"type": "Never"}})),
+            )
+            .await?;
+            let o = wait_job(&ctx, NAME, "every pod succeeded", move |o, _| {
+                Check::when(count(o, "succeeded") == n, || {
+                    format!("status {}", status(o))
+                })
+            })
+            .await?;
+            Ok(o)
         })
-    })
-    .await?;
-    ensure!(
-        phase(&o) == "running" && condition(&o, "Complete").is_none(),
-        "a job with completionPolicy Never finished: {}",
-        status(&o)
-    );
-    Ok(())
+        .await?;
+    ctx.step(
+        "the job stays running without a Complete condition",
+        async {
+            ensure!(
+                phase(&o) == "running" && condition(&o, "Complete").is_none(),
+                "a job with completionPolicy Never finished: {}",
+                status(&o)
+            );
+            Ok(())
+        },
+    )
+    .await
 }
 
 async fn active_deadline(ctx: Ctx) -> anyhow::Result<()> {
-    let mut extra = crash_looping();
-    merge(
-        &mut extra,
-        json!({"completionPolicy": {"type": "Always", "activeDeadlineSeconds": 2},
+    ctx.step("the job fails with Failed=True past its deadline", async {
+        let mut extra = crash_looping();
+        merge(
+            &mut extra,
+            json!({"completionPolicy": {"type": "Always", "activeDeadlineSeconds": 2},
             "failurePolicy": {"type": "Continue", "restartLimit": 1000}}),
-    );
-    create(&ctx, job(NAME, extra)).await?;
-    let o = wait_phase(&ctx, NAME, "failed").await?;
-    ensure!(
-        condition(&o, "Failed").is_some_and(|c| c.0 == "True"),
-        "a job past its deadline lacks Failed=True: {}",
-        status(&o)
-    );
-    wait_job(&ctx, NAME, "the active pods deleted", |o, p| {
-        Check::when(p.is_empty() && count(o, "active") == 0, || {
-            format!("{} pods left; status {}", p.len(), status(o))
-        })
+        );
+        create(&ctx, job(NAME, extra)).await?;
+        let o = wait_phase(&ctx, NAME, "failed").await?;
+        ensure!(
+            condition(&o, "Failed").is_some_and(|c| c.0 == "True"),
+            "a job past its deadline lacks Failed=True: {}",
+            status(&o)
+        );
+        Ok(())
     })
     .await?;
-    Ok(())
+    ctx.step("its active pods are deleted", async {
+        wait_job(&ctx, NAME, "the active pods deleted", |o, p| {
+            Check::when(p.is_empty() && count(o, "active") == 0, || {
+                format!("{} pods left; status {}", p.len(), status(o))
+            })
+        })
+        .await?;
+        Ok(())
+    })
+    .await
 }
 
 async fn ttl(ctx: Ctx) -> anyhow::Result<()> {
-    create(
-        &ctx,
-        job(
+    let finished = ctx
+        .step("the job completes", async {
+            create(
+                &ctx,
+                job(
+                    NAME,
+                    json!({"completionPolicy": {"type": "Always", "ttlSecondsAfterFinished": 2}}),
+                ),
+            )
+            .await?;
+            let o = wait_phase(&ctx, NAME, "completed").await?;
+            let finished = status(&o)["completionTime"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            Ok(finished)
+        })
+        .await?;
+    let api = ctx
+        .step(
+            "the job is deleted no sooner than the TTL after it finished",
+            async {
+                let api = ctx.dyn_api(API, "BroadcastJob").await?;
+                let get = api.clone();
+                // Absence is read, not inferred from the watch (which starts empty).
+                until(
+                    &api,
+                    NAME,
+                    "the finished job deleted",
+                    ctx.timeouts.converge,
+                    move |_| {
+                        let get = get.clone();
+                        async move {
+                            match get.get_opt(NAME).await {
+                                Ok(o) => Check::when(o.is_none(), || {
+                                    "the BroadcastJob still exists".into()
+                                }),
+                                Err(e) => Check::Failed(format!("get the BroadcastJob: {e}")),
+                            }
+                        }
+                        .boxed()
+                    },
+                )
+                .await?;
+                let gone = epoch_now();
+                let finished = parse_time(&finished)?;
+                ensure!(
+                    gone - finished >= 2,
+                    "the job was deleted {}s after it finished, before ttlSecondsAfterFinished 2",
+                    gone - finished
+                );
+                Ok(api)
+            },
+        )
+        .await?;
+    ctx.step("its pods are collected", async {
+        // Its pods follow (garbage collection).
+        let c = ctx.clone();
+        until(
+            &api,
             NAME,
-            json!({"completionPolicy": {"type": "Always", "ttlSecondsAfterFinished": 2}}),
-        ),
-    )
-    .await?;
-    let o = wait_phase(&ctx, NAME, "completed").await?;
-    let finished = status(&o)["completionTime"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let api = ctx.dyn_api(API, "BroadcastJob").await?;
-    let get = api.clone();
-    // Absence is read, not inferred from the watch (which starts empty).
-    until(
-        &api,
-        NAME,
-        "the finished job deleted",
-        ctx.timeouts.converge,
-        move |_| {
-            let get = get.clone();
-            async move {
-                match get.get_opt(NAME).await {
-                    Ok(o) => Check::when(o.is_none(), || "the BroadcastJob still exists".into()),
-                    Err(e) => Check::Failed(format!("get the BroadcastJob: {e}")),
+            "the job's pods collected",
+            ctx.timeouts.converge,
+            move |_| {
+                let c = c.clone();
+                async move {
+                    match pods(&c, &format!("app={NAME}")).await {
+                        Ok(p) => Check::when(p.is_empty(), || format!("{} pods left", p.len())),
+                        Err(e) => Check::Failed(format!("list pods: {e}")),
+                    }
                 }
-            }
-            .boxed()
-        },
-    )
-    .await?;
-    let gone = epoch_now();
-    let finished = parse_time(&finished)?;
-    ensure!(
-        gone - finished >= 2,
-        "the job was deleted {}s after it finished, before ttlSecondsAfterFinished 2",
-        gone - finished
-    );
-    // Its pods follow (garbage collection).
-    let c = ctx.clone();
-    until(
-        &api,
-        NAME,
-        "the job's pods collected",
-        ctx.timeouts.converge,
-        move |_| {
-            let c = c.clone();
-            async move {
-                match pods(&c, &format!("app={NAME}")).await {
-                    Ok(p) => Check::when(p.is_empty(), || format!("{} pods left", p.len())),
-                    Err(e) => Check::Failed(format!("list pods: {e}")),
-                }
-            }
-            .boxed()
-        },
-    )
-    .await?;
-    Ok(())
+                .boxed()
+            },
+        )
+        .await?;
+        Ok(())
+    })
+    .await
 }
 
 /// Seconds since the epoch, now.
@@ -468,108 +546,158 @@ fn failing(policy: &str) -> Value {
 }
 
 async fn fail_fast(ctx: Ctx) -> anyhow::Result<()> {
-    let mut extra = failing("FailFast");
-    extra["failurePolicy"] = json!({});
-    create(&ctx, job(NAME, extra)).await?;
-    let o = wait_phase(&ctx, NAME, "failed").await?;
-    ensure!(
-        count(&o, "failed") >= 1 && condition(&o, "Failed").is_some_and(|c| c.0 == "True"),
-        "a failed job lacks failed pods or Failed=True: {}",
-        status(&o)
-    );
-    Ok(())
+    let o = ctx
+        .step("the job with a failing pod reaches phase failed", async {
+            let mut extra = failing("FailFast");
+            extra["failurePolicy"] = json!({});
+            create(&ctx, job(NAME, extra)).await?;
+            let o = wait_phase(&ctx, NAME, "failed").await?;
+            Ok(o)
+        })
+        .await?;
+    ctx.step("the failed pod is counted and the job is Failed", async {
+        ensure!(
+            count(&o, "failed") >= 1 && condition(&o, "Failed").is_some_and(|c| c.0 == "True"),
+            "a failed job lacks failed pods or Failed=True: {}",
+            status(&o)
+        );
+        Ok(())
+    })
+    .await
 }
 
 async fn continue_on_failure(ctx: Ctx) -> anyhow::Result<()> {
-    let n = node_names(&ctx, "").await?.len() as i64;
-    create(&ctx, job(NAME, failing("Continue"))).await?;
-    let o = wait_phase(&ctx, NAME, "completed").await?;
-    ensure!(
-        count(&o, "failed") == n
-            && count(&o, "succeeded") == 0
-            && condition(&o, "Complete").is_some_and(|c| c.0 == "True"),
-        "want a Complete job with {n} failed pods: {}",
-        status(&o)
-    );
-    Ok(())
+    let (n, o) = ctx
+        .step("the job with failing pods completes", async {
+            let n = node_names(&ctx, "").await?.len() as i64;
+            create(&ctx, job(NAME, failing("Continue"))).await?;
+            let o = wait_phase(&ctx, NAME, "completed").await?;
+            Ok((n, o))
+        })
+        .await?;
+    ctx.step(
+        "every failed pod is counted and the job is Complete",
+        async {
+            ensure!(
+                count(&o, "failed") == n
+                    && count(&o, "succeeded") == 0
+                    && condition(&o, "Complete").is_some_and(|c| c.0 == "True"),
+                "want a Complete job with {n} failed pods: {}",
+                status(&o)
+            );
+            Ok(())
+        },
+    )
+    .await
 }
 
 async fn pause_on_failure(ctx: Ctx) -> anyhow::Result<()> {
-    let n = node_names(&ctx, "").await?.len() as i64;
-    // One pod at a time: the first one fails and no other node gets a pod.
-    let mut extra = failing("Pause");
-    extra["parallelism"] = json!(1);
-    create(&ctx, job(NAME, extra)).await?;
-    let o = wait_job(&ctx, NAME, "paused after one failed pod", |o, _| {
-        Check::when(phase(o) == "paused" && count(o, "failed") == 1, || {
-            format!("status {}", status(o))
+    let (n, o) = ctx
+        .step("the job pauses after its first failed pod", async {
+            let n = node_names(&ctx, "").await?.len() as i64;
+            // One pod at a time: the first one fails and no other node gets a pod.
+            let mut extra = failing("Pause");
+            extra["parallelism"] = json!(1);
+            create(&ctx, job(NAME, extra)).await?;
+            let o = wait_job(&ctx, NAME, "paused after one failed pod", |o, _| {
+                Check::when(phase(o) == "paused" && count(o, "failed") == 1, || {
+                    format!("status {}", status(o))
+                })
+            })
+            .await?;
+            Ok((n, o))
         })
+        .await?;
+    ctx.step("no other pod ran and the job did not fail", async {
+        let p = pods(&ctx, &format!("app={NAME}")).await?;
+        ensure!(
+            p.len() == 1 && count(&o, "desired") == n && condition(&o, "Failed").is_none(),
+            "a job paused by its failed pod ran {} pods (want 1) or failed: status {}",
+            p.len(),
+            status(&o)
+        );
+        Ok(())
     })
-    .await?;
-    let p = pods(&ctx, &format!("app={NAME}")).await?;
-    ensure!(
-        p.len() == 1 && count(&o, "desired") == n && condition(&o, "Failed").is_none(),
-        "a job paused by its failed pod ran {} pods (want 1) or failed: status {}",
-        p.len(),
-        status(&o)
-    );
-    Ok(())
+    .await
 }
 
 async fn restart_limit(ctx: Ctx) -> anyhow::Result<()> {
-    let mut extra = crash_looping();
-    merge(
-        &mut extra,
-        json!({"failurePolicy": {"type": "FailFast", "restartLimit": 2}}),
-    );
-    create(&ctx, job(NAME, extra)).await?;
-    let o = wait_phase(&ctx, NAME, "failed").await?;
-    ensure!(
-        count(&o, "failed") >= 1,
-        "the job failed without counting a failed pod: {}",
-        status(&o)
-    );
-    let restarts: Vec<i32> = pods(&ctx, &format!("app={NAME}"))
-        .await?
-        .iter()
-        .filter_map(|p| container_status(p, "main").map(|s| s.restart_count))
-        .collect();
-    ensure!(
-        restarts.iter().any(|r| *r > 2),
-        "the job failed before a pod restarted more than restartLimit 2 times: {restarts:?}"
-    );
-    Ok(())
+    let o = ctx
+        .step("the crash-looping job fails", async {
+            let mut extra = crash_looping();
+            merge(
+                &mut extra,
+                json!({"failurePolicy": {"type": "FailFast", "restartLimit": 2}}),
+            );
+            create(&ctx, job(NAME, extra)).await?;
+            let o = wait_phase(&ctx, NAME, "failed").await?;
+            Ok(o)
+        })
+        .await?;
+    ctx.step(
+        "a pod restarted more than restartLimit times was counted as failed",
+        async {
+            ensure!(
+                count(&o, "failed") >= 1,
+                "the job failed without counting a failed pod: {}",
+                status(&o)
+            );
+            let restarts: Vec<i32> = pods(&ctx, &format!("app={NAME}"))
+                .await?
+                .iter()
+                .filter_map(|p| container_status(p, "main").map(|s| s.restart_count))
+                .collect();
+            ensure!(
+                restarts.iter().any(|r| *r > 2),
+                "the job failed before a pod restarted more than restartLimit 2 times: {restarts:?}"
+            );
+            Ok(())
+        },
+    )
+    .await
 }
 
 async fn paused(ctx: Ctx) -> anyhow::Result<()> {
-    let n = node_names(&ctx, "").await?.len() as i64;
-    create(&ctx, job(NAME, json!({"paused": true}))).await?;
-    let o = wait_job(&ctx, NAME, "paused with its desired count", move |o, _| {
-        Check::when(phase(o) == "paused" && count(o, "desired") == n, || {
-            format!("status {}", status(o))
+    let (n, o) = ctx
+        .step("the paused job reports its desired count", async {
+            let n = node_names(&ctx, "").await?.len() as i64;
+            create(&ctx, job(NAME, json!({"paused": true}))).await?;
+            let o = wait_job(&ctx, NAME, "paused with its desired count", move |o, _| {
+                Check::when(phase(o) == "paused" && count(o, "desired") == n, || {
+                    format!("status {}", status(o))
+                })
+            })
+            .await?;
+            Ok((n, o))
         })
+        .await?;
+    ctx.step("the paused job created no pod", async {
+        let p = pods(&ctx, &format!("app={NAME}")).await?;
+        ensure!(
+            p.is_empty() && count(&o, "active") == 0,
+            "a paused job created {} pods: status {}",
+            p.len(),
+            status(&o)
+        );
+        Ok(())
     })
     .await?;
-    let p = pods(&ctx, &format!("app={NAME}")).await?;
-    ensure!(
-        p.is_empty() && count(&o, "active") == 0,
-        "a paused job created {} pods: status {}",
-        p.len(),
-        status(&o)
-    );
-    ctx.patch(
-        API,
-        "BroadcastJob",
-        NAME,
-        json!({"spec": {"paused": false}}),
-    )
+    ctx.step("resumed, it runs to completion", async {
+        ctx.patch(
+            API,
+            "BroadcastJob",
+            NAME,
+            json!({"spec": {"paused": false}}),
+        )
+        .await
+        .map_err(refusal)?;
+        let o = wait_phase(&ctx, NAME, "completed").await?;
+        ensure!(
+            count(&o, "succeeded") == n,
+            "the resumed job completed with status {}",
+            status(&o)
+        );
+        Ok(())
+    })
     .await
-    .map_err(refusal)?;
-    let o = wait_phase(&ctx, NAME, "completed").await?;
-    ensure!(
-        count(&o, "succeeded") == n,
-        "the resumed job completed with status {}",
-        status(&o)
-    );
-    Ok(())
 }

@@ -167,68 +167,100 @@ async fn s2_together_on(ctx: Ctx, real: bool) -> anyhow::Result<()> {
 }
 
 async fn s2_template_only(ctx: Ctx) -> anyhow::Result<()> {
-    let (cs, before) = start(&ctx, "InPlaceIfPossible").await?;
-    update(&cs, None, "2Gi").await?;
-    cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
-    // The revision did not move: no pod has anything to update to.
-    let typed: kube::Api<crate::kruise::cloneset::CloneSet> = ctx.api();
-    let status = typed
-        .get(NAME)
-        .await?
-        .status
-        .ok_or_else(|| anyhow::anyhow!("CloneSet {NAME} has no status"))?;
-    ensure!(
-        status.updated_replicas == 2 && status.current_revision == status.update_revision,
-        "a template-only change started a rollout: {status:?}"
-    );
-    let after = pod_uids(&ctx, SELECTOR).await?;
-    ensure!(
-        before == after,
-        "pods were touched by a template-only change: before {before:?}, after {after:?}"
-    );
-    for p in pods(&ctx, SELECTOR).await? {
-        let restarts = container_status(&p, "main")
-            .map(|s| s.restart_count)
-            .unwrap_or(-1);
+    let (cs, before) = ctx
+        .step("two pods run, each with its claim", async {
+            let (cs, before) = start(&ctx, "InPlaceIfPossible").await?;
+            Ok((cs, before))
+        })
+        .await?;
+    ctx.step("only the claim size of the template changes", async {
+        update(&cs, None, "2Gi").await?;
+        cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
+        Ok(())
+    })
+    .await?;
+    ctx.step("the revision does not move", async {
+        // The revision did not move: no pod has anything to update to.
+        let typed: kube::Api<crate::kruise::cloneset::CloneSet> = ctx.api();
+        let status = typed
+            .get(NAME)
+            .await?
+            .status
+            .ok_or_else(|| anyhow::anyhow!("CloneSet {NAME} has no status"))?;
         ensure!(
-            restarts == 0,
-            "pod {:?} restarted {restarts} times",
-            p.metadata.name
+            status.updated_replicas == 2 && status.current_revision == status.update_revision,
+            "a template-only change started a rollout: {status:?}"
         );
-    }
-    Ok(())
+        Ok(())
+    })
+    .await?;
+    ctx.step("no pod is touched or restarted", async {
+        let after = pod_uids(&ctx, SELECTOR).await?;
+        ensure!(
+            before == after,
+            "pods were touched by a template-only change: before {before:?}, after {after:?}"
+        );
+        for p in pods(&ctx, SELECTOR).await? {
+            let restarts = container_status(&p, "main")
+                .map(|s| s.restart_count)
+                .unwrap_or(-1);
+            ensure!(
+                restarts == 0,
+                "pod {:?} restarted {restarts} times",
+                p.metadata.name
+            );
+        }
+        Ok(())
+    })
+    .await
 }
 
 async fn s2_in_place_only(ctx: Ctx) -> anyhow::Result<()> {
-    let (cs, before) = start(&ctx, "InPlaceOnly").await?;
-    let claims_before: Vec<String> = claims(&ctx, SELECTOR)
-        .await?
-        .into_iter()
-        .filter_map(|c| c.metadata.uid)
-        .collect();
-    cs.set_image(IMAGE_V2).await?;
-    cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
-    ensure!(
-        before == pod_uids(&ctx, SELECTOR).await?,
-        "pods were recreated under InPlaceOnly"
-    );
-    for p in pods(&ctx, SELECTOR).await? {
-        let s = container_status(&p, "main");
+    let (cs, before, claims_before) = ctx
+        .step("two pods run, each with its claim", async {
+            let (cs, before) = start(&ctx, "InPlaceOnly").await?;
+            let claims_before: Vec<String> = claims(&ctx, SELECTOR)
+                .await?
+                .into_iter()
+                .filter_map(|c| c.metadata.uid)
+                .collect();
+            Ok((cs, before, claims_before))
+        })
+        .await?;
+    ctx.step("an image change rolls out under InPlaceOnly", async {
+        cs.set_image(IMAGE_V2).await?;
+        cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
+        Ok(())
+    })
+    .await?;
+    ctx.step("every pod restarted in place on the new image", async {
         ensure!(
-            s.as_ref()
-                .is_some_and(|s| s.image == IMAGE_V2 && s.restart_count >= 1),
-            "pod {:?} was not restarted in place with {IMAGE_V2}: {s:?}",
-            p.metadata.name
+            before == pod_uids(&ctx, SELECTOR).await?,
+            "pods were recreated under InPlaceOnly"
         );
-    }
-    let mut claims_after: Vec<String> = claims(&ctx, SELECTOR)
-        .await?
-        .into_iter()
-        .filter_map(|c| c.metadata.uid)
-        .collect();
-    let mut cb = claims_before;
-    cb.sort();
-    claims_after.sort();
-    ensure!(cb == claims_after, "PVCs changed under an in-place update");
-    Ok(())
+        for p in pods(&ctx, SELECTOR).await? {
+            let s = container_status(&p, "main");
+            ensure!(
+                s.as_ref()
+                    .is_some_and(|s| s.image == IMAGE_V2 && s.restart_count >= 1),
+                "pod {:?} was not restarted in place with {IMAGE_V2}: {s:?}",
+                p.metadata.name
+            );
+        }
+        Ok(())
+    })
+    .await?;
+    ctx.step("the claims stay", async {
+        let mut claims_after: Vec<String> = claims(&ctx, SELECTOR)
+            .await?
+            .into_iter()
+            .filter_map(|c| c.metadata.uid)
+            .collect();
+        let mut cb = claims_before;
+        cb.sort();
+        claims_after.sort();
+        ensure!(cb == claims_after, "PVCs changed under an in-place update");
+        Ok(())
+    })
+    .await
 }

@@ -342,113 +342,167 @@ async fn wait_updated(
 }
 
 async fn scale_in_pods_to_delete(ctx: Ctx) -> anyhow::Result<()> {
-    let cs = start(&ctx, "scale", 3, json!({})).await?;
-    let before = pod_uids(&ctx, &cs.selector()).await?;
-    let victim = before.keys().nth(1).cloned().context("no second pod")?;
-    cs.patch(json!({"spec": {"replicas": 2, "scaleStrategy": {"podsToDelete": [victim]}}}))
-        .await
-        .map_err(refusal)?;
-    let o = cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
-    let after = pod_uids(&ctx, &cs.selector()).await?;
-    let mut expected = before.clone();
-    expected.remove(&victim);
-    ensure!(
-        after == expected,
-        "scaling in with podsToDelete [{victim}] should leave {expected:?}, left {after:?}"
-    );
-    ensure!(
-        count(&o, "availableReplicas") == 2,
-        "status.availableReplicas: want 2, got {}",
-        count(&o, "availableReplicas")
-    );
-    ensure!(
-        text(&o, "labelSelector") == cs.selector(),
-        "status.labelSelector: want {}, got {:?}",
-        cs.selector(),
-        text(&o, "labelSelector")
-    );
-    // Scaling out again adds pods named after the CloneSet and their instance id.
-    cs.patch(json!({"spec": {"replicas": 4}}))
-        .await
-        .map_err(refusal)?;
-    cs.wait_rolled_out(4, ctx.timeouts.converge, &[]).await?;
-    for p in pods(&ctx, &cs.selector()).await? {
-        let id = label(&p, "apps.kruise.io/cloneset-instance-id").unwrap_or_default();
+    let cs = ctx
+        .step("a CloneSet of 3 pods rolls out", async {
+            let cs = start(&ctx, "scale", 3, json!({})).await?;
+            Ok(cs)
+        })
+        .await?;
+    let o = ctx.step("scaling in with podsToDelete removes exactly the named pod", async {
+        let before = pod_uids(&ctx, &cs.selector()).await?;
+        let victim = before.keys().nth(1).cloned().context("no second pod")?;
+        cs.patch(json!({"spec": {"replicas": 2, "scaleStrategy": {"podsToDelete": [victim]}}}))
+            .await
+            .map_err(refusal)?;
+        let o = cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
+        let after = pod_uids(&ctx, &cs.selector()).await?;
+        let mut expected = before.clone();
+        expected.remove(&victim);
         ensure!(
-            !id.is_empty() && name_of(&p) == format!("scale-{id}"),
-            "pod {} is not named after its instance id {id:?}",
-            name_of(&p)
+            after == expected,
+            "scaling in with podsToDelete [{victim}] should leave {expected:?}, left {after:?}"
         );
-    }
-    Ok(())
+        Ok(o)
+    })
+    .await?;
+    ctx.step(
+        "status counts 2 available pods and reports the labelSelector",
+        async {
+            ensure!(
+                count(&o, "availableReplicas") == 2,
+                "status.availableReplicas: want 2, got {}",
+                count(&o, "availableReplicas")
+            );
+            ensure!(
+                text(&o, "labelSelector") == cs.selector(),
+                "status.labelSelector: want {}, got {:?}",
+                cs.selector(),
+                text(&o, "labelSelector")
+            );
+            Ok(())
+        },
+    )
+    .await?;
+    ctx.step(
+        "scaled out, new pods are named after their instance id",
+        async {
+            // Scaling out again adds pods named after the CloneSet and their instance id.
+            cs.patch(json!({"spec": {"replicas": 4}}))
+                .await
+                .map_err(refusal)?;
+            cs.wait_rolled_out(4, ctx.timeouts.converge, &[]).await?;
+            for p in pods(&ctx, &cs.selector()).await? {
+                let id = label(&p, "apps.kruise.io/cloneset-instance-id").unwrap_or_default();
+                ensure!(
+                    !id.is_empty() && name_of(&p) == format!("scale-{id}"),
+                    "pod {} is not named after its instance id {id:?}",
+                    name_of(&p)
+                );
+            }
+            Ok(())
+        },
+    )
+    .await
 }
 
 /// `scaleStrategy.maxUnavailable: 0` on a running CloneSet, then a rollout that recreates its
 /// pods: refused at the update, or every replica made again (a new pod is unavailable until
 /// ready, so a limit of 0 taken as written would never let one be created).
 async fn scale_max_unavailable_zero(ctx: Ctx) -> anyhow::Result<()> {
-    let cs = start(&ctx, "zero", 2, json!({})).await?;
-    match cs
-        .patch(json!({"spec": {"scaleStrategy": {"maxUnavailable": 0}}}))
-        .await
-    {
-        Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 || e.code == 403 => {
-            ensure!(
-                e.message.contains("maxUnavailable"),
-                "refused without naming the field: {}",
-                e.message
-            );
-            return Ok(());
-        }
-        Err(e) => return Err(e.into()),
-        Ok(_) => {}
+    let cs = ctx
+        .step("a CloneSet of 2 pods rolls out", async {
+            let cs = start(&ctx, "zero", 2, json!({})).await?;
+            Ok(cs)
+        })
+        .await?;
+    let refused = ctx
+        .step(
+            "scaleStrategy.maxUnavailable 0 is refused naming the field, or admitted",
+            async {
+                match cs
+                    .patch(json!({"spec": {"scaleStrategy": {"maxUnavailable": 0}}}))
+                    .await
+                {
+                    Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 || e.code == 403 => {
+                        ensure!(
+                            e.message.contains("maxUnavailable"),
+                            "refused without naming the field: {}",
+                            e.message
+                        );
+                        return Ok(true);
+                    }
+                    Err(e) => return Err(e.into()),
+                    Ok(_) => {}
+                }
+                Ok(false)
+            },
+        )
+        .await?;
+    if refused {
+        return Ok(());
     }
-    let before = pods(&ctx, &cs.selector()).await?;
-    // A change no in-place update carries: every pod is deleted and made again.
-    cs.patch(json!({"spec": {"template": {"spec": {"containers": [
+    ctx.step("a rollout that recreates every pod completes", async {
+        let before = pods(&ctx, &cs.selector()).await?;
+        // A change no in-place update carries: every pod is deleted and made again.
+        cs.patch(json!({"spec": {"template": {"spec": {"containers": [
         {"name": "main", "image": crate::scenario::workload::IMAGE_V1,
          "env": [{"name": "ROLL", "value": "1"}]}]}}}}))
-        .await
-        .map_err(refusal)?;
-    cs.wait_rolled_out(2, ctx.timeouts.converge, &["ScaleUpLimited"])
-        .await
-        .context("scaleStrategy.maxUnavailable 0 was admitted")?;
-    let after = pods(&ctx, &cs.selector()).await?;
-    let uid = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
-    ensure!(
-        after
-            .iter()
-            .all(|a| before.iter().all(|b| uid(a) != uid(b))),
-        "the rollout recreated no pod: the test of the limit did not run"
-    );
-    Ok(())
+            .await
+            .map_err(refusal)?;
+        cs.wait_rolled_out(2, ctx.timeouts.converge, &["ScaleUpLimited"])
+            .await
+            .context("scaleStrategy.maxUnavailable 0 was admitted")?;
+        let after = pods(&ctx, &cs.selector()).await?;
+        let uid = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
+        ensure!(
+            after
+                .iter()
+                .all(|a| before.iter().all(|b| uid(a) != uid(b))),
+            "the rollout recreated no pod: the test of the limit did not run"
+        );
+        Ok(())
+    })
+    .await
 }
 
 async fn scale_out_max_unavailable(ctx: Ctx) -> anyhow::Result<()> {
-    let spec = json!({"minReadySeconds": 3, "scaleStrategy": {"maxUnavailable": 1}});
-    let cs = start(&ctx, "slow", 1, spec).await?;
-    cs.patch(json!({"spec": {"replicas": 3}}))
-        .await
-        .map_err(refusal)?;
-    wait_pods(
-        &ctx,
-        &cs.api(),
-        "slow",
-        &cs.selector(),
-        "3 available replicas",
-        |o, _| {
-            Check::when(count(o, "availableReplicas") == 3, || {
-                format!("status.availableReplicas {}", count(o, "availableReplicas"))
-            })
-        },
-    )
+    let cs = ctx
+        .step(
+            "a CloneSet of 1 pod with minReadySeconds 3 and scaleStrategy.maxUnavailable 1",
+            async {
+                let spec = json!({"minReadySeconds": 3, "scaleStrategy": {"maxUnavailable": 1}});
+                let cs = start(&ctx, "slow", 1, spec).await?;
+                Ok(cs)
+            },
+        )
+        .await?;
+    ctx.step("scaled out to 3, every replica becomes available", async {
+        cs.patch(json!({"spec": {"replicas": 3}}))
+            .await
+            .map_err(refusal)?;
+        wait_pods(
+            &ctx,
+            &cs.api(),
+            "slow",
+            &cs.selector(),
+            "3 available replicas",
+            |o, _| {
+                Check::when(count(o, "availableReplicas") == 3, || {
+                    format!("status.availableReplicas {}", count(o, "availableReplicas"))
+                })
+            },
+        )
+        .await?;
+        Ok(())
+    })
     .await?;
-    let mut ps = pods(&ctx, &cs.selector()).await?;
-    ps.sort_by_key(|p| {
-        p.metadata
-            .creation_timestamp
-            .as_ref()
-            .map(|t| t.0.as_second())
+    ctx.step("each pod was created only once the one before was available", async {
+        let mut ps = pods(&ctx, &cs.selector()).await?;
+        ps.sort_by_key(|p| {
+            p.metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.as_second())
     });
     ensure!(ps.len() == 3, "want 3 pods, got {}", ps.len());
     for w in ps.windows(2) {
@@ -470,6 +524,8 @@ async fn scale_out_max_unavailable(ctx: Ctx) -> anyhow::Result<()> {
         );
     }
     Ok(())
+    })
+    .await
 }
 
 /// Waits until the CloneSet reports `want` available replicas for its latest generation.
@@ -492,35 +548,51 @@ async fn wait_available(ctx: &Ctx, cs: &Handle<CloneSetKind>, want: i64) -> anyh
 }
 
 async fn partition(ctx: Ctx) -> anyhow::Result<()> {
-    let spec = json!({"updateStrategy": {"type": "InPlaceIfPossible", "partition": 3}});
-    let cs = start(&ctx, "part", 4, spec).await?;
-    cs.set_image(IMAGE_V2).await?;
+    let cs = ctx
+        .step(
+            "a CloneSet of 4 pods under partition 3 gets a new image",
+            async {
+                let spec = json!({"updateStrategy": {"type": "InPlaceIfPossible", "partition": 3}});
+                let cs = start(&ctx, "part", 4, spec).await?;
+                cs.set_image(IMAGE_V2).await?;
+                Ok(cs)
+            },
+        )
+        .await?;
     for (partition, want) in [(json!(3), 1), (json!("50%"), 2), (json!(0), 4)] {
-        cs.patch(json!({"spec": {"updateStrategy": {"partition": partition}}}))
-            .await
-            .map_err(refusal)?;
-        let o = wait_updated(&cs, &ctx, 4, want)
-            .await
-            .with_context(|| format!("partition {partition}"))?;
-        ensure!(
-            count(&o, "expectedUpdatedReplicas") == want as i64,
-            "partition {partition}: status.expectedUpdatedReplicas want {want}, got {}",
-            count(&o, "expectedUpdatedReplicas")
-        );
-        // The status counts a pod updated once its spec changed; its container runs the new
-        // image a moment later (in place).
-        let runs_v2 = |p: &Pod| container_status(p, "main").is_some_and(|s| s.image == IMAGE_V2);
-        wait_pods(
-            &ctx,
-            &cs.api(),
-            "part",
-            &cs.selector(),
-            &format!("{want} pods running {IMAGE_V2} under partition {partition}"),
-            move |_, pods| {
-                let v2 = pods.iter().filter(|p| runs_v2(p)).count();
-                Check::when(v2 == want && pods.len() == 4, || {
-                    format!("{v2} of {} pods run {IMAGE_V2}", pods.len())
-                })
+        ctx.step(
+            &format!("partition {partition} updates {want} of 4 pods"),
+            async {
+                cs.patch(json!({"spec": {"updateStrategy": {"partition": partition}}}))
+                    .await
+                    .map_err(refusal)?;
+                let o = wait_updated(&cs, &ctx, 4, want)
+                    .await
+                    .with_context(|| format!("partition {partition}"))?;
+                ensure!(
+                    count(&o, "expectedUpdatedReplicas") == want as i64,
+                    "partition {partition}: status.expectedUpdatedReplicas want {want}, got {}",
+                    count(&o, "expectedUpdatedReplicas")
+                );
+                // The status counts a pod updated once its spec changed; its container runs the new
+                // image a moment later (in place).
+                let runs_v2 =
+                    |p: &Pod| container_status(p, "main").is_some_and(|s| s.image == IMAGE_V2);
+                wait_pods(
+                    &ctx,
+                    &cs.api(),
+                    "part",
+                    &cs.selector(),
+                    &format!("{want} pods running {IMAGE_V2} under partition {partition}"),
+                    move |_, pods| {
+                        let v2 = pods.iter().filter(|p| runs_v2(p)).count();
+                        Check::when(v2 == want && pods.len() == 4, || {
+                            format!("{v2} of {} pods run {IMAGE_V2}", pods.len())
+                        })
+                    },
+                )
+                .await?;
+                Ok(())
             },
         )
         .await?;
@@ -529,45 +601,57 @@ async fn partition(ctx: Ctx) -> anyhow::Result<()> {
 }
 
 async fn paused(ctx: Ctx) -> anyhow::Result<()> {
-    let cs = start(
-        &ctx,
-        "paused",
-        2,
-        json!({"updateStrategy": {"paused": true}}),
-    )
-    .await?;
-    let before = pod_uids(&ctx, &cs.selector()).await?;
-    cs.set_image(IMAGE_V2).await?;
-    let o = wait_pods(
-        &ctx,
-        &cs.api(),
-        "paused",
-        &cs.selector(),
-        "the paused update observed",
-        |o, _| {
-            Check::when(
-                observed(o) && text(o, "updateRevision") != text(o, "currentRevision"),
-                || format!("status {}", status(o)),
+    let (cs, before) = ctx
+        .step("a paused CloneSet of 2 pods gets a new image", async {
+            let cs = start(
+                &ctx,
+                "paused",
+                2,
+                json!({"updateStrategy": {"paused": true}}),
             )
-        },
-    )
+            .await?;
+            let before = pod_uids(&ctx, &cs.selector()).await?;
+            cs.set_image(IMAGE_V2).await?;
+            Ok((cs, before))
+        })
+        .await?;
+    ctx.step("no pod moves to the new revision", async {
+        let o = wait_pods(
+            &ctx,
+            &cs.api(),
+            "paused",
+            &cs.selector(),
+            "the paused update observed",
+            |o, _| {
+                Check::when(
+                    observed(o) && text(o, "updateRevision") != text(o, "currentRevision"),
+                    || format!("status {}", status(o)),
+                )
+            },
+        )
+        .await?;
+        ensure!(
+            count(&o, "updatedReplicas") == 0,
+            "paused: status.updatedReplicas want 0, got {}",
+            count(&o, "updatedReplicas")
+        );
+        let now = pods(&ctx, &cs.selector()).await?;
+        ensure!(
+            at_revision(&now, &text(&o, "updateRevision")) == 0
+                && pod_uids(&ctx, &cs.selector()).await? == before,
+            "a paused CloneSet touched its pods"
+        );
+        Ok(())
+    })
     .await?;
-    ensure!(
-        count(&o, "updatedReplicas") == 0,
-        "paused: status.updatedReplicas want 0, got {}",
-        count(&o, "updatedReplicas")
-    );
-    let now = pods(&ctx, &cs.selector()).await?;
-    ensure!(
-        at_revision(&now, &text(&o, "updateRevision")) == 0
-            && pod_uids(&ctx, &cs.selector()).await? == before,
-        "a paused CloneSet touched its pods"
-    );
-    cs.patch(json!({"spec": {"updateStrategy": {"paused": false}}}))
-        .await
-        .map_err(refusal)?;
-    wait_updated(&cs, &ctx, 2, 2).await?;
-    Ok(())
+    ctx.step("resumed, every pod is updated", async {
+        cs.patch(json!({"spec": {"updateStrategy": {"paused": false}}}))
+            .await
+            .map_err(refusal)?;
+        wait_updated(&cs, &ctx, 2, 2).await?;
+        Ok(())
+    })
+    .await
 }
 
 /// Sets the image (or, with `env`, adds an env var) and waits for the rollout; returns how
@@ -592,45 +676,63 @@ async fn roll(cs: &Handle<CloneSetKind>, ctx: &Ctx, env: bool) -> anyhow::Result
 }
 
 async fn update_types(ctx: Ctx) -> anyhow::Result<()> {
-    let rec = start(
-        &ctx,
-        "rec",
-        2,
-        json!({"updateStrategy": {"type": "ReCreate"}}),
-    )
-    .await?;
-    let kept = roll(&rec, &ctx, false).await?;
-    ensure!(
-        kept == 0,
-        "ReCreate: {kept} pods kept their UID across an image change"
-    );
-    let inp = start(
-        &ctx,
-        "inp",
-        2,
-        json!({"updateStrategy": {"type": "InPlaceIfPossible"}}),
-    )
-    .await?;
-    let kept = roll(&inp, &ctx, false).await?;
-    ensure!(
-        kept == 2,
-        "InPlaceIfPossible: only {kept} of 2 pods were updated in place"
-    );
-    for p in pods(&ctx, &inp.selector()).await? {
-        let s = container_status(&p, "main");
+    ctx.step("ReCreate replaces every pod on an image change", async {
+        let rec = start(
+            &ctx,
+            "rec",
+            2,
+            json!({"updateStrategy": {"type": "ReCreate"}}),
+        )
+        .await?;
+        let kept = roll(&rec, &ctx, false).await?;
         ensure!(
-            s.as_ref()
-                .is_some_and(|s| s.image == IMAGE_V2 && s.restart_count >= 1),
-            "pod {} was not restarted in place with {IMAGE_V2}: {s:?}",
-            name_of(&p)
+            kept == 0,
+            "ReCreate: {kept} pods kept their UID across an image change"
         );
-    }
-    let kept = roll(&inp, &ctx, true).await?;
-    ensure!(
-        kept == 0,
-        "InPlaceIfPossible: an env change must recreate pods, {kept} kept their UID"
-    );
-    Ok(())
+        Ok(())
+    })
+    .await?;
+    let inp = ctx
+        .step(
+            "InPlaceIfPossible updates every pod in place on an image change",
+            async {
+                let inp = start(
+                    &ctx,
+                    "inp",
+                    2,
+                    json!({"updateStrategy": {"type": "InPlaceIfPossible"}}),
+                )
+                .await?;
+                let kept = roll(&inp, &ctx, false).await?;
+                ensure!(
+                    kept == 2,
+                    "InPlaceIfPossible: only {kept} of 2 pods were updated in place"
+                );
+                for p in pods(&ctx, &inp.selector()).await? {
+                    let s = container_status(&p, "main");
+                    ensure!(
+                        s.as_ref()
+                            .is_some_and(|s| s.image == IMAGE_V2 && s.restart_count >= 1),
+                        "pod {} was not restarted in place with {IMAGE_V2}: {s:?}",
+                        name_of(&p)
+                    );
+                }
+                Ok(inp)
+            },
+        )
+        .await?;
+    ctx.step(
+        "InPlaceIfPossible recreates every pod on an env change",
+        async {
+            let kept = roll(&inp, &ctx, true).await?;
+            ensure!(
+                kept == 0,
+                "InPlaceIfPossible: an env change must recreate pods, {kept} kept their UID"
+            );
+            Ok(())
+        },
+    )
+    .await
 }
 
 /// Rolls a ReCreate CloneSet of `replicas` with `strategy` (and minReadySeconds 2) to a new
@@ -684,37 +786,50 @@ async fn observe_rollout(
 }
 
 async fn max_surge(ctx: Ctx) -> anyhow::Result<()> {
-    let (most, fewest) = observe_rollout(
-        &ctx,
-        "surge",
-        2,
-        json!({"maxSurge": 1, "maxUnavailable": 0}),
+    ctx.step(
+        "maxSurge 1 with maxUnavailable 0 adds one pod and keeps every replica available",
+        async {
+            let (most, fewest) = observe_rollout(
+                &ctx,
+                "surge",
+                2,
+                json!({"maxSurge": 1, "maxUnavailable": 0}),
+            )
+            .await?;
+            ensure!(
+                most == 3,
+                "maxSurge 1 over 2 replicas: at most {most} pods were seen, want 3"
+            );
+            ensure!(
+                fewest >= 2,
+                "maxUnavailable 0: availableReplicas fell to {fewest}"
+            );
+            Ok(())
+        },
     )
     .await?;
-    ensure!(
-        most == 3,
-        "maxSurge 1 over 2 replicas: at most {most} pods were seen, want 3"
-    );
-    ensure!(
-        fewest >= 2,
-        "maxUnavailable 0: availableReplicas fell to {fewest}"
-    );
-    let (most, fewest) = observe_rollout(
-        &ctx,
-        "unavail",
-        4,
-        json!({"maxSurge": 0, "maxUnavailable": 2}),
+    ctx.step(
+        "maxSurge 0 with maxUnavailable 2 keeps at least 2 of 4 available",
+        async {
+            let (most, fewest) = observe_rollout(
+                &ctx,
+                "unavail",
+                4,
+                json!({"maxSurge": 0, "maxUnavailable": 2}),
+            )
+            .await?;
+            ensure!(
+                most <= 4,
+                "maxSurge 0 over 4 replicas: {most} pods were seen"
+            );
+            ensure!(
+                fewest >= 2,
+                "maxUnavailable 2 of 4: availableReplicas fell to {fewest}"
+            );
+            Ok(())
+        },
     )
-    .await?;
-    ensure!(
-        most <= 4,
-        "maxSurge 0 over 4 replicas: {most} pods were seen"
-    );
-    ensure!(
-        fewest >= 2,
-        "maxUnavailable 2 of 4: availableReplicas fell to {fewest}"
-    );
-    Ok(())
+    .await
 }
 
 /// Labels pod `name` with `key=value` (through the context).
@@ -748,254 +863,361 @@ async fn priority(ctx: Ctx) -> anyhow::Result<()> {
             [("rank", "r-1"), ("rank", "r-7"), ("rank", "r-3")],
         ),
     ] {
-        let spec = json!({"updateStrategy": {"type": "InPlaceIfPossible", "partition": 2, "priorityStrategy": strategy}});
-        let cs = start(&ctx, name, 3, spec).await?;
-        let names: Vec<String> = pod_uids(&ctx, &cs.selector()).await?.into_keys().collect();
-        for (pod, (k, v)) in names.iter().zip(labels) {
-            label_pod(&ctx, pod, k, Some(v)).await?;
-        }
-        cs.set_image(IMAGE_V2).await?;
-        wait_updated(&cs, &ctx, 3, 1).await?;
-        let first = &names[1];
-        let updated: Vec<String> = pods(&ctx, &cs.selector())
-            .await?
-            .iter()
-            .filter(|p| container_status(p, "main").is_some_and(|s| s.image == IMAGE_V2))
-            .map(name_of)
-            .collect();
-        ensure!(
-            updated == [first.clone()],
-            "{name} priority: the pod labelled {:?} should update first, updated {updated:?}",
-            labels[1]
-        );
+        let (cs, names) = ctx.step(&format!("{name}: one of 3 labelled pods is updated"), async {
+            let spec = json!({"updateStrategy": {"type": "InPlaceIfPossible", "partition": 2, "priorityStrategy": strategy}});
+            let cs = start(&ctx, name, 3, spec).await?;
+            let names: Vec<String> = pod_uids(&ctx, &cs.selector()).await?.into_keys().collect();
+            for (pod, (k, v)) in names.iter().zip(labels) {
+                label_pod(&ctx, pod, k, Some(v)).await?;
+            }
+            cs.set_image(IMAGE_V2).await?;
+            wait_updated(&cs, &ctx, 3, 1).await?;
+            Ok((cs, names))
+        })
+        .await?;
+        ctx.step(&format!("{name}: the pod the priority puts first is the one updated"), async {
+            let first = &names[1];
+            let updated: Vec<String> = pods(&ctx, &cs.selector())
+                .await?
+                .iter()
+                .filter(|p| container_status(p, "main").is_some_and(|s| s.image == IMAGE_V2))
+                .map(name_of)
+                .collect();
+            ensure!(
+                updated == [first.clone()],
+                "{name} priority: the pod labelled {:?} should update first, updated {updated:?}",
+                labels[1]
+            );
+            Ok(())
+        })
+        .await?;
     }
     Ok(())
 }
 
 async fn scatter(ctx: Ctx) -> anyhow::Result<()> {
-    // The weight priority puts the two zone=a pods first; scattering zone=a spreads them over
-    // the order (first and last of four), so updating two pods at once takes one of them.
-    let spec = json!({"updateStrategy": {"type": "InPlaceIfPossible", "partition": 2,
+    let cs = ctx
+        .step(
+            "two of four pods labelled zone=a, two of them updated",
+            async {
+                // The weight priority puts the two zone=a pods first;
+                // scattering zone=a spreads them over the order (first and last
+                // of four), so updating two pods at once takes one of them.
+                let spec = json!({"updateStrategy": {"type": "InPlaceIfPossible", "partition": 2,
         "maxUnavailable": 2,
         "priorityStrategy": {"weightPriority": [
             {"weight": 50, "matchSelector": {"matchLabels": {"zone": "a"}}}]},
         "scatterStrategy": [{"key": "zone", "value": "a"}]}});
-    let cs = start(&ctx, "scatter", 4, spec).await?;
-    let names: Vec<String> = pod_uids(&ctx, &cs.selector()).await?.into_keys().collect();
-    for (pod, zone) in names.iter().zip(["a", "a", "b", "b"]) {
-        label_pod(&ctx, pod, "zone", Some(zone)).await?;
-    }
-    cs.set_image(IMAGE_V2).await?;
-    wait_updated(&cs, &ctx, 4, 2).await?;
-    let updated: Vec<(String, Option<String>)> = pods(&ctx, &cs.selector())
-        .await?
-        .iter()
-        .filter(|p| container_status(p, "main").is_some_and(|s| s.image == IMAGE_V2))
-        .map(|p| (name_of(p), label(p, "zone").map(str::to_string)))
-        .collect();
-    let in_a = updated
-        .iter()
-        .filter(|(_, z)| z.as_deref() == Some("a"))
-        .count();
-    ensure!(
-        updated.len() == 2 && in_a == 1,
-        "scatterStrategy zone=a: the two updated pods should include exactly one zone=a pod, updated {updated:?}"
-    );
-    Ok(())
+                let cs = start(&ctx, "scatter", 4, spec).await?;
+                let names: Vec<String> =
+                    pod_uids(&ctx, &cs.selector()).await?.into_keys().collect();
+                for (pod, zone) in names.iter().zip(["a", "a", "b", "b"]) {
+                    label_pod(&ctx, pod, "zone", Some(zone)).await?;
+                }
+                cs.set_image(IMAGE_V2).await?;
+                wait_updated(&cs, &ctx, 4, 2).await?;
+                Ok(cs)
+            },
+        )
+        .await?;
+    ctx.step("exactly one zone=a pod is among the two updated", async {
+        let updated: Vec<(String, Option<String>)> = pods(&ctx, &cs.selector())
+            .await?
+            .iter()
+            .filter(|p| container_status(p, "main").is_some_and(|s| s.image == IMAGE_V2))
+            .map(|p| (name_of(p), label(p, "zone").map(str::to_string)))
+            .collect();
+        let in_a = updated
+            .iter()
+            .filter(|(_, z)| z.as_deref() == Some("a"))
+            .count();
+        ensure!(
+            updated.len() == 2 && in_a == 1,
+            "scatterStrategy zone=a: the two updated pods should include exactly one zone=a pod, updated {updated:?}"
+        );
+        Ok(())
+    })
+    .await
 }
 
 const STATE: &str = "lifecycle.apps.kruise.io/state";
 
 async fn pre_delete_hook(ctx: Ctx) -> anyhow::Result<()> {
-    let mut m = CloneSet::new("hook")
-        .replicas(2)
-        .label("hold", "true")
-        .manifest();
-    m["spec"]["lifecycle"] = json!({"preDelete": {"labelsHandler": {"hold": "true"}}});
-    create(&ctx, m).await?;
-    let cs = Handle::<CloneSetKind>::of(&ctx, "hook");
-    cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
-    let victim = pod_uids(&ctx, &cs.selector())
-        .await?
-        .into_keys()
-        .next()
-        .context("no pod")?;
-    cs.patch(json!({"spec": {"replicas": 1, "scaleStrategy": {"podsToDelete": [victim]}}}))
-        .await
-        .map_err(refusal)?;
-    let v = victim.clone();
-    wait_pods(
-        &ctx,
-        &cs.api(),
-        "hook",
-        &cs.selector(),
-        "the pod held in PreparingDelete",
-        move |_, pods| {
-            let p = pods.iter().find(|p| name_of(p) == v);
-            Check::when(
-                p.is_some_and(|p| label(p, STATE) == Some("PreparingDelete")),
-                || format!("pod {v}: state {:?}", p.map(|p| label(p, STATE))),
-            )
-        },
-    )
-    .await?;
-    // Held: still there once the controller has settled on replicas 1.
-    let o = cs.get().await?;
-    ensure!(
-        pods(&ctx, &cs.selector())
-            .await?
-            .iter()
-            .any(|p| name_of(p) == victim),
-        "pod {victim} was deleted while its preDelete hook label was on; status {}",
-        status(&o)
-    );
-    label_pod(&ctx, &victim, "hold", None).await?;
-    let v = victim.clone();
-    wait_pods(
-        &ctx,
-        &cs.api(),
-        "hook",
-        &cs.selector(),
-        "the released pod deleted",
-        move |_, pods| {
-            Check::when(
-                pods.len() == 1 && pods.iter().all(|p| name_of(p) != v),
-                || format!("pods {:?}", pods.iter().map(name_of).collect::<Vec<_>>()),
-            )
-        },
-    )
-    .await?;
-    Ok(())
-}
-
-async fn in_place_update_hook(ctx: Ctx) -> anyhow::Result<()> {
-    let mut m = CloneSet::new("iphook")
-        .replicas(1)
-        .label("hold", "true")
-        .in_place_if_possible()
-        .manifest();
-    m["spec"]["lifecycle"] = json!({"inPlaceUpdate": {"labelsHandler": {"hold": "true"}}});
-    create(&ctx, m).await?;
-    let cs = Handle::<CloneSetKind>::of(&ctx, "iphook");
-    cs.wait_rolled_out(1, ctx.timeouts.converge, &[]).await?;
-    let pod = pod_uids(&ctx, &cs.selector())
-        .await?
-        .into_keys()
-        .next()
-        .context("no pod")?;
-    cs.set_image(IMAGE_V2).await?;
-    let what = "the pod held in PreparingUpdate on its old image";
-    wait_pods(
-        &ctx,
-        &cs.api(),
-        "iphook",
-        &cs.selector(),
-        what,
-        |_, pods| {
-            let p = pods.first();
-            let image = p.and_then(|p| container_status(p, "main")).map(|s| s.image);
-            let spec_image = p
-                .and_then(|p| p.spec.as_ref())
-                .and_then(|s| s.containers[0].image.clone());
-            Check::when(
-                p.is_some_and(|p| label(p, STATE) == Some("PreparingUpdate"))
-                    && image.as_deref() == Some(IMAGE_V1)
-                    && spec_image.as_deref() == Some(IMAGE_V1),
-                || {
-                    format!(
-                        "state {:?}, image {image:?}, spec image {spec_image:?}",
-                        p.map(|p| label(p, STATE))
+    let (cs, victim) = ctx
+        .step("a CloneSet of 2 pods with a preDelete labels hook", async {
+            let mut m = CloneSet::new("hook")
+                .replicas(2)
+                .label("hold", "true")
+                .manifest();
+            m["spec"]["lifecycle"] = json!({"preDelete": {"labelsHandler": {"hold": "true"}}});
+            create(&ctx, m).await?;
+            let cs = Handle::<CloneSetKind>::of(&ctx, "hook");
+            cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
+            let victim = pod_uids(&ctx, &cs.selector())
+                .await?
+                .into_keys()
+                .next()
+                .context("no pod")?;
+            Ok((cs, victim))
+        })
+        .await?;
+    ctx.step(
+        "the pod named in podsToDelete is held PreparingDelete",
+        async {
+            cs.patch(json!({"spec": {"replicas": 1, "scaleStrategy": {"podsToDelete": [victim]}}}))
+                .await
+                .map_err(refusal)?;
+            let v = victim.clone();
+            wait_pods(
+                &ctx,
+                &cs.api(),
+                "hook",
+                &cs.selector(),
+                "the pod held in PreparingDelete",
+                move |_, pods| {
+                    let p = pods.iter().find(|p| name_of(p) == v);
+                    Check::when(
+                        p.is_some_and(|p| label(p, STATE) == Some("PreparingDelete")),
+                        || format!("pod {v}: state {:?}", p.map(|p| label(p, STATE))),
                     )
                 },
             )
+            .await?;
+            Ok(())
         },
     )
     .await?;
-    label_pod(&ctx, &pod, "hold", None).await?;
-    wait_updated(&cs, &ctx, 1, 1).await?;
-    let p = pods(&ctx, &cs.selector()).await?;
-    ensure!(
-        p.len() == 1 && name_of(&p[0]) == pod,
-        "the released pod {pod} was replaced instead of updated in place"
-    );
-    Ok(())
+    ctx.step("the held pod is not deleted", async {
+        // Held: still there once the controller has settled on replicas 1.
+        let o = cs.get().await?;
+        ensure!(
+            pods(&ctx, &cs.selector())
+                .await?
+                .iter()
+                .any(|p| name_of(p) == victim),
+            "pod {victim} was deleted while its preDelete hook label was on; status {}",
+            status(&o)
+        );
+        Ok(())
+    })
+    .await?;
+    ctx.step("without its label, the pod is deleted", async {
+        label_pod(&ctx, &victim, "hold", None).await?;
+        let v = victim.clone();
+        wait_pods(
+            &ctx,
+            &cs.api(),
+            "hook",
+            &cs.selector(),
+            "the released pod deleted",
+            move |_, pods| {
+                Check::when(
+                    pods.len() == 1 && pods.iter().all(|p| name_of(p) != v),
+                    || format!("pods {:?}", pods.iter().map(name_of).collect::<Vec<_>>()),
+                )
+            },
+        )
+        .await?;
+        Ok(())
+    })
+    .await
+}
+
+async fn in_place_update_hook(ctx: Ctx) -> anyhow::Result<()> {
+    let (cs, pod) = ctx
+        .step(
+            "a CloneSet of 1 pod with an inPlaceUpdate labels hook",
+            async {
+                let mut m = CloneSet::new("iphook")
+                    .replicas(1)
+                    .label("hold", "true")
+                    .in_place_if_possible()
+                    .manifest();
+                m["spec"]["lifecycle"] =
+                    json!({"inPlaceUpdate": {"labelsHandler": {"hold": "true"}}});
+                create(&ctx, m).await?;
+                let cs = Handle::<CloneSetKind>::of(&ctx, "iphook");
+                cs.wait_rolled_out(1, ctx.timeouts.converge, &[]).await?;
+                let pod = pod_uids(&ctx, &cs.selector())
+                    .await?
+                    .into_keys()
+                    .next()
+                    .context("no pod")?;
+                Ok((cs, pod))
+            },
+        )
+        .await?;
+    ctx.step(
+        "on a new image the pod is held PreparingUpdate on its old image",
+        async {
+            cs.set_image(IMAGE_V2).await?;
+            let what = "the pod held in PreparingUpdate on its old image";
+            wait_pods(
+                &ctx,
+                &cs.api(),
+                "iphook",
+                &cs.selector(),
+                what,
+                |_, pods| {
+                    let p = pods.first();
+                    let image = p.and_then(|p| container_status(p, "main")).map(|s| s.image);
+                    let spec_image = p
+                        .and_then(|p| p.spec.as_ref())
+                        .and_then(|s| s.containers[0].image.clone());
+                    Check::when(
+                        p.is_some_and(|p| label(p, STATE) == Some("PreparingUpdate"))
+                            && image.as_deref() == Some(IMAGE_V1)
+                            && spec_image.as_deref() == Some(IMAGE_V1),
+                        || {
+                            format!(
+                                "state {:?}, image {image:?}, spec image {spec_image:?}",
+                                p.map(|p| label(p, STATE))
+                            )
+                        },
+                    )
+                },
+            )
+            .await?;
+            Ok(())
+        },
+    )
+    .await?;
+    ctx.step("without its label, the pod is updated in place", async {
+        label_pod(&ctx, &pod, "hold", None).await?;
+        wait_updated(&cs, &ctx, 1, 1).await?;
+        let p = pods(&ctx, &cs.selector()).await?;
+        ensure!(
+            p.len() == 1 && name_of(&p[0]) == pod,
+            "the released pod {pod} was replaced instead of updated in place"
+        );
+        Ok(())
+    })
+    .await
 }
 
 async fn pre_normal_hook(ctx: Ctx) -> anyhow::Result<()> {
-    let mut m = CloneSet::new("prenormal").replicas(2).manifest();
-    m["spec"]["lifecycle"] = json!({"preNormal": hook(true)});
-    create(&ctx, m).await?;
-    let cs = Handle::<CloneSetKind>::of(&ctx, "prenormal");
+    let cs = ctx
+        .step("a CloneSet of 2 pods with a preNormal hook", async {
+            let mut m = CloneSet::new("prenormal").replicas(2).manifest();
+            m["spec"]["lifecycle"] = json!({"preNormal": hook(true)});
+            create(&ctx, m).await?;
+            let cs = Handle::<CloneSetKind>::of(&ctx, "prenormal");
+            Ok(cs)
+        })
+        .await?;
     releasing_finalizers(&ctx, &cs.selector(), pre_normal_case(&ctx, &cs)).await
 }
 
 async fn pre_delete_finalizer_hook(ctx: Ctx) -> anyhow::Result<()> {
-    let spec = json!({"lifecycle": {"preDelete": hook(false)}});
-    let cs = start(&ctx, "predel", 2, spec).await?;
-    let victim = name_of(
-        pods(&ctx, &cs.selector())
-            .await?
-            .first()
-            .context("no pod")?,
-    );
+    let (cs, victim) = ctx
+        .step(
+            "a CloneSet of 2 pods with a preDelete finalizer hook",
+            async {
+                let spec = json!({"lifecycle": {"preDelete": hook(false)}});
+                let cs = start(&ctx, "predel", 2, spec).await?;
+                let victim = name_of(
+                    pods(&ctx, &cs.selector())
+                        .await?
+                        .first()
+                        .context("no pod")?,
+                );
+                Ok((cs, victim))
+            },
+        )
+        .await?;
     let scale_in = json!({"spec": {"replicas": 1, "scaleStrategy": {"podsToDelete": [victim]}}});
     let case = pre_delete_case(&ctx, &cs, &victim, scale_in);
     releasing_finalizers(&ctx, &cs.selector(), case).await
 }
 
 async fn in_place_update_finalizer_hook(ctx: Ctx) -> anyhow::Result<()> {
-    let spec = json!({"updateStrategy": {"type": "InPlaceIfPossible"},
+    let cs = ctx
+        .step(
+            "a CloneSet of 1 pod with an inPlaceUpdate finalizer hook",
+            async {
+                let spec = json!({"updateStrategy": {"type": "InPlaceIfPossible"},
         "lifecycle": {"inPlaceUpdate": hook(false)}});
-    let cs = start(&ctx, "iphookfin", 1, spec).await?;
+                let cs = start(&ctx, "iphookfin", 1, spec).await?;
+                Ok(cs)
+            },
+        )
+        .await?;
     let case = in_place_update_case(&ctx, &cs, false, true);
     releasing_finalizers(&ctx, &cs.selector(), case).await
 }
 
 async fn grace_period(ctx: Ctx) -> anyhow::Result<()> {
-    let spec = json!({"updateStrategy": {"type": "InPlaceIfPossible",
+    let cs = ctx
+        .step(
+            "a CloneSet of 1 pod with an in-place grace period of 10 s",
+            async {
+                let spec = json!({"updateStrategy": {"type": "InPlaceIfPossible",
         "inPlaceUpdateStrategy": {"gracePeriodSeconds": 10}}});
-    let cs = start(&ctx, "grace", 1, spec).await?;
-    cs.set_image(IMAGE_V2).await?;
-    // During the grace period the pod is marked not ready while it still runs the old image.
-    wait_pods(
-        &ctx,
-        &cs.api(),
-        "grace",
-        &cs.selector(),
-        "the pod in its grace period",
-        |_, pods| {
-            let p = pods.first();
-            let in_grace = p.is_some_and(|p| {
-                !ready(p)
-                    && container_status(p, "main").is_some_and(|s| s.image == IMAGE_V1)
-                    && p.metadata
-                        .annotations
-                        .as_ref()
-                        .is_some_and(|a| a.contains_key("apps.kruise.io/inplace-update-grace"))
-            });
-            Check::when(in_grace, || {
-                format!(
-                    "pod ready {:?}, image {:?}",
-                    p.map(ready),
-                    p.and_then(|p| container_status(p, "main")).map(|s| s.image)
-                )
-            })
+                let cs = start(&ctx, "grace", 1, spec).await?;
+                Ok(cs)
+            },
+        )
+        .await?;
+    ctx.step(
+        "on a new image the pod is marked not ready before its image changes",
+        async {
+            cs.set_image(IMAGE_V2).await?;
+            // During the grace period the pod is marked
+            // not ready while it still runs the old image.
+            wait_pods(
+                &ctx,
+                &cs.api(),
+                "grace",
+                &cs.selector(),
+                "the pod in its grace period",
+                |_, pods| {
+                    let p = pods.first();
+                    let in_grace = p.is_some_and(|p| {
+                        !ready(p)
+                            && container_status(p, "main").is_some_and(|s| s.image == IMAGE_V1)
+                            && p.metadata.annotations.as_ref().is_some_and(|a| {
+                                a.contains_key("apps.kruise.io/inplace-update-grace")
+                            })
+                    });
+                    Check::when(in_grace, || {
+                        format!(
+                            "pod ready {:?}, image {:?}",
+                            p.map(ready),
+                            p.and_then(|p| container_status(p, "main")).map(|s| s.image)
+                        )
+                    })
+                },
+            )
+            .await?;
+            Ok(())
         },
     )
     .await?;
-    wait_updated(&cs, &ctx, 1, 1).await?;
-    Ok(())
+    ctx.step("the pod is updated", async {
+        wait_updated(&cs, &ctx, 1, 1).await?;
+        Ok(())
+    })
+    .await
 }
 
 async fn revision_history(ctx: Ctx) -> anyhow::Result<()> {
-    let spec = json!({"revisionHistoryLimit": 1, "updateStrategy": {"type": "InPlaceIfPossible"}});
-    let cs = start(&ctx, "hist", 1, spec).await?;
-    for image in ["nginx:1.26", "nginx:1.27", "nginx:1.28"] {
-        cs.set_image(image).await?;
-        wait_updated(&cs, &ctx, 1, 1).await?;
-    }
-    // The live revision and one old one.
-    wait_owned_revisions(&ctx, &cs.api(), "hist", 2).await
+    let cs = ctx
+        .step("three updates under revisionHistoryLimit 1", async {
+            let spec =
+                json!({"revisionHistoryLimit": 1, "updateStrategy": {"type": "InPlaceIfPossible"}});
+            let cs = start(&ctx, "hist", 1, spec).await?;
+            for image in ["nginx:1.26", "nginx:1.27", "nginx:1.28"] {
+                cs.set_image(image).await?;
+                wait_updated(&cs, &ctx, 1, 1).await?;
+            }
+            Ok(cs)
+        })
+        .await?;
+    ctx.step("the live revision and one old one remain", async {
+        // The live revision and one old one.
+        wait_owned_revisions(&ctx, &cs.api(), "hist", 2).await
+    })
+    .await
 }
 
 /// Claim name -> UID of the CloneSet's claims.
@@ -1013,54 +1235,66 @@ async fn claim_uids(ctx: &Ctx, selector: &str) -> anyhow::Result<BTreeMap<String
 }
 
 async fn pvcs(ctx: Ctx) -> anyhow::Result<()> {
-    let mut m = CloneSet::new("disk")
-        .replicas(2)
-        .data_volume("1Gi")
-        .manifest();
-    m["spec"]["scaleStrategy"] = json!({"disablePVCReuse": false});
-    create(&ctx, m).await?;
-    let cs = Handle::<CloneSetKind>::of(&ctx, "disk");
-    cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
-    let sel = cs.selector();
-    // A deleted pod is recreated with the same instance id and PVC.
-    let victim = pods(&ctx, &sel)
-        .await?
-        .into_iter()
-        .next()
-        .context("no pod")?;
-    let id = label(&victim, "apps.kruise.io/cloneset-instance-id")
-        .unwrap_or_default()
-        .to_string();
-    let before = claim_uids(&ctx, &sel).await?;
-    ctx.delete("v1", "Pod", &name_of(&victim))
-        .await
-        .map_err(refusal)?;
-    let (old_uid, vname) = (victim.metadata.uid.clone(), name_of(&victim));
-    wait_pods(
-        &ctx,
-        &cs.api(),
-        "disk",
-        &sel,
-        "the deleted pod recreated",
-        move |o, pods| {
-            let back = pods.iter().find(|p| name_of(p) == vname);
-            Check::when(
-                back.is_some_and(|p| p.metadata.uid != old_uid && ready(p))
-                    && count(o, "readyReplicas") == 2,
-                || {
-                    format!(
-                        "pod {vname}: {:?}",
-                        back.map(|p| (&p.metadata.uid, ready(p)))
+    let (cs, sel) = ctx
+        .step("a CloneSet of 2 pods with a PVC each", async {
+            let mut m = CloneSet::new("disk")
+                .replicas(2)
+                .data_volume("1Gi")
+                .manifest();
+            m["spec"]["scaleStrategy"] = json!({"disablePVCReuse": false});
+            create(&ctx, m).await?;
+            let cs = Handle::<CloneSetKind>::of(&ctx, "disk");
+            cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
+            let sel = cs.selector();
+            Ok((cs, sel))
+        })
+        .await?;
+    ctx.step(
+        "a deleted pod comes back with its instance id and PVC",
+        async {
+            // A deleted pod is recreated with the same instance id and PVC.
+            let victim = pods(&ctx, &sel)
+                .await?
+                .into_iter()
+                .next()
+                .context("no pod")?;
+            let id = label(&victim, "apps.kruise.io/cloneset-instance-id")
+                .unwrap_or_default()
+                .to_string();
+            let before = claim_uids(&ctx, &sel).await?;
+            ctx.delete("v1", "Pod", &name_of(&victim))
+                .await
+                .map_err(refusal)?;
+            let (old_uid, vname) = (victim.metadata.uid.clone(), name_of(&victim));
+            wait_pods(
+                &ctx,
+                &cs.api(),
+                "disk",
+                &sel,
+                "the deleted pod recreated",
+                move |o, pods| {
+                    let back = pods.iter().find(|p| name_of(p) == vname);
+                    Check::when(
+                        back.is_some_and(|p| p.metadata.uid != old_uid && ready(p))
+                            && count(o, "readyReplicas") == 2,
+                        || {
+                            format!(
+                                "pod {vname}: {:?}",
+                                back.map(|p| (&p.metadata.uid, ready(p)))
+                            )
+                        },
                     )
                 },
             )
+            .await?;
+            ensure!(
+                claim_uids(&ctx, &sel).await? == before,
+                "the recreated pod (instance {id}) did not reuse its PVC"
+            );
+            Ok(())
         },
     )
     .await?;
-    ensure!(
-        claim_uids(&ctx, &sel).await? == before,
-        "the recreated pod (instance {id}) did not reuse its PVC"
-    );
     pvcs_without_reuse(&ctx, &cs).await
 }
 
@@ -1069,42 +1303,52 @@ async fn pvcs(ctx: Ctx) -> anyhow::Result<()> {
 async fn pvcs_without_reuse(ctx: &Ctx, cs: &Handle<CloneSetKind>) -> anyhow::Result<()> {
     let ctx = ctx.clone();
     let sel = cs.selector();
-    // Without reuse, a deleted pod gets a new instance id and its old PVC goes.
-    cs.patch(json!({"spec": {"scaleStrategy": {"disablePVCReuse": true}}}))
-        .await
-        .map_err(refusal)?;
-    let victim = pods(&ctx, &sel)
-        .await?
-        .into_iter()
-        .next()
-        .context("no pod")?;
-    ctx.delete("v1", "Pod", &name_of(&victim))
-        .await
-        .map_err(refusal)?;
-    let vname = name_of(&victim);
-    wait_pods(
-        &ctx,
-        &cs.api(),
-        "disk",
-        &sel,
-        "a new pod with a new instance id",
-        move |o, pods| {
-            Check::when(
-                pods.len() == 2
-                    && pods.iter().all(|p| name_of(p) != vname)
-                    && count(o, "readyReplicas") == 2,
-                || format!("pods {:?}", pods.iter().map(name_of).collect::<Vec<_>>()),
+    ctx.step(
+        "under disablePVCReuse a deleted pod comes back with a new instance id and PVC",
+        async {
+            // Without reuse, a deleted pod gets a new instance id and its old PVC goes.
+            cs.patch(json!({"spec": {"scaleStrategy": {"disablePVCReuse": true}}}))
+                .await
+                .map_err(refusal)?;
+            let victim = pods(&ctx, &sel)
+                .await?
+                .into_iter()
+                .next()
+                .context("no pod")?;
+            ctx.delete("v1", "Pod", &name_of(&victim))
+                .await
+                .map_err(refusal)?;
+            let vname = name_of(&victim);
+            wait_pods(
+                &ctx,
+                &cs.api(),
+                "disk",
+                &sel,
+                "a new pod with a new instance id",
+                move |o, pods| {
+                    Check::when(
+                        pods.len() == 2
+                            && pods.iter().all(|p| name_of(p) != vname)
+                            && count(o, "readyReplicas") == 2,
+                        || format!("pods {:?}", pods.iter().map(name_of).collect::<Vec<_>>()),
+                    )
+                },
             )
+            .await?;
+            wait_claims(&ctx, &sel, 2).await?;
+            Ok(())
         },
     )
     .await?;
-    wait_claims(&ctx, &sel, 2).await?;
-    // A scaled-in pod's PVC is deleted with it.
-    cs.patch(json!({"spec": {"replicas": 1}}))
-        .await
-        .map_err(refusal)?;
-    cs.wait_rolled_out(1, ctx.timeouts.converge, &[]).await?;
-    wait_claims(&ctx, &sel, 1).await
+    ctx.step("a scaled-in pod's PVC is deleted with it", async {
+        // A scaled-in pod's PVC is deleted with it.
+        cs.patch(json!({"spec": {"replicas": 1}}))
+            .await
+            .map_err(refusal)?;
+        cs.wait_rolled_out(1, ctx.timeouts.converge, &[]).await?;
+        wait_claims(&ctx, &sel, 1).await
+    })
+    .await
 }
 
 /// Waits until the namespace holds `want` live PVCs matching `selector`, each used by a live
@@ -1164,9 +1408,17 @@ fn progressing(o: &DynamicObject) -> Option<(String, String)> {
 }
 
 async fn progress_deadline(ctx: Ctx) -> anyhow::Result<()> {
-    let spec = json!({"progressDeadlineSeconds": 3,
+    let cs = ctx
+        .step(
+            "a CloneSet of 1 pod with progressDeadlineSeconds 3",
+            async {
+                let spec = json!({"progressDeadlineSeconds": 3,
         "updateStrategy": {"type": "ReCreate", "maxSurge": 1, "maxUnavailable": 0}});
-    let cs = start(&ctx, "deadline", 1, spec).await?;
+                let cs = start(&ctx, "deadline", 1, spec).await?;
+                Ok(cs)
+            },
+        )
+        .await?;
     let want = |s: &'static str, r: &'static str| {
         move |o: &DynamicObject, _: &[Pod]| {
             let c = progressing(o);
@@ -1175,31 +1427,41 @@ async fn progress_deadline(ctx: Ctx) -> anyhow::Result<()> {
             })
         }
     };
-    wait_pods(
-        &ctx,
-        &cs.api(),
-        "deadline",
-        &cs.selector(),
-        "Progressing=True (available)",
-        want("True", "CloneSetAvailable"),
-    )
+    ctx.step("an available CloneSet reports Progressing=True", async {
+        wait_pods(
+            &ctx,
+            &cs.api(),
+            "deadline",
+            &cs.selector(),
+            "Progressing=True (available)",
+            want("True", "CloneSetAvailable"),
+        )
+        .await?;
+        Ok(())
+    })
     .await?;
-    // A new revision that cannot be scheduled never becomes available.
-    cs.json_patch(
-        json!([{"op": "add", "path": "/spec/template/spec/nodeSelector",
+    ctx.step(
+        "an unschedulable revision exceeds the progress deadline",
+        async {
+            // A new revision that cannot be scheduled never becomes available.
+            cs.json_patch(
+                json!([{"op": "add", "path": "/spec/template/spec/nodeSelector",
         "value": {"harness.io/no-such-node": "x"}}]),
+            )
+            .await?;
+            wait_pods(
+                &ctx,
+                &cs.api(),
+                "deadline",
+                &cs.selector(),
+                "Progressing=False past the deadline",
+                want("False", "ProgressDeadlineExceeded"),
+            )
+            .await?;
+            Ok(())
+        },
     )
-    .await?;
-    wait_pods(
-        &ctx,
-        &cs.api(),
-        "deadline",
-        &cs.selector(),
-        "Progressing=False past the deadline",
-        want("False", "ProgressDeadlineExceeded"),
-    )
-    .await?;
-    Ok(())
+    .await
 }
 
 // Lifecycle hooks on finalizers and markPodNotReady. The cases below are shared with the
@@ -1327,50 +1589,67 @@ pub async fn pre_normal_case<K: Kind>(ctx: &Ctx, w: &Handle<K>) -> anyhow::Resul
             },
         )
     };
-    let what = "2 ready pods held in PreparingNormal, none available";
-    wait_pods(ctx, &w.api(), w.name(), &w.selector(), what, held).await?;
-    let pods = w.pods().await?;
-    for p in &pods {
-        ensure!(
-            condition(p, KRUISE_POD_READY) == Some("True") && ready(p),
-            "pod {} held by preNormal with markPodNotReady: {KRUISE_POD_READY} {:?}, Ready {}; markPodNotReady must not act on preNormal",
-            name_of(p),
-            condition(p, KRUISE_POD_READY),
-            ready(p)
-        );
-    }
-    let (a, b) = (name_of(&pods[0]), name_of(&pods[1]));
-    // One pod gets only the finalizer, the other only the label: neither is released.
-    hook_pod(ctx, &a, None, Some(true)).await?;
-    hook_pod(ctx, &b, Some(true), None).await?;
-    // A spec change the pods do not depend on makes the controller sync and report its new
-    // generation after both pod changes were made.
-    w.patch(json!({"spec": {"revisionHistoryLimit": 5}}))
-        .await
-        .map_err(refusal)?;
-    let what = "both pods still held in PreparingNormal after the partial hooks";
-    wait_pods(ctx, &w.api(), w.name(), &w.selector(), what, held).await?;
-    // With both the label and the finalizer, each pod becomes Normal, and available.
-    hook_pod(ctx, &a, Some(true), None).await?;
-    hook_pod(ctx, &b, None, Some(true)).await?;
-    let what = "both pods Normal and available";
-    wait_pods(ctx, &w.api(), w.name(), &w.selector(), what, |o, pods| {
-        let s = states(pods);
-        Check::when(
-            observed(o)
-                && s.len() == 2
-                && s.values().all(|s| s == "Normal")
-                && count(o, "availableReplicas") == 2,
-            || {
-                format!(
-                    "states {s:?}; status available {}",
-                    count(o, "availableReplicas")
-                )
-            },
-        )
+    let pods = ctx.step("both new pods are held PreparingNormal, ready and not available", async {
+        let what = "2 ready pods held in PreparingNormal, none available";
+        wait_pods(ctx, &w.api(), w.name(), &w.selector(), what, held).await?;
+        let pods = w.pods().await?;
+        for p in &pods {
+            ensure!(
+                condition(p, KRUISE_POD_READY) == Some("True") && ready(p),
+                "pod {} held by preNormal with markPodNotReady: {KRUISE_POD_READY} {:?}, Ready {}; markPodNotReady must not act on preNormal",
+                name_of(p),
+                condition(p, KRUISE_POD_READY),
+                ready(p)
+            );
+        }
+        Ok(pods)
     })
     .await?;
-    Ok(())
+    let (a, b) = (name_of(&pods[0]), name_of(&pods[1]));
+    ctx.step(
+        "a pod with only the finalizer and one with only the label stay held",
+        async {
+            // One pod gets only the finalizer, the other only the label: neither is released.
+            hook_pod(ctx, &a, None, Some(true)).await?;
+            hook_pod(ctx, &b, Some(true), None).await?;
+            // A spec change the pods do not depend on makes the controller sync and report its new
+            // generation after both pod changes were made.
+            w.patch(json!({"spec": {"revisionHistoryLimit": 5}}))
+                .await
+                .map_err(refusal)?;
+            let what = "both pods still held in PreparingNormal after the partial hooks";
+            wait_pods(ctx, &w.api(), w.name(), &w.selector(), what, held).await?;
+            Ok(())
+        },
+    )
+    .await?;
+    ctx.step(
+        "with both the label and the finalizer each pod becomes Normal and available",
+        async {
+            // With both the label and the finalizer, each pod becomes Normal, and available.
+            hook_pod(ctx, &a, Some(true), None).await?;
+            hook_pod(ctx, &b, None, Some(true)).await?;
+            let what = "both pods Normal and available";
+            wait_pods(ctx, &w.api(), w.name(), &w.selector(), what, |o, pods| {
+                let s = states(pods);
+                Check::when(
+                    observed(o)
+                        && s.len() == 2
+                        && s.values().all(|s| s == "Normal")
+                        && count(o, "availableReplicas") == 2,
+                    || {
+                        format!(
+                            "states {s:?}; status available {}",
+                            count(o, "availableReplicas")
+                        )
+                    },
+                )
+            })
+            .await?;
+            Ok(())
+        },
+    )
+    .await
 }
 
 /// preDelete on a finalizer with markPodNotReady: the workload `w` runs 2 pods with
@@ -1383,51 +1662,65 @@ pub async fn pre_delete_case<K: Kind>(
     victim: &str,
     scale_in: Value,
 ) -> anyhow::Result<()> {
-    hook_pod(ctx, victim, None, Some(true)).await?;
-    w.patch(scale_in).await.map_err(refusal)?;
-    let v = victim.to_string();
-    let what = format!("pod {victim} held in PreparingDelete and marked not ready");
-    wait_pods(
-        ctx,
-        &w.api(),
-        w.name(),
-        &w.selector(),
-        &what,
-        move |_, pods| {
-            let p = pods.iter().find(|p| name_of(p) == v);
-            Check::when(
-                p.is_some_and(|p| {
-                    label(p, STATE) == Some("PreparingDelete")
-                        && condition(p, KRUISE_POD_READY) == Some("False")
-                        && !ready(p)
-                }),
-                || {
-                    format!(
-                        "pod {v}: {:?}",
-                        p.map(|p| (label(p, STATE), condition(p, KRUISE_POD_READY), ready(p)))
+    ctx.step(
+        "the scaled-in pod is held PreparingDelete and marked not ready",
+        async {
+            hook_pod(ctx, victim, None, Some(true)).await?;
+            w.patch(scale_in).await.map_err(refusal)?;
+            let v = victim.to_string();
+            let what = format!("pod {victim} held in PreparingDelete and marked not ready");
+            wait_pods(
+                ctx,
+                &w.api(),
+                w.name(),
+                &w.selector(),
+                &what,
+                move |_, pods| {
+                    let p = pods.iter().find(|p| name_of(p) == v);
+                    Check::when(
+                        p.is_some_and(|p| {
+                            label(p, STATE) == Some("PreparingDelete")
+                                && condition(p, KRUISE_POD_READY) == Some("False")
+                                && !ready(p)
+                        }),
+                        || {
+                            format!(
+                                "pod {v}: {:?}",
+                                p.map(|p| (
+                                    label(p, STATE),
+                                    condition(p, KRUISE_POD_READY),
+                                    ready(p)
+                                ))
+                            )
+                        },
                     )
                 },
             )
+            .await?;
+            Ok(())
         },
     )
     .await?;
-    hook_pod(ctx, victim, None, Some(false)).await?;
-    let v = victim.to_string();
-    wait_pods(
-        ctx,
-        &w.api(),
-        w.name(),
-        &w.selector(),
-        "the released pod deleted",
-        move |o, pods| {
-            Check::when(
-                observed(o) && pods.len() == 1 && pods.iter().all(|p| name_of(p) != v),
-                || format!("pods {:?}", states(pods)),
-            )
-        },
-    )
-    .await?;
-    Ok(())
+    ctx.step("released, the pod is deleted", async {
+        hook_pod(ctx, victim, None, Some(false)).await?;
+        let v = victim.to_string();
+        wait_pods(
+            ctx,
+            &w.api(),
+            w.name(),
+            &w.selector(),
+            "the released pod deleted",
+            move |o, pods| {
+                Check::when(
+                    observed(o) && pods.len() == 1 && pods.iter().all(|p| name_of(p) != v),
+                    || format!("pods {:?}", states(pods)),
+                )
+            },
+        )
+        .await?;
+        Ok(())
+    })
+    .await
 }
 
 /// inPlaceUpdate with markPodNotReady: the workload `w` runs 1 pod, updated in place, with
@@ -1442,11 +1735,16 @@ pub async fn in_place_update_case<K: Kind>(
     labels: bool,
     hold_with_finalizer: bool,
 ) -> anyhow::Result<()> {
-    let pod = name_of(w.pods().await?.first().context("no pod")?);
-    if hold_with_finalizer {
-        hook_pod(ctx, &pod, None, Some(true)).await?;
-    }
-    w.set_image(IMAGE_V2).await?;
+    let pod = ctx
+        .step("the hooked pod gets a new image", async {
+            let pod = name_of(w.pods().await?.first().context("no pod")?);
+            if hold_with_finalizer {
+                hook_pod(ctx, &pod, None, Some(true)).await?;
+            }
+            w.set_image(IMAGE_V2).await?;
+            Ok(pod)
+        })
+        .await?;
     let stage = |state: &'static str, image: &'static str, kruise_ready: &'static str| {
         move |o: &DynamicObject, pods: &[Pod]| {
             let p = pods.first();
@@ -1471,57 +1769,77 @@ pub async fn in_place_update_case<K: Kind>(
     };
     let (api, name, sel) = (w.api(), w.name().to_string(), w.selector());
     let what = "the pod held in PreparingUpdate on its old image, not ready";
-    wait_pods(
-        ctx,
-        &api,
-        &name,
-        &sel,
-        what,
-        stage("PreparingUpdate", IMAGE_V1, "False"),
-    )
-    .await?;
-    let unhook = |on: bool| (labels.then_some(on), Some(on));
-    let (l, f) = unhook(false);
-    hook_pod(ctx, &pod, l, f).await?;
-    let what = "the released pod updated in place, Updated and ready again";
-    let o = wait_pods(
-        ctx,
-        &api,
-        &name,
-        &sel,
-        what,
-        stage("Updated", IMAGE_V2, "True"),
-    )
-    .await?;
-    ensure!(
-        count(&o, "availableReplicas") == 0,
-        "a pod in state Updated counts as available: status {}",
-        status(&o)
-    );
-    let (l, f) = unhook(true);
-    hook_pod(ctx, &pod, l, f).await?;
-    wait_pods(
-        ctx,
-        &api,
-        &name,
-        &sel,
-        "the re-hooked pod Normal and available",
-        |o, pods| {
-            Check::when(
-                observed(o)
-                    && states(pods).values().all(|s| s == "Normal")
-                    && count(o, "availableReplicas") == 1,
-                || format!("states {:?}; status {}", states(pods), status(o)),
+    ctx.step(
+        "the pod is held PreparingUpdate on its old image, not ready",
+        async {
+            wait_pods(
+                ctx,
+                &api,
+                &name,
+                &sel,
+                what,
+                stage("PreparingUpdate", IMAGE_V1, "False"),
             )
+            .await?;
+            Ok(())
         },
     )
     .await?;
-    let now = w.pods().await?;
-    ensure!(
-        now.len() == 1 && name_of(&now[0]) == pod,
-        "the pod {pod} was replaced instead of updated in place"
-    );
-    Ok(())
+    let unhook = |on: bool| (labels.then_some(on), Some(on));
+    ctx.step(
+        "released, it is updated in place and ready again, not yet available",
+        async {
+            let (l, f) = unhook(false);
+            hook_pod(ctx, &pod, l, f).await?;
+            let what = "the released pod updated in place, Updated and ready again";
+            let o = wait_pods(
+                ctx,
+                &api,
+                &name,
+                &sel,
+                what,
+                stage("Updated", IMAGE_V2, "True"),
+            )
+            .await?;
+            ensure!(
+                count(&o, "availableReplicas") == 0,
+                "a pod in state Updated counts as available: status {}",
+                status(&o)
+            );
+            Ok(())
+        },
+    )
+    .await?;
+    ctx.step(
+        "hooked again, the same pod is Normal and available",
+        async {
+            let (l, f) = unhook(true);
+            hook_pod(ctx, &pod, l, f).await?;
+            wait_pods(
+                ctx,
+                &api,
+                &name,
+                &sel,
+                "the re-hooked pod Normal and available",
+                |o, pods| {
+                    Check::when(
+                        observed(o)
+                            && states(pods).values().all(|s| s == "Normal")
+                            && count(o, "availableReplicas") == 1,
+                        || format!("states {:?}; status {}", states(pods), status(o)),
+                    )
+                },
+            )
+            .await?;
+            let now = w.pods().await?;
+            ensure!(
+                now.len() == 1 && name_of(&now[0]) == pod,
+                "the pod {pod} was replaced instead of updated in place"
+            );
+            Ok(())
+        },
+    )
+    .await
 }
 
 #[cfg(test)]

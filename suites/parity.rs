@@ -713,39 +713,56 @@ struct Row {
 }
 
 async fn run(ctx: Ctx, pair: Pair) -> anyhow::Result<()> {
-    let mut rows = vec![];
-    for (i, c) in cases().iter().enumerate() {
-        let names = [format!("c{i:02}-k"), format!("c{i:02}-n")];
-        let (Some(k), Some(n)) = (
-            manifest(pair, Side::Kruise, &names[0], c, i),
-            manifest(pair, Side::Native, &names[1], c, i),
-        ) else {
-            continue;
-        };
-        let replicas = k["spec"]["replicas"].as_i64();
-        // Both sides are asked first; only a case both admit is made, so that a value one
-        // side refuses (a finding already) does not go on to act in the other's controller.
-        let (a, b) = futures::join!(admits(&ctx, &k), admits(&ctx, &n));
-        let (a, b) = match (a, b) {
-            (Admission::Admitted, Admission::Admitted) => {
-                futures::join!(admit(&ctx, k), admit(&ctx, n))
-            }
-            other => other,
-        };
-        rows.push(Row {
-            case: c.name,
-            names,
-            answers: [a, b],
-            replicas,
-        });
-    }
+    let rows = ctx
+        .step(
+            "each case is put to both sides, and made where both admit it",
+            async {
+                let mut rows = vec![];
+                for (i, c) in cases().iter().enumerate() {
+                    let names = [format!("c{i:02}-k"), format!("c{i:02}-n")];
+                    let (Some(k), Some(n)) = (
+                        manifest(pair, Side::Kruise, &names[0], c, i),
+                        manifest(pair, Side::Native, &names[1], c, i),
+                    ) else {
+                        continue;
+                    };
+                    let replicas = k["spec"]["replicas"].as_i64();
+                    // Both sides are asked first; only a case both admit is
+                    // made, so that a value one side refuses (a finding
+                    // already) does not go on to act in the other's controller.
+                    let (a, b) = futures::join!(admits(&ctx, &k), admits(&ctx, &n));
+                    let (a, b) = match (a, b) {
+                        (Admission::Admitted, Admission::Admitted) => {
+                            futures::join!(admit(&ctx, k), admit(&ctx, n))
+                        }
+                        other => other,
+                    };
+                    rows.push(Row {
+                        case: c.name,
+                        names,
+                        answers: [a, b],
+                        replicas,
+                    });
+                }
+                Ok(rows)
+            },
+        )
+        .await?;
     let mut findings: Vec<String> = rows
         .iter()
         .filter_map(|r| admission_finding(pair, r))
         .collect();
     if pair.converges() {
-        findings.extend(converge(&ctx, pair, &rows).await?);
+        findings.extend(
+            ctx.step(
+                "the cases both sides admitted settle on the same ready pods",
+                converge(&ctx, pair, &rows),
+            )
+            .await?,
+        );
     }
+    // Not in a step: a step's context would precede the first finding, and
+    // the ledger judges a failure by its lines that start with FINDING.
     let cases = rows.len();
     let refused = rows
         .iter()

@@ -147,7 +147,9 @@ fn zone_of(ctx: &Ctx, p: &Pod) -> Option<String> {
 async fn explicit(ctx: Ctx) -> anyhow::Result<()> {
     let name = "zoned";
     let sts_ar = crate::scenario::workload::StatefulSetKind::api_resource();
-    create_observed(
+    let w = ctx
+        .step("a PersistentPodState over a StatefulSet of 2 pods", async {
+            create_observed(
         &ctx,
         json!({
             "apiVersion": API, "kind": KIND, "metadata": {"name": "state"},
@@ -163,96 +165,136 @@ async fn explicit(ctx: Ctx) -> anyhow::Result<()> {
         }),
     )
     .await?;
-    let w = start(
-        &ctx,
-        StatefulSet::new(name).parallel_owning_claims(),
-        2,
-        json!({}),
-    )
-    .await?;
+            let w = start(
+                &ctx,
+                StatefulSet::new(name).parallel_owning_claims(),
+                2,
+                json!({}),
+            )
+            .await?;
+            Ok(w)
+        })
+        .await?;
     let pods = vec![format!("{name}-0"), format!("{name}-1")];
-    let states = wait_recorded(&ctx, "state", &pods, &[ZONE, NODE_TYPE]).await?;
+    let states = ctx
+        .step(
+            "both pods are recorded with their zone and node type",
+            async {
+                let states = wait_recorded(&ctx, "state", &pods, &[ZONE, NODE_TYPE]).await?;
+                Ok(states)
+            },
+        )
+        .await?;
     let first = &states[&pods[0]];
-    ensure!(
-        first["annotations"][KEPT] == "kept" && first["nodeName"].is_string(),
-        "pod {} recorded without its node or annotation {KEPT}: {first}",
-        pods[0]
-    );
-    let p = recreate(&ctx, &pods[0]).await?;
-    let spec = p.spec.clone().unwrap_or_default();
-    let zone = first["nodeTopologyLabels"][ZONE]
-        .as_str()
-        .unwrap_or_default();
-    let selected = spec.node_selector.clone().unwrap_or_default();
-    ensure!(
-        selected.get(ZONE).map(String::as_str) == Some(zone)
-            && zone_of(&ctx, &p).as_deref() == Some(zone),
-        "pod {} came back with nodeSelector {selected:?} on node {:?} (zone {:?}), want zone {zone}",
-        pods[0],
-        spec.node_name,
-        zone_of(&ctx, &p)
-    );
-    let preferred = serde_json::to_value(
-        spec.affinity
-            .and_then(|a| a.node_affinity)
-            .and_then(|n| n.preferred_during_scheduling_ignored_during_execution),
-    )?;
-    let node_type = &first["nodeTopologyLabels"][NODE_TYPE];
-    ensure!(
-        preferred[0]["weight"] == 50
-            && preferred[0]["preference"]["matchExpressions"][0]
-                == json!({"key": NODE_TYPE, "operator": "In", "values": [node_type]}),
-        "pod {} prefers {preferred}, want weight 50 on {NODE_TYPE} {node_type}",
-        pods[0]
-    );
-    let injected = p
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(INJECTED));
-    ensure!(
-        injected.map(String::as_str) == Some("state"),
-        "pod {} lacks {INJECTED}=state: {injected:?}",
-        pods[0]
-    );
-    w.patch(json!({"spec": {"replicas": 1}}))
-        .await
-        .map_err(refusal)?;
-    w.wait_rolled_out(1, ctx.timeouts.converge, &[]).await?;
-    wait_recorded(&ctx, "state", &pods[..1], &[ZONE, NODE_TYPE]).await?;
-    Ok(())
+    ctx.step("the record of pod 0 holds its node and annotation", async {
+        ensure!(
+            first["annotations"][KEPT] == "kept" && first["nodeName"].is_string(),
+            "pod {} recorded without its node or annotation {KEPT}: {first}",
+            pods[0]
+        );
+        Ok(())
+    })
+    .await?;
+    ctx.step("deleted, pod 0 comes back in its recorded zone, preferring its node type", async {
+        let p = recreate(&ctx, &pods[0]).await?;
+        let spec = p.spec.clone().unwrap_or_default();
+        let zone = first["nodeTopologyLabels"][ZONE]
+            .as_str()
+            .unwrap_or_default();
+        let selected = spec.node_selector.clone().unwrap_or_default();
+        ensure!(
+            selected.get(ZONE).map(String::as_str) == Some(zone)
+                && zone_of(&ctx, &p).as_deref() == Some(zone),
+            "pod {} came back with nodeSelector {selected:?} on node {:?} (zone {:?}), want zone {zone}",
+            pods[0],
+            spec.node_name,
+            zone_of(&ctx, &p)
+        );
+        let preferred = serde_json::to_value(
+            spec.affinity
+                .and_then(|a| a.node_affinity)
+                .and_then(|n| n.preferred_during_scheduling_ignored_during_execution),
+        )?;
+        let node_type = &first["nodeTopologyLabels"][NODE_TYPE];
+        ensure!(
+            preferred[0]["weight"] == 50
+                && preferred[0]["preference"]["matchExpressions"][0]
+                    == json!({"key": NODE_TYPE, "operator": "In", "values": [node_type]}),
+            "pod {} prefers {preferred}, want weight 50 on {NODE_TYPE} {node_type}",
+            pods[0]
+        );
+        let injected = p
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(INJECTED));
+        ensure!(
+            injected.map(String::as_str) == Some("state"),
+            "pod {} lacks {INJECTED}=state: {injected:?}",
+            pods[0]
+        );
+        Ok(())
+    })
+    .await?;
+    ctx.step("scaled in to 1, the record of pod 1 is dropped", async {
+        w.patch(json!({"spec": {"replicas": 1}}))
+            .await
+            .map_err(refusal)?;
+        w.wait_rolled_out(1, ctx.timeouts.converge, &[]).await?;
+        wait_recorded(&ctx, "state", &pods[..1], &[ZONE, NODE_TYPE]).await?;
+        Ok(())
+    })
+    .await
 }
 
 async fn generated(ctx: Ctx) -> anyhow::Result<()> {
     let name = "generated";
-    let annotations = json!({
-        "kruise.io/auto-generate-persistent-pod-state": "true",
-        "kruise.io/required-persistent-topology": ZONE,
-    });
-    start(&ctx, AdvancedStatefulSet::new(name), 2, annotations).await?;
+    ctx.step(
+        "an annotated Advanced StatefulSet of 2 pods rolls out",
+        async {
+            let annotations = json!({
+                "kruise.io/auto-generate-persistent-pod-state": "true",
+                "kruise.io/required-persistent-topology": ZONE,
+            });
+            start(&ctx, AdvancedStatefulSet::new(name), 2, annotations).await?;
+            Ok(())
+        },
+    )
+    .await?;
     let pods = vec![format!("{name}-0"), format!("{name}-1")];
-    // The state bears the workload's name and points at it.
-    let states = wait_recorded(&ctx, name, &pods, &[ZONE]).await?;
-    let api = ctx.dyn_api(API, KIND).await?;
-    let state = api.get(name).await?;
-    let ar = crate::scenario::workload::AdvancedStatefulSetKind::api_resource();
-    let spec = &state.data["spec"];
-    ensure!(
-        spec["targetRef"]["kind"] == ar.kind.as_str()
-            && spec["targetRef"]["name"] == name
-            && spec["requiredPersistentTopology"]["nodeTopologyKeys"] == json!([ZONE]),
-        "the generated state's spec does not follow the annotations: {spec}"
-    );
-    let zone = states[&pods[1]]["nodeTopologyLabels"][ZONE]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let p = recreate(&ctx, &pods[1]).await?;
-    ensure!(
-        zone_of(&ctx, &p).as_deref() == Some(zone.as_str()),
-        "pod {} came back on node {:?} outside its recorded zone {zone}",
-        pods[1],
-        p.spec.as_ref().and_then(|s| s.node_name.clone())
-    );
-    Ok(())
+    let states = ctx
+        .step(
+            "the generated state bears its name, points at it and records both pods",
+            async {
+                // The state bears the workload's name and points at it.
+                let states = wait_recorded(&ctx, name, &pods, &[ZONE]).await?;
+                let api = ctx.dyn_api(API, KIND).await?;
+                let state = api.get(name).await?;
+                let ar = crate::scenario::workload::AdvancedStatefulSetKind::api_resource();
+                let spec = &state.data["spec"];
+                ensure!(
+                    spec["targetRef"]["kind"] == ar.kind.as_str()
+                        && spec["targetRef"]["name"] == name
+                        && spec["requiredPersistentTopology"]["nodeTopologyKeys"] == json!([ZONE]),
+                    "the generated state's spec does not follow the annotations: {spec}"
+                );
+                Ok(states)
+            },
+        )
+        .await?;
+    ctx.step("deleted, pod 1 comes back in its recorded zone", async {
+        let zone = states[&pods[1]]["nodeTopologyLabels"][ZONE]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let p = recreate(&ctx, &pods[1]).await?;
+        ensure!(
+            zone_of(&ctx, &p).as_deref() == Some(zone.as_str()),
+            "pod {} came back on node {:?} outside its recorded zone {zone}",
+            pods[1],
+            p.spec.as_ref().and_then(|s| s.node_name.clone())
+        );
+        Ok(())
+    })
+    .await
 }

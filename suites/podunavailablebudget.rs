@@ -228,43 +228,67 @@ async fn budget_case(ctx: Ctx, case: &Case) -> anyhow::Result<()> {
 /// status counts the pods again once the workload has replaced it.
 async fn budget_over<K: Kind>(ctx: Ctx, w: Spec<K>, case: &Case) -> anyhow::Result<()> {
     let name = w.name().to_string();
-    create_observed(&ctx, budget::<K>(&name, case.selection, (case.closed)())).await?;
-    let w = w.replicas(REPLICAS).create(&ctx).await?;
-    w.wait_rolled_out(REPLICAS, ctx.timeouts.converge, &[])
+    let w = ctx
+        .step("an exhausted budget over a workload of 3 pods", async {
+            create_observed(&ctx, budget::<K>(&name, case.selection, (case.closed)())).await?;
+            let w = w.replicas(REPLICAS).create(&ctx).await?;
+            w.wait_rolled_out(REPLICAS, ctx.timeouts.converge, &[])
+                .await?;
+            Ok(w)
+        })
         .await?;
-    let pods = w.pods().await?;
-    for p in &pods {
+    let pods = ctx
+        .step(
+            "every pod is related to the budget and counted available",
+            async {
+                let pods = w.pods().await?;
+                for p in &pods {
+                    ensure!(
+                        related_budget(p).as_deref() == Some(BUDGET),
+                        "pod {} was not related to budget {BUDGET} at creation: annotations {:?}",
+                        p.metadata.name.as_deref().unwrap_or_default(),
+                        p.metadata.annotations
+                    );
+                }
+                wait_counts(&ctx, Counts::all_available(REPLICAS, REPLICAS)).await?;
+                Ok(pods)
+            },
+        )
+        .await?;
+
+    let (before, victim) = ctx.step("deleting or evicting a pod is refused", async {
+        let before = pod_uids(&ctx, &w.selector()).await?;
+        let victim = pods[0].metadata.name.clone().unwrap_or_default();
+        let refused = ctx.delete("v1", "Pod", &victim).await;
+        expect_refused(refused, &format!("deleting pod {victim}"))?;
+        let refused = evict(&ctx, &victim).await;
+        expect_refused(refused, &format!("evicting pod {victim}"))?;
+        let after = pod_uids(&ctx, &w.selector()).await?;
         ensure!(
-            related_budget(p).as_deref() == Some(BUDGET),
-            "pod {} was not related to budget {BUDGET} at creation: annotations {:?}",
-            p.metadata.name.as_deref().unwrap_or_default(),
-            p.metadata.annotations
+            before == after,
+            "pods changed while the budget allowed no disruption: before {before:?}, after {after:?}"
         );
-    }
-    wait_counts(&ctx, Counts::all_available(REPLICAS, REPLICAS)).await?;
+        Ok((before, victim))
+    })
+    .await?;
 
-    let before = pod_uids(&ctx, &w.selector()).await?;
-    let victim = pods[0].metadata.name.clone().unwrap_or_default();
-    let refused = ctx.delete("v1", "Pod", &victim).await;
-    expect_refused(refused, &format!("deleting pod {victim}"))?;
-    let refused = evict(&ctx, &victim).await;
-    expect_refused(refused, &format!("evicting pod {victim}"))?;
-    let after = pod_uids(&ctx, &w.selector()).await?;
-    ensure!(
-        before == after,
-        "pods changed while the budget allowed no disruption: before {before:?}, after {after:?}"
-    );
-
-    ctx.patch(API, KIND, BUDGET, json!({"spec": (case.open)()}))
-        .await
-        .map_err(refusal)
-        .context("open the budget")?;
-    wait_counts(&ctx, Counts::all_available(REPLICAS, case.desired)).await?;
-    evict(&ctx, &victim)
-        .await
-        .map_err(refusal)
-        .with_context(|| format!("evict pod {victim} within the budget"))?;
-    replaced(&ctx, &w, &before[&victim]).await?;
+    ctx.step(
+        "opened, the budget allows an eviction and the pod is replaced",
+        async {
+            ctx.patch(API, KIND, BUDGET, json!({"spec": (case.open)()}))
+                .await
+                .map_err(refusal)
+                .context("open the budget")?;
+            wait_counts(&ctx, Counts::all_available(REPLICAS, case.desired)).await?;
+            evict(&ctx, &victim)
+                .await
+                .map_err(refusal)
+                .with_context(|| format!("evict pod {victim} within the budget"))?;
+            replaced(&ctx, &w, &before[&victim]).await?;
+            Ok(())
+        },
+    )
+    .await?;
     if matches!(
         case.target,
         Target::StatefulSet | Target::AdvancedStatefulSet
@@ -274,7 +298,10 @@ async fn budget_over<K: Kind>(ctx: Ctx, w: Spec<K>, case: &Case) -> anyhow::Resu
         // successor bears the same name, so the counters recover only after that timeout.
         return Ok(());
     }
-    wait_counts(&ctx, Counts::all_available(REPLICAS, case.desired)).await
+    ctx.step("the budget counts every pod available again", async {
+        wait_counts(&ctx, Counts::all_available(REPLICAS, case.desired)).await
+    })
+    .await
 }
 
 /// Waits until the workload has `REPLICAS` ready pods again, none with UID `gone`.
@@ -400,48 +427,64 @@ async fn wait_counts(ctx: &Ctx, want: Counts) -> anyhow::Result<()> {
 async fn in_place_update(ctx: Ctx) -> anyhow::Result<()> {
     let name = "in-place";
     let cs = CloneSet::new(name).replicas(2).in_place_if_possible();
-    create_observed(
-        &ctx,
-        budget::<crate::scenario::workload::CloneSetKind>(
-            name,
-            Selection::TargetRef,
-            json!({"maxUnavailable": 0}),
-        ),
-    )
-    .await?;
-    let cs = cs.create(&ctx).await?;
-    cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
-    wait_counts(&ctx, Counts::all_available(2, 2)).await?;
-    let before = pod_uids(&ctx, &cs.selector()).await?;
-    cs.set_image(IMAGE_V2).await?;
-    prevented(&ctx, &cs).await?;
-    for p in cs.pods().await? {
-        let image = p.spec.as_ref().and_then(|s| s.containers[0].image.clone());
+    let cs = ctx
+        .step(
+            "a budget allowing no unavailable pod over a CloneSet of 2 pods",
+            async {
+                create_observed(
+                    &ctx,
+                    budget::<crate::scenario::workload::CloneSetKind>(
+                        name,
+                        Selection::TargetRef,
+                        json!({"maxUnavailable": 0}),
+                    ),
+                )
+                .await?;
+                let cs = cs.create(&ctx).await?;
+                cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
+                wait_counts(&ctx, Counts::all_available(2, 2)).await?;
+                Ok(cs)
+            },
+        )
+        .await?;
+    let before = ctx
+        .step("the budget holds back an in-place update", async {
+            let before = pod_uids(&ctx, &cs.selector()).await?;
+            cs.set_image(IMAGE_V2).await?;
+            prevented(&ctx, &cs).await?;
+            for p in cs.pods().await? {
+                let image = p.spec.as_ref().and_then(|s| s.containers[0].image.clone());
+                ensure!(
+                    image.as_deref() == Some(IMAGE_V1),
+                    "pod {:?} was updated to {image:?} while the budget allowed no unavailable pod",
+                    p.metadata.name
+                );
+            }
+            Ok(before)
+        })
+        .await?;
+    ctx.step("opened, the budget lets every pod update in place", async {
+        ctx.patch(API, KIND, BUDGET, json!({"spec": {"maxUnavailable": 1}}))
+            .await
+            .map_err(refusal)
+            .context("open the budget")?;
+        cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
+        let after = pod_uids(&ctx, &cs.selector()).await?;
         ensure!(
-            image.as_deref() == Some(IMAGE_V1),
-            "pod {:?} was updated to {image:?} while the budget allowed no unavailable pod",
-            p.metadata.name
+            before == after,
+            "pods were recreated instead of updated in place: before {before:?}, after {after:?}"
         );
-    }
-    ctx.patch(API, KIND, BUDGET, json!({"spec": {"maxUnavailable": 1}}))
-        .await
-        .map_err(refusal)
-        .context("open the budget")?;
-    cs.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
-    let after = pod_uids(&ctx, &cs.selector()).await?;
-    ensure!(
-        before == after,
-        "pods were recreated instead of updated in place: before {before:?}, after {after:?}"
-    );
-    for p in cs.pods().await? {
-        let s = container_status(&p, "main");
-        ensure!(
-            s.as_ref().is_some_and(|s| s.image == IMAGE_V2),
-            "pod {:?} does not run {IMAGE_V2}: {s:?}",
-            p.metadata.name
-        );
-    }
-    Ok(())
+        for p in cs.pods().await? {
+            let s = container_status(&p, "main");
+            ensure!(
+                s.as_ref().is_some_and(|s| s.image == IMAGE_V2),
+                "pod {:?} does not run {IMAGE_V2}: {s:?}",
+                p.metadata.name
+            );
+        }
+        Ok(())
+    })
+    .await
 }
 
 /// Waits for the Warning the budget records on a pod it kept from being updated.

@@ -79,55 +79,69 @@ fn main_container(p: &k8s_openapi::api::core::v1::Pod) -> (String, String, Strin
 }
 
 async fn in_place_restart(ctx: Ctx) -> anyhow::Result<()> {
-    let cs = CloneSet::new(NAME)
-        .on_real_nodes()
-        .in_place_if_possible()
-        .create(&ctx)
-        .await?;
-    cs.wait_rolled_out(1, ctx.timeouts.converge, &[]).await?;
-    let before = pods(&ctx, &cs.selector()).await?;
-    ensure!(before.len() == 1, "{} pods, want 1", before.len());
-    let node = before[0]
-        .spec
-        .as_ref()
-        .and_then(|s| s.node_name.clone())
-        .unwrap_or_default();
-    ensure!(
-        ctx.facts.real_nodes.contains(&node),
-        "the pod runs on {node}, not on a real node {:?}",
-        ctx.facts.real_nodes
-    );
-    let (image, image_id, container, restarts) = main_container(&before[0]);
-    ensure!(
-        image == REAL_IMAGE_V1 && image_id.starts_with("harness.local/busybox@sha256:"),
-        "the kubelet reports image {image} ({image_id}), want {REAL_IMAGE_V1} pulled from the registry"
-    );
-    cs.set_image(REAL_IMAGE_V2).await?;
-    cs.wait_rolled_out(1, ctx.timeouts.converge, &[]).await?;
-    let after = pods(&ctx, &cs.selector()).await?;
-    ensure!(after.len() == 1, "{} pods, want 1", after.len());
-    ensure!(
-        after[0].metadata.uid == before[0].metadata.uid,
-        "the pod was recreated, not updated in place"
-    );
-    let (image2, image_id2, container2, restarts2) = main_container(&after[0]);
-    ensure!(
-        image2 == REAL_IMAGE_V2,
-        "the kubelet reports image {image2}, want {REAL_IMAGE_V2}"
-    );
-    ensure!(
-        image_id2 != image_id && image_id2.starts_with("harness.local/busybox@sha256:"),
-        "the image ID did not change: {image_id} -> {image_id2}"
-    );
-    ensure!(
-        container2 != container,
-        "the container was not replaced: {container}"
-    );
-    ensure!(
-        restarts2 == restarts + 1,
-        "restartCount {restarts} -> {restarts2}, want one restart"
-    );
-    Ok(())
+    let (cs, before, image_id, container, restarts) = ctx.step("a CloneSet pod on a real node runs the image pulled from the registry", async {
+        let cs = CloneSet::new(NAME)
+            .on_real_nodes()
+            .in_place_if_possible()
+            .create(&ctx)
+            .await?;
+        cs.wait_rolled_out(1, ctx.timeouts.converge, &[]).await?;
+        let before = pods(&ctx, &cs.selector()).await?;
+        ensure!(before.len() == 1, "{} pods, want 1", before.len());
+        let node = before[0]
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        ensure!(
+            ctx.facts.real_nodes.contains(&node),
+            "the pod runs on {node}, not on a real node {:?}",
+            ctx.facts.real_nodes
+        );
+        let (image, image_id, container, restarts) = main_container(&before[0]);
+        ensure!(
+            image == REAL_IMAGE_V1 && image_id.starts_with("harness.local/busybox@sha256:"),
+            "the kubelet reports image {image} ({image_id}), want {REAL_IMAGE_V1} pulled from the registry"
+        );
+        Ok((cs, before, image_id, container, restarts))
+    })
+    .await?;
+    ctx.step("the new image rolls out", async {
+        cs.set_image(REAL_IMAGE_V2).await?;
+        cs.wait_rolled_out(1, ctx.timeouts.converge, &[]).await?;
+        Ok(())
+    })
+    .await?;
+    ctx.step(
+        "the same pod restarted its container once, on the new image",
+        async {
+            let after = pods(&ctx, &cs.selector()).await?;
+            ensure!(after.len() == 1, "{} pods, want 1", after.len());
+            ensure!(
+                after[0].metadata.uid == before[0].metadata.uid,
+                "the pod was recreated, not updated in place"
+            );
+            let (image2, image_id2, container2, restarts2) = main_container(&after[0]);
+            ensure!(
+                image2 == REAL_IMAGE_V2,
+                "the kubelet reports image {image2}, want {REAL_IMAGE_V2}"
+            );
+            ensure!(
+                image_id2 != image_id && image_id2.starts_with("harness.local/busybox@sha256:"),
+                "the image ID did not change: {image_id} -> {image_id2}"
+            );
+            ensure!(
+                container2 != container,
+                "the container was not replaced: {container}"
+            );
+            ensure!(
+                restarts2 == restarts + 1,
+                "restartCount {restarts} -> {restarts2}, want one restart"
+            );
+            Ok(())
+        },
+    )
+    .await
 }
 
 /// A bare pod `name` on the real node, labelled `labels`, with `containers`.
@@ -175,124 +189,152 @@ fn serving(p: &Pod, name: &str) -> bool {
 
 async fn hot_upgrade(ctx: Ctx) -> anyhow::Result<()> {
     let sidecarset = ctx.unique("hot");
-    create_observed(
-        &ctx,
-        json!({
-            "apiVersion": "apps.kruise.io/v1alpha1",
-            "kind": "SidecarSet",
-            "metadata": {"name": sidecarset},
-            "spec": {
-                "selector": {"matchLabels": {"harness-hot": ctx.namespace}},
-                "containers": [{
-                    "name": "side",
-                    "image": REAL_IMAGE_V1,
-                    "upgradeStrategy": {
-                        "upgradeType": "HotUpgrade",
-                        "hotUpgradeEmptyImage": EMPTY_IMAGE,
-                    },
-                }],
-            }
-        }),
-    )
-    .await?;
-    create(
-        &ctx,
-        real_pod(
-            "app",
-            json!({"harness-hot": ctx.namespace}),
-            json!({}),
-            json!([{"name": "main", "image": REAL_IMAGE_V1}]),
-        ),
-    )
-    .await?;
-    let before = wait_pod(&ctx, "app", "every container running and ready", |p| {
-        let ready = ["main", "side-1", "side-2"]
-            .iter()
-            .all(|c| container_state(p, c).2);
-        Check::when(ready, || "not every container ready yet".into())
+    let before = ctx.step("the hot-upgrade sidecar is injected as a working and an idle container", async {
+        create_observed(
+            &ctx,
+            json!({
+                "apiVersion": "apps.kruise.io/v1alpha1",
+                "kind": "SidecarSet",
+                "metadata": {"name": sidecarset},
+                "spec": {
+                    "selector": {"matchLabels": {"harness-hot": ctx.namespace}},
+                    "containers": [{
+                        "name": "side",
+                        "image": REAL_IMAGE_V1,
+                        "upgradeStrategy": {
+                            "upgradeType": "HotUpgrade",
+                            "hotUpgradeEmptyImage": EMPTY_IMAGE,
+                        },
+                    }],
+                }
+            }),
+        )
+        .await?;
+        create(
+            &ctx,
+            real_pod(
+                "app",
+                json!({"harness-hot": ctx.namespace}),
+                json!({}),
+                json!([{"name": "main", "image": REAL_IMAGE_V1}]),
+            ),
+        )
+        .await?;
+        let before = wait_pod(&ctx, "app", "every container running and ready", |p| {
+            let ready = ["main", "side-1", "side-2"]
+                .iter()
+                .all(|c| container_state(p, c).2);
+            Check::when(ready, || "not every container ready yet".into())
+        })
+        .await?;
+        ensure!(
+            working(&before, "side").as_deref() == Some("side-1")
+                && spec_image(&before, "side-1").as_deref() == Some(REAL_IMAGE_V1)
+                && spec_image(&before, "side-2").as_deref() == Some(EMPTY_IMAGE),
+            "injected: working {:?}, side-1 {:?}, side-2 {:?}; want side-1 on {REAL_IMAGE_V1} working and side-2 on {EMPTY_IMAGE}",
+            working(&before, "side"),
+            spec_image(&before, "side-1"),
+            spec_image(&before, "side-2")
+        );
+        Ok(before)
     })
     .await?;
-    ensure!(
-        working(&before, "side").as_deref() == Some("side-1")
-            && spec_image(&before, "side-1").as_deref() == Some(REAL_IMAGE_V1)
-            && spec_image(&before, "side-2").as_deref() == Some(EMPTY_IMAGE),
-        "injected: working {:?}, side-1 {:?}, side-2 {:?}; want side-1 on {REAL_IMAGE_V1} working and side-2 on {EMPTY_IMAGE}",
-        working(&before, "side"),
-        spec_image(&before, "side-1"),
-        spec_image(&before, "side-2")
-    );
     let (main_id, main_restarts, _) = container_state(&before, "main");
     let (old_id, _, _) = container_state(&before, "side-1");
-    ctx.json_patch(
-        "apps.kruise.io/v1alpha1",
-        "SidecarSet",
-        &sidecarset,
-        json!([{"op": "replace", "path": "/spec/containers/0/image", "value": REAL_IMAGE_V2}]),
-    )
-    .await?;
-    // Every state of the pod the watch shows, until the upgrade is done, has a ready sidecar
-    // container running a busybox image.
-    let after = wait_pod(
-        &ctx,
-        "app",
-        "side-2 working on the new image, side-1 emptied, a sidecar serving throughout",
-        |p| {
-            if !serving(p, "side-1") && !serving(p, "side-2") {
-                return Check::Failed(format!(
-                    "no sidecar container was serving: side-1 {:?}, side-2 {:?}",
-                    container_status(p, "side-1").map(|c| (c.image, c.ready)),
-                    container_status(p, "side-2").map(|c| (c.image, c.ready)),
-                ));
-            }
-            let done = working(p, "side").as_deref() == Some("side-2")
-                && spec_image(p, "side-2").as_deref() == Some(REAL_IMAGE_V2)
-                && spec_image(p, "side-1").as_deref() == Some(EMPTY_IMAGE)
-                && container_status(p, "side-2").is_some_and(|c| c.image == REAL_IMAGE_V2)
-                && container_status(p, "side-1").is_some_and(|c| c.image == EMPTY_IMAGE && c.ready)
-                && serving(p, "side-2");
-            Check::when(done, || {
-                format!(
-                    "working {:?}, side-1 {:?}, side-2 {:?}",
-                    working(p, "side"),
-                    container_status(p, "side-1").map(|c| (c.image, c.ready)),
-                    container_status(p, "side-2").map(|c| (c.image, c.ready)),
+    let after = ctx
+        .step(
+            "a new sidecar image moves the work to side-2, a sidecar serving throughout",
+            async {
+                ctx.json_patch(
+            "apps.kruise.io/v1alpha1",
+            "SidecarSet",
+            &sidecarset,
+            json!([{"op": "replace", "path": "/spec/containers/0/image", "value": REAL_IMAGE_V2}]),
+        )
+        .await?;
+                // Every state of the pod the watch shows, until the upgrade is
+                // done, has a ready sidecar container running a busybox image.
+                let after = wait_pod(
+                    &ctx,
+                    "app",
+                    "side-2 working on the new image, side-1 emptied, a sidecar serving throughout",
+                    |p| {
+                        if !serving(p, "side-1") && !serving(p, "side-2") {
+                            return Check::Failed(format!(
+                                "no sidecar container was serving: side-1 {:?}, side-2 {:?}",
+                                container_status(p, "side-1").map(|c| (c.image, c.ready)),
+                                container_status(p, "side-2").map(|c| (c.image, c.ready)),
+                            ));
+                        }
+                        let done = working(p, "side").as_deref() == Some("side-2")
+                            && spec_image(p, "side-2").as_deref() == Some(REAL_IMAGE_V2)
+                            && spec_image(p, "side-1").as_deref() == Some(EMPTY_IMAGE)
+                            && container_status(p, "side-2")
+                                .is_some_and(|c| c.image == REAL_IMAGE_V2)
+                            && container_status(p, "side-1")
+                                .is_some_and(|c| c.image == EMPTY_IMAGE && c.ready)
+                            && serving(p, "side-2");
+                        Check::when(done, || {
+                            format!(
+                                "working {:?}, side-1 {:?}, side-2 {:?}",
+                                working(p, "side"),
+                                container_status(p, "side-1").map(|c| (c.image, c.ready)),
+                                container_status(p, "side-2").map(|c| (c.image, c.ready)),
+                            )
+                        })
+                    },
                 )
-            })
+                .await?;
+                Ok(after)
+            },
+        )
+        .await?;
+    ctx.step(
+        "the pod and its app container are kept and side-1 is emptied",
+        async {
+            ensure!(
+                after.metadata.uid == before.metadata.uid,
+                "the pod was recreated"
+            );
+            let (main_id2, main_restarts2, _) = container_state(&after, "main");
+            ensure!(
+                main_id2 == main_id && main_restarts2 == main_restarts,
+                "the app container was restarted: {main_id} -> {main_id2}"
+            );
+            let (old_id2, _, _) = container_state(&after, "side-1");
+            ensure!(
+                old_id2 != old_id,
+                "side-1 kept its container {old_id} though it now runs the empty image"
+            );
+            Ok(())
         },
     )
     .await?;
-    ensure!(
-        after.metadata.uid == before.metadata.uid,
-        "the pod was recreated"
-    );
-    let (main_id2, main_restarts2, _) = container_state(&after, "main");
-    ensure!(
-        main_id2 == main_id && main_restarts2 == main_restarts,
-        "the app container was restarted: {main_id} -> {main_id2}"
-    );
-    let (old_id2, _, _) = container_state(&after, "side-1");
-    ensure!(
-        old_id2 != old_id,
-        "side-1 kept its container {old_id} though it now runs the empty image"
-    );
-    // The SidecarSet counts the pod updated and ready.
-    wait_object(
-        &ctx,
-        "apps.kruise.io/v1alpha1",
-        "SidecarSet",
-        &sidecarset,
-        "the SidecarSet counting its pod updated and ready",
-        |o| {
-            let s = status(o);
-            Check::when(
-                s["matchedPods"] == 1 && s["updatedPods"] == 1 && s["updatedReadyPods"] == 1,
-                || format!("status {s}"),
-            )
-        },
-    )
+    ctx.step("the SidecarSet counts its pod updated and ready", async {
+        // The SidecarSet counts the pod updated and ready.
+        wait_object(
+            &ctx,
+            "apps.kruise.io/v1alpha1",
+            "SidecarSet",
+            &sidecarset,
+            "the SidecarSet counting its pod updated and ready",
+            |o| {
+                let s = status(o);
+                Check::when(
+                    s["matchedPods"] == 1 && s["updatedPods"] == 1 && s["updatedReadyPods"] == 1,
+                    || format!("status {s}"),
+                )
+            },
+        )
+        .await?;
+        Ok(())
+    })
     .await?;
-    ctx.delete("v1", "Pod", "app").await?;
-    Ok(())
+    ctx.step("the bare pod is deleted", async {
+        ctx.delete("v1", "Pod", "app").await?;
+        Ok(())
+    })
+    .await
 }
 
 /// The running container `name`'s start time, in seconds since the epoch.
@@ -307,103 +349,129 @@ fn started(p: &Pod, name: &str) -> Option<i64> {
 async fn launch_priority(ctx: Ctx) -> anyhow::Result<()> {
     // The first container turns ready 4 s after it starts (no probe runs before).
     const READY_AFTER: i64 = 4;
-    create(
-        &ctx,
-        real_pod(
-            "ordered",
-            json!({}),
-            json!({"apps.kruise.io/container-launch-priority": "Ordered"}),
-            json!([
-                {
-                    "name": "first",
-                    "image": REAL_IMAGE_V1,
-                    "readinessProbe": {
-                        "exec": {"command": ["cat", "/etc/harness-image"]},
-                        "initialDelaySeconds": READY_AFTER,
-                        "periodSeconds": 1,
+    ctx.step("an ordered pod's containers are tied to keys of its barrier", async {
+        create(
+            &ctx,
+            real_pod(
+                "ordered",
+                json!({}),
+                json!({"apps.kruise.io/container-launch-priority": "Ordered"}),
+                json!([
+                    {
+                        "name": "first",
+                        "image": REAL_IMAGE_V1,
+                        "readinessProbe": {
+                            "exec": {"command": ["cat", "/etc/harness-image"]},
+                            "initialDelaySeconds": READY_AFTER,
+                            "periodSeconds": 1,
+                        },
                     },
-                },
-                {"name": "second", "image": REAL_IMAGE_V1},
-            ]),
-        ),
-    )
-    .await?;
-    // The webhook ties each container to a key of the pod's barrier, by priority.
-    let pod = ctx.api::<Pod>().get("ordered").await?;
-    for (c, key) in [("first", "p_0"), ("second", "p_-1")] {
-        let env = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.containers.iter().find(|x| x.name == c))
-            .and_then(|x| x.env.clone())
-            .unwrap_or_default();
-        let barrier = env
-            .iter()
-            .find(|e| e.name == "KRUISE_CONTAINER_BARRIER")
-            .and_then(|e| e.value_from.as_ref()?.config_map_key_ref.clone());
-        ensure!(
-            barrier
+                    {"name": "second", "image": REAL_IMAGE_V1},
+                ]),
+            ),
+        )
+        .await?;
+        // The webhook ties each container to a key of the pod's barrier, by priority.
+        let pod = ctx.api::<Pod>().get("ordered").await?;
+        for (c, key) in [("first", "p_0"), ("second", "p_-1")] {
+            let env = pod
+                .spec
                 .as_ref()
-                .is_some_and(|r| r.name == "ordered-barrier" && r.key == key),
-            "container {c}: barrier {barrier:?}, want key {key} of ConfigMap ordered-barrier"
-        );
-    }
-    // Releases from v1.6.0 also mark the pod once its last priority is let through
-    // (openkruise/kruise#1490).
-    let marks = ctx.facts.controller_since("v1.6.0");
-    let done = wait_pod(
-        &ctx,
-        "ordered",
-        "both containers ready (and the launch marked complete)",
-        move |p| {
-            let complete = !marks
-                || p.metadata
-                    .annotations
+                .and_then(|s| s.containers.iter().find(|x| x.name == c))
+                .and_then(|x| x.env.clone())
+                .unwrap_or_default();
+            let barrier = env
+                .iter()
+                .find(|e| e.name == "KRUISE_CONTAINER_BARRIER")
+                .and_then(|e| e.value_from.as_ref()?.config_map_key_ref.clone());
+            ensure!(
+                barrier
                     .as_ref()
-                    .and_then(|a| a.get("apps.kruise.io/container-launch-priority-completed"))
-                    .is_some_and(|v| v == "true");
-            // The second may not run before the first is ready.
-            if started(p, "second").is_some() && !container_state(p, "first").2 {
-                return Check::Failed("second runs while first is not ready".into());
-            }
-            let ready = container_state(p, "first").2 && container_state(p, "second").2;
-            Check::when(ready && complete, || {
-                format!(
-                    "first ready {}, second started {:?}, completed annotation {complete}",
-                    container_state(p, "first").2,
-                    started(p, "second")
-                )
-            })
+                    .is_some_and(|r| r.name == "ordered-barrier" && r.key == key),
+                "container {c}: barrier {barrier:?}, want key {key} of ConfigMap ordered-barrier"
+            );
+        }
+        Ok(())
+    })
+    .await?;
+    let done = ctx
+        .step(
+            "the second container starts only once the first is ready",
+            async {
+                // Releases from v1.6.0 also mark the pod once its last priority is let through
+                // (openkruise/kruise#1490).
+                let marks = ctx.facts.controller_since("v1.6.0");
+                let done = wait_pod(
+            &ctx,
+            "ordered",
+            "both containers ready (and the launch marked complete)",
+            move |p| {
+                let complete = !marks
+                    || p.metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get("apps.kruise.io/container-launch-priority-completed"))
+                        .is_some_and(|v| v == "true");
+                // The second may not run before the first is ready.
+                if started(p, "second").is_some() && !container_state(p, "first").2 {
+                    return Check::Failed("second runs while first is not ready".into());
+                }
+                let ready = container_state(p, "first").2 && container_state(p, "second").2;
+                Check::when(ready && complete, || {
+                    format!(
+                        "first ready {}, second started {:?}, completed annotation {complete}",
+                        container_state(p, "first").2,
+                        started(p, "second")
+                    )
+                })
+            },
+        )
+        .await?;
+                Ok(done)
+            },
+        )
+        .await?;
+    ctx.step("their start times are the readiness delay apart", async {
+        let (first, second) = (started(&done, "first"), started(&done, "second"));
+        let (Some(first), Some(second)) = (first, second) else {
+            anyhow::bail!("start times first {first:?}, second {second:?}");
+        };
+        // Start times have second precision.
+        ensure!(
+            second - first >= READY_AFTER - 1,
+            "second started {} s after first, before first could be ready ({READY_AFTER} s)",
+            second - first
+        );
+        Ok(())
+    })
+    .await?;
+    ctx.step(
+        "the barrier holds both keys and is owned by the pod",
+        async {
+            let barrier = ctx.api::<ConfigMap>().get("ordered-barrier").await?;
+            let keys: Vec<String> = barrier.data.unwrap_or_default().into_keys().collect();
+            ensure!(
+                keys == ["p_-1", "p_0"],
+                "barrier keys {keys:?}, want p_0 and p_-1"
+            );
+            ensure!(
+                barrier
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|r| r.kind == "Pod" && Some(&r.uid) == done.metadata.uid.as_ref()),
+                "the barrier is not owned by its pod"
+            );
+            Ok(())
         },
     )
     .await?;
-    let (first, second) = (started(&done, "first"), started(&done, "second"));
-    let (Some(first), Some(second)) = (first, second) else {
-        anyhow::bail!("start times first {first:?}, second {second:?}");
-    };
-    // Start times have second precision.
-    ensure!(
-        second - first >= READY_AFTER - 1,
-        "second started {} s after first, before first could be ready ({READY_AFTER} s)",
-        second - first
-    );
-    let barrier = ctx.api::<ConfigMap>().get("ordered-barrier").await?;
-    let keys: Vec<String> = barrier.data.unwrap_or_default().into_keys().collect();
-    ensure!(
-        keys == ["p_-1", "p_0"],
-        "barrier keys {keys:?}, want p_0 and p_-1"
-    );
-    ensure!(
-        barrier
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|r| r.kind == "Pod" && Some(&r.uid) == done.metadata.uid.as_ref()),
-        "the barrier is not owned by its pod"
-    );
-    ctx.delete("v1", "Pod", "ordered").await?;
-    Ok(())
+    ctx.step("the bare pod is deleted", async {
+        ctx.delete("v1", "Pod", "ordered").await?;
+        Ok(())
+    })
+    .await
 }
 
 /// Guaranteed resources: requests equal limits.
@@ -425,58 +493,73 @@ fn host_limits(p: &Pod) -> anyhow::Result<(CgroupLimits, CgroupLimits)> {
 
 async fn resize(ctx: Ctx) -> anyhow::Result<()> {
     const MIB: u64 = 1 << 20;
-    let cs = CloneSet::new("resize")
-        .on_real_nodes()
-        .in_place_if_possible()
-        .resources(guaranteed("200m", "64Mi"))
-        .create(&ctx)
-        .await?;
-    cs.wait_rolled_out(1, ctx.timeouts.converge, &[]).await?;
-    let before = pods(&ctx, &cs.selector()).await?;
-    ensure!(before.len() == 1, "{} pods, want 1", before.len());
-    let (pod, main) = host_limits(&before[0])?;
-    for (what, l) in [("pod", pod), ("container", main)] {
-        ensure!(
-            l.memory == Some(64 * MIB) && l.cpu_millis() == Some(200),
-            "the {what}'s host cgroup limits {l:?} before the resize, want 64 MiB and 200m"
-        );
-    }
-    cs.json_patch(json!([{
-        "op": "replace",
-        "path": "/spec/template/spec/containers/0/resources",
-        "value": guaranteed("300m", "96Mi"),
-    }]))
-    .await?;
-    cs.wait_rolled_out(1, ctx.timeouts.converge, &[]).await?;
-    // The kubelet reports the resources it applied.
-    let name = before[0].metadata.name.clone().unwrap_or_default();
-    let after = wait_pod(&ctx, &name, "the new resources reported", |p| {
-        let r = container_status(p, "main").and_then(|c| c.resources);
-        let limits = r
-            .as_ref()
-            .and_then(|r| r.limits.clone())
-            .unwrap_or_default();
-        let applied = limits.get("cpu").map(|q| q.0.as_str()) == Some("300m")
-            && limits.get("memory").map(|q| q.0.as_str()) == Some("96Mi");
-        Check::when(applied, || format!("status resources {r:?}"))
+    let (cs, before) = ctx.step("a guaranteed CloneSet pod runs with its limits in the host cgroups", async {
+        let cs = CloneSet::new("resize")
+            .on_real_nodes()
+            .in_place_if_possible()
+            .resources(guaranteed("200m", "64Mi"))
+            .create(&ctx)
+            .await?;
+        cs.wait_rolled_out(1, ctx.timeouts.converge, &[]).await?;
+        let before = pods(&ctx, &cs.selector()).await?;
+        ensure!(before.len() == 1, "{} pods, want 1", before.len());
+        let (pod, main) = host_limits(&before[0])?;
+        for (what, l) in [("pod", pod), ("container", main)] {
+            ensure!(
+                l.memory == Some(64 * MIB) && l.cpu_millis() == Some(200),
+                "the {what}'s host cgroup limits {l:?} before the resize, want 64 MiB and 200m"
+            );
+        }
+        Ok((cs, before))
     })
     .await?;
-    ensure!(
-        after.metadata.uid == before[0].metadata.uid,
-        "the pod was recreated, not resized in place"
-    );
-    let (id, restarts, _) = container_state(&before[0], "main");
-    let (id2, restarts2, _) = container_state(&after, "main");
-    ensure!(
-        id2 == id && restarts2 == restarts,
-        "the container was restarted ({id} -> {id2}, restartCount {restarts} -> {restarts2}); the resize policy asks for none"
-    );
-    let (pod, main) = host_limits(&after)?;
-    for (what, l) in [("pod", pod), ("container", main)] {
+    ctx.step("the new container resources roll out", async {
+        cs.json_patch(json!([{
+            "op": "replace",
+            "path": "/spec/template/spec/containers/0/resources",
+            "value": guaranteed("300m", "96Mi"),
+        }]))
+        .await?;
+        cs.wait_rolled_out(1, ctx.timeouts.converge, &[]).await?;
+        Ok(())
+    })
+    .await?;
+    let after = ctx.step("the pod is resized in place: new resources reported, no restart", async {
+        // The kubelet reports the resources it applied.
+        let name = before[0].metadata.name.clone().unwrap_or_default();
+        let after = wait_pod(&ctx, &name, "the new resources reported", |p| {
+            let r = container_status(p, "main").and_then(|c| c.resources);
+            let limits = r
+                .as_ref()
+                .and_then(|r| r.limits.clone())
+                .unwrap_or_default();
+            let applied = limits.get("cpu").map(|q| q.0.as_str()) == Some("300m")
+                && limits.get("memory").map(|q| q.0.as_str()) == Some("96Mi");
+            Check::when(applied, || format!("status resources {r:?}"))
+        })
+        .await?;
         ensure!(
-            l.memory == Some(96 * MIB) && l.cpu_millis() == Some(300),
-            "the {what}'s host cgroup limits {l:?} after the resize, want 96 MiB and 300m"
+            after.metadata.uid == before[0].metadata.uid,
+            "the pod was recreated, not resized in place"
         );
-    }
-    Ok(())
+        let (id, restarts, _) = container_state(&before[0], "main");
+        let (id2, restarts2, _) = container_state(&after, "main");
+        ensure!(
+            id2 == id && restarts2 == restarts,
+            "the container was restarted ({id} -> {id2}, restartCount {restarts} -> {restarts2}); the resize policy asks for none"
+        );
+        Ok(after)
+    })
+    .await?;
+    ctx.step("the host cgroups hold the new limits", async {
+        let (pod, main) = host_limits(&after)?;
+        for (what, l) in [("pod", pod), ("container", main)] {
+            ensure!(
+                l.memory == Some(96 * MIB) && l.cpu_millis() == Some(300),
+                "the {what}'s host cgroup limits {l:?} after the resize, want 96 MiB and 300m"
+            );
+        }
+        Ok(())
+    })
+    .await
 }

@@ -160,81 +160,104 @@ fn absent<K: std::fmt::Debug>(o: Option<&K>) -> Result<(), String> {
 async fn secret_targets(ctx: Ctx) -> anyhow::Result<()> {
     let [included, labelled, excluded] =
         [ctx.unique("incl"), ctx.unique("lbl"), ctx.unique("excl")];
-    namespace(&ctx, &included, json!({})).await?;
-    for ns in [&labelled, &excluded] {
-        namespace(&ctx, ns, json!({LABEL: ctx.namespace})).await?;
-    }
+    ctx.step("an included, a labelled and an excluded namespace", async {
+        namespace(&ctx, &included, json!({})).await?;
+        for ns in [&labelled, &excluded] {
+            namespace(&ctx, ns, json!({LABEL: ctx.namespace})).await?;
+        }
+        Ok(())
+    })
+    .await?;
     let rd = ctx.unique("secret");
     let resource = |token: &str| {
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "shared"},
                "type": "Opaque", "data": {"token": token}})
     };
-    create(
-        &ctx,
-        json!({
-            "apiVersion": API, "kind": KIND, "metadata": {"name": rd},
-            "spec": {
-                "resource": resource("djE="),
-                "targets": {
-                    "includedNamespaces": names(&[&included]),
-                    "namespaceLabelSelector": {"matchLabels": {LABEL: ctx.namespace}},
-                    "excludedNamespaces": names(&[&excluded]),
+    ctx.step("a Secret distribution succeeds in 2 namespaces", async {
+        create(
+            &ctx,
+            json!({
+                "apiVersion": API, "kind": KIND, "metadata": {"name": rd},
+                "spec": {
+                    "resource": resource("djE="),
+                    "targets": {
+                        "includedNamespaces": names(&[&included]),
+                        "namespaceLabelSelector": {"matchLabels": {LABEL: ctx.namespace}},
+                        "excludedNamespaces": names(&[&excluded]),
+                    }
                 }
-            }
-        }),
-    )
+            }),
+        )
+        .await?;
+        wait_distributed(&ctx, &rd, 2).await?;
+        Ok(())
+    })
     .await?;
-    wait_distributed(&ctx, &rd, 2).await?;
-    for ns in [&included, &labelled] {
-        wait_copy::<Secret>(&ctx, ns, "shared", "the secret with token v1", has_v1).await?;
-        let copy: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
-        let s = copy.get("shared").await?;
-        let owned = s
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|r| r.kind == KIND && r.name == rd && r.controller == Some(true));
-        let from = s.metadata.annotations.as_ref().and_then(|a| a.get(FROM));
-        ensure!(
-            owned && from == Some(&rd),
-            "copy in {ns} is not owned by and annotated with {rd}: owners {:?}, {FROM} {from:?}",
-            s.metadata.owner_references
-        );
-    }
-    let copy: Api<Secret> = Api::namespaced(ctx.client.clone(), &excluded);
-    if let Some(s) = copy.get_opt("shared").await? {
-        bail!(
-            "the excluded namespace {excluded} got a copy: {:?}",
-            s.metadata
-        );
-    }
+    ctx.step("the included and labelled namespaces hold owned copies, the excluded one none", async {
+        for ns in [&included, &labelled] {
+            wait_copy::<Secret>(&ctx, ns, "shared", "the secret with token v1", has_v1).await?;
+            let copy: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
+            let s = copy.get("shared").await?;
+            let owned = s
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|r| r.kind == KIND && r.name == rd && r.controller == Some(true));
+            let from = s.metadata.annotations.as_ref().and_then(|a| a.get(FROM));
+            ensure!(
+                owned && from == Some(&rd),
+                "copy in {ns} is not owned by and annotated with {rd}: owners {:?}, {FROM} {from:?}",
+                s.metadata.owner_references
+            );
+        }
+        let copy: Api<Secret> = Api::namespaced(ctx.client.clone(), &excluded);
+        if let Some(s) = copy.get_opt("shared").await? {
+            bail!(
+                "the excluded namespace {excluded} got a copy: {:?}",
+                s.metadata
+            );
+        }
+        Ok(())
+    })
+    .await?;
 
-    ctx.patch(
-        API,
-        KIND,
-        &rd,
-        json!({"spec": {"resource": resource("djI=")}}),
+    ctx.step("an update of the Secret reaches both copies", async {
+        ctx.patch(
+            API,
+            KIND,
+            &rd,
+            json!({"spec": {"resource": resource("djI=")}}),
+        )
+        .await
+        .map_err(refusal)
+        .context("update the distributed secret")?;
+        for ns in [&included, &labelled] {
+            wait_copy::<Secret>(&ctx, ns, "shared", "the secret updated to token v2", has_v2)
+                .await?;
+        }
+        Ok(())
+    })
+    .await?;
+
+    ctx.step(
+        "a namespace dropped from the targets loses its copy",
+        async {
+            ctx.patch(
+                API,
+                KIND,
+                &rd,
+                json!({"spec": {"targets": {"includedNamespaces": {"list": []}}}}),
+            )
+            .await
+            .map_err(refusal)
+            .context("drop the included namespace")?;
+            wait_distributed(&ctx, &rd, 1).await?;
+            wait_copy::<Secret>(&ctx, &included, "shared", "the copy removed", absent).await?;
+            wait_copy::<Secret>(&ctx, &labelled, "shared", "the copy kept", has_v2).await
+        },
     )
     .await
-    .map_err(refusal)
-    .context("update the distributed secret")?;
-    for ns in [&included, &labelled] {
-        wait_copy::<Secret>(&ctx, ns, "shared", "the secret updated to token v2", has_v2).await?;
-    }
-
-    ctx.patch(
-        API,
-        KIND,
-        &rd,
-        json!({"spec": {"targets": {"includedNamespaces": {"list": []}}}}),
-    )
-    .await
-    .map_err(refusal)
-    .context("drop the included namespace")?;
-    wait_distributed(&ctx, &rd, 1).await?;
-    wait_copy::<Secret>(&ctx, &included, "shared", "the copy removed", absent).await?;
-    wait_copy::<Secret>(&ctx, &labelled, "shared", "the copy kept", has_v2).await
 }
 
 fn has_config(c: Option<&ConfigMap>) -> Result<(), String> {
@@ -255,36 +278,60 @@ async fn configmap_labels(ctx: Ctx) -> anyhow::Result<()> {
         "spec": {"resource": resource, "targets": {
             "includedNamespaces": names(&[&ns]), "excludedNamespaces": names(&[&ns])}}
     });
-    match ctx.create(ambiguous).await {
-        Ok(_) => bail!("targets with {ns} both included and excluded were accepted"),
-        Err(kube::Error::Api(s)) if s.message.contains("ambiguous targets") => {}
-        Err(e) => bail!(
-            "want a refusal naming ambiguous targets, got {}",
-            refusal(e)
-        ),
-    }
-    create(
-        &ctx,
-        json!({
-            "apiVersion": API, "kind": KIND, "metadata": {"name": rd},
-            "spec": {"resource": resource, "targets": {
-                "namespaceLabelSelector": {"matchLabels": {LABEL: ctx.namespace}}}}
-        }),
+    ctx.step(
+        "targets naming a namespace both included and excluded are refused",
+        async {
+            match ctx.create(ambiguous).await {
+                Ok(_) => bail!("targets with {ns} both included and excluded were accepted"),
+                Err(kube::Error::Api(s)) if s.message.contains("ambiguous targets") => {}
+                Err(e) => bail!(
+                    "want a refusal naming ambiguous targets, got {}",
+                    refusal(e)
+                ),
+            }
+            Ok(())
+        },
     )
     .await?;
-    wait_distributed(&ctx, &rd, 0).await?;
-    namespace(&ctx, &ns, json!({LABEL: ctx.namespace})).await?;
-    wait_copy::<ConfigMap>(&ctx, &ns, "settings", "the configmap copied", has_config).await?;
-    wait_distributed(&ctx, &rd, 1).await?;
-    ctx.patch(
-        "v1",
-        "Namespace",
-        &ns,
-        json!({"metadata": {"labels": {LABEL: null}}}),
+    ctx.step(
+        "a ConfigMap distribution by namespace label reaches no namespace yet",
+        async {
+            create(
+                &ctx,
+                json!({
+                    "apiVersion": API, "kind": KIND, "metadata": {"name": rd},
+                    "spec": {"resource": resource, "targets": {
+                        "namespaceLabelSelector": {"matchLabels": {LABEL: ctx.namespace}}}}
+                }),
+            )
+            .await?;
+            wait_distributed(&ctx, &rd, 0).await?;
+            Ok(())
+        },
+    )
+    .await?;
+    ctx.step("a namespace labelled afterwards gets the copy", async {
+        namespace(&ctx, &ns, json!({LABEL: ctx.namespace})).await?;
+        wait_copy::<ConfigMap>(&ctx, &ns, "settings", "the configmap copied", has_config).await?;
+        wait_distributed(&ctx, &rd, 1).await?;
+        Ok(())
+    })
+    .await?;
+    ctx.step(
+        "with its label removed the namespace loses the copy",
+        async {
+            ctx.patch(
+                "v1",
+                "Namespace",
+                &ns,
+                json!({"metadata": {"labels": {LABEL: null}}}),
+            )
+            .await
+            .map_err(refusal)
+            .context("remove the namespace's label")?;
+            wait_copy::<ConfigMap>(&ctx, &ns, "settings", "the copy removed", absent).await?;
+            wait_distributed(&ctx, &rd, 0).await
+        },
     )
     .await
-    .map_err(refusal)
-    .context("remove the namespace's label")?;
-    wait_copy::<ConfigMap>(&ctx, &ns, "settings", "the copy removed", absent).await?;
-    wait_distributed(&ctx, &rd, 0).await
 }

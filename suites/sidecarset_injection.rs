@@ -81,12 +81,21 @@ pub fn scenarios() -> Vec<Scenario> {
 async fn namespace_as_written(ctx: Ctx) -> anyhow::Result<()> {
     let (here, there) = (ctx.unique("here"), ctx.unique("there"));
     let spec = |c: &str| json!({"containers": [sidecar(c, json!({}))]});
-    sidecarset(&ctx, &here, "here", json!({}), spec("logger")).await?;
-    // The same selector in another namespace's name.
-    let elsewhere = format!("{}-elsewhere", ctx.namespace);
-    let mut other = sidecarset_manifest(&ctx, &there, "there", json!({}), spec("other"));
-    other["spec"]["namespace"] = json!(elsewhere);
-    create_observed(&ctx, other).await?;
+    let elsewhere = ctx
+        .step(
+            "a SidecarSet naming this namespace and one naming another",
+            async {
+                sidecarset(&ctx, &here, "here", json!({}), spec("logger")).await?;
+                // The same selector in another namespace's name.
+                let elsewhere = format!("{}-elsewhere", ctx.namespace);
+                let mut other =
+                    sidecarset_manifest(&ctx, &there, "there", json!({}), spec("other"));
+                other["spec"]["namespace"] = json!(elsewhere);
+                create_observed(&ctx, other).await?;
+                Ok(elsewhere)
+            },
+        )
+        .await?;
     let pod = |case: &'static str| {
         let ctx = ctx.clone();
         async move {
@@ -97,26 +106,33 @@ async fn namespace_as_written(ctx: Ctx) -> anyhow::Result<()> {
                 .with_context(|| format!("admit a pod labelled injection-case={case}"))
         }
     };
-    find(&pod("here").await?, "logger", false)
-        .context("spec.namespace names the pod's namespace")?;
-    let p = pod("there").await?;
-    ensure!(
-        find(&p, "other", false).is_err(),
-        "a SidecarSet whose spec.namespace is {elsewhere} injected its sidecar into a pod of {}",
-        ctx.namespace
-    );
-    let api = ctx.dyn_api("apps.kruise.io/v1alpha1", "SidecarSet").await?;
-    for (name, want) in [(&here, ctx.namespace.clone()), (&there, elsewhere)] {
-        let o = api.get(name).await.map_err(refusal)?;
-        let o = serde_json::to_value(o)?;
+    ctx.step("only the SidecarSet naming the pod's namespace injects its sidecar", async {
+        find(&pod("here").await?, "logger", false)
+            .context("spec.namespace names the pod's namespace")?;
+        let p = pod("there").await?;
         ensure!(
-            o["spec"]["namespace"] == json!(want),
-            "SidecarSet {name}: spec.namespace written as {want:?}, read back as {} (spec.namespaceSelector {})",
-            o["spec"]["namespace"],
-            o["spec"]["namespaceSelector"]
+            find(&p, "other", false).is_err(),
+            "a SidecarSet whose spec.namespace is {elsewhere} injected its sidecar into a pod of {}",
+            ctx.namespace
         );
-    }
-    Ok(())
+        Ok(())
+    })
+    .await?;
+    ctx.step("both SidecarSets read back with spec.namespace as written", async {
+        let api = ctx.dyn_api("apps.kruise.io/v1alpha1", "SidecarSet").await?;
+        for (name, want) in [(&here, ctx.namespace.clone()), (&there, elsewhere)] {
+            let o = api.get(name).await.map_err(refusal)?;
+            let o = serde_json::to_value(o)?;
+            ensure!(
+                o["spec"]["namespace"] == json!(want),
+                "SidecarSet {name}: spec.namespace written as {want:?}, read back as {} (spec.namespaceSelector {})",
+                o["spec"]["namespace"],
+                o["spec"]["namespaceSelector"]
+            );
+        }
+        Ok(())
+    })
+    .await
 }
 
 /// A SidecarSet `name` over the pods `injection-case=<case>` of the scenario's namespace,
@@ -253,20 +269,31 @@ struct Case {
 
 /// Creates every case's SidecarSet, then admits every case's pod and checks it.
 async fn injection_cases(ctx: Ctx, cases: Vec<Case>) -> anyhow::Result<()> {
-    futures::future::try_join_all(cases.iter().map(|c| {
-        let ctx = &ctx;
-        async move {
-            let name = ctx.unique(c.name);
-            sidecarset(ctx, &name, c.name, json!({}), c.sidecarset.clone()).await
-        }
-    }))
+    ctx.step("every case's SidecarSet is created and observed", async {
+        futures::future::try_join_all(cases.iter().map(|c| {
+            let ctx = &ctx;
+            async move {
+                let name = ctx.unique(c.name);
+                sidecarset(ctx, &name, c.name, json!({}), c.sidecarset.clone()).await
+            }
+        }))
+        .await?;
+        Ok(())
+    })
     .await?;
     for c in &cases {
-        let p = admit(&ctx, c.name, c.name, c.pod_labels.clone(), c.pod.clone())
-            .await
-            .map_err(refusal)
-            .with_context(|| format!("case {}: admit its pod", c.name))?;
-        (c.check)(&p).with_context(|| format!("case {}", c.name))?;
+        ctx.step(
+            &format!("case {}: the webhook injects its pod as expected", c.name),
+            async {
+                let p = admit(&ctx, c.name, c.name, c.pod_labels.clone(), c.pod.clone())
+                    .await
+                    .map_err(refusal)
+                    .with_context(|| format!("case {}: admit its pod", c.name))?;
+                (c.check)(&p).with_context(|| format!("case {}", c.name))?;
+                Ok(())
+            },
+        )
+        .await?;
     }
     Ok(())
 }
@@ -284,33 +311,43 @@ fn transfer_env() -> Value {
 
 async fn transfer_and_hot_upgrade(ctx: Ctx) -> anyhow::Result<()> {
     injection_cases(ctx.clone(), transfer_and_hot_upgrade_cases()).await?;
-    // A sidecar's upgradeType cannot change once set.
-    let cold = json!([{"op": "replace",
-        "path": "/spec/containers/0/upgradeStrategy/upgradeType", "value": "ColdUpgrade"}]);
-    let hot = ctx.unique("hot");
-    refused(
-        ctx.json_patch("apps.kruise.io/v1alpha1", "SidecarSet", &hot, cold)
-            .await,
-        "changing the upgradeType of sidecar proxy from HotUpgrade to ColdUpgrade",
-        "upgradeType is immutable",
-    )?;
-    // A fieldRef naming the source container reads the pod in API version v1 (the default);
-    // another version is refused.
-    let v2_ref = json!({"containers": [sidecar("env-sidecar", json!({"transferEnv": [
-        {"sourceContainerNameFrom": {"fieldRef": {"apiVersion": "v2",
-            "fieldPath": "metadata.labels['env-source']"}}, "envName": "X"}]}))]});
-    let m = sidecarset_manifest(
-        &ctx,
-        &ctx.unique("noversion"),
-        "noversion",
-        json!({}),
-        v2_ref,
-    );
-    refused(
-        ctx.create(m).await,
-        "a transferEnv fieldRef in apiVersion v2",
-        "unsupported pod version: v2",
+    ctx.step("a sidecar's upgradeType cannot change", async {
+        // A sidecar's upgradeType cannot change once set.
+        let cold = json!([{"op": "replace",
+            "path": "/spec/containers/0/upgradeStrategy/upgradeType", "value": "ColdUpgrade"}]);
+        let hot = ctx.unique("hot");
+        refused(
+            ctx.json_patch("apps.kruise.io/v1alpha1", "SidecarSet", &hot, cold)
+                .await,
+            "changing the upgradeType of sidecar proxy from HotUpgrade to ColdUpgrade",
+            "upgradeType is immutable",
+        )?;
+        Ok(())
+    })
+    .await?;
+    ctx.step(
+        "a transferEnv fieldRef in apiVersion v2 is refused",
+        async {
+            // A fieldRef naming the source container reads the pod in API version v1 (the default);
+            // another version is refused.
+            let v2_ref = json!({"containers": [sidecar("env-sidecar", json!({"transferEnv": [
+            {"sourceContainerNameFrom": {"fieldRef": {"apiVersion": "v2",
+                "fieldPath": "metadata.labels['env-source']"}}, "envName": "X"}]}))]});
+            let m = sidecarset_manifest(
+                &ctx,
+                &ctx.unique("noversion"),
+                "noversion",
+                json!({}),
+                v2_ref,
+            );
+            refused(
+                ctx.create(m).await,
+                "a transferEnv fieldRef in apiVersion v2",
+                "unsupported pod version: v2",
+            )
+        },
     )
+    .await
 }
 
 fn transfer_and_hot_upgrade_cases() -> Vec<Case> {
@@ -533,115 +570,144 @@ async fn resources_and_devices(ctx: Ctx) -> anyhow::Result<()> {
             "limits": {"cpu": "cpu", "memory": "memory"},
             "requests": {"cpu": "cpu * 50%", "memory": "memory"}}});
     let res = "res";
-    sidecarset(
-        &ctx,
-        &ctx.unique(res),
-        res,
-        json!({}),
-        json!({
-            "updateStrategy": {"type": "NotUpdate"},
-            "containers": [sidecar("sized", json!({"resourcesPolicy": by_sum}))],
-            "initContainers": [sidecar("sized-init",
-                json!({"restartPolicy": "Always", "resourcesPolicy": by_max}))]
-        }),
+    ctx.step(
+        "a SidecarSet sizing its sidecars by resourcesPolicy",
+        async {
+            sidecarset(
+                &ctx,
+                &ctx.unique(res),
+                res,
+                json!({}),
+                json!({
+                    "updateStrategy": {"type": "NotUpdate"},
+                    "containers": [sidecar("sized", json!({"resourcesPolicy": by_sum}))],
+                    "initContainers": [sidecar("sized-init",
+                        json!({"restartPolicy": "Always", "resourcesPolicy": by_max}))]
+                }),
+            )
+            .await?;
+            Ok(())
+        },
     )
     .await?;
-    let sized = |cpu: &str, mem: &str, rcpu: &str, rmem: &str| json!({"limits": {"cpu": cpu, "memory": mem}, "requests": {"cpu": rcpu, "memory": rmem}});
-    let pod = json!({"containers": [
-        app_container("main", json!({"resources": sized("200m", "128Mi", "100m", "64Mi")})),
-        app_container("aux", json!({"resources": sized("300m", "64Mi", "50m", "32Mi")})),
-        // Not selected by the regex: it would change every sum and max.
-        app_container("other", json!({"resources": sized("1", "1Gi", "500m", "512Mi")}))
-    ]});
-    let p = admit(&ctx, "sized", res, json!({}), pod)
-        .await
-        .map_err(refusal)
-        .context("admit a pod with main, aux and other")?;
-    check_resources(find(&p, "sized", false)?, ["250m", "128Mi", "100m", "64Mi"])
-        .context("sum mode")?;
-    check_resources(
-        find(&p, "sized-init", true)?,
-        ["300m", "128Mi", "50m", "64Mi"],
-    )
-    .context("max mode (native init sidecar)")?;
-    let unmatched = json!({"containers": [app_container("solo", json!({}))]});
-    refused(
-        admit(&ctx, "unmatched", res, json!({}), unmatched).await,
-        &format!("a pod with no container matching {targets}"),
-        "no containers match the regex pattern",
-    )?;
-
-    // The SidecarSet webhook refuses resources next to resourcesPolicy, and resourcesPolicy on
-    // an init container that is not a native sidecar.
-    let refusals = [
-        (
-            "both",
-            "resourcesPolicy and resources cannot be configured together",
-            json!({"containers": [sidecar("both", json!({"resourcesPolicy": by_sum,
-                "resources": {"limits": {"cpu": "100m"}}}))]}),
-        ),
-        (
-            "plain-init",
-            "resourcesPolicy is only supported for containers with RestartPolicy Always",
-            json!({"containers": [sidecar("c", json!({}))],
-                "initContainers": [sidecar("plain-init", json!({"command": ["true"],
-                    "resourcesPolicy": by_max}))]}),
-        ),
-    ];
-    for (what, reason, spec) in refusals {
-        let m = sidecarset_manifest(&ctx, &ctx.unique(what), what, json!({}), spec);
+    ctx.step("the sum and the max of the selected containers size the sidecars", async {
+        let sized = |cpu: &str, mem: &str, rcpu: &str, rmem: &str| json!({"limits": {"cpu": cpu, "memory": mem}, "requests": {"cpu": rcpu, "memory": rmem}});
+        let pod = json!({"containers": [
+            app_container("main", json!({"resources": sized("200m", "128Mi", "100m", "64Mi")})),
+            app_container("aux", json!({"resources": sized("300m", "64Mi", "50m", "32Mi")})),
+            // Not selected by the regex: it would change every sum and max.
+            app_container("other", json!({"resources": sized("1", "1Gi", "500m", "512Mi")}))
+        ]});
+        let p = admit(&ctx, "sized", res, json!({}), pod)
+            .await
+            .map_err(refusal)
+            .context("admit a pod with main, aux and other")?;
+        check_resources(find(&p, "sized", false)?, ["250m", "128Mi", "100m", "64Mi"])
+            .context("sum mode")?;
+        check_resources(
+            find(&p, "sized-init", true)?,
+            ["300m", "128Mi", "50m", "64Mi"],
+        )
+        .context("max mode (native init sidecar)")?;
+        Ok(())
+    })
+    .await?;
+    ctx.step("a pod with no selected container is refused", async {
+        let unmatched = json!({"containers": [app_container("solo", json!({}))]});
         refused(
-            ctx.create(m).await,
-            &format!("a SidecarSet with resourcesPolicy on {what}"),
-            reason,
+            admit(&ctx, "unmatched", res, json!({}), unmatched).await,
+            &format!("a pod with no container matching {targets}"),
+            "no containers match the regex pattern",
         )?;
-    }
+        Ok(())
+    })
+    .await?;
+
+    ctx.step("resources beside resourcesPolicy, or resourcesPolicy on a plain init container, are refused", async {
+        // The SidecarSet webhook refuses resources next to resourcesPolicy, and resourcesPolicy on
+        // an init container that is not a native sidecar.
+        let refusals = [
+            (
+                "both",
+                "resourcesPolicy and resources cannot be configured together",
+                json!({"containers": [sidecar("both", json!({"resourcesPolicy": by_sum,
+                    "resources": {"limits": {"cpu": "100m"}}}))]}),
+            ),
+            (
+                "plain-init",
+                "resourcesPolicy is only supported for containers with RestartPolicy Always",
+                json!({"containers": [sidecar("c", json!({}))],
+                    "initContainers": [sidecar("plain-init", json!({"command": ["true"],
+                        "resourcesPolicy": by_max}))]}),
+            ),
+        ];
+        for (what, reason, spec) in refusals {
+            let m = sidecarset_manifest(&ctx, &ctx.unique(what), what, json!({}), spec);
+            refused(
+                ctx.create(m).await,
+                &format!("a SidecarSet with resourcesPolicy on {what}"),
+                reason,
+            )?;
+        }
+        Ok(())
+    })
+    .await?;
 
     let dev = "dev";
-    sidecarset(
-        &ctx,
-        &ctx.unique(dev),
-        dev,
-        json!({}),
-        json!({
-            "containers": [
-                sidecar("dev-shared", json!({"shareVolumeDevicePolicy": {"type": "enabled"}})),
-                sidecar("dev-unshared", json!({"shareVolumeDevicePolicy": {"type": "disabled"}}))
-            ],
-            "initContainers": [sidecar("dev-init", json!({"command": ["true"],
-                "shareVolumeDevicePolicy": {"type": "enabled"}}))]
-        }),
-    )
+    ctx.step("a SidecarSet with sidecars sharing and not sharing block devices", async {
+        sidecarset(
+            &ctx,
+            &ctx.unique(dev),
+            dev,
+            json!({}),
+            json!({
+                "containers": [
+                    sidecar("dev-shared", json!({"shareVolumeDevicePolicy": {"type": "enabled"}})),
+                    sidecar("dev-unshared", json!({"shareVolumeDevicePolicy": {"type": "disabled"}}))
+                ],
+                "initContainers": [sidecar("dev-init", json!({"command": ["true"],
+                    "shareVolumeDevicePolicy": {"type": "enabled"}}))]
+            }),
+        )
+        .await?;
+        Ok(())
+    })
     .await?;
-    let pod = json!({
-        "containers": [app_container("main", json!({
-            "volumeDevices": [{"name": "disk", "devicePath": "/dev/xvdb"}]}))],
-        "volumes": [{"name": "disk", "persistentVolumeClaim": {"claimName": "disk"}}]
-    });
-    let p = admit(&ctx, "devices", dev, json!({}), pod)
-        .await
-        .map_err(refusal)
-        .context("admit a pod with a block device")?;
-    let devices = |name, init| -> anyhow::Result<Vec<String>> {
-        Ok(find(&p, name, init)?
-            .volume_devices
-            .iter()
-            .flatten()
-            .map(|d| d.device_path.clone())
-            .collect())
-    };
-    for (name, init, want) in [
-        ("dev-shared", false, vec!["/dev/xvdb".to_string()]),
-        ("dev-unshared", false, vec![]),
-        ("dev-init", true, vec!["/dev/xvdb".to_string()]),
-    ] {
-        let got = devices(name, init)?;
-        ensure!(
-            got == want,
-            "{name}: volumeDevices {got:?}, want {want:?} (shareVolumeDevicePolicy)"
-        );
-    }
-    Ok(())
+    ctx.step(
+        "only the sharing sidecars get the app's block device",
+        async {
+            let pod = json!({
+                "containers": [app_container("main", json!({
+                    "volumeDevices": [{"name": "disk", "devicePath": "/dev/xvdb"}]}))],
+                "volumes": [{"name": "disk", "persistentVolumeClaim": {"claimName": "disk"}}]
+            });
+            let p = admit(&ctx, "devices", dev, json!({}), pod)
+                .await
+                .map_err(refusal)
+                .context("admit a pod with a block device")?;
+            let devices = |name, init| -> anyhow::Result<Vec<String>> {
+                Ok(find(&p, name, init)?
+                    .volume_devices
+                    .iter()
+                    .flatten()
+                    .map(|d| d.device_path.clone())
+                    .collect())
+            };
+            for (name, init, want) in [
+                ("dev-shared", false, vec!["/dev/xvdb".to_string()]),
+                ("dev-unshared", false, vec![]),
+                ("dev-init", true, vec!["/dev/xvdb".to_string()]),
+            ] {
+                let got = devices(name, init)?;
+                ensure!(
+                    got == want,
+                    "{name}: volumeDevices {got:?}, want {want:?} (shareVolumeDevicePolicy)"
+                );
+            }
+            Ok(())
+        },
+    )
+    .await
 }
 
 /// The sidecar image the webhook injects into a dry-run pod of the case `case`.
@@ -722,69 +788,100 @@ async fn revisions(
 async fn injection_revision(ctx: Ctx) -> anyhow::Result<()> {
     let case = "rev";
     let images = [SIDECAR_V1, SIDECAR_V2, EMPTY_IMAGE];
-    let (name, revs) = revisions(&ctx, case, &images).await?;
-    change(
-        &ctx,
-        &name,
-        json!({"spec": {"injectionStrategy": {"revision": {"customVersion": "v1", "policy": "Always"}}}}),
-    )
+    let (name, revs) = ctx
+        .step(
+            "a SidecarSet of three revisions injects the latest",
+            async {
+                let (name, revs) = revisions(&ctx, case, &images).await?;
+                Ok((name, revs))
+            },
+        )
+        .await?;
+    ctx.step("customVersion v1 injects the first revision's sidecar", async {
+        change(
+            &ctx,
+            &name,
+            json!({"spec": {"injectionStrategy": {"revision": {"customVersion": "v1", "policy": "Always"}}}}),
+        )
+        .await?;
+        let got = injected_image(&ctx, case, json!({})).await?;
+        ensure!(
+            got == images[0],
+            "with revision customVersion v1 the pod got {got}, want {} of revision {}",
+            images[0],
+            revs[0]
+        );
+        Ok(())
+    })
     .await?;
-    let got = injected_image(&ctx, case, json!({})).await?;
-    ensure!(
-        got == images[0],
-        "with revision customVersion v1 the pod got {got}, want {} of revision {}",
-        images[0],
-        revs[0]
-    );
-    change(
-        &ctx,
-        &name,
-        json!({"spec": {"injectionStrategy": {"revision": {"customVersion": null, "revisionName": revs[1]}}}}),
-    )
+    ctx.step("revisionName injects the second revision's sidecar", async {
+        change(
+            &ctx,
+            &name,
+            json!({"spec": {"injectionStrategy": {"revision": {"customVersion": null, "revisionName": revs[1]}}}}),
+        )
+        .await?;
+        let got = injected_image(&ctx, case, json!({})).await?;
+        ensure!(
+            got == images[1],
+            "with revisionName {} the pod got {got}, want {}",
+            revs[1],
+            images[1]
+        );
+        Ok(())
+    })
     .await?;
-    let got = injected_image(&ctx, case, json!({})).await?;
-    ensure!(
-        got == images[1],
-        "with revisionName {} the pod got {got}, want {}",
-        revs[1],
-        images[1]
-    );
-    let unknown = json!({"spec": {"injectionStrategy": {"revision":
-        {"revisionName": null, "customVersion": "v9"}}}});
-    refused(
-        ctx.patch("apps.kruise.io/v1alpha1", "SidecarSet", &name, unknown)
-            .await,
-        "injectionStrategy.revision.customVersion v9 (no such revision)",
-        "Cannot find specific ControllerRevision",
-    )
+    ctx.step("an unknown customVersion is refused", async {
+        let unknown = json!({"spec": {"injectionStrategy": {"revision":
+            {"revisionName": null, "customVersion": "v9"}}}});
+        refused(
+            ctx.patch("apps.kruise.io/v1alpha1", "SidecarSet", &name, unknown)
+                .await,
+            "injectionStrategy.revision.customVersion v9 (no such revision)",
+            "Cannot find specific ControllerRevision",
+        )
+    })
+    .await
 }
 
 async fn partial_injection_revision(ctx: Ctx) -> anyhow::Result<()> {
     let case = "partial";
-    let (name, revs) = revisions(&ctx, case, &[SIDECAR_V1, SIDECAR_V2]).await?;
-    change(
-        &ctx,
-        &name,
-        json!({"spec": {
-            "injectionStrategy": {"revision": {"revisionName": revs[0], "policy": "Partial"}},
-            "updateStrategy": {"selector": {"matchLabels": {"canary": "true"}}}
-        }}),
-    )
+    let (name, revs) = ctx
+        .step("a SidecarSet of two revisions injects the latest", async {
+            let (name, revs) = revisions(&ctx, case, &[SIDECAR_V1, SIDECAR_V2]).await?;
+            Ok((name, revs))
+        })
+        .await?;
+    ctx.step("under policy Partial a pod the update selector skips gets the named revision", async {
+        change(
+            &ctx,
+            &name,
+            json!({"spec": {
+                "injectionStrategy": {"revision": {"revisionName": revs[0], "policy": "Partial"}},
+                "updateStrategy": {"selector": {"matchLabels": {"canary": "true"}}}
+            }}),
+        )
+        .await?;
+        let got = injected_image(&ctx, case, json!({})).await?;
+        ensure!(
+            got == SIDECAR_V1,
+            "with revisionName {} (policy Partial) a pod the update selector skips got {got}, want {SIDECAR_V1}",
+            revs[0]
+        );
+        Ok(())
+    })
     .await?;
-    let got = injected_image(&ctx, case, json!({})).await?;
-    ensure!(
-        got == SIDECAR_V1,
-        "with revisionName {} (policy Partial) a pod the update selector skips got {got}, want {SIDECAR_V1}",
-        revs[0]
-    );
-    // Without a percentage partition, every pod the update selector picks gets the latest.
-    let got = injected_image(&ctx, case, json!({"canary": "true"})).await?;
-    ensure!(
-        got == SIDECAR_V2,
-        "with revisionName {} (policy Partial) a pod the update selector picks got {got}, want the latest {SIDECAR_V2}",
-        revs[0]
-    );
-    Ok(())
+    ctx.step("a pod the update selector picks gets the latest", async {
+        // Without a percentage partition, every pod the update selector picks gets the latest.
+        let got = injected_image(&ctx, case, json!({"canary": "true"})).await?;
+        ensure!(
+            got == SIDECAR_V2,
+            "with revisionName {} (policy Partial) a pod the update selector picks got {got}, want the latest {SIDECAR_V2}",
+            revs[0]
+        );
+        Ok(())
+    })
+    .await
 }
 
 /// What a watch of the pods saw while a sidecar image change rolled through them.
@@ -904,7 +1001,14 @@ async fn update_order(ctx: Ctx) -> anyhow::Result<()> {
             },
         },
     ];
-    futures::future::try_join_all(cases.iter().map(|c| order_case(&ctx, c))).await?;
+    ctx.step(
+        "each case's sidecar image change reaches its pods in order, within maxUnavailable",
+        async {
+            futures::future::try_join_all(cases.iter().map(|c| order_case(&ctx, c))).await?;
+            Ok(())
+        },
+    )
+    .await?;
     Ok(())
 }
 

@@ -126,34 +126,44 @@ fn mounts(p: &Pod, name: &str) -> Vec<String> {
 }
 
 async fn injection(ctx: Ctx) -> anyhow::Result<()> {
-    let full = json!({
-        "initContainers": [{"name": "init-conf", "image": SIDECAR_V1, "command": ["true"]}],
-        "containers": [
-            {"name": "before", "image": SIDECAR_V1, "command": ["sleep", "3600"],
-             "podInjectPolicy": "BeforeAppContainer"},
-            {"name": "logger", "image": SIDECAR_V1, "command": ["sleep", "3600"],
-             "podInjectPolicy": "AfterAppContainer", "shareVolumePolicy": {"type": "enabled"},
-             "volumeMounts": [{"name": "sidecar-conf", "mountPath": "/conf"}]}
-        ],
-        "volumes": [{"name": "sidecar-conf", "emptyDir": {}}],
-        "imagePullSecrets": [{"name": "registry-auth"}]
-    });
-    sidecarset(&ctx, &ctx.unique("full"), "inj", full).await?;
-    let by_ns_selector = json!({"namespace": null,
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ctx.namespace}},
-        "containers": [{"name": "by-ns-selector", "image": SIDECAR_V1, "command": ["sleep", "3600"]}]});
-    sidecarset(&ctx, &ctx.unique("nssel"), "inj", by_ns_selector).await?;
-    let elsewhere = json!({"namespace": "default",
-        "containers": [{"name": "elsewhere", "image": SIDECAR_V1, "command": ["sleep", "3600"]}]});
-    sidecarset(&ctx, &ctx.unique("other"), "inj", elsewhere).await?;
-    let paused = json!({"injectionStrategy": {"paused": true},
-        "containers": [{"name": "paused", "image": SIDECAR_V1, "command": ["sleep", "3600"]}]});
-    sidecarset(&ctx, &ctx.unique("paused"), "inj", paused).await?;
+    ctx.step("four SidecarSets: a full one, one by namespaceSelector, one for another namespace, one paused", async {
+        let full = json!({
+            "initContainers": [{"name": "init-conf", "image": SIDECAR_V1, "command": ["true"]}],
+            "containers": [
+                {"name": "before", "image": SIDECAR_V1, "command": ["sleep", "3600"],
+                 "podInjectPolicy": "BeforeAppContainer"},
+                {"name": "logger", "image": SIDECAR_V1, "command": ["sleep", "3600"],
+                 "podInjectPolicy": "AfterAppContainer", "shareVolumePolicy": {"type": "enabled"},
+                 "volumeMounts": [{"name": "sidecar-conf", "mountPath": "/conf"}]}
+            ],
+            "volumes": [{"name": "sidecar-conf", "emptyDir": {}}],
+            "imagePullSecrets": [{"name": "registry-auth"}]
+        });
+        sidecarset(&ctx, &ctx.unique("full"), "inj", full).await?;
+        let by_ns_selector = json!({"namespace": null,
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ctx.namespace}},
+            "containers": [{"name": "by-ns-selector", "image": SIDECAR_V1, "command": ["sleep", "3600"]}]});
+        sidecarset(&ctx, &ctx.unique("nssel"), "inj", by_ns_selector).await?;
+        let elsewhere = json!({"namespace": "default",
+            "containers": [{"name": "elsewhere", "image": SIDECAR_V1, "command": ["sleep", "3600"]}]});
+        sidecarset(&ctx, &ctx.unique("other"), "inj", elsewhere).await?;
+        let paused = json!({"injectionStrategy": {"paused": true},
+            "containers": [{"name": "paused", "image": SIDECAR_V1, "command": ["sleep", "3600"]}]});
+        sidecarset(&ctx, &ctx.unique("paused"), "inj", paused).await?;
+        Ok(())
+    })
+    .await?;
 
-    for p in app(&ctx, "inj", 2).await? {
-        check_injected(&p)?;
-    }
-    Ok(())
+    ctx.step(
+        "the app's pods get what the SidecarSets selecting them inject, and nothing more",
+        async {
+            for p in app(&ctx, "inj", 2).await? {
+                check_injected(&p)?;
+            }
+            Ok(())
+        },
+    )
+    .await
 }
 
 /// What the SidecarSets of [`injection`] must have done to pod `p`.
@@ -226,23 +236,30 @@ fn check_injected(p: &Pod) -> anyhow::Result<()> {
 }
 
 async fn patch_metadata(ctx: Ctx) -> anyhow::Result<()> {
-    let spec = json!({"patchPodMetadata": [{
-        "annotations": {"harness.io/sidecar": "injected"}, "patchPolicy": "Overwrite"
-    }]});
-    sidecarset(&ctx, &ctx.unique("meta"), "meta", spec).await?;
-    for p in app(&ctx, "meta", 2).await? {
-        let got = p
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get("harness.io/sidecar"));
-        ensure!(
-            got.map(String::as_str) == Some("injected"),
-            "pod {}: annotation harness.io/sidecar is {got:?}, want injected",
-            name_of(&p)
-        );
-    }
-    Ok(())
+    ctx.step("a SidecarSet with patchPodMetadata", async {
+        let spec = json!({"patchPodMetadata": [{
+            "annotations": {"harness.io/sidecar": "injected"}, "patchPolicy": "Overwrite"
+        }]});
+        sidecarset(&ctx, &ctx.unique("meta"), "meta", spec).await?;
+        Ok(())
+    })
+    .await?;
+    ctx.step("the pods it injects carry its annotation", async {
+        for p in app(&ctx, "meta", 2).await? {
+            let got = p
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("harness.io/sidecar"));
+            ensure!(
+                got.map(String::as_str) == Some("injected"),
+                "pod {}: annotation harness.io/sidecar is {got:?}, want injected",
+                name_of(&p)
+            );
+        }
+        Ok(())
+    })
+    .await
 }
 
 /// One update strategy: its settings and how many of 2 pods take the new sidecar image.
@@ -295,7 +312,14 @@ async fn updates(ctx: Ctx) -> anyhow::Result<()> {
             canary: true,
         },
     ];
-    futures::future::try_join_all(cases.iter().map(|c| update_case(&ctx, c))).await?;
+    ctx.step(
+        "each update strategy takes its share of pods to the new sidecar image in place",
+        async {
+            futures::future::try_join_all(cases.iter().map(|c| update_case(&ctx, c))).await?;
+            Ok(())
+        },
+    )
+    .await?;
     Ok(())
 }
 
@@ -375,55 +399,67 @@ async fn pods_of(ctx: &Ctx, app: &str) -> anyhow::Result<Vec<Pod>> {
 
 async fn revision_history(ctx: Ctx) -> anyhow::Result<()> {
     let name = ctx.unique("hist");
-    sidecarset(
-        &ctx,
-        &name,
-        "no-such-app",
-        json!({"revisionHistoryLimit": 1}),
-    )
-    .await?;
-    let api = ctx.dyn_api("apps.kruise.io/v1alpha1", "SidecarSet").await?;
-    for image in ["busybox:1.37", "busybox:1.35", "busybox:1.34"] {
-        ctx.json_patch(
-            "apps.kruise.io/v1alpha1",
-            "SidecarSet",
-            &name,
-            json!([{"op": "replace", "path": "/spec/containers/0/image", "value": image}]),
-        )
-        .await
-        .map_err(refusal)?;
-        wait_pods(
+    ctx.step("a SidecarSet with revisionHistoryLimit 1", async {
+        sidecarset(
             &ctx,
-            &api,
             &name,
-            "app=no-such-app",
-            "the image change observed",
-            |o, _| Check::when(observed(o), || "status.observedGeneration behind".into()),
+            "no-such-app",
+            json!({"revisionHistoryLimit": 1}),
         )
         .await?;
-    }
-    // The controller keeps a SidecarSet's revisions in its own namespace.
-    let revs: kube::Api<k8s_openapi::api::apps::v1::ControllerRevision> = kube::Api::namespaced(
-        ctx.client.clone(),
-        ctx.facts.controller.controller().namespace(),
-    );
-    let selector = format!("kruise.io/sidecarset-name={name}");
-    let what = "the SidecarSet's revisions pruned to revisionHistoryLimit";
-    crate::scenario::wait::until(&api, &name, what, ctx.timeouts.converge, move |_| {
-        let (revs, selector) = (revs.clone(), selector.clone());
-        async move {
-            match revs
-                .list(&kube::api::ListParams::default().labels(&selector))
-                .await
-            {
-                Ok(l) => Check::when(l.items.len() == 1, || {
-                    format!("{} revisions labelled {selector}, want 1", l.items.len())
-                }),
-                Err(e) => Check::Failed(format!("list ControllerRevisions: {e}")),
-            }
-        }
-        .boxed()
+        Ok(())
     })
     .await?;
-    Ok(())
+    let api = ctx
+        .step("three sidecar image changes are observed", async {
+            let api = ctx.dyn_api("apps.kruise.io/v1alpha1", "SidecarSet").await?;
+            for image in ["busybox:1.37", "busybox:1.35", "busybox:1.34"] {
+                ctx.json_patch(
+                    "apps.kruise.io/v1alpha1",
+                    "SidecarSet",
+                    &name,
+                    json!([{"op": "replace", "path": "/spec/containers/0/image", "value": image}]),
+                )
+                .await
+                .map_err(refusal)?;
+                wait_pods(
+                    &ctx,
+                    &api,
+                    &name,
+                    "app=no-such-app",
+                    "the image change observed",
+                    |o, _| Check::when(observed(o), || "status.observedGeneration behind".into()),
+                )
+                .await?;
+            }
+            Ok(api)
+        })
+        .await?;
+    ctx.step("one revision of the SidecarSet remains", async {
+        // The controller keeps a SidecarSet's revisions in its own namespace.
+        let revs: kube::Api<k8s_openapi::api::apps::v1::ControllerRevision> = kube::Api::namespaced(
+            ctx.client.clone(),
+            ctx.facts.controller.controller().namespace(),
+        );
+        let selector = format!("kruise.io/sidecarset-name={name}");
+        let what = "the SidecarSet's revisions pruned to revisionHistoryLimit";
+        crate::scenario::wait::until(&api, &name, what, ctx.timeouts.converge, move |_| {
+            let (revs, selector) = (revs.clone(), selector.clone());
+            async move {
+                match revs
+                    .list(&kube::api::ListParams::default().labels(&selector))
+                    .await
+                {
+                    Ok(l) => Check::when(l.items.len() == 1, || {
+                        format!("{} revisions labelled {selector}, want 1", l.items.len())
+                    }),
+                    Err(e) => Check::Failed(format!("list ControllerRevisions: {e}")),
+                }
+            }
+            .boxed()
+        })
+        .await?;
+        Ok(())
+    })
+    .await
 }

@@ -218,36 +218,47 @@ pub fn scenarios() -> Vec<Scenario> {
 
 /// `revisionHistoryLimit: -1`: refused, or a controller that keeps working.
 async fn negative_history(ctx: Ctx) -> anyhow::Result<()> {
-    let mut ud = united(Template::Deployment, 2, json!({}), json!({}));
-    ud["spec"]["revisionHistoryLimit"] = json!(-1);
-    let created = match ctx.create(ud).await {
-        Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 || e.code == 403 => {
-            return Ok(());
-        }
-        Err(e) => return Err(e.into()),
-        Ok(o) => o,
-    };
-    let generation = created.metadata.generation;
-    let api = ctx.dyn_api(API, KIND).await?;
-    let what = format!(
-        "{KIND} {UD} with revisionHistoryLimit -1 to observe its spec and run 2 ready replicas"
-    );
-    until(&api, UD, &what, ctx.timeouts.converge, move |o| {
-        async move {
-            let Some(o) = o else {
-                return Check::Pending("absent".into());
+    let created = ctx
+        .step("revisionHistoryLimit -1 is refused, or admitted", async {
+            let mut ud = united(Template::Deployment, 2, json!({}), json!({}));
+            ud["spec"]["revisionHistoryLimit"] = json!(-1);
+            let created = match ctx.create(ud).await {
+                Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 || e.code == 403 => {
+                    return Ok(None);
+                }
+                Err(e) => return Err(e.into()),
+                Ok(o) => o,
             };
-            let st = status(&o);
-            Check::when(
-                st["observedGeneration"].as_i64() >= generation
-                    && st["readyReplicas"].as_i64() == Some(2),
-                || format!("status {st}"),
-            )
-        }
-        .boxed()
+            Ok(Some(created))
+        })
+        .await?;
+    let Some(created) = created else {
+        return Ok(());
+    };
+    ctx.step("admitted, it is observed and runs 2 ready replicas", async {
+        let generation = created.metadata.generation;
+        let api = ctx.dyn_api(API, KIND).await?;
+        let what = format!(
+            "{KIND} {UD} with revisionHistoryLimit -1 to observe its spec and run 2 ready replicas"
+        );
+        until(&api, UD, &what, ctx.timeouts.converge, move |o| {
+            async move {
+                let Some(o) = o else {
+                    return Check::Pending("absent".into());
+                };
+                let st = status(&o);
+                Check::when(
+                    st["observedGeneration"].as_i64() >= generation
+                        && st["readyReplicas"].as_i64() == Some(2),
+                    || format!("status {st}"),
+                )
+            }
+            .boxed()
+        })
+        .await?;
+        Ok(())
     })
-    .await?;
-    Ok(())
+    .await
 }
 
 /// The UnitedDeployment: `replicas` over subsets zone-a (with `zone_a`'s replica fields, a
@@ -382,24 +393,44 @@ async fn check_workloads(ctx: &Ctx, template: Template, split: (i64, i64)) -> an
 
 async fn subsets(ctx: Ctx, case: &Case) -> anyhow::Result<()> {
     let template = case.template;
-    create(&ctx, united(template, 4, (case.zone_a)(), json!({}))).await?;
-    wait_united(&ctx, 4, case.split, 4).await?;
-    let split = [("zone-a", case.split.0), ("zone-b", case.split.1)];
-    wait_images(&ctx, IMAGE_V1, &split).await?;
-    check_workloads(&ctx, template, case.split).await?;
-    check_subsets(&ctx, case.split).await?;
-    let (field, _) = template.field_and_spec();
-    ctx.json_patch(
-        API,
-        KIND,
-        UD,
-        json!([{"op": "replace", "path": format!("/spec/template/{field}/spec/template/spec/containers/0/image"), "value": IMAGE_V2}]),
+    ctx.step(
+        &format!(
+            "4 replicas run split {:?} over zone-a and zone-b",
+            case.split
+        ),
+        async {
+            create(&ctx, united(template, 4, (case.zone_a)(), json!({}))).await?;
+            wait_united(&ctx, 4, case.split, 4).await?;
+            Ok(())
+        },
     )
+    .await?;
+    let split = [("zone-a", case.split.0), ("zone-b", case.split.1)];
+    ctx.step(
+        "each subset's own workload runs its pods on its zone's nodes, zone-a's patched",
+        async {
+            wait_images(&ctx, IMAGE_V1, &split).await?;
+            check_workloads(&ctx, template, case.split).await?;
+            check_subsets(&ctx, case.split).await?;
+            Ok(())
+        },
+    )
+    .await?;
+    ctx.step("a template update reaches every subset", async {
+        let (field, _) = template.field_and_spec();
+        ctx.json_patch(
+            API,
+            KIND,
+            UD,
+            json!([{"op": "replace", "path": format!("/spec/template/{field}/spec/template/spec/containers/0/image"), "value": IMAGE_V2}]),
+        )
+        .await
+        .map_err(refusal)
+        .context("update the template image")?;
+        wait_united(&ctx, 4, case.split, 4).await?;
+        wait_images(&ctx, IMAGE_V2, &split).await
+    })
     .await
-    .map_err(refusal)
-    .context("update the template image")?;
-    wait_united(&ctx, 4, case.split, 4).await?;
-    wait_images(&ctx, IMAGE_V2, &split).await
 }
 
 /// Waits until each `(subset, n)` has exactly `n` pods running `image` (pods of a subset
@@ -442,54 +473,85 @@ async fn wait_images(
 }
 
 async fn partitions(ctx: Ctx) -> anyhow::Result<()> {
-    let strategy = json!({"type": "Manual", "manualUpdate": {"partitions": {"zone-a": 1}}});
-    create(&ctx, united(Template::CloneSet, 4, json!({}), strategy)).await?;
-    wait_united(&ctx, 4, (2, 2), 4).await?;
-    ctx.json_patch(
-        API,
-        KIND,
-        UD,
-        json!([{"op": "replace", "path": "/spec/template/cloneSetTemplate/spec/template/spec/containers/0/image", "value": IMAGE_V2}]),
+    ctx.step(
+        "a UnitedDeployment of 4 CloneSet replicas with a Manual partition of 1 in zone-a",
+        async {
+            let strategy = json!({"type": "Manual", "manualUpdate": {"partitions": {"zone-a": 1}}});
+            create(&ctx, united(Template::CloneSet, 4, json!({}), strategy)).await?;
+            wait_united(&ctx, 4, (2, 2), 4).await?;
+            Ok(())
+        },
     )
-    .await
-    .map_err(refusal)
-    .context("update the template image")?;
-    // zone-a keeps one pod (its partition) on the old template.
-    wait_images(&ctx, IMAGE_V2, &[("zone-a", 1), ("zone-b", 2)]).await?;
-    wait_united(&ctx, 4, (2, 2), 3).await?;
-    let o = ctx.dyn_api(API, KIND).await?.get(UD).await?;
-    let current = &status(&o)["updateStatus"]["currentPartitions"];
-    ensure!(
-        current["zone-a"] == 1 && current["zone-b"].as_i64().unwrap_or(0) == 0,
-        "status.updateStatus.currentPartitions {current}, want zone-a 1 and zone-b 0"
-    );
-    ctx.patch(API, KIND, UD, json!({"spec": {"replicas": 6}}))
-        .await
-        .map_err(refusal)
-        .context("scale to 6")?;
-    wait_united(&ctx, 6, (3, 3), 5).await?;
-    check_subsets(&ctx, (3, 3)).await
-}
-
-async fn revision_history(ctx: Ctx, template: Template) -> anyhow::Result<()> {
-    let (field, _) = template.field_and_spec();
-    let mut ud = united(template, 2, json!({}), json!({}));
-    ud["spec"]["revisionHistoryLimit"] = json!(1);
-    create(&ctx, ud).await?;
-    wait_united(&ctx, 2, (1, 1), 2).await?;
-    for image in ["nginx:1.26", "nginx:1.27", "nginx:1.28"] {
+    .await?;
+    ctx.step("a template update leaves zone-a's partitioned pod on the old template", async {
         ctx.json_patch(
             API,
             KIND,
             UD,
-            json!([{"op": "replace", "path": format!("/spec/template/{field}/spec/template/spec/containers/0/image"), "value": image}]),
+            json!([{"op": "replace", "path": "/spec/template/cloneSetTemplate/spec/template/spec/containers/0/image", "value": IMAGE_V2}]),
         )
         .await
         .map_err(refusal)
-        .with_context(|| format!("update the template image to {image}"))?;
-        wait_united(&ctx, 2, (1, 1), 2).await?;
-    }
-    wait_pruned(&ctx, 1).await
+        .context("update the template image")?;
+        // zone-a keeps one pod (its partition) on the old template.
+        wait_images(&ctx, IMAGE_V2, &[("zone-a", 1), ("zone-b", 2)]).await?;
+        wait_united(&ctx, 4, (2, 2), 3).await?;
+        let o = ctx.dyn_api(API, KIND).await?.get(UD).await?;
+        let current = &status(&o)["updateStatus"]["currentPartitions"];
+        ensure!(
+            current["zone-a"] == 1 && current["zone-b"].as_i64().unwrap_or(0) == 0,
+            "status.updateStatus.currentPartitions {current}, want zone-a 1 and zone-b 0"
+        );
+        Ok(())
+    })
+    .await?;
+    ctx.step(
+        "scaled to 6, the new replicas spread over the subsets",
+        async {
+            ctx.patch(API, KIND, UD, json!({"spec": {"replicas": 6}}))
+                .await
+                .map_err(refusal)
+                .context("scale to 6")?;
+            wait_united(&ctx, 6, (3, 3), 5).await?;
+            check_subsets(&ctx, (3, 3)).await
+        },
+    )
+    .await
+}
+
+async fn revision_history(ctx: Ctx, template: Template) -> anyhow::Result<()> {
+    let (field, _) = template.field_and_spec();
+    ctx.step(
+        "a UnitedDeployment with revisionHistoryLimit 1 runs 2 replicas",
+        async {
+            let mut ud = united(template, 2, json!({}), json!({}));
+            ud["spec"]["revisionHistoryLimit"] = json!(1);
+            create(&ctx, ud).await?;
+            wait_united(&ctx, 2, (1, 1), 2).await?;
+            Ok(())
+        },
+    )
+    .await?;
+    ctx.step("three template updates roll out", async {
+        for image in ["nginx:1.26", "nginx:1.27", "nginx:1.28"] {
+            ctx.json_patch(
+                API,
+                KIND,
+                UD,
+                json!([{"op": "replace", "path": format!("/spec/template/{field}/spec/template/spec/containers/0/image"), "value": image}]),
+            )
+            .await
+            .map_err(refusal)
+            .with_context(|| format!("update the template image to {image}"))?;
+            wait_united(&ctx, 2, (1, 1), 2).await?;
+        }
+        Ok(())
+    })
+    .await?;
+    ctx.step("only the live ControllerRevision remains", async {
+        wait_pruned(&ctx, 1).await
+    })
+    .await
 }
 
 /// Waits until exactly `want` ControllerRevisions are owned by the UnitedDeployment. The
@@ -617,93 +679,104 @@ async fn adaptive(ctx: Ctx, reserve: bool) -> anyhow::Result<()> {
     if reserve {
         adaptive["reserveUnschedulablePods"] = json!(true);
     }
-    create(
-        &ctx,
-        json!({
-            "apiVersion": API, "kind": KIND, "metadata": {"name": UD},
-            "spec": {
-                "replicas": 2,
-                "selector": {"matchLabels": {"app": UD}},
-                "template": {field: {"metadata": {"labels": {"app": UD}}, "spec": spec}},
-                "topology": {
-                    "subsets": [
-                        {"name": NOWHERE, "nodeSelectorTerm": on_nodes("node-type", NOWHERE), "maxReplicas": 2},
-                        {"name": "zone-a", "nodeSelectorTerm": on_nodes(ZONE, "zone-a")},
-                    ],
-                    "scheduleStrategy": {"type": "Adaptive", "adaptive": adaptive},
-                },
-            }
-        }),
-    )
+    ctx.step("a UnitedDeployment with an Adaptive schedule over a subset no node matches", async {
+        create(
+            &ctx,
+            json!({
+                "apiVersion": API, "kind": KIND, "metadata": {"name": UD},
+                "spec": {
+                    "replicas": 2,
+                    "selector": {"matchLabels": {"app": UD}},
+                    "template": {field: {"metadata": {"labels": {"app": UD}}, "spec": spec}},
+                    "topology": {
+                        "subsets": [
+                            {"name": NOWHERE, "nodeSelectorTerm": on_nodes("node-type", NOWHERE), "maxReplicas": 2},
+                            {"name": "zone-a", "nodeSelectorTerm": on_nodes(ZONE, "zone-a")},
+                        ],
+                        "scheduleStrategy": {"type": "Adaptive", "adaptive": adaptive},
+                    },
+                }
+            }),
+        )
+        .await?;
+        Ok(())
+    })
     .await?;
     if reserve {
-        // The pending pods stay, counted as reserved; substitutes run in zone-a. Every part
-        // stays once reached (a reserved pod keeps its subset unschedulable while it pends, with
-        // no recovery after unschedulableDuration), so one instant shows them all.
-        wait_adaptive(
-            &ctx,
-            "nowhere's pods reserved and substitutes ready in zone-a",
-            ctx.timeouts.converge,
-            |o, nowhere, zone_a| {
-                let sub = subset_status(o, NOWHERE);
-                Check::when(
-                    schedulable(&sub).0 == "False"
-                        && sub["reservedPods"].as_i64() == Some(2)
-                        && nowhere == (2, 0)
-                        && zone_a == (2, 2),
-                    || {
-                        format!(
-                            "subset nowhere status {sub}; pods (all, ready) nowhere {nowhere:?} zone-a {zone_a:?}"
-                        )
-                    },
-                )
-            },
-        )
+        ctx.step("nowhere's pods are reserved and substitutes run ready in zone-a", async {
+            // The pending pods stay, counted as reserved; substitutes run in zone-a. Every part
+            // stays once reached (a reserved pod keeps its subset unschedulable while it pends,
+            // with no recovery after unschedulableDuration), so one instant shows them all.
+            wait_adaptive(
+                &ctx,
+                "nowhere's pods reserved and substitutes ready in zone-a",
+                ctx.timeouts.converge,
+                |o, nowhere, zone_a| {
+                    let sub = subset_status(o, NOWHERE);
+                    Check::when(
+                        schedulable(&sub).0 == "False"
+                            && sub["reservedPods"].as_i64() == Some(2)
+                            && nowhere == (2, 0)
+                            && zone_a == (2, 2),
+                        || {
+                            format!(
+                                "subset nowhere status {sub}; pods (all, ready) nowhere {nowhere:?} zone-a {zone_a:?}"
+                            )
+                        },
+                    )
+                },
+            )
+            .await
+        })
         .await
     } else {
-        // Two sequences, each recorded as the watch sees it: the subset is marked unschedulable
-        // and recovers unschedulableDuration later; once it was marked, its replicas are
-        // allocated to zone-a and turn ready there. How the two interleave is the machine's
-        // (a loaded one readies zone-a's pods after the recovery), so no instant is asked to
-        // show both; only the end, which stays, is checked at once: recovered, the pods in
-        // zone-a.
-        let subset = Sequence::new([
-            "nowhere marked unschedulable",
-            "nowhere recovered after unschedulableDuration",
-        ]);
-        let replicas = Sequence::new([
-            "its replicas allocated to zone-a",
-            "2 of 2 pods ready in zone-a, none left in nowhere",
-        ]);
-        let seen = Arc::new(Mutex::new((subset, replicas)));
-        wait_adaptive(
-            &ctx,
-            "nowhere marked unschedulable then recovered, its replicas moved to zone-a",
-            // Creation, rescheduleCriticalSeconds and the pods' start, then unschedulableDuration.
-            ctx.timeouts.converge + Duration::from_secs(15),
-            move |o, nowhere, zone_a| {
-                let sub = subset_status(o, NOWHERE);
-                let (cond, reason) = schedulable(&sub);
-                let recovered = cond == "True" && reason == "recover";
-                let split = &status(o)["subsetReplicas"];
-                let allocated =
-                    split[NOWHERE].as_i64() == Some(0) && split["zone-a"].as_i64() == Some(2);
-                let running = nowhere.0 == 0 && zone_a == (2, 2);
-                let mut seen = seen.lock().expect("not poisoned");
-                let (subset, replicas) = &mut *seen;
-                subset.observe(&[cond == "False", recovered]);
-                if subset.seen(0) {
-                    replicas.observe(&[allocated, running]);
-                }
-                let end = recovered && allocated && running;
-                match subset.check().and(replicas.check()) {
-                    Check::Met if end => Check::Met,
-                    _ => Check::Pending(format!(
-                        "{subset}; {replicas}; now subset nowhere status {sub}, subsetReplicas {split}, pods (all, ready) nowhere {nowhere:?} zone-a {zone_a:?}"
-                    )),
-                }
-            },
-        )
+        ctx.step("nowhere is marked unschedulable then recovers, its replicas moved to zone-a", async {
+            // Two sequences, each recorded as the watch sees it: the subset is marked unschedulable
+            // and recovers unschedulableDuration later; once it was marked, its replicas are
+            // allocated to zone-a and turn ready there. How the two interleave is the machine's
+            // (a loaded one readies zone-a's pods after the recovery), so no instant is asked to
+            // show both; only the end, which stays, is checked at once: recovered, the pods in
+            // zone-a.
+            let subset = Sequence::new([
+                "nowhere marked unschedulable",
+                "nowhere recovered after unschedulableDuration",
+            ]);
+            let replicas = Sequence::new([
+                "its replicas allocated to zone-a",
+                "2 of 2 pods ready in zone-a, none left in nowhere",
+            ]);
+            let seen = Arc::new(Mutex::new((subset, replicas)));
+            wait_adaptive(
+                &ctx,
+                "nowhere marked unschedulable then recovered, its replicas moved to zone-a",
+                // Creation, rescheduleCriticalSeconds and the
+                // pods' start, then unschedulableDuration.
+                ctx.timeouts.converge + Duration::from_secs(15),
+                move |o, nowhere, zone_a| {
+                    let sub = subset_status(o, NOWHERE);
+                    let (cond, reason) = schedulable(&sub);
+                    let recovered = cond == "True" && reason == "recover";
+                    let split = &status(o)["subsetReplicas"];
+                    let allocated =
+                        split[NOWHERE].as_i64() == Some(0) && split["zone-a"].as_i64() == Some(2);
+                    let running = nowhere.0 == 0 && zone_a == (2, 2);
+                    let mut seen = seen.lock().expect("not poisoned");
+                    let (subset, replicas) = &mut *seen;
+                    subset.observe(&[cond == "False", recovered]);
+                    if subset.seen(0) {
+                        replicas.observe(&[allocated, running]);
+                    }
+                    let end = recovered && allocated && running;
+                    match subset.check().and(replicas.check()) {
+                        Check::Met if end => Check::Met,
+                        _ => Check::Pending(format!(
+                            "{subset}; {replicas}; now subset nowhere status {sub}, subsetReplicas {split}, pods (all, ready) nowhere {nowhere:?} zone-a {zone_a:?}"
+                        )),
+                    }
+                },
+            )
+            .await
+        })
         .await
     }
 }

@@ -36,28 +36,44 @@ pub fn scenarios() -> Vec<Scenario> {
 }
 
 async fn workloads_survive(ctx: Ctx) -> anyhow::Result<()> {
-    create_workloads(&ctx).await?;
-    settle(&ctx).await?;
+    ctx.step("a workload of each kind settles", async {
+        create_workloads(&ctx).await?;
+        settle(&ctx).await?;
+        Ok(())
+    })
+    .await?;
     let pods: Api<Pod> = ctx.api();
     let pvcs: Api<PersistentVolumeClaim> = ctx.api();
-    let pods_before = live_uids(&pods).await?;
-    let pvcs_before = live_uids(&pvcs).await?;
-    // The candidate replaces the baseline: its CRDs, webhook configurations and manager.
-    ctx.upgrade_controller().await?;
-    settle(&ctx).await?;
-    let pods_after = live_uids(&pods).await?;
-    let pvcs_after = live_uids(&pvcs).await?;
-    ensure!(
-        pods_before == pods_after,
-        "pods changed across the upgrade: {pods_before:?} -> {pods_after:?}"
-    );
-    for (name, uid) in &pvcs_before {
+    let (pods_before, pvcs_before) = ctx
+        .step(
+            "the candidate replaces the controller and the workloads settle again",
+            async {
+                let pods_before = live_uids(&pods).await?;
+                let pvcs_before = live_uids(&pvcs).await?;
+                // The candidate replaces the baseline: its
+                // CRDs, webhook configurations and manager.
+                ctx.upgrade_controller().await?;
+                settle(&ctx).await?;
+                Ok((pods_before, pvcs_before))
+            },
+        )
+        .await?;
+    ctx.step("no pod was recreated and no PVC lost", async {
+        let pods_after = live_uids(&pods).await?;
+        let pvcs_after = live_uids(&pvcs).await?;
         ensure!(
-            pvcs_after.get(name) == Some(uid),
-            "PVC {name} was lost or recreated across the upgrade"
+            pods_before == pods_after,
+            "pods changed across the upgrade: {pods_before:?} -> {pods_after:?}"
         );
-    }
-    Ok(())
+        for (name, uid) in &pvcs_before {
+            ensure!(
+                pvcs_after.get(name) == Some(uid),
+                "PVC {name} was lost or recreated across the upgrade"
+            );
+        }
+        Ok(())
+    })
+    .await
 }
 
 /// One workload of each kind the controller manages or acts on.

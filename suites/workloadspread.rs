@@ -278,118 +278,147 @@ fn dedicated() -> Value {
 /// a controller that observes it and reports every subset.
 async fn numeric_string(ctx: Ctx) -> anyhow::Result<()> {
     let name = "numeric";
-    let w = Deployment::new(name).replicas(2).create(&ctx).await?;
-    w.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
-    let ws = create_observed(
-        &ctx,
-        spread::<crate::scenario::workload::DeploymentKind>(
-            name,
-            vec![
-                json!({"name": "a", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-a"), "maxReplicas": 1}),
-                json!({"name": "b", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-b")}),
-            ],
-        ),
-    )
-    .await?;
-    let ws_name = ws.metadata.name.clone().unwrap_or_default();
-    let patch = json!({"spec": {"subsets": [
-        {"name": "a", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-a"), "maxReplicas": "1"},
-        {"name": "b", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-b")}]}});
-    let updated = match ctx
-        .patch("apps.kruise.io/v1alpha1", "WorkloadSpread", &ws_name, patch)
-        .await
-    {
-        // Refused: the string is not taken, as a CloneSet's maxUnavailable "1" is not.
-        Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 || e.code == 403 => {
-            return Ok(());
-        }
-        Err(e) => return Err(e.into()),
-        Ok(o) => o,
-    };
-    let generation = updated.metadata.generation;
-    let api = ctx
-        .dyn_api("apps.kruise.io/v1alpha1", "WorkloadSpread")
+    let ws_name = ctx.step("a WorkloadSpread over 2 pods with maxReplicas 1 in subset a", async {
+        let w = Deployment::new(name).replicas(2).create(&ctx).await?;
+        w.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
+        let ws = create_observed(
+            &ctx,
+            spread::<crate::scenario::workload::DeploymentKind>(
+                name,
+                vec![
+                    json!({"name": "a", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-a"), "maxReplicas": 1}),
+                    json!({"name": "b", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-b")}),
+                ],
+            ),
+        )
         .await?;
-    let what =
-        format!("WorkloadSpread {ws_name} to observe its new maxReplicas and report both subsets");
-    until(&api, &ws_name, &what, ctx.timeouts.converge, move |o| {
-        async move {
-            let Some(o) = o else {
-                return Check::Pending("absent".into());
-            };
-            let st = status(&o);
-            let subsets = st["subsetStatuses"].as_array().map_or(0, Vec::len);
-            Check::when(
-                st["observedGeneration"].as_i64() >= generation && subsets == 2,
-                || format!("status {st}"),
-            )
-        }
-        .boxed()
+        let ws_name = ws.metadata.name.clone().unwrap_or_default();
+        Ok(ws_name)
     })
     .await?;
-    Ok(())
+    let updated = ctx.step("maxReplicas changed to a numeric string is refused, or admitted", async {
+        let patch = json!({"spec": {"subsets": [
+            {"name": "a", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-a"), "maxReplicas": "1"},
+            {"name": "b", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-b")}]}});
+        let updated = match ctx
+            .patch("apps.kruise.io/v1alpha1", "WorkloadSpread", &ws_name, patch)
+            .await
+        {
+            // Refused: the string is not taken, as a CloneSet's maxUnavailable "1" is not.
+            Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 || e.code == 403 => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
+            Ok(o) => o,
+        };
+        Ok(Some(updated))
+    })
+    .await?;
+    let Some(updated) = updated else {
+        return Ok(());
+    };
+    ctx.step(
+        "admitted, it is observed with a status for both subsets",
+        async {
+            let generation = updated.metadata.generation;
+            let api = ctx
+                .dyn_api("apps.kruise.io/v1alpha1", "WorkloadSpread")
+                .await?;
+            let what = format!(
+                "WorkloadSpread {ws_name} to observe its new maxReplicas and report both subsets"
+            );
+            until(&api, &ws_name, &what, ctx.timeouts.converge, move |o| {
+                async move {
+                    let Some(o) = o else {
+                        return Check::Pending("absent".into());
+                    };
+                    let st = status(&o);
+                    let subsets = st["subsetStatuses"].as_array().map_or(0, Vec::len);
+                    Check::when(
+                        st["observedGeneration"].as_i64() >= generation && subsets == 2,
+                        || format!("status {st}"),
+                    )
+                }
+                .boxed()
+            })
+            .await?;
+            Ok(())
+        },
+    )
+    .await
 }
 
 async fn injected(ctx: Ctx) -> anyhow::Result<()> {
     let name = "tolerant";
     let preferred =
         json!({"weight": 60, "preference": on_nodes("topology.kubernetes.io/zone", "zone-a")});
-    create_observed(
-        &ctx,
-        spread_over_cloneset(
-            "spread",
-            name,
-            vec![
-                json!({"name": "stable", "requiredNodeSelectorTerm": on_nodes("node-type", "stable"), "maxReplicas": 2,
-                       "preferredNodeSelectorTerms": [preferred.clone()], "tolerations": [dedicated()]}),
-                json!({"name": "elastic", "requiredNodeSelectorTerm": on_nodes("node-type", "elastic")}),
-            ],
-            json!({}),
-        ),
-    )
-    .await?;
-    let w = CloneSet::new(name)
-        .recreate()
-        .replicas(3)
-        .create(&ctx)
+    ctx.step("a WorkloadSpread whose stable subset injects a toleration and a preferred term", async {
+        create_observed(
+            &ctx,
+            spread_over_cloneset(
+                "spread",
+                name,
+                vec![
+                    json!({"name": "stable", "requiredNodeSelectorTerm": on_nodes("node-type", "stable"), "maxReplicas": 2,
+                           "preferredNodeSelectorTerms": [preferred.clone()], "tolerations": [dedicated()]}),
+                    json!({"name": "elastic", "requiredNodeSelectorTerm": on_nodes("node-type", "elastic")}),
+                ],
+                json!({}),
+            ),
+        )
         .await?;
-    w.wait_rolled_out(3, ctx.timeouts.converge, &[]).await?;
-    let want_toleration: k8s_openapi::api::core::v1::Toleration =
-        serde_json::from_value(dedicated())?;
-    let want_preferred: k8s_openapi::api::core::v1::PreferredSchedulingTerm =
-        serde_json::from_value(preferred)?;
-    let mut stable = 0;
-    for p in pods(&ctx, &format!("app={name}")).await? {
-        let pname = p.metadata.name.clone().unwrap_or_default();
-        let spec = p.spec.clone().unwrap_or_default();
-        let tolerates = spec
-            .tolerations
-            .iter()
-            .flatten()
-            .any(|t| *t == want_toleration);
-        let prefers = spec
-            .affinity
-            .as_ref()
-            .and_then(|a| a.node_affinity.as_ref())
-            .and_then(|a| {
-                a.preferred_during_scheduling_ignored_during_execution
-                    .as_ref()
-            })
-            .is_some_and(|terms| terms.contains(&want_preferred));
-        let subset = matched_subset(&p);
-        let in_stable = match subset.as_deref() {
-            Some("stable") => true,
-            Some(_) => false,
-            None => bail!("pod {pname} was not admitted through the WorkloadSpread"),
-        };
-        ensure!(
-            tolerates == in_stable && prefers == in_stable,
-            "pod {pname} of subset {subset:?}: toleration {tolerates}, preferred term {prefers}; want both only in subset stable"
-        );
-        stable += usize::from(in_stable);
-    }
-    ensure!(stable == 2, "{stable} pods in subset stable, want 2");
-    Ok(())
+        Ok(())
+    })
+    .await?;
+    ctx.step("a CloneSet of 3 pods rolls out", async {
+        let w = CloneSet::new(name)
+            .recreate()
+            .replicas(3)
+            .create(&ctx)
+            .await?;
+        w.wait_rolled_out(3, ctx.timeouts.converge, &[]).await?;
+        Ok(())
+    })
+    .await?;
+    ctx.step("only the stable subset's pods carry the toleration and the preferred term", async {
+        let want_toleration: k8s_openapi::api::core::v1::Toleration =
+            serde_json::from_value(dedicated())?;
+        let want_preferred: k8s_openapi::api::core::v1::PreferredSchedulingTerm =
+            serde_json::from_value(preferred)?;
+        let mut stable = 0;
+        for p in pods(&ctx, &format!("app={name}")).await? {
+            let pname = p.metadata.name.clone().unwrap_or_default();
+            let spec = p.spec.clone().unwrap_or_default();
+            let tolerates = spec
+                .tolerations
+                .iter()
+                .flatten()
+                .any(|t| *t == want_toleration);
+            let prefers = spec
+                .affinity
+                .as_ref()
+                .and_then(|a| a.node_affinity.as_ref())
+                .and_then(|a| {
+                    a.preferred_during_scheduling_ignored_during_execution
+                        .as_ref()
+                })
+                .is_some_and(|terms| terms.contains(&want_preferred));
+            let subset = matched_subset(&p);
+            let in_stable = match subset.as_deref() {
+                Some("stable") => true,
+                Some(_) => false,
+                None => bail!("pod {pname} was not admitted through the WorkloadSpread"),
+            };
+            ensure!(
+                tolerates == in_stable && prefers == in_stable,
+                "pod {pname} of subset {subset:?}: toleration {tolerates}, preferred term {prefers}; want both only in subset stable"
+            );
+            stable += usize::from(in_stable);
+        }
+        ensure!(stable == 2, "{stable} pods in subset stable, want 2");
+        Ok(())
+    })
+    .await
 }
 
 async fn target_filter(ctx: Ctx) -> anyhow::Result<()> {
@@ -399,121 +428,150 @@ async fn target_filter(ctx: Ctx) -> anyhow::Result<()> {
             json!({"name": "elastic", "requiredNodeSelectorTerm": on_nodes("node-type", "elastic")}),
         ]
     };
-    // The selector matches no pod of `others`: its pods are left alone.
-    create_observed(
-        &ctx,
-        spread_over_cloneset(
-            "filtered",
-            "others",
-            subsets(),
-            json!({"targetFilter": {"selector": {"matchLabels": {"role": "worker"}}}}),
-        ),
+    ctx.step(
+        "a WorkloadSpread filtering out others' pods and one summing workers' replicas",
+        async {
+            // The selector matches no pod of `others`: its pods are left alone.
+            create_observed(
+                &ctx,
+                spread_over_cloneset(
+                    "filtered",
+                    "others",
+                    subsets(),
+                    json!({"targetFilter": {"selector": {"matchLabels": {"role": "worker"}}}}),
+                ),
+            )
+            .await?;
+            // The replicas counted for `workers` are the sum over the paths:
+            // twice spec.replicas, so 50% of them is every one of its 2 pods.
+            create_observed(
+                &ctx,
+                spread_over_cloneset(
+                    "summed",
+                    "workers",
+                    subsets(),
+                    json!({"targetFilter": {
+                        "selector": {"matchLabels": {"role": "worker"}},
+                        "replicasPathList": ["spec.replicas", "spec.replicas"]
+                    }}),
+                ),
+            )
+            .await?;
+            Ok(())
+        },
     )
     .await?;
-    // The replicas counted for `workers` are the sum over the paths: twice spec.replicas, so
-    // 50% of them is every one of its 2 pods.
-    create_observed(
-        &ctx,
-        spread_over_cloneset(
-            "summed",
-            "workers",
-            subsets(),
-            json!({"targetFilter": {
-                "selector": {"matchLabels": {"role": "worker"}},
-                "replicasPathList": ["spec.replicas", "spec.replicas"]
-            }}),
-        ),
-    )
+    ctx.step("both CloneSets roll out", async {
+        let others = CloneSet::new("others")
+            .recreate()
+            .replicas(2)
+            .create(&ctx)
+            .await?;
+        let workers = CloneSet::new("workers")
+            .recreate()
+            .label("role", "worker")
+            .replicas(2)
+            .create(&ctx)
+            .await?;
+        others
+            .wait_rolled_out(2, ctx.timeouts.converge, &[])
+            .await?;
+        workers
+            .wait_rolled_out(2, ctx.timeouts.converge, &[])
+            .await?;
+        Ok(())
+    })
     .await?;
-    let others = CloneSet::new("others")
-        .recreate()
-        .replicas(2)
-        .create(&ctx)
-        .await?;
-    let workers = CloneSet::new("workers")
-        .recreate()
-        .label("role", "worker")
-        .replicas(2)
-        .create(&ctx)
-        .await?;
-    others
-        .wait_rolled_out(2, ctx.timeouts.converge, &[])
-        .await?;
-    workers
-        .wait_rolled_out(2, ctx.timeouts.converge, &[])
-        .await?;
-    for p in pods(&ctx, "app=others").await? {
+    ctx.step("the filtered-out pods are placed in no subset", async {
+        for p in pods(&ctx, "app=others").await? {
+            ensure!(
+                matched_subset(&p).is_none(),
+                "pod {} outside targetFilter.selector was placed in subset {:?}",
+                p.metadata.name.clone().unwrap_or_default(),
+                matched_subset(&p)
+            );
+        }
+        Ok(())
+    })
+    .await?;
+    ctx.step("both worker pods are in stable, 50% of the summed replicas", async {
+        let subsets: Vec<Option<String>> = pods(&ctx, "app=workers")
+            .await?
+            .iter()
+            .map(matched_subset)
+            .collect();
         ensure!(
-            matched_subset(&p).is_none(),
-            "pod {} outside targetFilter.selector was placed in subset {:?}",
-            p.metadata.name.clone().unwrap_or_default(),
-            matched_subset(&p)
+            subsets.iter().all(|s| s.as_deref() == Some("stable")) && subsets.len() == 2,
+            "pods of workers in subsets {subsets:?}; want both in stable (50% of the 4 replicas replicasPathList sums)"
         );
-    }
-    let subsets: Vec<Option<String>> = pods(&ctx, "app=workers")
-        .await?
-        .iter()
-        .map(matched_subset)
-        .collect();
-    ensure!(
-        subsets.iter().all(|s| s.as_deref() == Some("stable")) && subsets.len() == 2,
-        "pods of workers in subsets {subsets:?}; want both in stable (50% of the 4 replicas replicasPathList sums)"
-    );
-    Ok(())
+        Ok(())
+    })
+    .await
 }
 
 async fn adaptive(ctx: Ctx) -> anyhow::Result<()> {
     let name = "adaptive";
-    create_observed(
-        &ctx,
-        spread_over_cloneset(
-            "spread",
-            name,
-            vec![
-                // No node carries this node-type: pods placed here stay unschedulable.
-                json!({"name": "nowhere", "requiredNodeSelectorTerm": on_nodes("node-type", "nowhere"), "maxReplicas": 2}),
-                json!({"name": "stable", "requiredNodeSelectorTerm": on_nodes("node-type", "stable")}),
-            ],
-            json!({"scheduleStrategy": {"type": "Adaptive", "adaptive": {"rescheduleCriticalSeconds": 2}}}),
-        ),
-    )
+    ctx.step("an Adaptive WorkloadSpread whose first subset no node matches", async {
+        create_observed(
+            &ctx,
+            spread_over_cloneset(
+                "spread",
+                name,
+                vec![
+                    // No node carries this node-type: pods placed here stay unschedulable.
+                    json!({"name": "nowhere", "requiredNodeSelectorTerm": on_nodes("node-type", "nowhere"), "maxReplicas": 2}),
+                    json!({"name": "stable", "requiredNodeSelectorTerm": on_nodes("node-type", "stable")}),
+                ],
+                json!({"scheduleStrategy": {"type": "Adaptive", "adaptive": {"rescheduleCriticalSeconds": 2}}}),
+            ),
+        )
+        .await?;
+        Ok(())
+    })
     .await?;
-    let w = CloneSet::new(name)
-        .recreate()
-        .replicas(2)
-        .create(&ctx)
-        .await?;
-    w.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
-    let placed: Vec<Option<String>> = pods(&ctx, &format!("app={name}"))
-        .await?
-        .iter()
-        .map(matched_subset)
-        .collect();
-    ensure!(
-        placed.iter().all(|s| s.as_deref() == Some("stable")),
-        "running pods in subsets {placed:?}, want all in stable"
-    );
-    let ws = ctx
-        .dyn_api("apps.kruise.io/v1alpha1", "WorkloadSpread")
-        .await?
-        .get("spread")
-        .await?;
-    let nowhere = crate::scenario::status(&ws)["subsetStatuses"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|s| s["name"] == "nowhere")
-        .cloned()
-        .unwrap_or_default();
-    let schedulable = nowhere["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["type"] == "Schedulable")
-        .map(|c| c["status"].clone());
-    ensure!(
-        schedulable == Some(json!("False")),
-        "subset nowhere's Schedulable condition is {schedulable:?}, want False: {nowhere}"
-    );
-    Ok(())
+    ctx.step("the pods run in subset stable", async {
+        let w = CloneSet::new(name)
+            .recreate()
+            .replicas(2)
+            .create(&ctx)
+            .await?;
+        w.wait_rolled_out(2, ctx.timeouts.converge, &[]).await?;
+        let placed: Vec<Option<String>> = pods(&ctx, &format!("app={name}"))
+            .await?
+            .iter()
+            .map(matched_subset)
+            .collect();
+        ensure!(
+            placed.iter().all(|s| s.as_deref() == Some("stable")),
+            "running pods in subsets {placed:?}, want all in stable"
+        );
+        Ok(())
+    })
+    .await?;
+    ctx.step("subset nowhere is marked unschedulable", async {
+        let ws = ctx
+            .dyn_api("apps.kruise.io/v1alpha1", "WorkloadSpread")
+            .await?
+            .get("spread")
+            .await?;
+        let nowhere = crate::scenario::status(&ws)["subsetStatuses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|s| s["name"] == "nowhere")
+            .cloned()
+            .unwrap_or_default();
+        let schedulable = nowhere["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "Schedulable")
+            .map(|c| c["status"].clone());
+        ensure!(
+            schedulable == Some(json!("False")),
+            "subset nowhere's Schedulable condition is {schedulable:?}, want False: {nowhere}"
+        );
+        Ok(())
+    })
+    .await
 }
