@@ -8,6 +8,7 @@
 pub mod diff;
 pub mod explore;
 pub mod summary;
+pub mod timeline;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -354,6 +355,8 @@ pub struct JsonReport {
     pub clusters: BTreeMap<String, f64>,
     /// API field coverage, once the controller's CRDs are known.
     pub coverage: Option<Coverage>,
+    /// Where the time went: each cluster's bring-up and each scenario, by cluster.
+    pub timeline: Vec<timeline::Bar>,
 }
 
 /// Writes `report.json`, `junit.xml` and `report.html` into a run directory.
@@ -367,6 +370,11 @@ pub struct Files {
     cluster_logs: BTreeMap<String, Vec<String>>,
     clusters: BTreeMap<String, f64>,
     api_fields: Option<Vec<ApiFields>>,
+    /// When the run started, as this reporter heard it.
+    clock: Option<std::time::Instant>,
+    /// When each cluster started coming up (seconds into the run).
+    cluster_started: BTreeMap<String, f64>,
+    timeline: Vec<timeline::Bar>,
 }
 
 /// The reporters of a run: the terminal, and the files of `run_id` under `root` (see
@@ -397,6 +405,9 @@ impl Files {
             cluster_logs: BTreeMap::new(),
             clusters: BTreeMap::new(),
             api_fields: None,
+            clock: None,
+            cluster_started: BTreeMap::new(),
+            timeline: vec![],
         })
     }
 
@@ -420,7 +431,13 @@ impl Files {
                 .api_fields
                 .as_ref()
                 .map(|f| coverage_of(f, self.results.values())),
+            timeline: self.timeline.clone(),
         }
+    }
+
+    /// Seconds since the run started (0 before).
+    fn now(&self) -> f64 {
+        self.clock.map_or(0.0, |c| c.elapsed().as_secs_f64())
     }
 
     /// Records the log files under `dir` (relative to the run directory when inside it).
@@ -460,8 +477,20 @@ impl Files {
 impl Reporter for Files {
     fn event(&mut self, e: &Event) {
         match e {
-            Event::RunStarted { plan, .. } => self.plan = Some(plan.clone()),
+            Event::RunStarted { plan, .. } => {
+                self.plan = Some(plan.clone());
+                self.clock = Some(std::time::Instant::now());
+            }
             Event::ScenarioFinished(r) => {
+                if r.seconds > 0.0 {
+                    self.timeline.push(timeline::Bar {
+                        lane: r.profile.clone(),
+                        label: r.scenario.clone(),
+                        start: (self.now() - r.seconds).max(0.0),
+                        seconds: r.seconds,
+                        class: class_of(&r.outcome).into(),
+                    });
+                }
                 self.results.insert(key(r), r.clone());
             }
             Event::RunFinished { seconds } => self.seconds = Some(*seconds),
@@ -469,9 +498,25 @@ impl Reporter for Files {
             Event::ApiFields(fields) => self.api_fields = Some(fields.clone()),
             Event::ClusterReady { profile, seconds } => {
                 self.clusters.insert(profile.clone(), *seconds);
+                let start = self
+                    .cluster_started
+                    .get(profile)
+                    .copied()
+                    .unwrap_or_else(|| (self.now() - seconds).max(0.0));
+                self.timeline.push(timeline::Bar {
+                    lane: profile.clone(),
+                    label: "bring-up".into(),
+                    start,
+                    seconds: *seconds,
+                    class: timeline::BRING_UP.into(),
+                });
             }
-            Event::ClusterStarting { .. }
-            | Event::ScenarioStarted { .. }
+            Event::ClusterStarting { profile } => {
+                let now = self.now();
+                self.cluster_started.insert(profile.clone(), now);
+                return;
+            }
+            Event::ScenarioStarted { .. }
             | Event::ScenarioRetrying { .. }
             | Event::UpstreamAreas { .. } => return,
         }
@@ -618,19 +663,130 @@ pub fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// The class of a result on the page: `pass`, `xfail`, `flaky`, `skip` or `fail` (a failure,
+/// an unexpected pass, an infrastructure error).
+pub fn class_of(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Judged(Verdict::Pass) => "pass",
+        Outcome::Judged(Verdict::ExpectedFail { .. }) => "xfail",
+        Outcome::Flaky { .. } => "flaky",
+        Outcome::Skipped { .. } => "skip",
+        Outcome::Judged(Verdict::Fail | Verdict::UnexpectedPass { .. })
+        | Outcome::InfraError { .. } => "fail",
+    }
+}
+
+/// The classes of results in the order the page shows them: what needs a look first.
+const CLASSES: [(&str, &str); 5] = [
+    ("fail", "failed"),
+    ("flaky", "flaky"),
+    ("xfail", "expected-fail"),
+    ("pass", "passed"),
+    ("skip", "skipped"),
+];
+
+/// The summary strip: one bar of the results by class, then the cell and the duration.
+fn strip(r: &JsonReport) -> String {
+    let mut by: BTreeMap<&str, usize> = BTreeMap::new();
+    for x in &r.results {
+        *by.entry(class_of(&x.outcome)).or_default() += 1;
+    }
+    let parts: String = CLASSES
+        .iter()
+        .filter_map(|(c, name)| {
+            let n = *by.get(c)?;
+            Some(format!(
+                "<span class=\"seg {c}\" style=\"flex:{n}\" title=\"{n} {name}\">{n} {name}</span>",
+            ))
+        })
+        .collect();
+    let cell = r
+        .plan
+        .as_ref()
+        .map(|p| {
+            format!(
+                "Kubernetes {} · {} · {} cluster(s)",
+                p.kubernetes,
+                p.controller,
+                p.clusters.len()
+            )
+        })
+        .unwrap_or_default();
+    let took = match (r.finished, r.seconds) {
+        (true, Some(s)) => format!("{s:.0} s"),
+        _ => "in progress".into(),
+    };
+    format!(
+        "<div class=\"strip\"><div class=\"bar\">{parts}</div><p>{} results · {took} · {}</p></div>\n",
+        r.results.len(),
+        esc(&cell)
+    )
+}
+
+/// What needs a look first: the failed and flaky results, each linked to its details.
+fn attention(r: &JsonReport) -> String {
+    let items: String = r
+        .results
+        .iter()
+        .enumerate()
+        .filter(|(_, x)| matches!(class_of(&x.outcome), "fail" | "flaky"))
+        .map(|(i, x)| {
+            let first = x
+                .failure
+                .as_deref()
+                .or_else(|| x.failed_tries.first().and_then(|t| t.failure.as_deref()))
+                .and_then(|f| f.lines().next())
+                .unwrap_or_default();
+            format!(
+                "<li class=\"{}\"><a href=\"#d{i}\">{}</a> <span class=\"res\">{}</span> {}</li>",
+                class_of(&x.outcome),
+                esc(&x.scenario),
+                x.outcome.label(),
+                esc(&first.chars().take(200).collect::<String>())
+            )
+        })
+        .collect();
+    if items.is_empty() {
+        return String::new();
+    }
+    format!("<h2>Needs a look</h2><ul id=\"attention\">{items}</ul>\n")
+}
+
+/// The filters over the results table: by result, suite and text. Hidden until the script
+/// that runs them shows them: the page reads the same without it.
+fn filters(r: &JsonReport) -> String {
+    let suites: BTreeSet<&str> = r.results.iter().map(|x| x.suite.as_str()).collect();
+    let options: String = suites
+        .iter()
+        .map(|s| format!("<option>{}</option>", esc(s)))
+        .collect();
+    let boxes: String = CLASSES
+        .iter()
+        .map(|(c, name)| {
+            format!("<label><input type=\"checkbox\" value=\"{c}\" checked> {name}</label> ")
+        })
+        .collect();
+    format!(
+        "<div id=\"filters\" hidden>{boxes}<select><option value=\"\">every suite</option>{options}</select> <input type=\"search\" placeholder=\"search scenarios\"> <span id=\"shown\"></span></div>\n{FILTER_SCRIPT}"
+    )
+}
+
+/// Shows the filters and applies them to the rows of `#results` (each row carries its
+/// `data-result` and `data-suite`).
+const FILTER_SCRIPT: &str = "<script>(function(){var f=document.getElementById('filters');if(!f)return;f.hidden=false;\
+var rows=[].slice.call(document.querySelectorAll('#results tbody tr'));\
+function apply(){var on={};[].forEach.call(f.querySelectorAll('input[type=checkbox]'),function(c){on[c.value]=c.checked;});\
+var suite=f.querySelector('select').value,q=f.querySelector('input[type=search]').value.toLowerCase(),n=0;\
+rows.forEach(function(r){var ok=on[r.dataset.result]&&(!suite||r.dataset.suite===suite)&&(!q||r.textContent.toLowerCase().indexOf(q)>=0);r.hidden=!ok;if(ok)n++;});\
+document.getElementById('shown').textContent=n+' of '+rows.length+' shown';}\
+f.addEventListener('input',apply);f.addEventListener('change',apply);apply();})();</script>\n";
+
 /// The single-file HTML report.
 pub fn html(r: &JsonReport) -> String {
     let mut rows = String::new();
     let mut details = String::new();
     for (i, x) in r.results.iter().enumerate() {
-        let class = match &x.outcome {
-            Outcome::Judged(Verdict::Pass) => "pass",
-            Outcome::Judged(Verdict::ExpectedFail { .. }) => "xfail",
-            Outcome::Flaky { .. } => "flaky",
-            Outcome::Skipped { .. } => "skip",
-            Outcome::Judged(Verdict::Fail | Verdict::UnexpectedPass { .. })
-            | Outcome::InfraError { .. } => "fail",
-        };
+        let class = class_of(&x.outcome);
         let note = match &x.outcome {
             Outcome::Judged(Verdict::ExpectedFail { bug })
             | Outcome::Judged(Verdict::UnexpectedPass { bug }) => bug.clone(),
@@ -669,7 +825,8 @@ pub fn html(r: &JsonReport) -> String {
             format!("<a href=\"#d{i}\">details</a>")
         };
         rows.push_str(&format!(
-            "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td class=\"res\">{}</td><td>{:.1}</td><td>{}</td><td>{link}</td></tr>\n",
+            "<tr class=\"{class}\" data-result=\"{class}\" data-suite=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td class=\"res\">{}</td><td>{:.1}</td><td>{}</td><td>{link}</td></tr>\n",
+            esc(&x.suite),
             esc(&x.suite),
             esc(&x.scenario),
             esc(&x.profile),
@@ -702,36 +859,36 @@ pub fn html(r: &JsonReport) -> String {
             ));
         }
     }
-    let plan = r
-        .plan
-        .as_ref()
-        .map(|p| {
-            format!(
-                "Kubernetes {} · {} · {} cluster(s)",
-                p.kubernetes,
-                p.controller,
-                p.clusters.len()
-            )
-        })
-        .unwrap_or_default();
-    let state = if r.finished {
-        "finished"
-    } else {
-        "in progress"
-    };
     let counts = summary_line(&r.counts);
+    let timeline = match r.timeline.is_empty() {
+        true => String::new(),
+        false => format!(
+            "<h2>Timeline</h2><p>Each cluster's bring-up and each scenario on its cluster, by \
+             result; hover a bar for its name and times.</p>{}",
+            timeline::svg(&r.timeline)
+        ),
+    };
     format!(
         "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>harness {id}</title><style>
-body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}
+body{{font-family:sans-serif;margin:2em;max-width:1400px}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}
+td:nth-child(2){{word-break:break-all}}
 tr.pass .res{{background:#cfc}}tr.xfail .res{{background:#ffd}}tr.flaky .res{{background:#fd9}}tr.skip .res{{background:#eee}}tr.fail .res{{background:#fcc}}
 pre{{background:#f6f6f6;padding:8px;overflow:auto;max-height:40em}}pre.failure{{background:#fee}}ol.steps li.failed{{color:#a00;font-weight:bold}}ol.steps .when{{color:#666;font-weight:normal}}
+.strip .bar{{display:flex;height:1.6em;border-radius:4px;overflow:hidden;max-width:900px}}.seg{{white-space:nowrap;overflow:hidden;padding:0 6px;font-size:85%;line-height:1.6em}}
+.seg.pass,.tl-pass{{background:#9d9;fill:#7c7}}.seg.fail,.tl-fail{{background:#e88;fill:#d55}}.seg.flaky,.tl-flaky{{background:#fc7;fill:#fa3}}.seg.xfail,.tl-xfail{{background:#ee9;fill:#cc5}}.seg.skip,.tl-skip{{background:#ddd;fill:#bbb}}.tl-up{{fill:#99b}}
+#attention li{{margin:2px 0}}#attention .res{{font-weight:bold}}#filters{{margin:1em 0}}#filters label{{margin-right:.6em}}
+svg text{{font-size:11px;fill:#333}}svg line.tick{{stroke:#eee}}
 </style></head><body>
-<h1>harness run {id}</h1><p>{plan} — {state}</p><p id=\"summary\">{counts}</p>
-<table><thead><tr><th>suite</th><th>scenario</th><th>profile</th><th>result</th><th>seconds</th><th>note</th><th></th></tr></thead><tbody>
+<h1>harness run {id}</h1>{strip}<p id=\"summary\">{counts}</p>
+{attention}{timeline}<h2>Results</h2>{filters}
+<table id=\"results\"><thead><tr><th>suite</th><th>scenario</th><th>profile</th><th>result</th><th>seconds</th><th>note</th><th></th></tr></thead><tbody>
 {rows}</tbody></table>
 {coverage}<h2>Failures</h2>
 {details}</body></html>\n",
         id = esc(&r.run_id),
+        strip = strip(r),
+        attention = attention(r),
+        filters = filters(r),
         coverage = r.coverage.as_ref().map(coverage_html).unwrap_or_default(),
     )
 }
@@ -904,8 +1061,12 @@ mod tests {
             cluster_logs: BTreeMap::new(),
             clusters: BTreeMap::new(),
             coverage: None,
+            timeline: vec![],
         });
-        assert!(h.contains("<tr class=\"flaky\">"), "{h}");
+        assert!(
+            h.contains("<tr class=\"flaky\" data-result=\"flaky\""),
+            "{h}"
+        );
         assert!(h.contains("passed on try 2 of 2"));
         assert!(h.contains("try 1 of 2: FAIL"));
         assert!(h.contains("timed out &lt;first&gt;"));
@@ -962,6 +1123,7 @@ mod tests {
             cluster_logs: BTreeMap::new(),
             clusters: BTreeMap::new(),
             coverage: None,
+            timeline: vec![],
         });
         assert!(h.contains("x &lt;y&gt;"));
         assert!(h.contains("href=\"#d0\""));
@@ -1030,6 +1192,81 @@ mod tests {
         let table = coverage_table(&c);
         assert!(table.contains("apps.kruise.io/CloneSet"), "{table}");
         assert!(table.contains("3/4"), "{table}");
+    }
+
+    #[test]
+    fn the_page_leads_with_a_summary_strip_what_needs_a_look_and_a_timeline() {
+        let root = tempfile::tempdir().unwrap();
+        let mut files = Files::new(root.path(), "r").unwrap();
+        let plan = crate::run::plan::plan(
+            &[],
+            &Default::default(),
+            crate::toolchain::KubeVersion::default_version(),
+            &crate::controller::ControllerRef::default_ref(),
+        );
+        files.event(&Event::RunStarted {
+            run_id: "r".into(),
+            plan,
+        });
+        files.event(&Event::ClusterStarting {
+            profile: "default".into(),
+        });
+        files.event(&Event::ClusterReady {
+            profile: "default".into(),
+            seconds: 0.0,
+        });
+        let mut other = result("c", Outcome::Judged(Verdict::Pass), None);
+        other.suite = "t".into();
+        for r in [
+            result("a", Outcome::Judged(Verdict::Pass), None),
+            result(
+                "b",
+                Outcome::Judged(Verdict::Fail),
+                Some("boom\nsecond line"),
+            ),
+            other,
+        ] {
+            files.event(&Event::ScenarioFinished(r));
+        }
+        files.event(&Event::RunFinished { seconds: 3.0 });
+        let page = std::fs::read_to_string(files.dir().join("report.html")).unwrap();
+        // The strip: a segment per class present, what needs a look first.
+        assert!(
+            page.contains("title=\"1 failed\">1 failed</span>"),
+            "{page}"
+        );
+        assert!(
+            page.contains("title=\"2 passed\">2 passed</span>"),
+            "{page}"
+        );
+        assert!(
+            !page.contains("1 flaky"),
+            "no segment for a class with no result"
+        );
+        let look = &page[page.find("id=\"attention\"").unwrap()..];
+        assert!(
+            look.starts_with("id=\"attention\"><li class=\"fail\"><a href=\"#d1\">b</a> <span class=\"res\">FAIL</span> boom</li></ul>"),
+            "{look}"
+        );
+        assert!(page.find("id=\"attention\"") < page.find("id=\"results\""));
+        // Filters: a suite option per suite, rows tagged for them.
+        assert!(
+            page.contains("<option>s</option><option>t</option>"),
+            "{page}"
+        );
+        assert!(page.contains("<tr class=\"fail\" data-result=\"fail\" data-suite=\"s\">"));
+        assert!(page.contains("<div id=\"filters\" hidden>"));
+        // The timeline: the bring-up and the three scenarios on the cluster's lane.
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(files.dir().join("report.json")).unwrap())
+                .unwrap();
+        let bars = json["timeline"].as_array().unwrap();
+        assert_eq!(bars.len(), 4, "{bars:?}");
+        assert_eq!(bars[0]["label"], "bring-up");
+        assert_eq!(bars[2]["class"], "fail");
+        assert!(bars.iter().all(|b| b["lane"] == "default"));
+        assert_eq!(page.matches("<rect ").count(), 4);
+        assert!(page.contains("<title>b — default — 1.5 s from"), "{page}");
     }
 
     #[test]

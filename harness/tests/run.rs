@@ -321,6 +321,12 @@ fn an_unknown_bad_combination_is_a_regression_and_its_diagnostics_render() {
         "with its diagnostics"
     );
     assert!(dom.contains("href=\"#d0\""), "linked from the table");
+    // The script ran: the filters are shown and counted the rows they show.
+    assert!(
+        dom.contains("<div id=\"filters\">") && dom.contains(" shown</span>"),
+        "the filters run: {dom}"
+    );
+    assert!(dom.contains("<svg id=\"timeline\""), "with the timeline");
     assert!(
         dom.contains("<li class=\"failed\">a WorkloadSpread with a patched subset is admitted"),
         "with its steps, the failed one marked"
