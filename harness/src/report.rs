@@ -547,6 +547,37 @@ fn steps_html(steps: &[crate::scenario::StepRecord]) -> String {
     format!("<h4>Steps</h4><ol class=\"steps\">{items}</ol>")
 }
 
+/// The command that runs scenario `x` alone again on the cell of `plan` (none for a spec of the
+/// controller's own suite, which its suite's focus selects).
+pub fn rerun_command(plan: &Plan, x: &ScenarioResult) -> Option<String> {
+    if x.suite == crate::run::upstream::SUITE {
+        return None;
+    }
+    let quote = |s: &str| shlex::try_quote(s).map(|q| q.into_owned()).ok();
+    let c = &plan.controller;
+    let controller = match &c.checkout {
+        Some(dir) => format!("{}@{}", c.kind.name(), dir.display()),
+        None => c.to_string(),
+    };
+    Some(format!(
+        "harness run --k8s {} --controller {} --focus {}",
+        plan.kubernetes,
+        quote(&controller)?,
+        quote(&x.scenario)?
+    ))
+}
+
+fn rerun_html(plan: &Plan, x: &ScenarioResult) -> String {
+    rerun_command(plan, x)
+        .map(|c| {
+            format!(
+                "<h4>Run it again</h4><pre class=\"again\">{}</pre>",
+                esc(&c)
+            )
+        })
+        .unwrap_or_default()
+}
+
 /// The "Cluster logs" list of a failure: links to its cluster's exported log files.
 fn log_links(files: Option<&Vec<String>>) -> String {
     let Some(files) = files.filter(|f| !f.is_empty()) else {
@@ -840,14 +871,19 @@ pub fn html(r: &JsonReport) -> String {
             } else {
                 String::new()
             };
-            // The named steps of the last try, the failed one marked.
-            let steps = if n + 1 == failures.len() && !x.steps.is_empty() {
+            // The named steps of the last try, the failed one marked, and how to run it again.
+            let last = n + 1 == failures.len();
+            let steps = if last && !x.steps.is_empty() {
                 steps_html(&x.steps)
             } else {
                 String::new()
             };
+            let again = match (last, r.plan.as_ref()) {
+                (true, Some(p)) => rerun_html(p, x),
+                _ => String::new(),
+            };
             details.push_str(&format!(
-                "<section{id} class=\"diag\"><h3>{} — {}</h3><h4>Failure</h4><pre class=\"failure\">{}</pre>{steps}<h4>Events</h4><pre>{}</pre><h4>Objects</h4><details><summary>YAML</summary><pre>{}</pre></details><h4>Controller log (scenario window)</h4><details><summary>{} lines</summary><pre>{}</pre></details>{}</section>\n",
+                "<section{id} class=\"diag\"><h3>{} — {}</h3><h4>Failure</h4><pre class=\"failure\">{}</pre>{steps}{again}<h4>Events</h4><pre>{}</pre><h4>Objects</h4><details><summary>YAML</summary><pre>{}</pre></details><h4>Controller log (scenario window)</h4><details><summary>{} lines</summary><pre>{}</pre></details>{}</section>\n",
                 esc(&x.scenario),
                 esc(title),
                 esc(f),
@@ -878,6 +914,7 @@ pre{{background:#f6f6f6;padding:8px;overflow:auto;max-height:40em}}pre.failure{{
 .seg.pass,.tl-pass{{background:#9d9;fill:#7c7}}.seg.fail,.tl-fail{{background:#e88;fill:#d55}}.seg.flaky,.tl-flaky{{background:#fc7;fill:#fa3}}.seg.xfail,.tl-xfail{{background:#ee9;fill:#cc5}}.seg.skip,.tl-skip{{background:#ddd;fill:#bbb}}.tl-up{{fill:#99b}}
 #attention li{{margin:2px 0}}#attention .res{{font-weight:bold}}#filters{{margin:1em 0}}#filters label{{margin-right:.6em}}
 svg text{{font-size:11px;fill:#333}}svg line.tick{{stroke:#eee}}
+.cbar{{display:inline-block;width:120px;height:.8em;background:#eee;vertical-align:middle}}.cbar span{{display:block;height:100%;background:#79c}}
 </style></head><body>
 <h1>harness run {id}</h1>{strip}<p id=\"summary\">{counts}</p>
 {attention}{timeline}<h2>Results</h2>{filters}
@@ -916,7 +953,7 @@ fn coverage_html(c: &Coverage) -> String {
             })
             .collect();
         rows.push_str(&format!(
-            "<tr class=\"cov\" data-kind=\"{kind}\"><td>{group}/{kind}</td><td>{version}</td><td>{covered}/{total}</td><td>{pct:.0}%</td><td><details><summary>{n} uncovered</summary><ul class=\"uncovered\">{uncovered}</ul></details></td><td>{templates}</td></tr>\n",
+            "<tr class=\"cov\" data-kind=\"{kind}\"><td>{group}/{kind}</td><td>{version}</td><td>{covered}/{total}</td><td><span class=\"cbar\"><span style=\"width:{pct:.0}%\"></span></span> {pct:.0}%</td><td><details><summary>{n} uncovered</summary><ul class=\"uncovered\">{uncovered}</ul></details></td><td>{templates}</td></tr>\n",
             group = esc(&k.group),
             kind = esc(&k.kind),
             version = esc(&k.version),
@@ -1175,7 +1212,10 @@ mod tests {
         assert_eq!(k.writes, 2);
         let page = std::fs::read_to_string(files.dir().join("report.html")).unwrap();
         assert!(page.contains("<table id=\"coverage\">"), "{page}");
-        assert!(page.contains("<td>3/4</td><td>75%</td>"), "{page}");
+        assert!(
+            page.contains("<td>3/4</td><td><span class=\"cbar\"><span style=\"width:75%\"></span></span> 75%</td>"),
+            "{page}"
+        );
         assert!(page.contains("<li><code>spec.minReadySeconds</code></li>"));
         assert!(
             page.contains("<li><code>spec.x</code></li>"),
@@ -1267,6 +1307,13 @@ mod tests {
         assert!(bars.iter().all(|b| b["lane"] == "default"));
         assert_eq!(page.matches("<rect ").count(), 4);
         assert!(page.contains("<title>b — default — 1.5 s from"), "{page}");
+        // The failure says how to run it alone again.
+        let again = format!(
+            "<h4>Run it again</h4><pre class=\"again\">harness run --k8s {} --controller {} --focus b</pre>",
+            crate::toolchain::KubeVersion::default_version(),
+            crate::controller::ControllerRef::default_ref()
+        );
+        assert!(page.contains(&again), "{page}");
     }
 
     #[test]
