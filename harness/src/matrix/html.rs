@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use super::MatrixReport;
 use crate::controller::ControllerRef;
-use crate::report::esc;
+use crate::report::{class_of, esc};
 use crate::results::Outcome;
 use crate::results::Verdict;
 use crate::toolchain::KubeVersion;
@@ -36,9 +36,11 @@ pub fn matrix_html(r: &MatrixReport) -> String {
             {
                 Some(cell) => {
                     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+                    let mut classes: BTreeMap<&str, usize> = BTreeMap::new();
                     let mut bugs: Vec<String> = vec![];
                     for x in &cell.results {
                         *counts.entry(x.outcome.label()).or_default() += 1;
+                        *classes.entry(class_of(&x.outcome)).or_default() += 1;
                         if let Outcome::Judged(Verdict::ExpectedFail { bug }) = &x.outcome {
                             bugs.push(format!("{} ({})", bug, x.scenario));
                         }
@@ -51,8 +53,18 @@ pub fn matrix_html(r: &MatrixReport) -> String {
                         "INFRA-ERROR" => "infra",
                         _ => "fail",
                     };
+                    // The cell's results by class as one bar: how much of it is what.
+                    let bar: String = ["fail", "flaky", "xfail", "pass", "skip"]
+                        .iter()
+                        .filter_map(|c| {
+                            let n = classes.get(c)?;
+                            Some(format!(
+                                "<span class=\"seg {c}\" style=\"flex:{n}\"></span>"
+                            ))
+                        })
+                        .collect();
                     grid.push_str(&format!(
-                        "<td class=\"{class}\"><a href=\"{}/report.html\">{}</a><br><small>{}</small><ul>{}</ul></td>",
+                        "<td class=\"{class}\"><a href=\"{}/report.html\">{}</a><div class=\"mini\">{bar}</div><small>{}</small><ul>{}</ul></td>",
                         esc(&cell.dir),
                         esc(&cell.worst),
                         esc(&counts.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")),
@@ -68,8 +80,47 @@ pub fn matrix_html(r: &MatrixReport) -> String {
         "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>matrix {id}</title><style>
 body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:6px 10px;vertical-align:top}}
 td.pass{{background:#cfc}}td.xfail{{background:#ffd}}td.flaky{{background:#fd9}}td.skip{{background:#eee}}td.fail{{background:#fcc}}td.infra{{background:#fc9}}
+.mini{{display:flex;width:160px;height:8px;margin:4px 0;border:1px solid #fff}}.seg.pass{{background:#7c7}}.seg.fail{{background:#d55}}.seg.flaky{{background:#fa3}}.seg.xfail{{background:#cc5}}.seg.skip{{background:#bbb}}
 </style></head><body><h1>compatibility matrix {id}</h1>
 <table>{grid}</table></body></html>\n",
         id = esc(&r.id)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matrix::CellReport;
+    use crate::results::ScenarioResult;
+
+    #[test]
+    fn each_cell_links_its_report_and_shows_its_results_as_a_bar() {
+        let k = KubeVersion::default_version();
+        let pass = Outcome::Judged(Verdict::Pass);
+        let fail = Outcome::Judged(Verdict::Fail);
+        let cell = CellReport {
+            kubernetes: k,
+            controller: ControllerRef::default_ref(),
+            dir: "cells/a".into(),
+            worst: "FAIL".into(),
+            results: vec![
+                ScenarioResult::fixture("s/a", pass.clone(), 1.0, None),
+                ScenarioResult::fixture("s/b", pass, 1.0, None),
+                ScenarioResult::fixture("s/c", fail, 1.0, Some("x")),
+            ],
+        };
+        let page = matrix_html(&MatrixReport {
+            id: "m".into(),
+            cells: vec![cell],
+            shard: None,
+        });
+        assert!(
+            page.contains("<td class=\"fail\"><a href=\"cells/a/report.html\">FAIL</a>"),
+            "{page}"
+        );
+        assert!(
+            page.contains("<div class=\"mini\"><span class=\"seg fail\" style=\"flex:1\"></span><span class=\"seg pass\" style=\"flex:2\"></span></div>"),
+            "{page}"
+        );
+    }
 }
