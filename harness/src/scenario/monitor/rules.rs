@@ -480,6 +480,11 @@ pub fn claim_in_use(claim: &str, pods: &[&PodState]) -> Option<String> {
 
 /// The StatefulSet PVC `<template>-<workload>-<ordinal>` this claim is, by its ordinal.
 fn stateful_ordinal(w: &Workload, claim: &str) -> Option<i64> {
+    // Only a StatefulSet's claims end in an ordinal: a CloneSet's end in its pod's instance
+    // id, which may be all digits (`data-disk-88278`).
+    if !w.kind.stateful() {
+        return None;
+    }
     w.spec["volumeClaimTemplates"]
         .as_array()?
         .iter()

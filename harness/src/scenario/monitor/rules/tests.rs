@@ -366,6 +366,23 @@ fn cloneset_claims_go_with_their_instance() {
 }
 
 #[test]
+fn a_cloneset_claim_whose_instance_id_is_all_digits_has_no_ordinal() {
+    // A CloneSet with a claim template and no retention policy: its claim of instance
+    // `88278` is no StatefulSet ordinal, and deleting it on scale-in is what the CloneSet does.
+    let w = workload(
+        WorkloadKind::CloneSet,
+        json!({"replicas": 1, "volumeClaimTemplates": [{"metadata": {"name": "data"}}]}),
+        json!({}),
+    );
+    assert_eq!(claim_retained(&w, "data-web-88278"), None);
+    let retain = sts(2, json!({"whenScaled": "Retain"}));
+    assert!(
+        claim_retained(&retain, "data-web-88278").is_some(),
+        "a StatefulSet's is"
+    );
+}
+
+#[test]
 fn failed_create_counts_repeats() {
     assert!(failed_create("FailedCreate", 3, 3));
     assert!(!failed_create("FailedCreate", 2, 3));
