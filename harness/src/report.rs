@@ -798,12 +798,12 @@ fn filters(r: &JsonReport) -> String {
         })
         .collect();
     format!(
-        "<div id=\"filters\" hidden>{boxes}<select><option value=\"\">every suite</option>{options}</select> <input type=\"search\" placeholder=\"search scenarios\"> <span id=\"shown\"></span></div>\n{FILTER_SCRIPT}"
+        "<div id=\"filters\" hidden>{boxes}<select><option value=\"\">every suite</option>{options}</select> <input type=\"search\" placeholder=\"search scenarios\"> <span id=\"shown\"></span></div>\n"
     )
 }
 
 /// Shows the filters and applies them to the rows of `#results` (each row carries its
-/// `data-result` and `data-suite`).
+/// `data-result` and `data-suite`); at the end of the page, once the table is there.
 const FILTER_SCRIPT: &str = "<script>(function(){var f=document.getElementById('filters');if(!f)return;f.hidden=false;\
 var rows=[].slice.call(document.querySelectorAll('#results tbody tr'));\
 function apply(){var on={};[].forEach.call(f.querySelectorAll('input[type=checkbox]'),function(c){on[c.value]=c.checked;});\
@@ -907,7 +907,7 @@ pub fn html(r: &JsonReport) -> String {
     format!(
         "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>harness {id}</title><style>
 body{{font-family:sans-serif;margin:2em;max-width:1400px}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}
-td:nth-child(2){{word-break:break-all}}
+#results td:nth-child(2){{min-width:24em;word-break:break-word}}#results td:nth-child(3){{max-width:14em;word-break:break-all;font-size:90%}}
 tr.pass .res{{background:#cfc}}tr.xfail .res{{background:#ffd}}tr.flaky .res{{background:#fd9}}tr.skip .res{{background:#eee}}tr.fail .res{{background:#fcc}}
 pre{{background:#f6f6f6;padding:8px;overflow:auto;max-height:40em}}pre.failure{{background:#fee}}ol.steps li.failed{{color:#a00;font-weight:bold}}ol.steps .when{{color:#666;font-weight:normal}}
 .strip .bar{{display:flex;height:1.6em;border-radius:4px;overflow:hidden;max-width:900px}}.seg{{white-space:nowrap;overflow:hidden;padding:0 6px;font-size:85%;line-height:1.6em}}
@@ -921,7 +921,7 @@ svg text{{font-size:11px;fill:#333}}svg line.tick{{stroke:#eee}}
 <table id=\"results\"><thead><tr><th>suite</th><th>scenario</th><th>profile</th><th>result</th><th>seconds</th><th>note</th><th></th></tr></thead><tbody>
 {rows}</tbody></table>
 {coverage}<h2>Failures</h2>
-{details}</body></html>\n",
+{details}{FILTER_SCRIPT}</body></html>\n",
         id = esc(&r.run_id),
         strip = strip(r),
         attention = attention(r),

@@ -322,9 +322,11 @@ fn an_unknown_bad_combination_is_a_regression_and_its_diagnostics_render() {
     );
     assert!(dom.contains("href=\"#d0\""), "linked from the table");
     // The script ran: the filters are shown and counted the rows they show.
+    let rows = run.report["results"].as_array().unwrap().len();
     assert!(
-        dom.contains("<div id=\"filters\">") && dom.contains(" shown</span>"),
-        "the filters run: {dom}"
+        dom.contains("<div id=\"filters\">")
+            && dom.contains(&format!("<span id=\"shown\">{rows} of {rows} shown</span>")),
+        "the filters run over every row: {dom}"
     );
     assert!(dom.contains("<svg id=\"timeline\""), "with the timeline");
     assert!(

@@ -111,10 +111,16 @@ pub fn svg(bars: &[Bar]) -> String {
         t += step;
     }
     for (i, lane) in lanes.iter().enumerate() {
+        // Long profile names are cut to the label column; the title has the whole name.
+        let shown: String = match lane.chars().count() > 30 {
+            true => lane.chars().take(29).chain(['…']).collect(),
+            false => lane.clone(),
+        };
         out.push_str(&format!(
-            "<text class=\"lane\" x=\"0\" y=\"{:.1}\">{}</text>\n",
+            "<text class=\"lane\" x=\"0\" y=\"{:.1}\"><title>{}</title>{}</text>\n",
             tops[i] + ROW - 2.0,
-            esc(lane)
+            esc(lane),
+            esc(&shown)
         ));
     }
     for (b, &(lane, row)) in bars.iter().zip(&placed) {
