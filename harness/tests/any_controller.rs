@@ -17,7 +17,7 @@ use harness::cluster::local::{LocalCluster, free_port};
 use harness::controller::manifests::apply_all;
 use harness::controller::{
     Component, Controller, ControllerError, ControllerRef, Family, Host, Installation, Manager,
-    http_get_status, register, service_account_token,
+    register, service_account_token,
 };
 use harness::process::ComponentSpec;
 use harness::results::{Outcome, Verdict};
@@ -142,22 +142,12 @@ impl Echo {
             gates: BTreeMap::new(),
             supervisor: Some(supervisor),
         };
-        let ready = poll(
-            "the echo controller's /readyz",
-            Duration::from_secs(60),
-            Duration::from_millis(200),
-            || async move {
-                match http_get_status(health, "/readyz").await {
-                    Ok(200) => Check::Met,
-                    Ok(code) => Check::Pending(format!("HTTP {code}")),
-                    Err(e) => Check::Pending(e),
-                }
-            },
-        )
-        .await;
+        let ready = manager
+            .wait_ready("the echo controller's /readyz", Duration::from_secs(60))
+            .await;
         if let Err(e) = ready {
             manager.check(&harness::controller::Window::all()).await?;
-            return Err(e.into());
+            return Err(e);
         }
         Ok(manager)
     }

@@ -559,26 +559,34 @@ impl Component for Manager {
             };
             // Ready again: the same certificates and ports, so the webhooks answer once
             // /readyz does.
-            let port = self.health_port;
-            crate::wait::poll(
-                &format!("{} started again after it exited ({status})", self.name),
-                Duration::from_secs(120),
-                Duration::from_millis(200),
-                move || async move {
-                    match http_get_status(port, "/readyz").await {
-                        Ok(200) => crate::wait::Check::Met,
-                        Ok(code) => crate::wait::Check::Pending(format!("HTTP {code}")),
-                        Err(e) => crate::wait::Check::Pending(e),
-                    }
-                },
-            )
-            .await?;
+            let what = format!("{} started again after it exited ({status})", self.name);
+            self.wait_ready(&what, Duration::from_secs(120)).await?;
             Ok(Some(status))
         })
     }
 }
 
 impl Manager {
+    /// Waits up to `timeout` until its `/readyz` on the health port answers 200 (`what` names
+    /// the wait in its error).
+    pub async fn wait_ready(&self, what: &str, timeout: Duration) -> Result<(), ControllerError> {
+        let port = self.health_port;
+        crate::wait::poll(
+            what,
+            timeout,
+            Duration::from_millis(200),
+            move || async move {
+                match http_get_status(port, "/readyz").await {
+                    Ok(200) => crate::wait::Check::Met,
+                    Ok(code) => crate::wait::Check::Pending(format!("HTTP {code}")),
+                    Err(e) => crate::wait::Check::Pending(e),
+                }
+            },
+        )
+        .await?;
+        Ok(())
+    }
+
     /// Fails if the manager exited (with its log tail; a supervised one is started again) or
     /// its log shows RBAC denials of its own ServiceAccount or a panic, within `window`.
     pub fn check_process(&self, window: &Window) -> Result<(), ControllerError> {
