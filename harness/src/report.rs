@@ -133,6 +133,57 @@ impl Recorded {
     }
 }
 
+/// The field coverage of the scenarios a filter selects, read from a recorded run.
+pub struct RunCoverage {
+    /// Own spec fields set against the controller's CRDs.
+    pub coverage: Coverage,
+    /// Selected scenarios (upgrade ones aside) with no result in the report: they count for
+    /// nothing.
+    pub missing: Vec<String>,
+}
+
+/// Computes the coverage of the scenarios `filter` selects from the `report.json` at `path`,
+/// against the CRDs of `controller` (or of the controller the run tested, or the default).
+pub async fn run_coverage(
+    filter: &crate::run::plan::Filter,
+    path: &Path,
+    controller: Option<crate::controller::ControllerRef>,
+) -> anyhow::Result<RunCoverage> {
+    let all = crate::suites::all();
+    filter.check_suites(&all)?;
+    let selected: Vec<&str> = all
+        .iter()
+        .filter(|s| filter.selects(s))
+        .map(|s| s.name.as_ref())
+        .collect();
+    anyhow::ensure!(
+        !selected.is_empty(),
+        "select scenarios: the filters match none (see `harness run --list`)"
+    );
+    let recorded = Recorded::load(path)?;
+    let controller = controller
+        .or_else(|| recorded.controller().cloned())
+        .unwrap_or_else(crate::controller::ControllerRef::default_ref)
+        .controller();
+    let groups = controller.api_groups();
+    let fields: Vec<ApiFields> = controller
+        .crds()
+        .await?
+        .iter()
+        .filter(|c| groups.contains(&c["spec"]["group"].as_str().unwrap_or_default()))
+        .flat_map(ApiFields::of_crd)
+        .collect();
+    let coverage = Coverage::compute(&fields, &recorded.sends(|s| selected.contains(&s)));
+    let ran = recorded.scenarios();
+    let missing = selected
+        .iter()
+        .filter(|s| !ran.contains(**s))
+        .filter(|s| all.iter().any(|x| x.name == **s && !x.requires.upgrade))
+        .map(|s| s.to_string())
+        .collect();
+    Ok(RunCoverage { coverage, missing })
+}
+
 /// The uncovered own fields of every kind, one kind per paragraph.
 pub fn uncovered_list(c: &Coverage) -> String {
     let mut out = String::new();
@@ -973,6 +1024,25 @@ fn coverage_html(c: &Coverage) -> String {
 mod tests {
     use super::*;
     use crate::results::Diagnostics;
+
+    #[tokio::test]
+    async fn run_coverage_names_an_empty_selection_and_a_missing_report() {
+        let none = crate::run::plan::Filter {
+            focus: vec!["no-scenario-has-this-name".into()],
+            ..Default::default()
+        };
+        let e = run_coverage(&none, Path::new("/nonexistent/report.json"), None)
+            .await
+            .err()
+            .expect("an empty selection is an error");
+        assert!(e.to_string().contains("match none"), "{e}");
+        let all = crate::run::plan::Filter::default();
+        let e = run_coverage(&all, Path::new("/nonexistent/report.json"), None)
+            .await
+            .err()
+            .expect("a missing report is an error");
+        assert!(e.to_string().contains("/nonexistent/report.json"), "{e}");
+    }
 
     fn result(name: &str, outcome: Outcome, failure: Option<&str>) -> ScenarioResult {
         ScenarioResult {

@@ -331,60 +331,28 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 async fn coverage(args: CoverageArgs) -> anyhow::Result<ExitCode> {
-    use crate::report::{Recorded, coverage_table, uncovered_list};
-    use crate::scenario::coverage::{ApiFields, Coverage};
-    let all = crate::suites::all();
-    let filter = args.select.selection().filter();
-    filter.check_suites(&all)?;
-    let selected: Vec<&str> = all
-        .iter()
-        .filter(|s| filter.selects(s))
-        .map(|s| s.name.as_ref())
-        .collect();
-    if selected.is_empty() {
-        bail!("select scenarios: the filters match none (see `harness run --list`)");
-    }
+    use crate::report::{coverage_table, run_coverage, uncovered_list};
     let path = args
         .from
         .clone()
         .unwrap_or_else(|| args.report_dir.join("latest/report.json"));
-    let recorded = Recorded::load(&path)?;
-    let controller: crate::controller::ControllerRef =
-        match (&args.controller, recorded.controller()) {
-            (Some(c), _) => c.parse()?,
-            (None, Some(c)) => c.clone(),
-            (None, None) => crate::controller::ControllerRef::default_ref(),
-        };
-    let controller = controller.controller();
-    let groups = controller.api_groups();
-    let crds = controller.crds().await?;
-    let fields: Vec<ApiFields> = crds
-        .iter()
-        .filter(|c| groups.contains(&c["spec"]["group"].as_str().unwrap_or_default()))
-        .flat_map(ApiFields::of_crd)
-        .collect();
-    let c = Coverage::compute(&fields, &recorded.sends(|s| selected.contains(&s)));
+    let controller = args.controller.as_deref().map(str::parse).transpose()?;
+    let run = run_coverage(&args.select.selection().filter(), &path, controller).await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&c)?);
+        println!("{}", serde_json::to_string_pretty(&run.coverage)?);
     } else {
-        print!("{}\n{}", coverage_table(&c), uncovered_list(&c));
+        print!(
+            "{}\n{}",
+            coverage_table(&run.coverage),
+            uncovered_list(&run.coverage)
+        );
     }
-    let ran = recorded.scenarios();
-    let missing: Vec<&&str> = selected
-        .iter()
-        .filter(|s| !ran.contains(**s))
-        .filter(|s| all.iter().any(|x| x.name == **s && !x.requires.upgrade))
-        .collect();
-    if !missing.is_empty() {
+    if !run.missing.is_empty() {
         eprintln!(
             "note: {} selected scenario(s) have no result in {} and count for nothing: {}",
-            missing.len(),
+            run.missing.len(),
             path.display(),
-            missing
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
+            run.missing.join(", ")
         );
     }
     Ok(ExitCode::SUCCESS)
