@@ -7,6 +7,7 @@
 
 pub mod diff;
 pub mod explore;
+pub mod plot;
 pub mod summary;
 pub mod timeline;
 
@@ -933,8 +934,9 @@ pub fn html(r: &JsonReport) -> String {
                 (true, Some(p)) => rerun_html(p, x),
                 _ => String::new(),
             };
+            let plots: String = d.plots.iter().map(plot::svg).collect();
             details.push_str(&format!(
-                "<section{id} class=\"diag\"><h3>{} — {}</h3><h4>Failure</h4><pre class=\"failure\">{}</pre>{steps}{again}<h4>Events</h4><pre>{}</pre><h4>Objects</h4><details><summary>YAML</summary><pre>{}</pre></details><h4>Controller log (scenario window)</h4><details><summary>{} lines</summary><pre>{}</pre></details>{}</section>\n",
+                "<section{id} class=\"diag\"><h3>{} — {}</h3><h4>Failure</h4><pre class=\"failure\">{}</pre>{plots}{steps}{again}<h4>Events</h4><pre>{}</pre><h4>Objects</h4><details><summary>YAML</summary><pre>{}</pre></details><h4>Controller log (scenario window)</h4><details><summary>{} lines</summary><pre>{}</pre></details>{}</section>\n",
                 esc(&x.scenario),
                 esc(title),
                 esc(f),
@@ -965,6 +967,7 @@ pre{{background:#f6f6f6;padding:8px;overflow:auto;max-height:40em}}pre.failure{{
 .seg.pass,.tl-pass{{background:#9d9;fill:#7c7}}.seg.fail,.tl-fail{{background:#e88;fill:#d55}}.seg.flaky,.tl-flaky{{background:#fc7;fill:#fa3}}.seg.xfail,.tl-xfail{{background:#ee9;fill:#cc5}}.seg.skip,.tl-skip{{background:#ddd;fill:#bbb}}.tl-up{{fill:#99b}}
 #attention li{{margin:2px 0}}#attention .res{{font-weight:bold}}#filters{{margin:1em 0}}#filters label{{margin-right:.6em}}
 svg text{{font-size:11px;fill:#333}}svg line.tick{{stroke:#eee}}
+.plot path{{fill:none;stroke-width:2}}.plot path.counter{{stroke:#36c}}.plot path.bound{{stroke:#c33;stroke-dasharray:5 3}}.plot rect.over{{fill:#fdd}}.plot line.axis{{stroke:#999}}.plot figcaption{{font-size:85%;color:#555}}
 .cbar{{display:inline-block;width:120px;height:.8em;background:#eee;vertical-align:middle}}.cbar span{{display:block;height:100%;background:#79c}}
 </style></head><body>
 <h1>harness run {id}</h1>{strip}<p id=\"summary\">{counts}</p>
@@ -1057,6 +1060,7 @@ mod tests {
                 events: vec!["Warning FailedCreate <boom>".into()],
                 objects: "kind: Pod".into(),
                 manager_log: "E1121 line".into(),
+                plots: vec![],
             }),
             sent: Default::default(),
             failed_tries: vec![],

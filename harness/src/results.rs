@@ -47,6 +47,9 @@ pub struct Diagnostics {
     pub objects: String,
     /// Controller manager log lines of the scenario's window.
     pub manager_log: String,
+    /// The counters behind the monitor's rollout-bound violations, over the scenario's time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plots: Vec<crate::scenario::monitor::Plot>,
 }
 
 /// The result of one scenario run.

@@ -78,6 +78,21 @@ async fn pods_deleted_beyond_max_unavailable_are_reported_as_it_happens() {
             .contains("of 3 pods unavailable, maxUnavailable allows 1"),
         "{v}"
     );
+    // Its plot: unavailable pods against maxUnavailable 1, from 0 to over the bound (where it
+    // ends depends on how far the monitor's watch got before it stopped).
+    let plot = v
+        .plot
+        .as_ref()
+        .expect("a rollout bound's violation has a plot");
+    assert_eq!(plot.counter, "unavailable pods");
+    let counts: Vec<i64> = plot.points.iter().map(|p| p.1).collect();
+    assert!(plot.points.iter().all(|p| p.2 == 1), "{plot:?}");
+    assert_eq!(counts.first(), Some(&0), "{plot:?}");
+    assert!(counts.iter().any(|&n| n > 1), "{plot:?}");
+    assert!(
+        plot.points.windows(2).all(|w| w[0].0 <= w[1].0),
+        "in time order: {plot:?}"
+    );
     // RFC 3339 UTC; to the second, it sorts as it reads.
     let rfc3339 = &time::format_description::well_known::Rfc3339;
     let before = before.format(rfc3339).unwrap();

@@ -878,6 +878,7 @@ async fn run_one(
     }}))
     .expect("a valid namespace");
     let mut steps = None;
+    let mut plots = vec![];
     let made = match s.requires.namespace {
         NamespaceMaker::Runner => nss.create(&PostParams::default(), &ns).await.map(|_| ()),
         NamespaceMaker::Body { .. } => Ok(()),
@@ -898,7 +899,8 @@ async fn run_one(
             ctx.upgrade = unit.upgrade.cloned();
             let (cleanup, recorder) = (ctx.cleanup.clone(), ctx.recorder.clone());
             steps = Some(ctx.steps.clone());
-            let mut failures = body_and_invariants(s, ctx, unit).await;
+            let (mut failures, found_plots) = body_and_invariants(s, ctx, unit).await;
+            plots = found_plots;
             let injected = unit.env.options.inject_failures.get(s.name.as_ref());
             if injected.is_some_and(|n| try_no <= *n) {
                 failures.push(format!("{INJECTED_FAILURE} (try {try_no})"));
@@ -914,7 +916,9 @@ async fn run_one(
         failure.as_deref(),
     );
     let diagnostics = if failure.is_some() || verdict.fails_run() {
-        Some(collect(unit.client, &namespace, log.as_deref(), log_offset).await)
+        let mut d = collect(unit.client, &namespace, log.as_deref(), log_offset).await;
+        d.plots = plots;
+        Some(d)
     } else {
         None
     };
@@ -964,9 +968,14 @@ fn namespace_name(scenario: &str) -> String {
 }
 
 /// Runs the body (bounded by the scenario timeout), then the invariants whatever the body
-/// did; returns every failure.
-async fn body_and_invariants(s: &Scenario, ctx: Ctx, unit: Unit<'_>) -> Vec<String> {
+/// did; returns every failure, and the plots of the monitor's failing violations.
+async fn body_and_invariants(
+    s: &Scenario,
+    ctx: Ctx,
+    unit: Unit<'_>,
+) -> (Vec<String>, Vec<monitor::Plot>) {
     let mut failures = vec![];
+    let mut plots = vec![];
     let (client, namespace) = (ctx.client.clone(), ctx.namespace.clone());
     let window = unit.installation.read().await.window(&namespace);
     let bound = unit.env.options.scenario_timeout;
@@ -985,11 +994,12 @@ async fn body_and_invariants(s: &Scenario, ctx: Ctx, unit: Unit<'_>) -> Vec<Stri
         }),
     }
     match watching.stop().await {
-        Ok(found) => failures.extend(
-            monitor::unexpected(&found, &s.expected_violations)
-                .into_iter()
-                .map(|v| format!("invariant: {v}")),
-        ),
+        Ok(found) => {
+            for v in monitor::unexpected(&found, &s.expected_violations) {
+                failures.push(format!("invariant: {v}"));
+                plots.extend(v.plot.clone());
+            }
+        }
         Err(e) => failures.push(format!("invariant check: list events: {e}")),
     }
     match invariants::lasting_orphans(&client, &namespace, ORPHAN_GRACE).await {
@@ -1020,7 +1030,7 @@ async fn body_and_invariants(s: &Scenario, ctx: Ctx, unit: Unit<'_>) -> Vec<Stri
     if let Err(e) = unit.installation.read().await.check(&window).await {
         failures.push(format!("invariant: {e}"));
     }
-    failures
+    (failures, plots)
 }
 
 /// Events, objects and the manager's log lines since `offset`.
@@ -1094,6 +1104,7 @@ async fn collect(
         events,
         objects,
         manager_log,
+        plots: vec![],
     }
 }
 

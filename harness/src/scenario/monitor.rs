@@ -38,7 +38,29 @@ pub struct Violation {
     pub at: String,
     /// What was seen.
     pub what: String,
+    /// For a rollout bound, the counter it bounds over the scenario's time.
+    pub plot: Option<Plot>,
 }
+
+/// A counter a rule bounds, over the scenario's time: drawn under a violation so the instant
+/// it crossed its bound is seen with what came before and after.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Plot {
+    /// The rule.
+    pub rule: String,
+    /// The object.
+    pub object: String,
+    /// What is counted ("unavailable pods").
+    pub counter: String,
+    /// What bounds it ("maxUnavailable").
+    pub bound: String,
+    /// `(milliseconds since the monitor started, the counter, its bound)`, each time either
+    /// changed.
+    pub points: Vec<(u64, i64, i64)>,
+}
+
+/// The most points kept of one workload's rollout counters.
+const MAX_POINTS: usize = 2000;
 
 impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -131,6 +153,10 @@ pub struct Model {
     /// Rules and objects already reported (each once).
     reported: BTreeSet<(&'static str, String)>,
     violations: Vec<Violation>,
+    /// When the first evaluation ran.
+    origin: Option<Instant>,
+    /// Workload (as described) -> its rollout counters each time they changed.
+    traces: BTreeMap<String, Vec<(u64, rules::RolloutCounters)>>,
 }
 
 /// An instant finding (a rollout bound or a partition broken) seen in the watches, held until
@@ -227,6 +253,7 @@ impl Model {
                 object,
                 at,
                 what,
+                plot: None,
             });
         }
     }
@@ -266,6 +293,7 @@ impl Model {
         let mut unsettled = vec![];
         let mut baselines = vec![];
         let mut progress = vec![];
+        let mut traced = vec![];
         for w in self.workloads.values().filter(|w| !w.deleting) {
             let s = self.snapshot(w);
             let object = w.describe();
@@ -291,7 +319,11 @@ impl Model {
                     w.generation,
                 )
             };
-            for (rule, what) in s.rollout(self.settled.get(&w.uid).copied()) {
+            let settled_at = self.settled.get(&w.uid).copied();
+            if let Some(c) = s.rollout_counters(settled_at) {
+                traced.push((object.clone(), c));
+            }
+            for (rule, what) in s.rollout(settled_at) {
                 instant.push(held(rule, what));
             }
             if let Some(rev) = w.update_revision() {
@@ -326,6 +358,14 @@ impl Model {
             }
             let seen = format!("{:?} {}", w.generation, w.status);
             progress.push((w.uid.clone(), seen, s.complete(), object));
+        }
+        let origin = *self.origin.get_or_insert(now);
+        let ms = now.duration_since(origin).as_millis() as u64;
+        for (object, c) in traced {
+            let trace = self.traces.entry(object).or_default();
+            if trace.len() < MAX_POINTS && trace.last().is_none_or(|(_, last)| *last != c) {
+                trace.push((ms, c));
+            }
         }
         for uid in unsettled {
             self.settled.remove(&uid);
@@ -418,6 +458,42 @@ impl Model {
     /// The violations found so far.
     pub fn violations(&self) -> &[Violation] {
         &self.violations
+    }
+
+    /// The violations, each rollout bound's with the plot of the counter it bounds.
+    pub fn finish(mut self) -> Vec<Violation> {
+        for v in &mut self.violations {
+            let Some(trace) = self.traces.get(&v.object) else {
+                continue;
+            };
+            let (counter, bound, points): (&str, &str, Vec<(u64, i64, i64)>) = match v.rule {
+                rules::MAX_UNAVAILABLE => (
+                    "unavailable pods",
+                    "maxUnavailable",
+                    trace
+                        .iter()
+                        .map(|(t, c)| (*t, c.unavailable, c.max_unavailable))
+                        .collect(),
+                ),
+                rules::MAX_SURGE => (
+                    "live pods",
+                    "desired + maxSurge",
+                    trace
+                        .iter()
+                        .map(|(t, c)| (*t, c.live, c.desired + c.max_surge))
+                        .collect(),
+                ),
+                _ => continue,
+            };
+            v.plot = Some(Plot {
+                rule: v.rule.into(),
+                object: v.object.clone(),
+                counter: counter.into(),
+                bound: bound.into(),
+                points,
+            });
+        }
+        self.violations
     }
 }
 
@@ -674,6 +750,7 @@ impl Monitor {
                     object: self.namespace,
                     at: stamp(),
                     what: format!("the monitor ended abnormally: {e}"),
+                    plot: None,
                 }]);
             }
         };
@@ -705,7 +782,7 @@ impl Monitor {
                 );
             }
         }
-        Ok(model.violations)
+        Ok(model.finish())
     }
 }
 
@@ -838,6 +915,8 @@ mod tests {
         let now = Instant::now();
         let s = Settings::with_liveness(Duration::from_secs(60));
         m.evaluate(now, &s);
+        // Settled at 2 by the first evaluation, bounded from the second on.
+        m.evaluate(now, &s);
         // A third pod, seen before the spec that asked for it.
         p.metadata.name = Some("web-c".into());
         p.metadata.uid = Some("web-c-uid".into());
@@ -856,6 +935,15 @@ mod tests {
         m.confirm(key, suspect, Some(1));
         assert_eq!(m.violations().len(), 1);
         assert_eq!(m.violations()[0].at, at);
+        // Finished, it carries the counter it bounds: 2 live pods, then 3, against 2 + 0.
+        let v = m.finish();
+        let plot = v[0].plot.as_ref().expect("a rollout bound has a plot");
+        assert_eq!(
+            (plot.counter.as_str(), plot.bound.as_str()),
+            ("live pods", "desired + maxSurge")
+        );
+        let seen: Vec<(i64, i64)> = plot.points.iter().map(|&(_, v, b)| (v, b)).collect();
+        assert_eq!(seen, [(2, 2), (3, 2)]);
     }
 
     #[test]

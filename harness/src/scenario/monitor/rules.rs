@@ -191,6 +191,21 @@ pub struct Snapshot<'a> {
     pub replica_sets: Vec<&'a Workload>,
 }
 
+/// What a rollout's bounds are measured on, at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RolloutCounters {
+    /// Desired pods.
+    pub desired: i64,
+    /// Desired minus ready pods.
+    pub unavailable: i64,
+    /// The strategy's maxUnavailable, scaled on `desired`.
+    pub max_unavailable: i64,
+    /// Live pods (for a Deployment, its ReplicaSets' replicas).
+    pub live: i64,
+    /// The strategy's maxSurge, scaled on `desired`.
+    pub max_surge: i64,
+}
+
 /// `label` names `revision`, in full (`web-7d9f`) or by its short hash (`7d9f`).
 pub fn same_revision(label: &str, revision: &str) -> bool {
     let short = |s: &str| s.rsplit('-').next().unwrap_or(s).to_string();
@@ -328,18 +343,48 @@ impl Snapshot<'_> {
         }
     }
 
-    /// maxUnavailable and maxSurge findings, for a workload whose desired count is the one it
-    /// last settled at (a scale in progress is bounded by neither).
-    pub fn rollout(&self, settled_at: Option<i64>) -> Vec<(&'static str, String)> {
+    /// The counters a rollout's bounds judge, for a workload whose desired count is the one it
+    /// last settled at (a scale in progress is bounded by neither); `None` when unbounded.
+    pub fn rollout_counters(&self, settled_at: Option<i64>) -> Option<RolloutCounters> {
         let desired = match self.workload.desired() {
             Some(d) if Some(d) == settled_at => d,
-            _ => return vec![],
+            _ => return None,
         };
-        let Some((max_unavailable, max_surge)) = self.bounds(desired) else {
+        let (max_unavailable, max_surge) = self.bounds(desired)?;
+        // A Deployment bounds its ReplicaSets' replicas; their pods follow, each ReplicaSet on
+        // its own (a new ReplicaSet's pod can come before the pod an old one was scaled down
+        // by goes: one more pod than the bound for a moment).
+        let live = if self.workload.kind == WorkloadKind::Deployment {
+            self.replica_sets
+                .iter()
+                .filter(|rs| !rs.deleting)
+                .map(|rs| rs.spec["replicas"].as_i64().unwrap_or(1))
+                .sum::<i64>()
+        } else {
+            self.active().count() as i64
+        };
+        Some(RolloutCounters {
+            desired,
+            unavailable: desired - self.ready(),
+            max_unavailable,
+            live,
+            max_surge,
+        })
+    }
+
+    /// maxUnavailable and maxSurge findings ([`Self::rollout_counters`] over their bounds).
+    pub fn rollout(&self, settled_at: Option<i64>) -> Vec<(&'static str, String)> {
+        let Some(c) = self.rollout_counters(settled_at) else {
             return vec![];
         };
+        let RolloutCounters {
+            desired,
+            unavailable,
+            max_unavailable,
+            live,
+            max_surge,
+        } = c;
         let mut found = vec![];
-        let unavailable = desired - self.ready();
         if unavailable > max_unavailable {
             let names: Vec<String> = self
                 .pods
@@ -363,21 +408,12 @@ impl Snapshot<'_> {
                 ),
             ));
         }
-        // A Deployment bounds its ReplicaSets' replicas; their pods follow, each ReplicaSet on
-        // its own (a new ReplicaSet's pod can come before the pod an old one was scaled down
-        // by goes: one more pod than the bound for a moment).
-        let (live, what) = if self.workload.kind == WorkloadKind::Deployment {
-            let replicas = self
-                .replica_sets
-                .iter()
-                .filter(|rs| !rs.deleting)
-                .map(|rs| rs.spec["replicas"].as_i64().unwrap_or(1))
-                .sum::<i64>();
-            (replicas, "replicas of its ReplicaSets")
-        } else {
-            (self.active().count() as i64, "pods")
-        };
         if live > desired + max_surge {
+            let what = if self.workload.kind == WorkloadKind::Deployment {
+                "replicas of its ReplicaSets"
+            } else {
+                "pods"
+            };
             found.push((
                 MAX_SURGE,
                 format!("{live} {what} for {desired} desired, maxSurge allows {max_surge}"),
