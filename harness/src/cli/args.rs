@@ -642,10 +642,10 @@ pub enum ReportCommand {
     /// printed as Markdown (also appended to $GITHUB_STEP_SUMMARY when it is set). Exit 1 on a
     /// new failure or a new flake.
     Diff {
-        /// The earlier run: its report.json, or its directory.
+        /// The earlier run: its report.json, a matrix's matrix.json, or its directory.
         #[arg(value_name = "BEFORE")]
         before: PathBuf,
-        /// The later run: its report.json, or its directory.
+        /// The later run: its report.json, a matrix's matrix.json, or its directory.
         #[arg(value_name = "AFTER")]
         after: PathBuf,
     },

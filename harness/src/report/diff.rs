@@ -25,19 +25,54 @@ pub struct Run {
     pub results: Vec<ScenarioResult>,
 }
 
-/// Reads the run at `path`: a `report.json`, or a run directory holding one.
+/// The part of a matrix's `matrix.json` a comparison reads.
+#[derive(Debug, Deserialize)]
+struct Matrix {
+    id: String,
+    cells: Vec<Cell>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Cell {
+    kubernetes: crate::toolchain::KubeVersion,
+    controller: crate::controller::ControllerRef,
+    results: Vec<ScenarioResult>,
+}
+
+/// Reads the run at `path`: a `report.json` or a matrix's `matrix.json`, or a directory
+/// holding one. A matrix's results are named by their cell (`1.32.5 x openkruise@v1.9.0:
+/// <scenario>`), so two matrices compare cell by cell.
 pub fn load(path: &Path) -> anyhow::Result<Run> {
-    let file: PathBuf = if path.is_dir() {
-        path.join("report.json")
-    } else {
-        path.to_path_buf()
+    let file: PathBuf = match (path.is_dir(), path.join("matrix.json").is_file()) {
+        (true, true) => path.join("matrix.json"),
+        (true, false) => path.join("report.json"),
+        (false, _) => path.to_path_buf(),
     };
     let text = std::fs::read_to_string(&file).with_context(|| {
         format!(
-            "read {} (give a run's report.json or its directory)",
+            "read {} (give a run's report.json, a matrix's matrix.json, or its directory)",
             file.display()
         )
     })?;
+    if file.file_name().is_some_and(|n| n == "matrix.json") {
+        let m: Matrix = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a matrix's report", file.display()))?;
+        let results = m
+            .cells
+            .into_iter()
+            .flat_map(|c| {
+                let cell = format!("{} x {}", c.kubernetes, c.controller);
+                c.results.into_iter().map(move |mut r| {
+                    r.scenario = format!("{cell}: {}", r.scenario);
+                    r
+                })
+            })
+            .collect();
+        return Ok(Run {
+            run_id: m.id,
+            results,
+        });
+    }
     serde_json::from_str(&text).with_context(|| format!("{} is not a run's report", file.display()))
 }
 
@@ -304,6 +339,43 @@ mod tests {
 
     const PASS: Outcome = Outcome::Judged(Verdict::Pass);
     const FAIL: Outcome = Outcome::Judged(Verdict::Fail);
+
+    #[test]
+    fn matrices_compare_cell_by_cell() {
+        let matrix = |id: &str, outcome: &Outcome| {
+            let cells: Vec<serde_json::Value> = ["openkruise@v1.8.3", "openkruise@v1.9.0"]
+                .iter()
+                .map(|c| {
+                    serde_json::json!({
+                        "kubernetes": crate::toolchain::KubeVersion::default_version(),
+                        "controller": c.parse::<crate::controller::ControllerRef>().unwrap(),
+                        "dir": c,
+                        "worst": "pass",
+                        "results": [result("s/x", if *c == "openkruise@v1.9.0" { outcome.clone() } else { PASS }, 10.0, None)],
+                    })
+                })
+                .collect();
+            serde_json::json!({"id": id, "cells": cells})
+        };
+        let dir = tempfile::tempdir().unwrap();
+        for (name, outcome) in [("a", PASS), ("b", FAIL)] {
+            let d = dir.path().join(name);
+            std::fs::create_dir(&d).unwrap();
+            std::fs::write(d.join("matrix.json"), matrix(name, &outcome).to_string()).unwrap();
+        }
+        let (a, b) = (
+            load(&dir.path().join("a")).unwrap(),
+            load(&dir.path().join("b/matrix.json")).unwrap(),
+        );
+        assert_eq!(a.run_id, "a");
+        let d = diff(&a, &b);
+        let failed: Vec<&str> = d.new_failures.iter().map(|c| c.scenario.as_str()).collect();
+        assert_eq!(failed, ["1.32.5 x openkruise@v1.9.0: s/x"]);
+        assert!(d.added.is_empty() && d.removed.is_empty(), "{d:?}");
+        // A directory with neither file names both.
+        let e = load(dir.path()).unwrap_err();
+        assert!(format!("{e:#}").contains("matrix.json"), "{e:#}");
+    }
 
     #[test]
     fn every_kind_of_change_is_found() {
