@@ -40,6 +40,27 @@ pub enum AnyCluster {
 }
 
 impl Provider {
+    /// The cached builds a cluster of `profile` needs from this provider (the control plane,
+    /// kwok, and for real nodes the kubelet and the registry), for the plan of cold builds.
+    pub fn builds(&self, profile: &Profile) -> Vec<crate::toolchain::BuildKey> {
+        use crate::toolchain::{BuildKey, KWOK_VERSION, REGISTRY_VERSION};
+        match self {
+            Provider::Local(_) => {
+                let tag = profile.kubernetes.tag();
+                let mut out = vec![
+                    BuildKey::new("kubernetes", tag.clone()),
+                    BuildKey::new("kwok", KWOK_VERSION),
+                ];
+                if !profile.real_nodes.is_empty() {
+                    out.push(BuildKey::new("kubelet", tag));
+                    out.push(BuildKey::new("registry", REGISTRY_VERSION));
+                }
+                out
+            }
+            _ => vec![],
+        }
+    }
+
     /// Why it cannot add real nodes to a cluster (a profile's `real_nodes`), if it cannot: only
     /// the local provider adds them, and only as root.
     pub fn no_real_nodes(&self) -> Option<String> {

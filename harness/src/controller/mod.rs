@@ -106,6 +106,13 @@ pub trait Controller: fmt::Debug + Send + Sync {
         None
     }
 
+    /// The cached builds an install needs (`real_nodes`: with its node components), for the
+    /// plan of cold builds a run says before it starts. By default it names none.
+    fn builds(&self, real_nodes: bool) -> Vec<crate::toolchain::BuildKey> {
+        let _ = real_nodes;
+        vec![]
+    }
+
     /// Builds (or finds cached) what `harness toolchain build` asks of it: its manager always,
     /// and the `extras` it has, handing `built` what each is and its path as soon as it is
     /// ready. By default: [`prepare`](Self::prepare), announced without a path.

@@ -180,6 +180,10 @@ pub async fn drive(
     {
         bail!("--upstream-real-nodes: the suite's cluster {reason}");
     }
+    let cold = toolchain.cold(&builds(&plan, &all, &provider));
+    if !cold.is_empty() {
+        say(crate::toolchain::estimate::plan_text(&cold));
+    }
     let (dir, mut reporters) = reporters(&request.report_dir, &run_id)?;
     let options = RunOptions {
         parallel: request.parallel,
@@ -206,6 +210,35 @@ pub async fn drive(
     })
 }
 
+/// The cached builds `plan` needs on `provider`, in the order they are first needed: each
+/// cluster's from the provider and the controller, and chainsaw for declarative tests.
+pub fn builds(
+    plan: &super::Plan,
+    scenarios: &[crate::scenario::Scenario],
+    provider: &crate::cluster::any::Provider,
+) -> Vec<crate::toolchain::BuildKey> {
+    let controller = plan.controller.controller();
+    let mut out = vec![];
+    for pc in &plan.clusters {
+        out.extend(provider.builds(&pc.profile));
+        out.extend(controller.builds(!pc.profile.real_nodes.is_empty()));
+        let declarative = pc.scenarios.iter().any(|name| {
+            scenarios
+                .iter()
+                .any(|s| s.name == *name && s.has_label(crate::chainsaw::LABEL))
+        });
+        if declarative {
+            out.push(crate::toolchain::BuildKey::new(
+                "chainsaw",
+                crate::toolchain::CHAINSAW_VERSION,
+            ));
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    out.retain(|k| seen.insert(k.clone()));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,6 +261,39 @@ mod tests {
             costs: None,
             provider: ProviderConfig::default(),
         }
+    }
+
+    #[test]
+    fn the_builds_of_a_plan_are_named_once_each() {
+        use crate::toolchain::BuildKey;
+        let all = crate::suites::all();
+        let (k, c) = request().cell().unwrap();
+        let plan = super::super::plan(&all, &Default::default(), k, &c);
+        let tc = Toolchain::new(
+            crate::toolchain::Cache::new("/nonexistent"),
+            crate::progress::Progress::silent(),
+        );
+        let local = crate::cluster::any::Provider::Local(LocalProvider::new(
+            tc,
+            Default::default(),
+            crate::progress::Progress::silent(),
+        ));
+        let keys = builds(&plan, &all, &local);
+        let has = |c: &str, v: &str| keys.contains(&BuildKey::new(c, v));
+        assert!(has("kubernetes", "v1.32.5") && has("kwok", crate::toolchain::KWOK_VERSION));
+        assert!(has("kruise-manager", "v1.9.0"), "{keys:?}");
+        // The catalog has real-node scenarios and declarative tests.
+        assert!(
+            has("kubelet", "v1.32.5") && has("kruise-daemon", "v1.9.0"),
+            "{keys:?}"
+        );
+        assert!(
+            has("chainsaw", crate::toolchain::CHAINSAW_VERSION),
+            "{keys:?}"
+        );
+        let unique: std::collections::BTreeSet<&BuildKey> = keys.iter().collect();
+        assert_eq!(unique.len(), keys.len(), "{keys:?}");
+        assert_eq!(keys[0], BuildKey::new("kubernetes", "v1.32.5"));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! thing twice and an atomic install so a killed build is never trusted.
 
 pub mod cache;
+pub mod estimate;
 pub mod go;
 pub mod host;
 pub mod images;
@@ -481,9 +482,10 @@ impl Toolchain {
         Fut: std::future::Future<Output = Result<go::GoRecipe, ToolchainError>>,
     {
         let started = Instant::now();
-        let task = self
-            .progress
-            .task(&format!("building {key} with Go {}", go.version));
+        let task = self.progress.timed(
+            &format!("building {key} with Go {}", go.version),
+            self.estimate(key).time,
+        );
         let recipe = prepare(go.clone(), src.to_path_buf()).await?;
         go.require(recipe.min_go, &key.to_string())?;
         std::fs::write(src.join("go.mod"), &recipe.go_mod)

@@ -311,6 +311,20 @@ impl Controller for OpenKruise {
         })
     }
 
+    fn builds(&self, real_nodes: bool) -> Vec<crate::toolchain::BuildKey> {
+        use crate::toolchain::BuildKey;
+        // A checkout is rebuilt every time, with Go's build cache: nothing to name.
+        if self.reference.checkout.is_some() {
+            return vec![];
+        }
+        let version = &self.reference.version;
+        let mut out = vec![BuildKey::new(BINARY, version)];
+        if real_nodes {
+            out.push(BuildKey::new(daemon::BINARY, version));
+        }
+        out
+    }
+
     fn install<'a>(
         &'a self,
         host: Host<'a>,
