@@ -279,7 +279,7 @@ fn plan_with(
     controller: &ControllerRef,
     upgrade_to: Option<&ControllerRef>,
 ) -> Plan {
-    let mut groups: BTreeMap<(String, String, usize, String), PlannedCluster> = BTreeMap::new();
+    let mut groups: Groups = BTreeMap::new();
     let mut skipped = vec![];
     let implementation = controller.controller();
     for s in scenarios.iter().filter(|s| filter.selects(s)) {
@@ -332,7 +332,8 @@ fn plan_with(
             }
         }
     }
-    for g in groups.values_mut() {
+    let mut clusters = merge_gated(groups);
+    for g in clusters.iter_mut() {
         let gates: Vec<&str> = g
             .profile
             .feature_gates
@@ -351,10 +352,58 @@ fn plan_with(
         kubernetes,
         controller: controller.clone(),
         upgrade_to: upgrade_to.cloned(),
-        clusters: groups.into_values().collect(),
+        clusters,
         skipped,
         upstream: None,
     }
+}
+
+/// The planned clusters, keyed by (apiserver gates, controller gates, real nodes, own
+/// cluster of an upgrade scenario).
+type Groups = BTreeMap<(String, String, usize, String), PlannedCluster>;
+
+/// Merges the clusters that ask for more than the default — controller gates turned on, real
+/// nodes — but share their apiserver gates into one cluster each, with the union of those
+/// controller gates and the most real nodes any of them asks for: every cluster costs a
+/// bring-up (real nodes about 45 s), and a gate a scenario asks for is one it needs on, not
+/// one the others need off. The default cluster (no gate, no real node) stays as it is, the
+/// baseline a release ships; clusters whose gates disagree on a value, and an upgrade
+/// scenario's own cluster, stay apart.
+fn merge_gated(groups: Groups) -> Vec<PlannedCluster> {
+    let mut out: Vec<(String, PlannedCluster)> = vec![];
+    for ((apiserver, _, _, own), c) in groups {
+        let baseline = c.profile.feature_gates.is_empty()
+            && c.controller_gates.is_empty()
+            && c.profile.real_nodes.is_empty();
+        let into = (!baseline && own.is_empty())
+            .then(|| {
+                out.iter_mut().find(|(k, m)| {
+                    *k == apiserver
+                        && c.controller_gates
+                            .iter()
+                            .all(|(g, v)| m.controller_gates.get(g).is_none_or(|w| w == v))
+                })
+            })
+            .flatten();
+        match into {
+            Some((_, m)) => {
+                m.controller_gates.extend(c.controller_gates);
+                for d in c.dropped_gates {
+                    if !m.dropped_gates.contains(&d) {
+                        m.dropped_gates.push(d);
+                    }
+                }
+                if c.profile.real_nodes.len() > m.profile.real_nodes.len() {
+                    m.profile.real_nodes = c.profile.real_nodes;
+                }
+                m.scenarios.extend(c.scenarios);
+            }
+            // A cluster that takes no other keeps a key no other matches.
+            None if baseline || !own.is_empty() => out.push((format!("\0{}", out.len()), c)),
+            None => out.push((apiserver, c)),
+        }
+    }
+    out.into_iter().map(|(_, c)| c).collect()
 }
 
 #[cfg(test)]
@@ -387,29 +436,49 @@ mod tests {
             k,
             &"openkruise@v1.9.0".parse().unwrap(),
         );
-        // default, in-place vertical scaling, one per set of controller gates (recreate-VCT,
-        // SidecarSet pod metadata, PodUnavailableBudget, ResourceDistribution), and six with a
-        // real node: plain, S2's and S3's gates (their real-node variants), ImagePullJob's,
-        // PodProbeMarker's and in-place resize's.
-        assert_eq!(p.clusters.len(), 12, "{:#?}", p.clusters);
-        let real: Vec<_> = p
+        // The default cluster, and one cluster per set of apiserver gates for everything that
+        // asks for more: controller gates (recreate-VCT, SidecarSet pod metadata,
+        // PodUnavailableBudget, ResourceDistribution, ImagePullJob, PodProbeMarker), real nodes,
+        // and in-place resize (its apiserver gate, with and without the controller's gate).
+        let names: Vec<&str> = p.clusters.iter().map(|c| c.profile.name.as_str()).collect();
+        assert_eq!(p.clusters.len(), 3, "{names:#?}");
+        assert!(names.contains(&"default"), "{names:?}");
+        let default = p
             .clusters
             .iter()
-            .filter(|c| !c.profile.real_nodes.is_empty())
-            .collect();
-        assert_eq!(real.len(), 6);
-        assert!(real.iter().any(|c| c.profile.name == REAL_NODES_PROFILE));
-        for c in real {
+            .find(|c| c.profile.name == "default")
+            .unwrap();
+        assert!(default.controller_gates.is_empty() && default.profile.real_nodes.is_empty());
+        for c in p.clusters.iter().filter(|c| c.profile.name != "default") {
             assert!(
                 c.profile.name.ends_with(REAL_NODES_PROFILE),
                 "{}",
                 c.profile.name
             );
-            assert!(c.scenarios.iter().all(|s| {
-                all.iter()
-                    .any(|a| a.name == s.as_str() && a.requires.real_nodes == 1)
-            }));
+            assert_eq!(c.profile.real_nodes.len(), 1);
+            // Each scenario has what it asked for: its gates on, and a real node if it needs one.
+            for name in &c.scenarios {
+                let s = all.iter().find(|a| a.name == name.as_str()).unwrap();
+                assert_eq!(
+                    s.requires.apiserver_gates, c.profile.feature_gates,
+                    "{name}"
+                );
+                for (g, v) in &s.requires.controller_gates {
+                    assert_eq!(c.controller_gates.get(g), Some(v), "{name}: {g}");
+                }
+            }
         }
+        let gated = p
+            .clusters
+            .iter()
+            .find(|c| c.profile.feature_gates.is_empty() && c.profile.name != "default")
+            .unwrap();
+        assert!(gated.controller_gates.contains_key("ImagePullJobGate"));
+        assert!(
+            gated
+                .controller_gates
+                .contains_key("ResourceDistributionGate")
+        );
         let total: usize = p.clusters.iter().map(|c| c.scenarios.len()).sum();
         let upgrades = all.iter().filter(|s| s.requires.upgrade).count();
         assert!(upgrades >= 1);
@@ -427,9 +496,8 @@ mod tests {
         );
         assert_eq!(
             old.clusters.len(),
-            9,
-            "without the gate the VCT scenarios share the default cluster (and its real-node \
-             variant the real-nodes one)"
+            3,
+            "the same three clusters, less the gates the release lacks"
         );
         assert!(old.clusters.iter().any(|c| !c.dropped_gates.is_empty()));
     }
