@@ -266,7 +266,18 @@ pub async fn execute(
     let run_clusters = futures::stream::iter(clusters)
         .buffer_unordered(env.options.clusters_parallel.max(1))
         .collect::<Vec<()>>();
-    futures::join!(build_chainsaw, run_clusters);
+    // The controller's build (a release's manager, cached afterwards) starts with the
+    // clusters' bring-up rather than after it: on a cold machine it overlaps the control
+    // plane's build. An install waits for it on the cache's lock; a failure is the install's
+    // to report.
+    let prefetch = async {
+        if plan.controller.checkout.is_none() && plan.upstream.is_none() {
+            if let Err(e) = plan.controller.controller().prepare(env.toolchain).await {
+                tracing::debug!("prefetch of {}: {e}", plan.controller);
+            }
+        }
+    };
+    futures::join!(build_chainsaw, prefetch, run_clusters);
     out.emit(Event::RunFinished {
         seconds: started.elapsed().as_secs_f64(),
     });
