@@ -271,10 +271,11 @@ pub async fn execute(
     // plane's build. An install waits for it on the cache's lock; a failure is the install's
     // to report.
     let prefetch = async {
-        if plan.controller.checkout.is_none() && plan.upstream.is_none() {
-            if let Err(e) = plan.controller.controller().prepare(env.toolchain).await {
-                tracing::debug!("prefetch of {}: {e}", plan.controller);
-            }
+        if plan.controller.checkout.is_none()
+            && plan.upstream.is_none()
+            && let Err(e) = plan.controller.controller().prepare(env.toolchain).await
+        {
+            tracing::debug!("prefetch of {}: {e}", plan.controller);
         }
     };
     futures::join!(build_chainsaw, prefetch, run_clusters);
