@@ -10,6 +10,8 @@
 //! known transient failures, logs exported before every delete, delete on every exit path) is
 //! tested without Docker by a fake runner.
 
+pub mod cni;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,7 +75,7 @@ pub enum KindError {
     /// No pinned image for the version.
     #[error(
         "kind has no pinned node image for Kubernetes {given}; known: {known} (add a line to \
-         NODE_IMAGES in harness/src/cluster/kind.rs with the digest from that kind release's notes)"
+         NODE_IMAGES in harness/src/cluster/kind/mod.rs with the digest from that kind release's notes)"
     )]
     UnknownVersion {
         /// The version asked for.
