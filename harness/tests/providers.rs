@@ -132,6 +132,8 @@ fn kind(fake: &FakeKind, root: &Path) -> KindProvider {
             logs: root.join("logs"),
             attempts: 3,
             wait: Duration::from_secs(60),
+            node: Default::default(),
+            env: vec![],
         },
     )
 }

@@ -396,6 +396,8 @@ pub fn kind_provider(
             logs,
             attempts: CREATE_ATTEMPTS,
             wait: Duration::from_secs(300),
+            node: Default::default(),
+            env: vec![],
         },
     )
 }
