@@ -65,8 +65,8 @@ pub enum Command {
     /// Install controllers under test into running clusters.
     #[command(subcommand)]
     Bundle(BundleCommand),
-    /// Remove what killed runs left behind: processes and directories of clusters whose owner
-    /// is gone.
+    /// Remove what killed runs left behind: processes and directories of clusters, and private
+    /// Docker daemons, whose owner is gone.
     Gc,
     /// Work with reports: merge the outputs of a sharded matrix or qualification.
     #[command(subcommand)]

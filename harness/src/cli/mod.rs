@@ -577,7 +577,9 @@ fn gc() -> anyhow::Result<ExitCode> {
             .gc()?;
     // The work directories of killed benches.
     let benches = crate::bench::gc()?;
-    if removed.is_empty() && kind.is_empty() && benches.is_empty() {
+    // Private Docker daemons of killed runs.
+    let dockers = crate::cluster::docker::gc(&crate::cluster::docker::default_root())?;
+    if removed.is_empty() && kind.is_empty() && benches.is_empty() && dockers.is_empty() {
         println!("nothing to remove");
     }
     for name in benches {
@@ -588,6 +590,9 @@ fn gc() -> anyhow::Result<ExitCode> {
     }
     for name in kind {
         println!("removed kind cluster `{name}`");
+    }
+    for name in dockers {
+        println!("removed private Docker daemon `{name}`");
     }
     Ok(ExitCode::SUCCESS)
 }
