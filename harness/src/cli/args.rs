@@ -65,8 +65,8 @@ pub enum Command {
     /// Install controllers under test into running clusters.
     #[command(subcommand)]
     Bundle(BundleCommand),
-    /// Remove what killed runs left behind: processes and directories of clusters whose owner
-    /// is gone.
+    /// Remove what killed runs left behind: processes and directories of clusters, and private
+    /// Docker daemons, whose owner is gone.
     Gc,
     /// Work with reports: merge the outputs of a sharded matrix or qualification.
     #[command(subcommand)]
@@ -77,6 +77,18 @@ pub enum Command {
     /// chainsaw tests: which of them the harness can run (see `run --chainsaw`).
     #[command(subcommand)]
     Chainsaw(ChainsawCommand),
+    /// The OCI runtime of a private Docker daemon (run by the daemon itself): runc, minus the
+    /// capabilities outside this process's bounding set in what `create`, `run` and `exec`
+    /// start.
+    #[command(hide = true, name = "oci-runtime")]
+    OciRuntime {
+        /// The runc to run.
+        #[arg(long)]
+        runc: PathBuf,
+        /// runc's arguments, after `--`, as they are.
+        #[arg(last = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Run the storage provisioner of a local cluster (started by the harness itself).
     #[command(hide = true)]
     Provisioner {

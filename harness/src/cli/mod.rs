@@ -39,6 +39,11 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Run for every runc call of a private Docker daemon: straight to runc, with no async
+    // runtime, signal handlers or logging set up first.
+    if let Command::OciRuntime { runc, args } = &cli.command {
+        return oci_runtime(runc, args);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("HARNESS_LOG")
@@ -319,6 +324,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(BenchCommand::Bundle { runs, controller }) => {
             crate::bench::bundle(runs, controller.parse()?).await
         }
+        Command::OciRuntime { runc, args } => Ok(oci_runtime(&runc, &args)),
         Command::Provisioner {
             kubeconfig,
             volumes_dir,
@@ -555,6 +561,14 @@ async fn bundle_install(cluster: String, controller: ControllerArgs) -> anyhow::
     Ok(ExitCode::SUCCESS)
 }
 
+/// Replaces this process with runc (see [`crate::cluster::docker::runtime`]); returns only
+/// when that fails.
+fn oci_runtime(runc: &Path, args: &[std::ffi::OsString]) -> ExitCode {
+    let Err(e) = crate::cluster::docker::runtime::exec_runc(runc, args);
+    print_error(&e.into());
+    ExitCode::FAILURE
+}
+
 fn gc() -> anyhow::Result<ExitCode> {
     let removed = provider(None).gc()?;
     // kind clusters of killed runs: their logs exported, then deleted.
@@ -563,7 +577,9 @@ fn gc() -> anyhow::Result<ExitCode> {
             .gc()?;
     // The work directories of killed benches.
     let benches = crate::bench::gc()?;
-    if removed.is_empty() && kind.is_empty() && benches.is_empty() {
+    // Private Docker daemons of killed runs.
+    let dockers = crate::cluster::docker::gc(&crate::cluster::docker::default_root())?;
+    if removed.is_empty() && kind.is_empty() && benches.is_empty() && dockers.is_empty() {
         println!("nothing to remove");
     }
     for name in benches {
@@ -574,6 +590,9 @@ fn gc() -> anyhow::Result<ExitCode> {
     }
     for name in kind {
         println!("removed kind cluster `{name}`");
+    }
+    for name in dockers {
+        println!("removed private Docker daemon `{name}`");
     }
     Ok(ExitCode::SUCCESS)
 }

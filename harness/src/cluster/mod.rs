@@ -5,6 +5,7 @@
 
 pub mod any;
 pub mod client;
+pub mod docker;
 pub mod existing;
 pub mod k3s;
 pub mod kind;

@@ -161,6 +161,25 @@ impl Toolchain {
         package: DebianPackage,
         dirs: &[&str],
     ) -> Result<PathBuf, ToolchainError> {
+        self.debian_binary_with(package, dirs, true).await
+    }
+
+    /// [`Toolchain::debian_binary_in`], installing the package without the packages it only
+    /// recommends (`--no-install-recommends`).
+    pub async fn debian_binary_without_recommends(
+        &self,
+        package: DebianPackage,
+        dirs: &[&str],
+    ) -> Result<PathBuf, ToolchainError> {
+        self.debian_binary_with(package, dirs, false).await
+    }
+
+    async fn debian_binary_with(
+        &self,
+        package: DebianPackage,
+        dirs: &[&str],
+        recommends: bool,
+    ) -> Result<PathBuf, ToolchainError> {
         // `dirs` first: they are where the package puts what is asked for.
         let mut paths: Vec<PathBuf> = dirs.iter().map(PathBuf::from).collect();
         if let Some(p) = std::env::var_os("PATH") {
@@ -183,7 +202,7 @@ impl Toolchain {
             package.package
         ));
         apt_get(&apt, &["update", "-qq"], &task).await?;
-        apt_get(&apt, &["install", "-y", "-qq", package.package], &task).await?;
+        apt_get(&apt, &install_args(package, recommends), &task).await?;
         match package.plan(path.as_deref(), root) {
             PackagePlan::Found(p) => {
                 task.finish(&format!("installed `{}`: {}", package.package, p.display()));
@@ -198,6 +217,17 @@ impl Toolchain {
             )),
         }
     }
+}
+
+/// The arguments of `apt-get` that install `package`, with the packages it recommends or
+/// without.
+fn install_args(package: DebianPackage, recommends: bool) -> Vec<&'static str> {
+    let mut args = vec!["install", "-y", "-qq"];
+    if !recommends {
+        args.push("--no-install-recommends");
+    }
+    args.push(package.package);
+    args
 }
 
 fn missing(package: DebianPackage, fix: String) -> ToolchainError {
@@ -281,6 +311,24 @@ mod tests {
         assert!(
             err.starts_with("find busybox (Debian package `busybox-static`)"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn a_package_installs_with_or_without_what_it_recommends() {
+        assert_eq!(
+            install_args(BUSYBOX_STATIC, true),
+            ["install", "-y", "-qq", "busybox-static"]
+        );
+        assert_eq!(
+            install_args(BUSYBOX_STATIC, false),
+            [
+                "install",
+                "-y",
+                "-qq",
+                "--no-install-recommends",
+                "busybox-static"
+            ]
         );
     }
 

@@ -423,7 +423,7 @@ fn ip(args: &[&str]) -> Result<(), LocalError> {
     run_host("ip", args).map(|_| ())
 }
 
-fn run_host(program: &str, args: &[&str]) -> Result<String, LocalError> {
+pub(crate) fn run_host(program: &str, args: &[&str]) -> Result<String, LocalError> {
     let out = std::process::Command::new(program)
         .args(args)
         .env("PATH", host_path())
@@ -446,7 +446,7 @@ fn run_host(program: &str, args: &[&str]) -> Result<String, LocalError> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn host_path() -> String {
+pub(crate) fn host_path() -> String {
     let mut p = std::env::var("PATH").unwrap_or_default();
     for d in ["/usr/sbin", "/sbin", "/usr/bin", "/bin"] {
         if !p.split(':').any(|x| x == d) {

@@ -135,7 +135,7 @@ fn remove_container_log_links(node_dir: &Path) -> Vec<String> {
 
 /// Where a node's cgroups may be: [`cgroup_hierarchies`] plus the hybrid `unified` mount,
 /// under which containerd also files its tasks.
-fn cleanup_hierarchies() -> Vec<PathBuf> {
+pub(crate) fn cleanup_hierarchies() -> Vec<PathBuf> {
     let mut out = cgroup_hierarchies();
     out.push("/sys/fs/cgroup/unified".into());
     out
@@ -161,7 +161,7 @@ fn cgroup_dirs(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// SIGKILLs every process in the cgroup tree at `dir` until none is left (bounded).
-fn kill_cgroup_tree(dir: &Path) {
+pub(crate) fn kill_cgroup_tree(dir: &Path) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let pids: Vec<i32> = cgroup_dirs(dir)
@@ -187,7 +187,7 @@ fn kill_cgroup_tree(dir: &Path) {
 }
 
 /// Removes the cgroup tree at `dir`, deepest first.
-fn remove_cgroup_tree(dir: &Path) -> Vec<String> {
+pub(crate) fn remove_cgroup_tree(dir: &Path) -> Vec<String> {
     let mut errors = vec![];
     for d in cgroup_dirs(dir) {
         // A cgroup whose last process just died may be busy for a moment.
@@ -208,7 +208,7 @@ fn remove_cgroup_tree(dir: &Path) -> Vec<String> {
 }
 
 /// SIGKILLs the containerd shims serving the containerd at `socket`.
-fn kill_shims(socket: &Path) {
+pub(crate) fn kill_shims(socket: &Path) {
     let sock = socket.display().to_string();
     for e in fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
@@ -266,7 +266,7 @@ fn unescape_mount_path(s: &str) -> String {
 }
 
 /// Unmounts (lazily) every mount at or under `root`.
-fn unmount_under(root: &Path) -> Vec<String> {
+pub(crate) fn unmount_under(root: &Path) -> Vec<String> {
     let mut errors = vec![];
     // A mount may hide others; go round until none is left.
     for _ in 0..5 {
