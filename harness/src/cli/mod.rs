@@ -570,29 +570,17 @@ fn oci_runtime(runc: &Path, args: &[std::ffi::OsString]) -> ExitCode {
 }
 
 fn gc() -> anyhow::Result<ExitCode> {
-    let removed = provider(None).gc()?;
-    // kind clusters of killed runs: their logs exported, then deleted.
-    let kind =
-        crate::cluster::any::kind_provider(None, &toolchain(), providers_root().join("logs"))
-            .gc()?;
-    // The work directories of killed benches.
-    let benches = crate::bench::gc()?;
-    // Private Docker daemons of killed runs.
-    let dockers = crate::cluster::docker::gc(&crate::cluster::docker::default_root())?;
-    if removed.is_empty() && kind.is_empty() && benches.is_empty() && dockers.is_empty() {
+    // The work directories of killed benches, then the providers' leftovers.
+    let benches = crate::bench::gc()?.into_iter();
+    let mut removed: Vec<String> = benches
+        .map(|n| format!("removed bench work directory `{n}`"))
+        .collect();
+    removed.extend(crate::cluster::any::gc(&provider(None), &toolchain())?);
+    if removed.is_empty() {
         println!("nothing to remove");
     }
-    for name in benches {
-        println!("removed bench work directory `{name}`");
-    }
-    for name in removed {
-        println!("removed cluster `{name}`");
-    }
-    for name in kind {
-        println!("removed kind cluster `{name}`");
-    }
-    for name in dockers {
-        println!("removed private Docker daemon `{name}`");
+    for line in removed {
+        println!("{line}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -376,6 +376,23 @@ impl ProviderConfig {
     }
 }
 
+/// Removes what killed runs left, provider by provider: local clusters, kind clusters (their
+/// logs exported first), private Docker daemons. Returns a line for each thing removed.
+pub fn gc(local: &LocalProvider, toolchain: &Toolchain) -> anyhow::Result<Vec<String>> {
+    let named = |what: &str, names: Vec<String>| -> Vec<String> {
+        names
+            .into_iter()
+            .map(|n| format!("removed {what} `{n}`"))
+            .collect()
+    };
+    let mut out = named("cluster", local.gc()?);
+    let kind = kind_provider(None, toolchain, providers_root().join("logs")).gc()?;
+    out.extend(named("kind cluster", kind));
+    let dockers = super::docker::gc(&super::docker::default_root())?;
+    out.extend(named("private Docker daemon", dockers));
+    Ok(out)
+}
+
 /// The kind provider: `kind_binary`, or the kind release each node image belongs to, built
 /// with `toolchain`; `logs` is where cluster logs are exported before deleting.
 pub fn kind_provider(
