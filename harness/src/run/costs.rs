@@ -171,9 +171,117 @@ impl Costs {
     }
 }
 
+impl Costs {
+    /// Expected seconds of one cluster: its bring-up, then its scenarios `parallel` at a time
+    /// (no less than its longest scenario).
+    pub fn cluster(&self, c: &super::PlannedCluster, parallel: usize) -> f64 {
+        let times: Vec<f64> = c.scenarios.iter().map(|s| self.scenario(s)).collect();
+        let longest = times.iter().copied().fold(0.0, f64::max);
+        let shared = times.iter().sum::<f64>() / parallel.max(1) as f64;
+        self.bring_up(&c.profile.name) + longest.max(shared)
+    }
+
+    /// `plan` balanced for `lanes` clusters at a time: a cluster expected to take longer than
+    /// a lane's share of the whole (the total over `lanes`) is split into as many clusters of
+    /// its profile as bring each near that share (at most `lanes`), its scenarios dealt
+    /// longest first to the part expected to finish first; the parts are named
+    /// `<profile>-2`, `<profile>-3`, ... A cluster that holds most of the work then no longer
+    /// runs alone while the other lanes idle. An upstream suite's plan is left as it is.
+    pub fn balance(&self, plan: &Plan, parallel: usize, lanes: usize) -> Plan {
+        if plan.upstream.is_some() || lanes < 2 {
+            return plan.clone();
+        }
+        let total: f64 = plan
+            .clusters
+            .iter()
+            .map(|c| self.cluster(c, parallel))
+            .sum();
+        let share = total / lanes as f64;
+        let mut clusters = vec![];
+        for c in &plan.clusters {
+            let cost = self.cluster(c, parallel);
+            let parts = ((cost / share).ceil() as usize)
+                .clamp(1, lanes)
+                .min(c.scenarios.len().max(1));
+            if parts < 2 {
+                clusters.push(c.clone());
+                continue;
+            }
+            let mut order = c.scenarios.clone();
+            order.sort_by(|a, b| self.scenario(b).total_cmp(&self.scenario(a)));
+            let mut dealt: Vec<(f64, Vec<String>)> = vec![(0.0, vec![]); parts];
+            for s in order {
+                let least = (0..parts)
+                    .min_by(|a, b| dealt[*a].0.total_cmp(&dealt[*b].0))
+                    .expect("at least two parts");
+                dealt[least].0 += self.scenario(&s);
+                dealt[least].1.push(s);
+            }
+            for (i, (_, scenarios)) in dealt.into_iter().enumerate() {
+                let mut part = c.clone();
+                part.scenarios = scenarios;
+                if i > 0 {
+                    part.profile.name = format!("{}-{}", c.profile.name, i + 1);
+                }
+                clusters.push(part);
+            }
+        }
+        Plan {
+            clusters,
+            ..plan.clone()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cluster_with_most_of_the_work_is_split_to_keep_every_lane_busy() {
+        let all = crate::suites::all();
+        let k = crate::toolchain::KubeVersion::default_version();
+        let controller: crate::controller::ControllerRef = "openkruise@v1.9.0".parse().unwrap();
+        let plan = super::super::plan::plan(&all, &Default::default(), k, &controller);
+        let costs = Costs::estimate();
+        let default = |p: &Plan| -> usize {
+            p.clusters
+                .iter()
+                .filter(|c| c.profile.name.starts_with("default"))
+                .count()
+        };
+        assert_eq!(default(&plan), 1);
+        let two = costs.balance(&plan, 4, 2);
+        assert_eq!(
+            default(&two),
+            2,
+            "the default cluster holds most of the catalog"
+        );
+        let names: Vec<&str> = two
+            .clusters
+            .iter()
+            .map(|c| c.profile.name.as_str())
+            .collect();
+        assert!(names.contains(&"default-2"), "{names:?}");
+        // Every scenario still runs, once, on a cluster of its profile.
+        let count = |p: &Plan| p.clusters.iter().map(|c| c.scenarios.len()).sum::<usize>();
+        assert_eq!(count(&two), count(&plan));
+        let halves: Vec<f64> = two
+            .clusters
+            .iter()
+            .filter(|c| c.profile.name.starts_with("default"))
+            .map(|c| costs.cluster(c, 4))
+            .collect();
+        assert!(
+            (halves[0] - halves[1]).abs() <= DEFAULT_SCENARIO,
+            "{halves:?}"
+        );
+        // One lane: nothing to balance.
+        assert_eq!(
+            costs.balance(&plan, 4, 1).clusters.len(),
+            plan.clusters.len()
+        );
+    }
 
     #[test]
     fn costs_fall_back_to_defaults_and_take_medians_from_a_report() {

@@ -203,6 +203,9 @@ pub async fn drive(
         toolchain,
         options: &options,
     };
+    let plan = options
+        .costs
+        .balance(&plan, options.parallel, options.clusters_parallel);
     let results = super::execute(&plan, env, &run_id, &mut reporters).await;
     Ok(Driven::Ran {
         status: Status::judged(&results, request.fail_on_flaky),
