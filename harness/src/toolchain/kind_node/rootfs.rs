@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use tokio::process::Command;
 
 use super::super::cache::{BuildKey, Installed, Manifest};
-use super::super::go::run_streaming;
 use super::super::host::DebianPackage;
 use super::super::{Toolchain, ToolchainError};
 use super::apt::{host_sources, mirror_lines, relaxed_apt_options};
@@ -376,13 +375,8 @@ impl Toolchain {
                 );
                 let mut cmd = Command::new(&mmdebstrap);
                 cmd.args(plan.mmdebstrap_args(&files, &post, &out, &apt_options, &mirrors))
-                    .env("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH.to_string())
-                    .kill_on_drop(true)
-                    .stdin(Stdio::null());
-                run_streaming(cmd, &format!("mmdebstrap of {key}"), 40, |line| {
-                    task.set(line)
-                })
-                .await?;
+                    .env("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH.to_string());
+                run_group(cmd, &format!("mmdebstrap of {key}"), |line| task.set(line)).await?;
                 let tar = out.join(ROOTFS_TAR);
                 let digest = tokio::task::spawn_blocking({
                     let tar = tar.clone();
@@ -408,6 +402,81 @@ impl Toolchain {
             .await?;
         Ok(Rootfs::open(install)?)
     }
+}
+
+/// A process group, killed when dropped unless [`disarm`](Self::disarm)ed: a cancelled or
+/// failed build ends mmdebstrap together with the helpers it forks (and the pid namespace
+/// whose first process is one of them).
+struct GroupGuard(Option<nix::unistd::Pid>);
+
+impl GroupGuard {
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(group) = self.0 {
+            let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+/// Runs `cmd` in a process group of its own, every line of its output to `on_line`; the group
+/// is killed if this is dropped or fails before the command exits. Fails with the last lines
+/// when it exits non-zero.
+async fn run_group(
+    mut cmd: Command,
+    what: &str,
+    mut on_line: impl FnMut(&str),
+) -> Result<(), ToolchainError> {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let spawn_err = |source| ToolchainError::Spawn {
+        what: what.to_string(),
+        source,
+    };
+    cmd.process_group(0)
+        .kill_on_drop(true)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(spawn_err)?;
+    let mut group = GroupGuard(child.id().map(|pid| nix::unistd::Pid::from_raw(pid as i32)));
+    let mut out = BufReader::new(child.stdout.take().expect("piped")).lines();
+    let mut err = BufReader::new(child.stderr.take().expect("piped")).lines();
+    let mut tail: std::collections::VecDeque<String> = Default::default();
+    let (mut out_open, mut err_open) = (true, true);
+    while out_open || err_open {
+        let (line, from_out) = tokio::select! {
+            l = out.next_line(), if out_open => (l.map_err(spawn_err)?, true),
+            l = err.next_line(), if err_open => (l.map_err(spawn_err)?, false),
+        };
+        let Some(line) = line else {
+            // That stream ended.
+            if from_out {
+                out_open = false;
+            } else {
+                err_open = false;
+            }
+            continue;
+        };
+        on_line(&line);
+        if tail.len() == 40 {
+            tail.pop_front();
+        }
+        tail.push_back(line);
+    }
+    let status = child.wait().await.map_err(spawn_err)?;
+    group.disarm();
+    if !status.success() {
+        return Err(ToolchainError::BuildFailed {
+            what: what.to_string(),
+            status: status.to_string(),
+            tail: Vec::from(tail).join("\n"),
+        });
+    }
+    Ok(())
 }
 
 fn write_mode(path: &Path, data: &[u8], mode: u32) -> Result<(), ToolchainError> {
@@ -523,6 +592,58 @@ mod tests {
         assert!(
             args.iter()
                 .any(|a| a.contains("chroot \"$1\" /bin/bash /tmp/kind-post.sh"))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_dropped_build_command_takes_its_whole_process_group_with_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pids = tmp.path().join("pids");
+        // A parent that forks a helper and reports both, then waits for it.
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(format!(
+            "sleep 600 & echo $! > {p}; echo $$ >> {p}; echo started; wait",
+            p = pids.display()
+        ));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let mut tx = Some(tx);
+        let run = run_group(cmd, "a test", move |_| {
+            if let Some(tx) = tx.take() {
+                let _ = tx.send(());
+            }
+        });
+        tokio::select! {
+            _ = run => panic!("it runs until dropped"),
+            _ = rx => {}
+        }
+        let text = std::fs::read_to_string(&pids).unwrap();
+        for pid in text.lines().map(|l| l.trim().parse::<i32>().unwrap()) {
+            let pid = nix::unistd::Pid::from_raw(pid);
+            let mut gone = false;
+            for _ in 0..100 {
+                if crate::process::start_time(pid.as_raw() as u32).is_none() {
+                    gone = true;
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            assert!(gone, "{pid} still runs");
+        }
+        let failed = run_group(
+            {
+                let mut c = Command::new("sh");
+                c.arg("-c").arg("echo one; echo two >&2; exit 3");
+                c
+            },
+            "a failing command",
+            |_| {},
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(
+            failed.contains("exit status: 3") && failed.contains("two"),
+            "{failed}"
         );
     }
 
