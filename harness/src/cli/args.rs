@@ -62,6 +62,9 @@ pub enum Command {
     /// Build and list the pinned binaries (Kubernetes, etcd, kwok).
     #[command(subcommand)]
     Toolchain(ToolchainCommand),
+    /// Build what the kind provider runs offline.
+    #[command(subcommand)]
+    Kind(KindCommand),
     /// Install controllers under test into running clusters.
     #[command(subcommand)]
     Bundle(BundleCommand),
@@ -851,6 +854,19 @@ pub enum ToolchainCommand {
     },
     /// List cached builds and the supported versions.
     List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KindCommand {
+    /// Build (or find in the cache) the kind node image of a Kubernetes version, offline:
+    /// Debian's root file system, the Kubernetes binaries and the images kubeadm asks for
+    /// preloaded, as a docker archive. Prints its tag and path (`docker load -i <path>`).
+    /// Needs root and Go; a cold build takes minutes.
+    NodeImage {
+        /// Kubernetes version.
+        #[arg(long = "k8s", default_value = crate::toolchain::versions::DEFAULT_KUBERNETES)]
+        kubernetes: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

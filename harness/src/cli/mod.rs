@@ -15,8 +15,8 @@ use clap::Parser;
 
 use self::args::{
     BenchCommand, BundleCommand, ChainsawCommand, Cli, ClusterCommand, Command, ControllerArgs,
-    CoverageArgs, ExploreArgs, MatrixArgs, QualifyArgs, ReportCommand, RunArgs, ToolchainCommand,
-    UpArgs,
+    CoverageArgs, ExploreArgs, KindCommand, MatrixArgs, QualifyArgs, ReportCommand, RunArgs,
+    ToolchainCommand, UpArgs,
 };
 use crate::cluster::any::{Provider, providers_root};
 use crate::cluster::local::{LocalOptions, LocalProvider};
@@ -311,6 +311,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             toolchain_build(kubernetes, tools, controllers, extras).await
         }
         Command::Toolchain(ToolchainCommand::List) => toolchain_list(),
+        Command::Kind(KindCommand::NodeImage { kubernetes }) => {
+            let image = toolchain().kind_node_image(kubernetes.parse()?).await?;
+            println!("{}\t{}", image.tag, image.archive.display());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Bench(BenchCommand::ClusterUp {
             runs,
             kubernetes,

@@ -26,6 +26,12 @@ pub const TYPICAL: &[(&str, u64)] = &[
     ("kruise-manager", 300),
     ("kruise-daemon", 30),
     ("kruise-e2e.test", 100),
+    ("kubeadm", 60),
+    ("coredns", 330),
+    ("crictl", 70),
+    ("kind-rootfs", 90),
+    ("kind-images", 45),
+    ("kind-node", 15),
 ];
 
 /// The estimate for a component [`TYPICAL`] does not list.

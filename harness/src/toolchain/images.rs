@@ -495,7 +495,7 @@ pub fn write_oci_archive(image: &BuiltImage, path: &Path) -> Result<(), Toolchai
 }
 
 /// The cache key of the image programs: their sources' hash.
-fn programs_key() -> BuildKey {
+pub(super) fn programs_key() -> BuildKey {
     let recipe = recipes::image_programs();
     let mut h = ring::digest::Context::new(&ring::digest::SHA256);
     for part in [recipe.go_mod.as_str(), PAUSE_GO, HEALTH_GO, &recipe.ldflags] {

@@ -10,6 +10,7 @@ pub mod estimate;
 pub mod go;
 pub mod host;
 pub mod images;
+pub mod kind_node;
 pub mod oci;
 pub mod recipes;
 pub mod versions;
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 pub use cache::{BuildKey, Cache, Installed};
 pub use go::{GoEnv, GoVersion};
 pub use images::BuiltImage;
+pub use kind_node::{KindConfigAdditions, KindNodeError, KindNodeImage, kind_config_additions};
 pub use versions::{CHAINSAW_VERSION, KWOK_VERSION, KubeVersion, REGISTRY_VERSION};
 
 use crate::progress::Progress;

@@ -97,6 +97,39 @@ pub fn kubelet(version: &KubeVersion, upstream_go_mod: &str) -> GoRecipe {
     r
 }
 
+/// The recipe for kubeadm and kube-proxy at `version` (a kind node's): the same module graph
+/// as [`kubernetes`], cached apart like [`kubelet`].
+pub fn kubeadm(version: &KubeVersion, upstream_go_mod: &str) -> GoRecipe {
+    let mut r = kubernetes(version, upstream_go_mod);
+    r.steps = vec![GoBuildStep {
+        packages: vec![
+            "k8s.io/kubernetes/cmd/kubeadm".into(),
+            "k8s.io/kubernetes/cmd/kube-proxy".into(),
+        ],
+        output: "./".into(),
+        test: false,
+    }];
+    r.outputs = vec!["kubeadm".into(), "kube-proxy".into()];
+    r
+}
+
+/// The module of crictl.
+pub const CRI_TOOLS_MODULE: &str = "sigs.k8s.io/cri-tools";
+
+/// crictl at `version` (`go install …/cmd/crictl@version`, the module has no replaces),
+/// stamped with its version.
+pub fn crictl(version: &str, upstream_go_mod: &str) -> GoRecipe {
+    let mut r = go_install(
+        CRI_TOOLS_MODULE,
+        &format!("{CRI_TOOLS_MODULE}/cmd/crictl"),
+        version,
+        "crictl",
+        upstream_go_mod,
+    );
+    r.ldflags = format!("-s -w -X {CRI_TOOLS_MODULE}/pkg/version.Version={version}");
+    r
+}
+
 /// A module installed with `go install <package>@<version>`, as kwok is.
 pub fn go_install(
     module: &str,
@@ -462,6 +495,36 @@ mod tests {
                 .contains("-X k8s.io/client-go/pkg/version.gitMinor=32")
         );
         assert_eq!(r.outputs.len(), 5);
+    }
+
+    #[test]
+    fn kubeadm_recipe_builds_kubeadm_and_kube_proxy_on_the_same_graph() {
+        let v: KubeVersion = "1.32".parse().unwrap();
+        let (k, kubeadm) = (kubernetes(&v, UPSTREAM), kubeadm(&v, UPSTREAM));
+        assert_eq!(k.go_mod, kubeadm.go_mod);
+        assert_eq!(k.ldflags, kubeadm.ldflags, "stamped with the true version");
+        assert_eq!(
+            kubeadm.steps[0].packages,
+            [
+                "k8s.io/kubernetes/cmd/kubeadm",
+                "k8s.io/kubernetes/cmd/kube-proxy"
+            ]
+        );
+        assert_eq!(kubeadm.outputs, ["kubeadm", "kube-proxy"]);
+    }
+
+    #[test]
+    fn crictl_recipe_installs_the_command_with_its_version() {
+        let r = crictl("v1.34.0", "module sigs.k8s.io/cri-tools\n\ngo 1.24.0\n");
+        assert_eq!(
+            r.steps[0].packages,
+            ["sigs.k8s.io/cri-tools/cmd/crictl@v1.34.0"]
+        );
+        assert!(
+            r.ldflags
+                .contains("-X sigs.k8s.io/cri-tools/pkg/version.Version=v1.34.0")
+        );
+        assert_eq!(r.outputs, ["crictl"]);
     }
 
     #[test]
