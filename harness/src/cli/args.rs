@@ -453,6 +453,10 @@ pub struct ProviderArgs {
     /// kind binary to use instead of building the kind release the node image belongs to.
     #[arg(long, value_name = "PATH")]
     pub kind_binary: Option<PathBuf>,
+    /// kind on a node image assembled here from Debian packages and Go modules (no registry
+    /// needed), in a private Docker daemon unless DOCKER_HOST names one.
+    #[arg(long)]
+    pub kind_offline: bool,
 }
 
 impl ProviderArgs {
@@ -469,6 +473,7 @@ impl ProviderArgs {
             context: self.context.clone(),
             server: self.server.clone(),
             kind_binary: self.kind_binary.clone(),
+            kind_offline: self.kind_offline,
         }
     }
 }

@@ -507,26 +507,7 @@ fn cluster_list() -> anyhow::Result<ExitCode> {
         println!("no clusters");
     }
     for s in clusters {
-        let alive = s.alive_processes().len();
-        let status = if alive == s.processes.len() && s.ready {
-            "running"
-        } else if alive == 0 {
-            "dead (run `harness gc`)"
-        } else {
-            "degraded"
-        };
-        println!(
-            "{}\tKubernetes {}\t{}\t{}\t{}",
-            s.name,
-            s.profile.kubernetes,
-            status,
-            if s.owner.is_some() {
-                "attached"
-            } else {
-                "detached"
-            },
-            s.kubeconfig.display()
-        );
+        println!("{}", s.summary());
     }
     Ok(ExitCode::SUCCESS)
 }

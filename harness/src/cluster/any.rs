@@ -233,8 +233,8 @@ pub enum ProviderError {
          implicitly (see `kubectl config get-contexts`)"
     )]
     NoContext,
-    /// A kind binary given with another provider.
-    #[error("--kind-binary is for --provider kind")]
+    /// A kind flag given with another provider.
+    #[error("--kind-binary and --kind-offline are for --provider kind")]
     KindOnly,
     /// A provider that needs Docker, with no Docker daemon answering.
     #[error(
@@ -268,6 +268,9 @@ pub struct ProviderConfig {
     pub server: Option<String>,
     /// A kind binary instead of the kind release the node image belongs to, built.
     pub kind_binary: Option<PathBuf>,
+    /// kind on a node image assembled here, in a private Docker daemon unless `DOCKER_HOST`
+    /// names one.
+    pub kind_offline: bool,
 }
 
 impl Default for ProviderConfig {
@@ -278,6 +281,7 @@ impl Default for ProviderConfig {
             context: None,
             server: None,
             kind_binary: None,
+            kind_offline: false,
         }
     }
 }
@@ -297,7 +301,7 @@ impl ProviderConfig {
         } else if self.context.is_none() {
             return Err(ProviderError::NoContext);
         }
-        if self.kind_binary.is_some() && self.kind != ProviderKind::Kind {
+        if (self.kind_binary.is_some() || self.kind_offline) && self.kind != ProviderKind::Kind {
             return Err(ProviderError::KindOnly);
         }
         Ok(())
@@ -329,7 +333,9 @@ impl ProviderConfig {
         logs: PathBuf,
     ) -> Result<Provider, ProviderError> {
         self.validate()?;
-        if matches!(self.kind, ProviderKind::Kind | ProviderKind::K3s) {
+        // An offline kind brings its own daemon when DOCKER_HOST names none.
+        let own_docker = self.kind_offline && std::env::var_os("DOCKER_HOST").is_none();
+        if matches!(self.kind, ProviderKind::Kind | ProviderKind::K3s) && !own_docker {
             docker_ready().map_err(|why| ProviderError::NoDocker {
                 provider: self.label(),
                 why,
@@ -338,7 +344,14 @@ impl ProviderConfig {
         Ok(match self.kind {
             ProviderKind::Local => Provider::Local(local),
             ProviderKind::Kind => {
-                Provider::Kind(kind_provider(self.kind_binary.clone(), toolchain, logs))
+                let kind = kind_provider(self.kind_binary.clone(), toolchain, logs);
+                Provider::Kind(match self.kind_offline {
+                    true => kind.with_node(super::kind::NodeSource::Assemble {
+                        toolchain: toolchain.clone(),
+                        harness_binary: local.options().harness_binary.clone(),
+                    }),
+                    false => kind,
+                })
             }
             ProviderKind::Existing => Provider::Existing(self.existing_provider()),
             ProviderKind::K3s => k3s_provider()?,

@@ -119,6 +119,9 @@ pub enum KindError {
         /// The tail of its stderr.
         tail: String,
     },
+    /// The Docker daemon or the offline node image could not be had.
+    #[error("kind on an offline node image: {0}")]
+    Docker(String),
     /// The pod network of a cluster on an offline node image could not be set up.
     #[error("set up the pod network of kind cluster `{name}`: {detail}")]
     Network {
@@ -179,6 +182,7 @@ pub fn config(profile: &Profile) -> Result<Value, KindError> {
 pub fn config_with(profile: &Profile, node: &NodeSource) -> Result<Value, KindError> {
     let image = match node {
         NodeSource::Pinned => node_image(profile.kubernetes)?.image,
+        NodeSource::Assemble { .. } => "harness.local/kind-node (assembled at create)",
         NodeSource::Offline { image, .. } => image.as_str(),
     };
     let mut nodes = vec![json!({"role": "control-plane", "image": image})];
@@ -323,6 +327,15 @@ pub enum NodeSource {
     /// kind's image for the version, pinned by digest ([`NODE_IMAGES`]), pulled by Docker.
     #[default]
     Pinned,
+    /// The image the toolchain assembles offline for the version
+    /// ([`Toolchain::kind_node_image`]), loaded into a Docker daemon of the harness's own
+    /// unless `DOCKER_HOST` names one; then as [`NodeSource::Offline`].
+    Assemble {
+        /// Builds the image.
+        toolchain: Toolchain,
+        /// The harness executable a private daemon runs as its OCI runtime.
+        harness_binary: PathBuf,
+    },
     /// An image already in the Docker daemon, assembled offline by the toolchain: no pull.
     /// It has no CNI: after create each node gets a bridge configuration ([`cni`]), and the
     /// harness provisions the volumes of its `standard` class.
@@ -351,6 +364,12 @@ pub struct KindProvider {
     binary: KindBinary,
     runner: Arc<dyn CommandRunner>,
     options: KindOptions,
+    /// For [`NodeSource::Assemble`]: the Docker daemon the images go to (a private one unless
+    /// `DOCKER_HOST` names one), started by the first cluster and torn down with the last
+    /// clone of the provider.
+    docker: Arc<tokio::sync::OnceCell<crate::cluster::docker::DockerHost>>,
+    /// For [`NodeSource::Assemble`]: the node images already loaded into that daemon.
+    loaded: Arc<tokio::sync::Mutex<std::collections::BTreeSet<String>>>,
 }
 
 impl std::fmt::Debug for KindProvider {
@@ -445,6 +464,8 @@ impl KindProvider {
             binary,
             runner,
             options,
+            docker: Default::default(),
+            loaded: Default::default(),
         }
     }
 
@@ -472,6 +493,12 @@ impl KindProvider {
         node: &NodeSource,
     ) -> Result<KindPlan, KindError> {
         let config = config_yaml_with(profile, node)?;
+        // Without a CNI no node turns Ready until the harness sets the network up after
+        // create: kind must not wait for it.
+        let wait = match node {
+            NodeSource::Offline { .. } => Duration::ZERO,
+            _ => wait,
+        };
         let kubeconfig = dir.join("kubeconfig").display().to_string();
         let (export_logs, delete) = teardown_commands(kind, name, dir, logs);
         Ok(KindPlan {
@@ -513,9 +540,88 @@ impl KindProvider {
         }
     }
 
+    /// The same provider on the node images of `node`.
+    pub fn with_node(mut self, node: NodeSource) -> Self {
+        self.options.node = node;
+        self
+    }
+
     /// Its settings.
     pub fn options(&self) -> &KindOptions {
         &self.options
+    }
+
+    /// The environment of its `kind` and `docker` commands: the options', and the Docker
+    /// daemon's once one is started.
+    fn env(&self) -> Vec<(String, String)> {
+        let mut env = self.options.env.clone();
+        if let Some(d) = self.docker.get() {
+            env.extend(d.env());
+        }
+        env
+    }
+
+    /// The node image source for a cluster of `profile`: [`NodeSource::Assemble`] resolved
+    /// (the Docker daemon started, the image built or found, loaded once), the others as
+    /// they are.
+    async fn node_source(&self, profile: &Profile) -> Result<NodeSource, KindError> {
+        let NodeSource::Assemble {
+            toolchain,
+            harness_binary,
+        } = &self.options.node
+        else {
+            return Ok(self.options.node.clone());
+        };
+        let docker = self
+            .docker
+            .get_or_try_init(|| async {
+                let dir = crate::cluster::docker::default_root()
+                    .join(format!("{:08x}", rand::random::<u32>()));
+                let mut options = crate::cluster::docker::DockerOptions::new(dir);
+                options.logs = Some(self.options.logs.join("docker"));
+                options.harness_binary = harness_binary.clone();
+                crate::cluster::docker::docker_host_or_private(toolchain, &options).await
+            })
+            .await
+            .map_err(|e| KindError::Docker(format!("{e:#}")))?;
+        let image = toolchain
+            .kind_node_image(profile.kubernetes)
+            .await
+            .map_err(|e| KindError::Docker(format!("{e:#}")))?;
+        let mut loaded = self.loaded.lock().await;
+        if !loaded.contains(&image.tag) {
+            let docker_cmd = |args: &[&str]| CommandLine {
+                program: PathBuf::from("docker"),
+                args: args.iter().map(|a| a.to_string()).collect(),
+                env: docker.env(),
+            };
+            let inspect = docker_cmd(&["image", "inspect", &image.tag]);
+            let archive = image.archive.display().to_string();
+            let load = docker_cmd(&["load", "--quiet", "--input", &archive]);
+            let this = self.clone();
+            tokio::task::spawn_blocking(move || {
+                if this.run(&inspect)?.success {
+                    return Ok(());
+                }
+                let out = this.run(&load)?;
+                match out.success {
+                    true => Ok(()),
+                    false => Err(KindError::Command {
+                        command: load.to_string(),
+                        tail: tail(&out.stderr, 5),
+                    }),
+                }
+            })
+            .await
+            .expect("docker load does not panic")?;
+            loaded.insert(image.tag.clone());
+        }
+        let mut config = json!({});
+        crate::toolchain::kind_node::kind_config_additions().merge_into(&mut config);
+        Ok(NodeSource::Offline {
+            image: image.tag,
+            config,
+        })
     }
 
     fn run(&self, cmd: &CommandLine) -> Result<CommandOutput, KindError> {
@@ -584,6 +690,7 @@ impl KindProvider {
         kind: &Path,
         name: &str,
         profile: &Profile,
+        node: &NodeSource,
     ) -> Result<KindCluster, KindError> {
         let dir = self.options.root.join(name);
         std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
@@ -594,9 +701,9 @@ impl KindProvider {
             &dir,
             &self.options.logs,
             self.options.wait,
-            &self.options.node,
+            node,
         )?;
-        let env = &self.options.env;
+        let env = &self.env();
         for cmd in [&mut plan.create, &mut plan.export_logs, &mut plan.delete] {
             cmd.env.extend(env.iter().cloned());
         }
@@ -669,14 +776,17 @@ impl ClusterProvider for KindProvider {
 
     async fn create(&self, name: &str, profile: &Profile) -> Result<KindCluster, KindError> {
         let kind = self.kind_binary(profile).await?;
+        let node = self.node_source(profile).await?;
         let this = self.clone();
         let nodes = profile.nodes.len() + 1;
         let (name, profile) = (name.to_string(), profile.clone());
-        let mut cluster =
-            tokio::task::spawn_blocking(move || this.create_blocking(&kind, &name, &profile))
-                .await
-                .expect("kind create does not panic")?;
-        if let NodeSource::Offline { .. } = self.options.node {
+        let offline = matches!(node, NodeSource::Offline { .. });
+        let mut cluster = tokio::task::spawn_blocking(move || {
+            this.create_blocking(&kind, &name, &profile, &node)
+        })
+        .await
+        .expect("kind create does not panic")?;
+        if offline {
             // On failure the cluster is dropped: deleted, its logs exported first.
             cluster.offline_setup(nodes).await?;
         }
@@ -739,7 +849,7 @@ impl KindCluster {
                         .into_iter()
                         .chain(cmd)
                         .collect(),
-                    env: self.provider.options.env.clone(),
+                    env: self.provider.env(),
                 };
                 let provider = self.provider.clone();
                 let out =
@@ -820,6 +930,29 @@ impl KindCluster {
     /// The commands this cluster was made with and will be removed with.
     pub fn plan(&self) -> &KindPlan {
         &self.plan
+    }
+
+    /// Loads an image archive (docker or OCI) into every node, as `kind load image-archive`.
+    pub fn load_image_archive(&self, archive: &Path) -> Result<(), KindError> {
+        let cmd = CommandLine {
+            program: self.plan.create.program.clone(),
+            args: vec![
+                "load".into(),
+                "image-archive".into(),
+                archive.display().to_string(),
+                "--name".into(),
+                self.name.clone(),
+            ],
+            env: self.provider.env(),
+        };
+        let out = self.provider.run(&cmd)?;
+        match out.success {
+            true => Ok(()),
+            false => Err(KindError::Command {
+                command: cmd.to_string(),
+                tail: tail(&out.stderr, 5),
+            }),
+        }
     }
 
     /// A client with the cluster's admin kubeconfig.

@@ -60,6 +60,30 @@ impl ClusterState {
         self.owner.as_ref().is_some_and(ProcRecord::alive)
     }
 
+    /// Its line in `harness cluster list`: name, version, running / dead / degraded, attached
+    /// or detached, kubeconfig.
+    pub fn summary(&self) -> String {
+        let alive = self.alive_processes().len();
+        let status = if alive == self.processes.len() && self.ready {
+            "running"
+        } else if alive == 0 {
+            "dead (run `harness gc`)"
+        } else {
+            "degraded"
+        };
+        let owner = if self.owner.is_some() {
+            "attached"
+        } else {
+            "detached"
+        };
+        format!(
+            "{}\tKubernetes {}\t{status}\t{owner}\t{}",
+            self.name,
+            self.profile.kubernetes,
+            self.kubeconfig.display()
+        )
+    }
+
     /// The names of its processes that are alive.
     pub fn alive_processes(&self) -> Vec<&ProcRecord> {
         self.processes.iter().filter(|p| p.alive()).collect()
