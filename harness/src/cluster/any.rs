@@ -234,8 +234,11 @@ pub enum ProviderError {
     )]
     NoContext,
     /// A kind flag given with another provider.
-    #[error("--kind-binary and --kind-offline are for --provider kind")]
-    KindOnly,
+    #[error("{flag} is for --provider kind")]
+    KindOnly {
+        /// The flag.
+        flag: &'static str,
+    },
     /// A provider that needs Docker, with no Docker daemon answering.
     #[error(
         "--provider {provider}: Docker is needed and {why}; start Docker or use --provider \
@@ -301,8 +304,14 @@ impl ProviderConfig {
         } else if self.context.is_none() {
             return Err(ProviderError::NoContext);
         }
-        if (self.kind_binary.is_some() || self.kind_offline) && self.kind != ProviderKind::Kind {
-            return Err(ProviderError::KindOnly);
+        if self.kind != ProviderKind::Kind {
+            let kind_only = [
+                ("--kind-binary", self.kind_binary.is_some()),
+                ("--kind-offline", self.kind_offline),
+            ];
+            if let Some((flag, _)) = kind_only.iter().find(|(_, set)| *set) {
+                return Err(ProviderError::KindOnly { flag });
+            }
         }
         Ok(())
     }
@@ -507,6 +516,13 @@ mod tests {
         .validate()
         .unwrap_err();
         assert_eq!(e.to_string(), "--kind-binary is for --provider kind");
+        let e = ProviderConfig {
+            kind_offline: true,
+            ..config(ProviderKind::Local)
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(e.to_string(), "--kind-offline is for --provider kind");
         assert!(
             ProviderConfig {
                 kind_binary: Some("/bin/kind".into()),
