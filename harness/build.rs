@@ -19,7 +19,10 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../suites/chainsaw");
+    // Read when the script runs, not baked in when it is compiled: a target directory shared
+    // by two checkouts runs the same compiled script for both.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let root = Path::new(&manifest).join("../suites/chainsaw");
     println!("cargo:rerun-if-changed={}", root.display());
     let mut files = vec![];
     walk(&root, &root, &mut files);

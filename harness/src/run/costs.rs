@@ -161,12 +161,7 @@ impl Costs {
             + plan
                 .clusters
                 .iter()
-                .map(|c| {
-                    let times: Vec<f64> = c.scenarios.iter().map(|s| self.scenario(s)).collect();
-                    let longest = times.iter().copied().fold(0.0, f64::max);
-                    let shared = times.iter().sum::<f64>() / parallel.max(1) as f64;
-                    self.bring_up(&c.profile.name) + longest.max(shared)
-                })
+                .map(|c| self.cluster(c, parallel))
                 .sum::<f64>()
     }
 }

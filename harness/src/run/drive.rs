@@ -225,12 +225,7 @@ pub fn builds(
     for pc in &plan.clusters {
         out.extend(provider.builds(&pc.profile));
         out.extend(controller.builds(!pc.profile.real_nodes.is_empty()));
-        let declarative = pc.scenarios.iter().any(|name| {
-            scenarios
-                .iter()
-                .any(|s| s.name == *name && s.has_label(crate::chainsaw::LABEL))
-        });
-        if declarative {
+        if pc.uses_label(scenarios, crate::chainsaw::LABEL) {
             out.push(crate::toolchain::BuildKey::new(
                 "chainsaw",
                 crate::toolchain::CHAINSAW_VERSION,

@@ -224,13 +224,10 @@ pub async fn execute(
     let _enter = span.enter();
     let started = Instant::now();
     // chainsaw is built beside the clusters' bring-up when a chainsaw test is selected.
-    let needs_chainsaw = plan.clusters.iter().any(|pc| {
-        pc.scenarios.iter().any(|n| {
-            env.scenarios
-                .iter()
-                .any(|s| s.name == n.as_str() && s.has_label(crate::chainsaw::LABEL))
-        })
-    });
+    let needs_chainsaw = plan
+        .clusters
+        .iter()
+        .any(|pc| pc.uses_label(env.scenarios, crate::chainsaw::LABEL));
     let (chainsaw_tx, chainsaw_rx) = tokio::sync::watch::channel(None);
     let build_chainsaw = async {
         if needs_chainsaw {

@@ -49,6 +49,17 @@ pub struct PlannedCluster {
     pub scenarios: Vec<String>,
 }
 
+impl PlannedCluster {
+    /// Whether a scenario of `scenarios` it runs carries `label`.
+    pub fn uses_label(&self, scenarios: &[Scenario], label: &str) -> bool {
+        self.scenarios.iter().any(|name| {
+            scenarios
+                .iter()
+                .any(|s| s.name == name.as_str() && s.has_label(label))
+        })
+    }
+}
+
 /// A scenario that will not run, and why.
 #[derive(Debug, Clone, Serialize)]
 pub struct Skip {

@@ -642,22 +642,7 @@ pub async fn docker_host_or_private(
 mod tests {
     use super::*;
 
-    fn record() -> DockerRecord {
-        DockerRecord {
-            name: "d".into(),
-            id: "0a1b2c3d".into(),
-            dir: "/s/docker/d".into(),
-            owner: ProcRecord {
-                name: "harness".into(),
-                pid: 1,
-                start_time: 1,
-            },
-            pool: "172.30.16.0/20".into(),
-            docker: "/usr/bin/docker".into(),
-            processes: vec![],
-            host: HostFacts::default(),
-        }
-    }
+    use super::record::tests::record;
 
     #[test]
     fn only_a_non_empty_docker_host_is_the_user_s() {

@@ -296,18 +296,7 @@ fn toml_str(s: &str) -> String {
 /// A /20 in 172.16.0.0/12 (not docker's usual 172.17.0.0/16) that no route in `routes` (the
 /// text of `/proc/net/route`) overlaps and `taken` does not hold, searching from `start`.
 pub fn free_pool(routes: &str, taken: &[String], start: u16) -> Option<String> {
-    let used: Vec<(u32, u32)> = routes
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let dest = u32::from_str_radix(f.get(1)?, 16).ok()?;
-            let mask = u32::from_str_radix(f.get(7)?, 16).ok()?;
-            // /proc/net/route prints addresses in host (little-endian) byte order.
-            Some((u32::from_be(dest.to_le()), u32::from_be(mask.to_le())))
-        })
-        .filter(|(_, mask)| *mask != 0)
-        .collect();
+    let used = crate::cluster::local::node::routed(routes);
     const BLOCK: u32 = 0xffff_f000;
     (0..256u16)
         .map(|i| start.wrapping_add(i) % 256)
@@ -325,10 +314,11 @@ pub fn free_pool(routes: &str, taken: &[String], start: u16) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn record() -> DockerRecord {
+    /// A record for unit tests.
+    pub(in crate::cluster::docker) fn record() -> DockerRecord {
         DockerRecord {
             name: "d".into(),
             id: "0a1b2c3d".into(),

@@ -157,15 +157,7 @@ impl DockerRecord {
             }
         }
         let sock = self.containerd_socket().display().to_string();
-        for e in fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Ok(cmdline) = fs::read(e.path().join("cmdline")) else {
-                continue;
-            };
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if text.contains("containerd-shim") && text.contains(&sock) {
-                out.push(format!("shim process {}", e.file_name().to_string_lossy()));
-            }
-        }
+        out.extend(crate::cluster::local::node::teardown::shims_of(&sock));
         let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         out.extend(
             mounts_under(&info, &self.dir)

@@ -391,10 +391,10 @@ fn toml_str(s: &str) -> String {
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
-/// A /24 `10.a.b.0` in 10.200.0.0/14 that no route in `routes` (the text of
-/// `/proc/net/route`) overlaps and `taken` does not hold, starting the search at `start`.
-pub fn free_subnet(routes: &str, taken: &[[u8; 2]], start: u16) -> Option<[u8; 2]> {
-    let used: Vec<(u32, u32)> = routes
+/// The (destination, mask) of every route in `routes` (the text of `/proc/net/route`) but the
+/// default, as host-order numbers.
+pub(crate) fn routed(routes: &str) -> Vec<(u32, u32)> {
+    routes
         .lines()
         .skip(1)
         .filter_map(|l| {
@@ -405,7 +405,13 @@ pub fn free_subnet(routes: &str, taken: &[[u8; 2]], start: u16) -> Option<[u8; 2
             Some((u32::from_be(dest.to_le()), u32::from_be(mask.to_le())))
         })
         .filter(|(_, mask)| *mask != 0)
-        .collect();
+        .collect()
+}
+
+/// A /24 `10.a.b.0` in 10.200.0.0/14 that no route in `routes` (the text of
+/// `/proc/net/route`) overlaps and `taken` does not hold, starting the search at `start`.
+pub fn free_subnet(routes: &str, taken: &[[u8; 2]], start: u16) -> Option<[u8; 2]> {
+    let used = routed(routes);
     (0..1024u16)
         .map(|i| (start.wrapping_add(i)) % 1024)
         .map(|i| [200 + (i / 256) as u8, (i % 256) as u8])

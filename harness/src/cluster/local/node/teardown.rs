@@ -62,15 +62,7 @@ impl RealNode {
     pub fn leftovers(&self) -> Vec<String> {
         let mut out = vec![];
         let sock = self.socket().display().to_string();
-        for e in fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Ok(cmdline) = fs::read(e.path().join("cmdline")) else {
-                continue;
-            };
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if text.contains("containerd-shim") && text.contains(&sock) {
-                out.push(format!("shim process {}", e.file_name().to_string_lossy()));
-            }
-        }
+        out.extend(shims_of(&sock));
         for h in cleanup_hierarchies() {
             let d = h.join(self.cgroup());
             if d.exists() {
@@ -376,6 +368,21 @@ fn remove_iptables_rules(network: &str) -> Vec<String> {
 fn already_gone(message: &str) -> bool {
     message.contains("No chain/target/match by that name")
         || message.contains("does a matching rule exist in that chain")
+}
+
+/// `shim process <pid>` for each live containerd shim of the containerd at socket `sock`.
+pub(crate) fn shims_of(sock: &str) -> Vec<String> {
+    let mut out = vec![];
+    for e in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(cmdline) = fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if text.contains("containerd-shim") && text.contains(sock) {
+            out.push(format!("shim process {}", e.file_name().to_string_lossy()));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
