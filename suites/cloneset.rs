@@ -8,7 +8,7 @@ use futures::FutureExt;
 use serde_json::json;
 
 use super::common::*;
-use crate::scenario::workload::{CloneSet, CloneSetKind, Handle, REAL_IMAGE_V2};
+use crate::scenario::workload::{CloneSet, CloneSetKind, Handle, REAL_IMAGE_V2, same_image};
 use crate::scenario::{Ctx, Requirements, Scenario};
 
 const GATE: &str = "RecreatePodWhenChangeVCTInCloneSetGate";
@@ -242,7 +242,7 @@ async fn s2_in_place_only(ctx: Ctx) -> anyhow::Result<()> {
             let s = container_status(&p, "main");
             ensure!(
                 s.as_ref()
-                    .is_some_and(|s| s.image == IMAGE_V2 && s.restart_count >= 1),
+                    .is_some_and(|s| same_image(&s.image, IMAGE_V2) && s.restart_count >= 1),
                 "pod {:?} was not restarted in place with {IMAGE_V2}: {s:?}",
                 p.metadata.name
             );

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::common::*;
 use crate::scenario::wait::{Check, until};
-use crate::scenario::workload::{CloneSet, CloneSetKind, Handle, Kind};
+use crate::scenario::workload::{CloneSet, CloneSetKind, Handle, Kind, same_image};
 use crate::scenario::{Ctx, Scenario, status};
 
 /// The scenarios of this suite.
@@ -576,8 +576,9 @@ async fn partition(ctx: Ctx) -> anyhow::Result<()> {
                 );
                 // The status counts a pod updated once its spec changed; its container runs the new
                 // image a moment later (in place).
-                let runs_v2 =
-                    |p: &Pod| container_status(p, "main").is_some_and(|s| s.image == IMAGE_V2);
+                let runs_v2 = |p: &Pod| {
+                    container_status(p, "main").is_some_and(|s| same_image(&s.image, IMAGE_V2))
+                };
                 wait_pods(
                     &ctx,
                     &cs.api(),
@@ -712,7 +713,7 @@ async fn update_types(ctx: Ctx) -> anyhow::Result<()> {
                     let s = container_status(&p, "main");
                     ensure!(
                         s.as_ref()
-                            .is_some_and(|s| s.image == IMAGE_V2 && s.restart_count >= 1),
+                            .is_some_and(|s| same_image(&s.image, IMAGE_V2) && s.restart_count >= 1),
                         "pod {} was not restarted in place with {IMAGE_V2}: {s:?}",
                         name_of(&p)
                     );
@@ -880,7 +881,7 @@ async fn priority(ctx: Ctx) -> anyhow::Result<()> {
             let updated: Vec<String> = pods(&ctx, &cs.selector())
                 .await?
                 .iter()
-                .filter(|p| container_status(p, "main").is_some_and(|s| s.image == IMAGE_V2))
+                .filter(|p| container_status(p, "main").is_some_and(|s| same_image(&s.image, IMAGE_V2)))
                 .map(name_of)
                 .collect();
             ensure!(
@@ -924,7 +925,7 @@ async fn scatter(ctx: Ctx) -> anyhow::Result<()> {
         let updated: Vec<(String, Option<String>)> = pods(&ctx, &cs.selector())
             .await?
             .iter()
-            .filter(|p| container_status(p, "main").is_some_and(|s| s.image == IMAGE_V2))
+            .filter(|p| container_status(p, "main").is_some_and(|s| same_image(&s.image, IMAGE_V2)))
             .map(|p| (name_of(p), label(p, "zone").map(str::to_string)))
             .collect();
         let in_a = updated
@@ -1174,7 +1175,8 @@ async fn grace_period(ctx: Ctx) -> anyhow::Result<()> {
                     let p = pods.first();
                     let in_grace = p.is_some_and(|p| {
                         !ready(p)
-                            && container_status(p, "main").is_some_and(|s| s.image == IMAGE_V1)
+                            && container_status(p, "main")
+                                .is_some_and(|s| same_image(&s.image, IMAGE_V1))
                             && p.metadata.annotations.as_ref().is_some_and(|a| {
                                 a.contains_key("apps.kruise.io/inplace-update-grace")
                             })

@@ -17,7 +17,7 @@ use super::cloneset_lifecycle::{
 use super::common::*;
 use crate::cluster::ZONE_LABEL;
 use crate::scenario::wait::Check;
-use crate::scenario::workload::{AdvancedDaemonSet, AdvancedDaemonSetKind, Handle};
+use crate::scenario::workload::{AdvancedDaemonSet, AdvancedDaemonSetKind, Handle, same_image};
 use crate::scenario::{Ctx, Scenario, status};
 
 /// The scenarios of this suite.
@@ -350,7 +350,7 @@ async fn in_place(ctx: Ctx) -> anyhow::Result<()> {
             let s = container_status(&p, "main");
             ensure!(
                 s.as_ref()
-                    .is_some_and(|s| s.image == IMAGE_V2 && s.restart_count >= 1),
+                    .is_some_and(|s| same_image(&s.image, IMAGE_V2) && s.restart_count >= 1),
                 "pod {} was not restarted in place with {IMAGE_V2}: {s:?}",
                 name_of(&p)
             );

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::common::*;
 use crate::scenario::wait::{Check, until};
 use crate::scenario::workload::{
-    AdvancedStatefulSet, CloneSet, Deployment, Handle, Kind, Spec, StatefulSet,
+    AdvancedStatefulSet, CloneSet, Deployment, Handle, Kind, Spec, StatefulSet, same_image,
 };
 use crate::scenario::{BodyFn, Ctx, Requirements, Scenario, status};
 
@@ -477,7 +477,7 @@ async fn in_place_update(ctx: Ctx) -> anyhow::Result<()> {
         for p in cs.pods().await? {
             let s = container_status(&p, "main");
             ensure!(
-                s.as_ref().is_some_and(|s| s.image == IMAGE_V2),
+                s.as_ref().is_some_and(|s| same_image(&s.image, IMAGE_V2)),
                 "pod {:?} does not run {IMAGE_V2}: {s:?}",
                 p.metadata.name
             );

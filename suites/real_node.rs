@@ -17,7 +17,7 @@ use super::common::*;
 use crate::cluster::local::node::REAL_NODE_LABEL;
 use crate::cluster::local::node::probe::{CgroupLimits, cgroup_limits};
 use crate::scenario::wait::Check;
-use crate::scenario::workload::{CloneSet, REAL_IMAGE_V1, REAL_IMAGE_V2};
+use crate::scenario::workload::{CloneSet, REAL_IMAGE_V1, REAL_IMAGE_V2, same_image};
 use crate::scenario::{Ctx, Scenario, status};
 
 /// The sandbox image, which a hot-upgrade sidecar's idle container runs.
@@ -270,9 +270,9 @@ async fn hot_upgrade(ctx: Ctx) -> anyhow::Result<()> {
                             && spec_image(p, "side-2").as_deref() == Some(REAL_IMAGE_V2)
                             && spec_image(p, "side-1").as_deref() == Some(EMPTY_IMAGE)
                             && container_status(p, "side-2")
-                                .is_some_and(|c| c.image == REAL_IMAGE_V2)
+                                .is_some_and(|c| same_image(&c.image, REAL_IMAGE_V2))
                             && container_status(p, "side-1")
-                                .is_some_and(|c| c.image == EMPTY_IMAGE && c.ready)
+                                .is_some_and(|c| same_image(&c.image, EMPTY_IMAGE) && c.ready)
                             && serving(p, "side-2");
                         Check::when(done, || {
                             format!(

@@ -8,7 +8,7 @@ use futures::FutureExt;
 use serde_json::json;
 
 use super::common::*;
-use crate::scenario::workload::{CloneSet, REAL_IMAGE_V1, REAL_IMAGE_V2};
+use crate::scenario::workload::{CloneSet, REAL_IMAGE_V1, REAL_IMAGE_V2, same_image};
 use crate::scenario::{Ctx, Requirements, Scenario};
 
 /// The scenarios of this suite.
@@ -105,7 +105,7 @@ async fn s3_on(ctx: Ctx, real: bool) -> anyhow::Result<()> {
                 let s = container_status(&p, "main");
                 ensure!(
                     s.as_ref()
-                        .is_some_and(|s| s.image == v2 && s.restart_count >= 1),
+                        .is_some_and(|s| same_image(&s.image, v2) && s.restart_count >= 1),
                     "container main of {:?} was not restarted with {v2}: {s:?}",
                     p.metadata.name
                 );

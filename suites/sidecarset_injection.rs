@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use super::cloneset_lifecycle::{label, name_of, observed, ready, text, wait_pods};
 use super::common::*;
 use crate::scenario::wait::Check;
-use crate::scenario::workload::CloneSet;
+use crate::scenario::workload::{CloneSet, same_image};
 use crate::scenario::{Ctx, Scenario};
 
 const SIDECAR_V1: &str = "busybox:1.36";
@@ -946,8 +946,9 @@ async fn watch_rollout(
                 seen.order.push(order);
             }
         }
-        let done =
-            |p: &Pod| ready(p) && container_status(p, "logger").is_some_and(|s| s.image == image);
+        let done = |p: &Pod| {
+            ready(p) && container_status(p, "logger").is_some_and(|s| same_image(&s.image, image))
+        };
         let updating = pods
             .values()
             .filter(|p| specified(p, image) && !done(p))

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use super::cloneset_lifecycle::{count, label, name_of, observed, wait_pods};
 use super::common::*;
 use crate::scenario::wait::Check;
-use crate::scenario::workload::CloneSet;
+use crate::scenario::workload::{CloneSet, same_image};
 use crate::scenario::{Ctx, Requirements, Scenario};
 
 const SIDECAR_V1: &str = "busybox:1.36";
@@ -357,7 +357,7 @@ async fn update_case(ctx: &Ctx, case: &Case) -> anyhow::Result<()> {
     wait_pods(ctx, &api, &name, &format!("app={app_name}"), &what, move |o, pods| {
         let on_v2 = pods
             .iter()
-            .filter(|p| container_status(p, "logger").is_some_and(|s| s.image == SIDECAR_V2))
+            .filter(|p| container_status(p, "logger").is_some_and(|s| same_image(&s.image, SIDECAR_V2)))
             .count();
         let counts = ["matchedPods", "readyPods", "updatedPods", "updatedReadyPods"].map(|f| count(o, f));
         Check::when(observed(o) && on_v2 == want && counts == [2, 2, want as i64, want as i64], || {
@@ -373,7 +373,7 @@ async fn update_case(ctx: &Ctx, case: &Case) -> anyhow::Result<()> {
     );
     for p in after
         .iter()
-        .filter(|p| container_status(p, "logger").is_some_and(|s| s.image == SIDECAR_V2))
+        .filter(|p| container_status(p, "logger").is_some_and(|s| same_image(&s.image, SIDECAR_V2)))
     {
         let restarts = container_status(p, "logger").map_or(0, |s| s.restart_count);
         ensure!(

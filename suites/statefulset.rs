@@ -21,7 +21,7 @@ use super::cloneset_lifecycle::{
 };
 use super::common::*;
 use crate::scenario::wait::{Check, until, until_all};
-use crate::scenario::workload::{AdvancedStatefulSet, AdvancedStatefulSetKind, Handle};
+use crate::scenario::workload::{AdvancedStatefulSet, AdvancedStatefulSetKind, Handle, same_image};
 use crate::scenario::{Ctx, Scenario, status};
 
 type Sts = Handle<AdvancedStatefulSetKind>;
@@ -530,7 +530,7 @@ async fn in_place(ctx: Ctx) -> anyhow::Result<()> {
             let s = container_status(&p, "main");
             ensure!(
                 s.as_ref()
-                    .is_some_and(|s| s.image == IMAGE_V2 && s.restart_count == 1),
+                    .is_some_and(|s| same_image(&s.image, IMAGE_V2) && s.restart_count == 1),
                 "pod {:?} was not restarted once in place with {IMAGE_V2}: {s:?}",
                 p.metadata.name
             );
@@ -966,7 +966,7 @@ async fn grace_period(ctx: Ctx) -> anyhow::Result<()> {
         let started = p
             .first()
             .and_then(|p| container_status(p, "main"))
-            .filter(|s| s.image == IMAGE_V2)
+            .filter(|s| same_image(&s.image, IMAGE_V2))
             .and_then(|s| s.state?.running?.started_at)
             .context("the updated container is not running")?
             .0

@@ -77,6 +77,26 @@ async fn the_release_manifests_run_the_release_image_with_the_local_gates() {
         gate_args[0],
         "--feature-gates=KruiseDaemon=false,RecreatePodWhenChangeVCTInCloneSetGate=true"
     );
+
+    // With the daemon (every node real): the DaemonSet stays, on the same image and gates.
+    let gates = openkruise::manager_gates_for(&BTreeMap::new(), true);
+    let out = in_cluster_manifests(docs.clone(), DEFAULT_VERSION, &gates);
+    let daemonset = out.iter().find(|d| kind_of(d) == "DaemonSet").unwrap();
+    let daemon = &daemonset["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(daemon["name"], "daemon");
+    assert_eq!(
+        daemon["image"],
+        json!(format!("openkruise/kruise-manager:{DEFAULT_VERSION}"))
+    );
+    assert_eq!(daemon["imagePullPolicy"], "IfNotPresent");
+    let daemon_gates: Vec<&str> = daemon["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|a| a.starts_with("--feature-gates"))
+        .collect();
+    assert_eq!(daemon_gates, ["--feature-gates=KruiseDaemon=true"]);
 }
 
 #[tokio::test]

@@ -85,6 +85,7 @@ impl CommandRunner for FakeKind {
         };
         self.calls.lock().unwrap().push(verb.into());
         let ok = CommandOutput {
+            stdout: String::new(),
             success: true,
             stderr: String::new(),
         };
@@ -107,6 +108,7 @@ impl CommandRunner for FakeKind {
                         Ok(ok)
                     }
                     Err(stderr) => Ok(CommandOutput {
+                        stdout: String::new(),
                         success: false,
                         stderr,
                     }),

@@ -61,8 +61,8 @@ impl Provider {
         }
     }
 
-    /// Why it cannot add real nodes to a cluster (a profile's `real_nodes`), if it cannot: only
-    /// the local provider adds them, and only as root.
+    /// Why it cannot add real nodes to a cluster (a profile's `real_nodes`), if it cannot: the
+    /// local provider adds them as root, kind's nodes are all real.
     pub fn no_real_nodes(&self) -> Option<String> {
         match self {
             Provider::Local(_) if nix::unistd::geteuid().is_root() => None,
@@ -71,8 +71,10 @@ impl Provider {
                  mounts and network devices): run the harness as root"
                     .into(),
             ),
+            // Every kind node is a real one.
+            Provider::Kind(_) => None,
             _ => Some(format!(
-                "needs real nodes, which only the local provider adds (this run uses {})",
+                "needs real nodes, which only the local and kind providers add (this run uses {})",
                 self.label()
             )),
         }
@@ -124,14 +126,21 @@ impl AnyCluster {
         }
     }
 
-    /// Pushes `images` to the registry its real nodes pull from (the local provider's real
-    /// nodes only).
+    /// Whether its nodes pull every image from a registry of the harness's and nothing else
+    /// (kind's, on the node image the harness assembles): what runs there is pushed first.
+    pub fn pulls_only_from_harness(&self) -> bool {
+        matches!(self, AnyCluster::Kind(c) if c.has_registry())
+    }
+
+    /// Pushes `images` to the registry its nodes pull from (the local provider's real nodes,
+    /// and kind's nodes on the node image the harness assembles).
     pub async fn push_images(&self, images: &[crate::toolchain::BuiltImage]) -> anyhow::Result<()> {
         match self {
             AnyCluster::Local(c) => Ok(c.push_images(images).await?),
+            AnyCluster::Kind(c) => Ok(c.push_images(images).await?),
             _ => anyhow::bail!(
                 "cluster {} has no image registry of the harness: only the local provider's real \
-                 nodes pull from one",
+                 nodes and kind's nodes on the harness's node image pull from one",
                 self.name()
             ),
         }

@@ -83,6 +83,18 @@ pub trait Controller: fmt::Debug + Send + Sync {
         gates: &'a BTreeMap<String, bool>,
     ) -> BoxFuture<'a, Result<Installation, ControllerError>>;
 
+    /// The images its in-cluster install runs, built here under the names its manifests give
+    /// them, for nodes that pull only from the harness's registry
+    /// ([`AnyCluster::pulls_only_from_harness`]: kind's). By default none: the install pulls
+    /// what it names.
+    fn images<'a>(
+        &'a self,
+        toolchain: &'a Toolchain,
+    ) -> BoxFuture<'a, Result<Vec<crate::toolchain::BuiltImage>, ControllerError>> {
+        let _ = toolchain;
+        Box::pin(async { Ok(vec![]) })
+    }
+
     /// The namespace its components run in (where it keeps what it owns cluster-wide, e.g.
     /// revisions of cluster-scoped objects).
     fn namespace(&self) -> &'static str;

@@ -395,8 +395,14 @@ impl Cell {
                         c.stop_component(component.name())?;
                     }
                 }
+                let controller = to.controller();
+                if cluster.pulls_only_from_harness() {
+                    cluster
+                        .push_images(&controller.images(&toolchain).await?)
+                        .await?;
+                }
                 let host = Host::of(&mut cluster).await?;
-                *installation = to.controller().install(host, &toolchain, &gates).await?;
+                *installation = controller.install(host, &toolchain, &gates).await?;
                 tracing::info!(to = %to, "controller upgraded");
                 Ok(())
             })
@@ -422,17 +428,22 @@ async fn bring_up(
         }
     }
     let installed = async {
+        if cluster.pulls_only_from_harness() {
+            push_run_images(&cluster, controller.as_ref(), env.toolchain).await?;
+        }
         let host = Host::of(&mut cluster).await?;
-        controller
-            .install(host, env.toolchain, &pc.controller_gates)
-            .await
+        anyhow::Ok(
+            controller
+                .install(host, env.toolchain, &pc.controller_gates)
+                .await?,
+        )
     }
     .await;
     let installation = match installed {
         Ok(i) => i,
         Err(e) => {
             export_logs(&cluster, env.options, &pc.profile.name);
-            return Err(e.into());
+            return Err(e);
         }
     };
     let client = cluster.client().await?;
@@ -442,6 +453,33 @@ async fn bring_up(
         installation: Arc::new(tokio::sync::RwLock::new(installation)),
         client,
     })
+}
+
+/// Pushes what runs on a cluster whose nodes pull only from the harness's registry (kind's):
+/// the harness's own images, a stand-in for every image the catalog names
+/// ([`crate::scenario::workload::CATALOG_IMAGES`]), and the controller's release images.
+async fn push_run_images(
+    cluster: &AnyCluster,
+    controller: &dyn crate::controller::Controller,
+    toolchain: &Toolchain,
+) -> anyhow::Result<()> {
+    use crate::toolchain::images::Reference;
+    let references: Vec<Reference> = crate::scenario::workload::CATALOG_IMAGES
+        .iter()
+        .filter_map(|r| Reference::parse(r))
+        .collect();
+    let mut images = toolchain.images().await?;
+    images.extend(toolchain.stand_ins(&references).await?);
+    images.extend(controller.images(toolchain).await?);
+    let started = Instant::now();
+    cluster.push_images(&images).await?;
+    tracing::info!(
+        cluster = cluster.name(),
+        images = images.len(),
+        seconds = started.elapsed().as_secs_f64(),
+        "images pushed to the nodes' registry"
+    );
+    Ok(())
 }
 
 /// Copies the cluster's logs into `<logs_dir>/<cluster>/`, if the run keeps logs.
@@ -584,7 +622,8 @@ async fn run_upstream_on(
             .path("kubectl");
         let kubectl_dir = kubectl.parent().unwrap_or(Path::new("/")).to_path_buf();
         let kubeconfig = cell.cluster.lock().await.kubeconfig().to_path_buf();
-        if !pc.profile.real_nodes.is_empty() {
+        if !pc.profile.real_nodes.is_empty() || cell.cluster.lock().await.pulls_only_from_harness()
+        {
             // Real nodes pull every image from the cluster's registry: stand-ins for the ones
             // the suite names.
             let refs = e2e.images().await?;
@@ -697,6 +736,28 @@ async fn installed_api_fields(
     Ok(crds.iter().flat_map(ApiFields::of_crd).collect())
 }
 
+/// The cluster's nodes as scenarios know them: worker nodes by zone (those with a zone label
+/// and without the real-node label) and the real nodes (with it), each list by name.
+async fn nodes_by_label(
+    client: &kube::Client,
+) -> Result<(BTreeMap<String, Vec<String>>, Vec<String>), kube::Error> {
+    use crate::cluster::local::node::REAL_NODE_LABEL;
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+    let mut list = nodes.list(&Default::default()).await?.items;
+    list.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    let (mut zones, mut real) = (BTreeMap::<String, Vec<String>>::new(), vec![]);
+    for n in list {
+        let labels = n.metadata.labels.unwrap_or_default();
+        let name = n.metadata.name.unwrap_or_default();
+        if labels.get(REAL_NODE_LABEL.0).map(String::as_str) == Some(REAL_NODE_LABEL.1) {
+            real.push(name);
+        } else if let Some(zone) = labels.get(ZONE_LABEL) {
+            zones.entry(zone.clone()).or_default().push(name);
+        }
+    }
+    Ok((zones, real))
+}
+
 /// Runs `selected` (each `repeat` times, `parallel` at once) on a ready cell; returns whether
 /// any result fails the run.
 async fn run_scenarios_on(
@@ -727,6 +788,15 @@ async fn run_scenarios_on(
         chainsaw: None,
     };
     let mut facts = facts;
+    // Only the local provider names its nodes as the profile does (kind calls them
+    // `<cluster>-worker<n>`): elsewhere the zones and the real nodes are read from the nodes'
+    // labels.
+    if !matches!(&*cell.cluster.lock().await, AnyCluster::Local(_)) {
+        match nodes_by_label(&cell.client).await {
+            Ok((zones, real_nodes)) => (facts.zones, facts.real_nodes) = (zones, real_nodes),
+            Err(e) => tracing::warn!(error = %e, "list the cluster's nodes"),
+        }
+    }
     // Declarative tests with scripts run the toolchain's kubectl (cached with the control plane).
     if selected
         .iter()

@@ -28,6 +28,33 @@ pub const IMAGE_V1: &str = "nginx:1.25";
 /// The image workloads are updated to.
 pub const IMAGE_V2: &str = "nginx:1.26";
 
+/// Every image the catalog's scenarios and the controllers' readiness checks name by a tag.
+/// Clusters whose nodes pull only from the harness's registry (kind's) get a stand-in for each
+/// pushed there; a unit test reads the suites' sources and fails on a tagged image missing
+/// here.
+pub const CATALOG_IMAGES: &[&str] = &[
+    "nginx:1.25",
+    "nginx:1.26",
+    "nginx:1.27",
+    "nginx:1.28",
+    "busybox:1.34",
+    "busybox:1.35",
+    "busybox:1.36",
+    "busybox:1.37",
+];
+
+/// Whether a container status's `image` is the image a spec gave: the same reference, or
+/// the same once qualified — a kwok node reports the spec's text, a real kubelet the
+/// runtime's name for it (`nginx:1.26` as `docker.io/library/nginx:1.26`).
+pub fn same_image(reported: &str, spec: &str) -> bool {
+    use crate::toolchain::images::Reference;
+    reported == spec
+        || matches!(
+            (Reference::parse(reported), Reference::parse(spec)),
+            (Some(r), Some(s)) if r.qualified() == s.qualified()
+        )
+}
+
 /// The long-running image real nodes pull from the cluster's registry (busybox; its
 /// `/etc/harness-image` says `v1`).
 pub const REAL_IMAGE_V1: &str = "harness.local/busybox:v1";
@@ -639,6 +666,60 @@ async fn fatal_warning(client: &kube::Client, ns: &str, reasons: &[&str]) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every file under `dir` (recursively) whose name ends in one of `exts`.
+    fn sources(dir: &std::path::Path, exts: &[&str], out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                sources(&p, exts, out);
+            } else if exts.iter().any(|x| p.extension().is_some_and(|e| e == *x)) {
+                out.push(p);
+            }
+        }
+    }
+
+    #[test]
+    fn a_reported_image_is_the_spec_s_as_given_or_qualified() {
+        assert!(same_image("nginx:1.26", "nginx:1.26"));
+        assert!(same_image("docker.io/library/nginx:1.26", "nginx:1.26"));
+        assert!(same_image(
+            "harness.local/busybox:v2",
+            "harness.local/busybox:v2"
+        ));
+        assert!(!same_image("docker.io/library/nginx:1.25", "nginx:1.26"));
+        assert!(!same_image("quay.io/library/nginx:1.26", "nginx:1.26"));
+    }
+
+    #[test]
+    fn every_tagged_image_the_catalog_names_has_a_stand_in() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut files = vec![];
+        sources(&root.join("../suites"), &["rs", "yaml"], &mut files);
+        sources(&root.join("src/scenario"), &["rs"], &mut files);
+        sources(&root.join("src/explore"), &["rs"], &mut files);
+        files.push(root.join("src/controller/openkruise/ready.rs"));
+        // A quoted reference (Rust) or an `image:` value (YAML) with a name and a tag that
+        // starts with a digit.
+        let quoted = regex::Regex::new(r#""([a-z][a-z0-9./-]*:[0-9][0-9A-Za-z._-]*)""#).unwrap();
+        let yaml =
+            regex::Regex::new(r#"image:\s*"?([a-z][a-z0-9./-]*:[0-9][0-9A-Za-z._-]*)"#).unwrap();
+        let mut missing = std::collections::BTreeSet::new();
+        let mut seen = 0;
+        for f in &files {
+            let text = std::fs::read_to_string(f).unwrap();
+            // What a file's unit tests write is not run on a cluster.
+            let text = text.split("#[cfg(test)]").next().unwrap_or_default();
+            for c in quoted.captures_iter(&text).chain(yaml.captures_iter(&text)) {
+                seen += 1;
+                if !CATALOG_IMAGES.contains(&&c[1]) {
+                    missing.insert(format!("{} in {}", &c[1], f.display()));
+                }
+            }
+        }
+        assert!(seen > 10, "the scan finds the catalog's images ({seen})");
+        assert!(missing.is_empty(), "add to CATALOG_IMAGES: {missing:?}");
+    }
 
     fn pending_names(c: Check, field: &str) {
         match c {

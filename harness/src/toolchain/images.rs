@@ -378,6 +378,16 @@ impl Reference {
             tag: tag.to_string(),
         })
     }
+
+    /// The reference with its host and tag spelled out, as a container runtime stores and a
+    /// kubelet reports it (`nginx:1.25` is `docker.io/library/nginx:1.25`).
+    pub fn qualified(&self) -> String {
+        let first = self.given.split('/').next().unwrap_or_default();
+        let has_host = self.given.contains('/')
+            && (first.contains('.') || first.contains(':') || first == "localhost");
+        let host = if has_host { first } else { "docker.io" };
+        format!("{host}/{}:{}", self.path, self.tag)
+    }
 }
 
 /// Upstream images whose stand-in must do something else than serve: the last path component
@@ -651,6 +661,23 @@ mod tests {
         ] {
             assert_eq!(Reference::parse(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_reference_is_qualified_as_a_runtime_reports_it() {
+        let q = |s: &str| Reference::parse(s).unwrap().qualified();
+        assert_eq!(q("nginx:1.25"), "docker.io/library/nginx:1.25");
+        assert_eq!(
+            q("docker.io/library/nginx:1.25"),
+            "docker.io/library/nginx:1.25"
+        );
+        assert_eq!(q("busybox"), "docker.io/library/busybox:latest");
+        assert_eq!(
+            q("openkruise/kruise-manager:v1.9.0"),
+            "docker.io/openkruise/kruise-manager:v1.9.0"
+        );
+        assert_eq!(q("harness.local/busybox:v1"), "harness.local/busybox:v1");
+        assert_eq!(q("localhost:5000/a/b"), "localhost:5000/a/b:latest");
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! tested without Docker by a fake runner.
 
 pub mod cni;
+pub mod registry;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -189,6 +190,18 @@ pub fn config_with(profile: &Profile, node: &NodeSource) -> Result<Value, KindEr
     for n in &profile.nodes {
         nodes.push(json!({"role": "worker", "image": image, "labels": n.labels}));
     }
+    // A kind node is as real as the local provider's real nodes: those the profile asks for
+    // carry the same label, and the same taint unless the profile has no other nodes.
+    use crate::cluster::local::node::REAL_NODE_LABEL;
+    for n in &profile.real_nodes {
+        let mut labels = n.labels.clone();
+        labels.insert(REAL_NODE_LABEL.0.into(), REAL_NODE_LABEL.1.into());
+        let mut node = json!({"role": "worker", "image": image, "labels": labels});
+        if profile.real_node_taint {
+            node["kubeadmConfigPatches"] = json!([REAL_NODE_JOIN_PATCH]);
+        }
+        nodes.push(node);
+    }
     let mut c = json!({
         "kind": "Cluster",
         "apiVersion": "kind.x-k8s.io/v1alpha4",
@@ -206,6 +219,13 @@ pub fn config_with(profile: &Profile, node: &NodeSource) -> Result<Value, KindEr
     }
     Ok(c)
 }
+
+/// What kube-proxy's iptables rules say of the apiserver's Service (its comment).
+const KUBERNETES_SERVICE_RULE: &str = "default/kubernetes:https";
+
+/// The kubeadm patch that registers a kind worker with the real nodes' taint (kind's node
+/// config has labels but no taints).
+pub const REAL_NODE_JOIN_PATCH: &str = "kind: JoinConfiguration\nnodeRegistration:\n  taints:\n  - key: harness.io/real-node\n    value: \"true\"\n    effect: NoSchedule\n";
 
 /// Merges `extra` into `c`: objects key by key, arrays appended, anything else replaced.
 fn merge(c: &mut Value, extra: &Value) {
@@ -265,6 +285,9 @@ impl std::fmt::Display for CommandLine {
 pub struct CommandOutput {
     /// Exit status 0.
     pub success: bool,
+    /// Its standard output (kept out of the run's progress: `kind export logs` and
+    /// `docker load` print there).
+    pub stdout: String,
     /// Its standard error (kind reports there).
     pub stderr: String,
 }
@@ -275,7 +298,7 @@ pub trait CommandRunner: Send + Sync {
     fn run(&self, cmd: &CommandLine) -> std::io::Result<CommandOutput>;
 }
 
-/// Runs commands as child processes, their stdout passed through to stderr as progress.
+/// Runs commands as child processes, their output captured.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ProcessRunner;
 
@@ -285,11 +308,12 @@ impl CommandRunner for ProcessRunner {
             .args(&cmd.args)
             .envs(cmd.env.iter().map(|(k, v)| (k, v)))
             .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::inherit())
+            .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .output()?;
         Ok(CommandOutput {
             success: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         })
     }
@@ -738,6 +762,7 @@ impl KindProvider {
                     provider: self.clone(),
                     done: false,
                     provisioner: None,
+                    registry: None,
                 });
             }
             let last = out.stderr;
@@ -752,7 +777,7 @@ impl KindProvider {
                     name: name.into(),
                     attempts: attempt,
                     logs: self.options.logs.join(name),
-                    tail: tail(&last, 20),
+                    tail: tail(&without_stacks(&last), 20),
                 });
             }
             tracing::warn!(
@@ -763,6 +788,22 @@ impl KindProvider {
         }
         unreachable!("the loop returns on the last attempt")
     }
+}
+
+/// `s` without the frames of Go stack traces (a function line, then its tab-indented file
+/// line), which would fill a tail with no cause in it.
+fn without_stacks(s: &str) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    let frame = |i: usize| {
+        let l = lines[i];
+        l.starts_with('\t')
+            || (!l.contains(' ') && lines.get(i + 1).is_some_and(|next| next.starts_with('\t')))
+    };
+    (0..lines.len())
+        .filter(|&i| !frame(i))
+        .map(|i| lines[i])
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn tail(s: &str, n: usize) -> String {
@@ -776,9 +817,20 @@ impl ClusterProvider for KindProvider {
 
     async fn create(&self, name: &str, profile: &Profile) -> Result<KindCluster, KindError> {
         let kind = self.kind_binary(profile).await?;
-        let node = self.node_source(profile).await?;
+        let mut node = self.node_source(profile).await?;
+        // On the image the harness assembles, the nodes pull from a registry of their own.
+        let registry = match &self.options.node {
+            NodeSource::Assemble { toolchain, .. } => Some(toolchain.registry().await?),
+            _ => None,
+        };
+        if let (Some(_), NodeSource::Offline { config, .. }) = (&registry, &mut node) {
+            merge(
+                config,
+                &json!({"containerdConfigPatches": [registry::mirror_patch(name)]}),
+            );
+        }
         let this = self.clone();
-        let nodes = profile.nodes.len() + 1;
+        let nodes = profile.nodes.len() + profile.real_nodes.len() + 1;
         let (name, profile) = (name.to_string(), profile.clone());
         let offline = matches!(node, NodeSource::Offline { .. });
         let mut cluster = tokio::task::spawn_blocking(move || {
@@ -786,9 +838,12 @@ impl ClusterProvider for KindProvider {
         })
         .await
         .expect("kind create does not panic")?;
+        // On failure the cluster is dropped: deleted, its logs exported first.
         if offline {
-            // On failure the cluster is dropped: deleted, its logs exported first.
             cluster.offline_setup(nodes).await?;
+        }
+        if let Some(binary) = registry {
+            cluster.registry = Some(cluster.start_registry(&binary).await?);
         }
         Ok(cluster)
     }
@@ -892,6 +947,45 @@ impl KindCluster {
         )
         .await
         .map_err(|e| fail(e.to_string()))?;
+        // A pod that starts before its node's kube-proxy has written the Service rules cannot
+        // reach the apiserver by its Service address (a controller then exits and restarts):
+        // ready means every node has the rules of the `kubernetes` Service.
+        let names: Vec<String> = found.iter().map(|n| n.name.clone()).collect();
+        crate::wait::poll(
+            "every node's kube-proxy serves the kubernetes Service",
+            Duration::from_secs(120),
+            Duration::from_secs(1),
+            || {
+                let (names, provider) = (names.clone(), self.provider.clone());
+                async move {
+                    let missing = tokio::task::spawn_blocking(move || {
+                        names
+                            .into_iter()
+                            .filter(|node| {
+                                let line = CommandLine {
+                                    program: PathBuf::from("docker"),
+                                    args: ["exec", node, "iptables-save", "-t", "nat"]
+                                        .iter()
+                                        .map(|a| a.to_string())
+                                        .collect(),
+                                    env: provider.env(),
+                                };
+                                !provider.run(&line).is_ok_and(|o| {
+                                    o.success && o.stdout.contains(KUBERNETES_SERVICE_RULE)
+                                })
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                    .await
+                    .unwrap_or_default();
+                    crate::wait::Check::when(missing.is_empty(), || {
+                        format!("no Service rules yet on {}", missing.join(", "))
+                    })
+                }
+            },
+        )
+        .await
+        .map_err(|e| fail(e.to_string()))?;
         let provisioner = tokio::spawn(async move {
             if let Err(e) =
                 super::local::provisioner::run(client, PathBuf::from(OFFLINE_VOLUMES)).await
@@ -915,6 +1009,8 @@ pub struct KindCluster {
     done: bool,
     /// The volume provisioner of a cluster on an offline image, stopped at teardown.
     provisioner: Option<tokio::task::AbortHandle>,
+    /// The nodes' image registry ([`registry`]), in the control-plane node.
+    registry: Option<std::net::SocketAddr>,
 }
 
 impl std::fmt::Debug for KindCluster {
@@ -1106,5 +1202,40 @@ mod tests {
         let yaml = config_yaml(&p).unwrap();
         let back: Value = serde_saphyr::from_str(&yaml).unwrap();
         assert_eq!(back, c, "the YAML reads back as the config");
+    }
+
+    #[test]
+    fn a_failure_tail_leaves_out_go_stack_frames() {
+        let out = "I0 starting\nerror execution phase kubelet-start: timed out\n\
+                   k8s.io/kubernetes/cmd/kubeadm/app/cmd/phases/workflow.(*Runner).Run\n\
+                   \tk8s.io/kubernetes@v1.32.5/cmd/kubeadm/app/cmd/phases/workflow/runner.go:234\n\
+                   main.main\n\tk8s.io/kubernetes@v1.32.5/cmd/kubeadm/kubeadm.go:25\n";
+        assert_eq!(
+            without_stacks(out),
+            "I0 starting\nerror execution phase kubelet-start: timed out"
+        );
+    }
+
+    #[test]
+    fn real_nodes_are_workers_with_the_real_node_label_and_taint() {
+        use crate::cluster::local::node::{REAL_NODE_LABEL, REAL_NODE_TAINT};
+        let mut p = Profile::new(KubeVersion::default_version());
+        p.set_real_nodes(1, &["zone-a"], &Default::default())
+            .unwrap();
+        let c = config(&p).unwrap();
+        let nodes = c["nodes"].as_array().unwrap();
+        assert_eq!(nodes.len(), 6, "control plane, 4 workers, 1 real");
+        let real = &nodes[5];
+        assert_eq!(real["labels"][REAL_NODE_LABEL.0], json!(REAL_NODE_LABEL.1));
+        let patch: Value =
+            serde_saphyr::from_str(real["kubeadmConfigPatches"][0].as_str().unwrap()).unwrap();
+        let taint = &patch["nodeRegistration"]["taints"][0];
+        let (key, rest) = REAL_NODE_TAINT.split_once('=').unwrap();
+        let (value, effect) = rest.split_once(':').unwrap();
+        assert_eq!(
+            (&taint["key"], &taint["value"], &taint["effect"]),
+            (&json!(key), &json!(value), &json!(effect))
+        );
+        assert!(nodes[1].get("kubeadmConfigPatches").is_none());
     }
 }

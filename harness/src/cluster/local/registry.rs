@@ -283,7 +283,8 @@ impl Reply {
 #[derive(Clone)]
 pub struct RegistryClient {
     addr: SocketAddr,
-    tls: tokio_rustls::TlsConnector,
+    /// `None`: plain HTTP ([`RegistryClient::plain`]).
+    tls: Option<tokio_rustls::TlsConnector>,
 }
 
 impl std::fmt::Debug for RegistryClient {
@@ -317,8 +318,14 @@ impl RegistryClient {
         .with_no_client_auth();
         Ok(Self {
             addr: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
-            tls: tokio_rustls::TlsConnector::from(Arc::new(config)),
+            tls: Some(tokio_rustls::TlsConnector::from(Arc::new(config))),
         })
+    }
+
+    /// A client of a registry serving plain HTTP at `addr`: one inside a kind node, on the
+    /// private Docker network of the cluster's nodes (no host port).
+    pub fn plain(addr: SocketAddr) -> Self {
+        Self { addr, tls: None }
     }
 
     /// Sends one request (`path` with its query) and reads the whole answer.
@@ -355,15 +362,25 @@ impl RegistryClient {
         let tcp = tokio::net::TcpStream::connect(self.addr)
             .await
             .map_err(connect)?;
-        let stream = self
-            .tls
-            .connect(ServerName::IpAddress(self.addr.ip().into()), tcp)
-            .await
-            .map_err(connect)?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(http)?;
-        let driver = tokio::spawn(conn);
+        type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+        let (mut sender, driver): (Sender, tokio::task::JoinHandle<_>) = match &self.tls {
+            Some(tls) => {
+                let stream = tls
+                    .connect(ServerName::IpAddress(self.addr.ip().into()), tcp)
+                    .await
+                    .map_err(connect)?;
+                let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                    .await
+                    .map_err(http)?;
+                (sender, tokio::spawn(conn))
+            }
+            None => {
+                let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+                    .await
+                    .map_err(http)?;
+                (sender, tokio::spawn(conn))
+            }
+        };
         let mut req = Request::builder()
             .method(method)
             .uri(path)
@@ -537,7 +554,14 @@ fn upload_path(location: &str) -> Option<String> {
 /// Pushes every image to the registry on `127.0.0.1:port` (trusting `ca_pem`) under its
 /// `<repo>:<tag>`; blobs the registry already has are not sent again.
 pub async fn push(images: &[BuiltImage], port: u16, ca_pem: &str) -> Result<(), RegistryError> {
-    let client = RegistryClient::new(port, ca_pem)?;
+    push_with(&RegistryClient::new(port, ca_pem)?, images).await
+}
+
+/// Pushes `images` with `client` (by repository path and tag).
+pub async fn push_with(
+    client: &RegistryClient,
+    images: &[BuiltImage],
+) -> Result<(), RegistryError> {
     for image in images {
         client.push_image(image).await?;
     }

@@ -5,7 +5,8 @@
 use super::*;
 
 /// Installs OpenKruise into a cluster with real nodes (kind, k3s) as the release ships it: its
-/// manifests with the manager Deployment on the release image ([`in_cluster_manifests`]),
+/// manifests with the manager Deployment and the daemon DaemonSet on the release image
+/// ([`in_cluster_manifests`]),
 /// then waits for the rollout, webhook CA bundles, and a smoke CloneSet.
 pub async fn install_in_cluster(
     client: &kube::Client,
@@ -27,7 +28,8 @@ pub async fn install_in_cluster(
         .kubernetes(crate::toolchain::KubeVersion::default_version())
         .await?
         .path("kubectl");
-    let gates = manager_gates(&options.gates);
+    // Every node of an in-cluster install is real: the release's daemon runs on each.
+    let gates = manager_gates_for(&options.gates, true);
     let mut docs = in_cluster_manifests(render_for(&kubectl, &tag, options).await?, &tag, &gates);
     if let Some(t) = options.transform {
         t(&mut docs);

@@ -80,6 +80,57 @@ pub fn manager_image(tag: &str) -> String {
     format!("openkruise/kruise-manager:{tag}")
 }
 
+/// The release image as the release's Dockerfile lays it out, from binaries built here: the
+/// manager at `/manager` (the entrypoint), the node daemon at `/kruise-daemon`, `/tmp` and
+/// `/log` writable by the unprivileged user the manifests run as, and a passwd and group
+/// file naming only root and nobody. Named as a runtime stores [`manager_image`].
+pub fn release_image(tag: &str, manager: Vec<u8>, daemon: Vec<u8>) -> ImageRecipe {
+    use crate::toolchain::oci::{Entry, ImageConfig};
+    let file = |path: &str, mode: u32, data: Vec<u8>| Entry::File {
+        path: path.into(),
+        mode,
+        data,
+    };
+    let dir = |path: &str, mode: u32| Entry::Dir {
+        path: path.into(),
+        mode,
+    };
+    let (repo, tag) = manager_image(tag)
+        .rsplit_once(':')
+        .map(|(r, t)| (r.to_string(), t.to_string()))
+        .expect("the image has a tag");
+    ImageRecipe {
+        name: ImageName {
+            host: "docker.io".into(),
+            repo,
+            tag,
+        },
+        config: ImageConfig {
+            entrypoint: vec!["/manager".into()],
+            working_dir: "/".into(),
+            ..ImageConfig::default()
+        },
+        entries: vec![
+            file("/manager", 0o755, manager),
+            file("/kruise-daemon", 0o755, daemon),
+            dir("/tmp", 0o1777),
+            dir("/log", 0o1777),
+            dir("/etc", 0o755),
+            file(
+                "/etc/passwd",
+                0o644,
+                b"root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/:/sbin/nologin\n"
+                    .to_vec(),
+            ),
+            file(
+                "/etc/group",
+                0o644,
+                b"root:x:0:root\nnobody:x:65534:\n".to_vec(),
+            ),
+        ],
+    }
+}
+
 /// The feature gates the manager gets on a cluster without real nodes (every in-cluster
 /// install too): `KruiseDaemon=false` plus `gates`.
 pub fn manager_gates(gates: &BTreeMap<String, bool>) -> BTreeMap<String, bool> {
@@ -110,17 +161,29 @@ pub fn gate_arg(gates: &BTreeMap<String, bool>) -> String {
 }
 
 /// The release's manifests for a cluster with real nodes (kind, k3s): the manager Deployment
-/// on the release image with the same gates as on the local provider (its own
-/// `--feature-gates` replaced), and no kruise-daemon DaemonSet (`KruiseDaemon=false`).
+/// and, with `KruiseDaemon=true` in `gates`, the kruise-daemon DaemonSet, both on the release
+/// image with the same gates as on the local provider (their own `--feature-gates`
+/// replaced); with `KruiseDaemon=false` the DaemonSet is left out.
 pub fn in_cluster_manifests(
     mut docs: Vec<Value>,
     tag: &str,
     gates: &BTreeMap<String, bool>,
 ) -> Vec<Value> {
-    docs.retain(|d| kind(d) != "DaemonSet");
-    for d in docs.iter_mut().filter(|d| kind(d) == "Deployment") {
+    let with_daemon = gates.get("KruiseDaemon").copied().unwrap_or(false);
+    if !with_daemon {
+        docs.retain(|d| kind(d) != "DaemonSet");
+    }
+    for d in docs
+        .iter_mut()
+        .filter(|d| matches!(kind(d), "Deployment" | "DaemonSet"))
+    {
+        let own = if kind(d) == "Deployment" {
+            "manager"
+        } else {
+            "daemon"
+        };
         if let Some(containers) = d["spec"]["template"]["spec"]["containers"].as_array_mut() {
-            for c in containers.iter_mut().filter(|c| c["name"] == "manager") {
+            for c in containers.iter_mut().filter(|c| c["name"] == own) {
                 c["image"] = json!(manager_image(tag));
                 c["imagePullPolicy"] = json!("IfNotPresent");
                 let mut args: Vec<Value> = c["args"]

@@ -51,6 +51,7 @@ use crate::cluster::local::pki::{Credentials, render_kubeconfig};
 use crate::cluster::local::{LocalCluster, free_port};
 use crate::cluster::proxy::{self, ProxyHandle};
 use crate::process::ComponentSpec;
+use crate::toolchain::images::{ImageName, ImageRecipe};
 use crate::toolchain::{GoEnv, Toolchain, ToolchainError};
 use crate::wait::{self, Check};
 
@@ -361,6 +362,21 @@ impl Controller for OpenKruise {
                 components,
                 proxy,
             })
+        })
+    }
+
+    fn images<'a>(
+        &'a self,
+        toolchain: &'a Toolchain,
+    ) -> BoxFuture<'a, Result<Vec<crate::toolchain::BuiltImage>, ControllerError>> {
+        Box::pin(async move {
+            let (manager, daemon) = tokio::try_join!(
+                build_ref(toolchain, &self.reference),
+                daemon::build_ref(toolchain, &self.reference),
+            )?;
+            let read = |p: &Path| std::fs::read(p).map_err(|e| ControllerError::io(p, e));
+            let recipe = release_image(&self.reference.version, read(&manager)?, read(&daemon)?);
+            Ok(vec![toolchain.image(recipe).await?])
         })
     }
 
