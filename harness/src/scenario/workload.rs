@@ -710,7 +710,7 @@ mod tests {
             let text = std::fs::read_to_string(f).unwrap();
             // What a file's unit tests write is not run on a cluster.
             let text = text.split("#[cfg(test)]").next().unwrap_or_default();
-            for c in quoted.captures_iter(&text).chain(yaml.captures_iter(&text)) {
+            for c in quoted.captures_iter(text).chain(yaml.captures_iter(text)) {
                 seen += 1;
                 if !CATALOG_IMAGES.contains(&&c[1]) {
                     missing.insert(format!("{} in {}", &c[1], f.display()));
