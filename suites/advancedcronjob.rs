@@ -15,7 +15,7 @@ use futures::FutureExt;
 use kube::api::{DynamicObject, ListParams};
 use serde_json::{Value, json};
 
-use super::broadcastjob::job_spec;
+use super::broadcastjob::{exiting_main, job_spec};
 use super::common::*;
 use crate::scenario::wait::{Check, until};
 use crate::scenario::{Ctx, Scenario, status};
@@ -338,7 +338,7 @@ async fn job_runs(ctx: Ctx) -> anyhow::Result<()> {
     let template = json!({"jobTemplate": {"metadata": {"labels": {"harness-cron": name}},
         "spec": {"template": {
         "metadata": {"labels": {"app": name}},
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": IMAGE_V1}]}
+        "spec": {"restartPolicy": "Never", "containers": [exiting_main()]}
     }}}});
     let (o, r) = ctx
         .step("a Job of the schedule completes", async {

@@ -3,10 +3,11 @@
 //! (FailFast, Continue, Pause, restartLimit), paused, status counters and conditions. Start with
 //! [`scenarios`]; manifests come from [`job`].
 //!
-//! Pods run on kwok nodes: a pod with restartPolicy Never or OnFailure finishes as soon as it
-//! runs, its containers exiting 0. The pod annotation [`EXIT_CODE`] makes them exit with another
-//! code: with Never the pod Failed, with OnFailure the kubelet restarts the containers again and
-//! again (restartCount + 1 each time, the pod stays Running) — a crash loop.
+//! A pod with restartPolicy Never or OnFailure finishes as soon as it runs, its containers
+//! exiting 0. The pod annotation [`EXIT_CODE`] makes them exit with another code: with Never the
+//! pod Failed, with OnFailure the kubelet restarts the containers again and again (restartCount
+//! one higher each time, the pod stays Running) — a crash loop. kwok nodes read the annotation; on real
+//! ones the container's command does ([`exiting_main`]).
 
 use std::collections::BTreeSet;
 
@@ -113,15 +114,30 @@ pub(super) fn merge(into: &mut Value, from: Value) {
     }
 }
 
-/// A BroadcastJob spec whose pods (labelled `app=<app>`, restartPolicy Never) run container
-/// `main` with [`IMAGE_V1`], with `extra` merged over it.
+/// Container `main` of a job's pod, as the local cluster's kubelet plays it on every provider:
+/// [`IMAGE_V1`], exiting at once with the code of the pod's [`EXIT_CODE`] annotation (0
+/// without one). kwok reads the annotation; a real kubelet runs the command, which reads it
+/// through the downward API.
+pub(super) fn exiting_main() -> Value {
+    json!({
+        "name": "main",
+        "image": IMAGE_V1,
+        "command": ["sh", "-c", "exit ${EXIT_CODE:-0}"],
+        "env": [{"name": "EXIT_CODE", "valueFrom": {"fieldRef": {
+            "fieldPath": format!("metadata.annotations['{EXIT_CODE}']")
+        }}}]
+    })
+}
+
+/// A BroadcastJob spec whose pods (labelled `app=<app>`, restartPolicy Never) run
+/// [`exiting_main`], with `extra` merged over it.
 pub(super) fn job_spec(app: &str, extra: Value) -> Value {
     let mut spec = json!({
         "template": {
             "metadata": {"labels": {"app": app}},
             "spec": {
                 "restartPolicy": "Never",
-                "containers": [{"name": "main", "image": IMAGE_V1}]
+                "containers": [exiting_main()]
             }
         }
     });

@@ -717,6 +717,16 @@ async fn run(ctx: Ctx, pair: Pair) -> anyhow::Result<()> {
         .step(
             "each case is put to both sides, and made where both admit it",
             async {
+                // The pull secret the image-pull-secrets case names exists, empty: a real
+                // kubelet warns of a missing one, whichever side's pod it is.
+                ctx.create(json!({
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {"name": "regcred"},
+                    "type": "kubernetes.io/dockerconfigjson",
+                    "data": {".dockerconfigjson": "eyJhdXRocyI6e319"}
+                }))
+                .await?;
                 let mut rows = vec![];
                 for (i, c) in cases().iter().enumerate() {
                     let names = [format!("c{i:02}-k"), format!("c{i:02}-n")];
