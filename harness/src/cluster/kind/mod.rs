@@ -873,7 +873,7 @@ impl KindCluster {
         };
         crate::wait::poll(
             "every node to have its pod range",
-            Duration::from_secs(120),
+            Duration::from_secs(300),
             Duration::from_secs(1),
             || {
                 let api = api.clone();
@@ -918,7 +918,7 @@ impl KindCluster {
         }
         crate::wait::poll(
             "every node Ready",
-            Duration::from_secs(120),
+            Duration::from_secs(300),
             Duration::from_secs(1),
             || {
                 let api = api.clone();
@@ -953,7 +953,7 @@ impl KindCluster {
         let names: Vec<String> = found.iter().map(|n| n.name.clone()).collect();
         crate::wait::poll(
             "every node's kube-proxy serves the kubernetes Service",
-            Duration::from_secs(120),
+            Duration::from_secs(300),
             Duration::from_secs(1),
             || {
                 let (names, provider) = (names.clone(), self.provider.clone());
