@@ -216,7 +216,9 @@ async fn wait_phase(ctx: &Ctx, name: &str, want: &'static str) -> anyhow::Result
     .await
 }
 
-/// Names of the nodes matching `selector` (all nodes for "").
+/// Names of the nodes matching `selector` (all nodes for "") that a job's pods, which
+/// tolerate no taint, can run on: none tainted NoSchedule or NoExecute (kind's control plane,
+/// the harness's real nodes).
 async fn node_names(ctx: &Ctx, selector: &str) -> anyhow::Result<BTreeSet<String>> {
     let nodes: kube::Api<Node> = kube::Api::all(ctx.client.clone());
     Ok(nodes
@@ -224,6 +226,12 @@ async fn node_names(ctx: &Ctx, selector: &str) -> anyhow::Result<BTreeSet<String
         .await?
         .items
         .into_iter()
+        .filter(|n| {
+            !n.spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|t| t.iter().any(|t| t.effect != "PreferNoSchedule"))
+        })
         .filter_map(|n| n.metadata.name)
         .collect())
 }

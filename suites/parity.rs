@@ -81,7 +81,9 @@ fn scenario(
 ) -> Scenario {
     // Pods a template makes unschedulable, or invalid, on purpose (on both sides).
     Scenario::new(name, summary, labels, body)
-        .allowing(&["FailedScheduling", "FailedCreate"])
+        // A real kubelet probes: a case's probe on a port name no container has is
+        // reported Unhealthy on both sides alike.
+        .allowing(&["FailedScheduling", "FailedCreate", "Unhealthy"])
         .expecting(&["failed-create"])
 }
 

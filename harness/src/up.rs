@@ -166,6 +166,9 @@ impl Session {
                 true => c.reference.controller_behind_proxy(),
                 false => c.reference.controller(),
             };
+            if cluster.pulls_only_from_harness() {
+                crate::run::push_run_images(&cluster, implementation.as_ref(), toolchain).await?;
+            }
             let host = Host::of(&mut cluster).await?;
             let i = implementation
                 .install(host, toolchain, &c.gates)

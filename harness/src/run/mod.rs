@@ -458,7 +458,7 @@ async fn bring_up(
 /// Pushes what runs on a cluster whose nodes pull only from the harness's registry (kind's):
 /// the harness's own images, a stand-in for every image the catalog names
 /// ([`crate::scenario::workload::CATALOG_IMAGES`]), and the controller's release images.
-async fn push_run_images(
+pub(crate) async fn push_run_images(
     cluster: &AnyCluster,
     controller: &dyn crate::controller::Controller,
     toolchain: &Toolchain,

@@ -124,14 +124,16 @@ async fn orphaned(
 /// pod the scheduler had already assumed onto a node (its cache refuses the second assume; the
 /// first binding stands), a binding of a pod deleted meanwhile, and a pod scheduled a moment
 /// before the PVC its controller creates for it, and a kubelet's first volume mount of a pod in
-/// a new namespace timing out while the Node authorizer learns of the pod, or asked before the
-/// kubelet's ConfigMap manager has registered the pod (`"kube-root-ca.crt" not registered`),
+/// a new namespace (any ConfigMap or Secret volume) timing out while the Node authorizer learns
+/// of the pod, or asked before the kubelet's ConfigMap manager has registered the pod (`"kube-root-ca.crt" not registered`),
 /// or a claim the Node authorizer does not yet tie to the pod's node (`no relationship found
 /// between node`; the kubelet retries each): retried or moot, not a finding.
 pub fn transient(message: &str) -> bool {
-    message.starts_with("MountVolume.SetUp failed for volume \"kube-api-access-")
+    message.starts_with("MountVolume.SetUp failed for volume \"")
         && (message
             .ends_with("failed to sync configmap cache: timed out waiting for the condition")
+            || message
+                .ends_with("failed to sync secret cache: timed out waiting for the condition")
             || message.ends_with("/\"kube-root-ca.crt\" not registered"))
         || (message.contains("failed to fetch PVC from API server")
             && message.contains("no relationship found between node"))
@@ -223,8 +225,14 @@ mod tests {
         assert!(transient(
             "MountVolume.SetUp failed for volume \"kube-api-access-sjnzt\" : object \"h-in-place-update-with-injected-sidecar-on-26033\"/\"kube-root-ca.crt\" not registered"
         ));
-        assert!(!transient(
+        // Any ConfigMap or Secret volume's first sync may time out the same way (kind's real
+        // kubelets under load); the kubelet retries, and a mount that never succeeds leaves
+        // the pod unready, which the scenario sees.
+        assert!(transient(
             "MountVolume.SetUp failed for volume \"data\" : failed to sync configmap cache: timed out waiting for the condition"
+        ));
+        assert!(transient(
+            "MountVolume.SetUp failed for volume \"v\" : failed to sync secret cache: timed out waiting for the condition"
         ));
         assert!(!transient(
             "MountVolume.SetUp failed for volume \"config\" : object \"ns\"/\"app-config\" not registered"
