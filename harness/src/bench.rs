@@ -115,12 +115,14 @@ impl Setup {
 /// `harness bench cluster-up`: bring-up to "nodes Ready and the default service account
 /// present", the local provider against `kwokctl create cluster --runtime binary` given the
 /// same binaries, `runs` times each, interleaved; with `real_nodes`, also the local provider
-/// with that many real nodes added (their registry, containerds and kubelets Ready).
+/// with that many real nodes added (their registry, containerds and kubelets Ready); with
+/// `kind`, also the kind provider on the offline node image, same profile.
 pub async fn cluster_up(
     runs: usize,
     version: KubeVersion,
     nodes: usize,
     real_nodes: usize,
+    kind: bool,
 ) -> anyhow::Result<ExitCode> {
     let Setup {
         progress,
@@ -138,10 +140,26 @@ pub async fn cluster_up(
     let kube = toolchain.kubernetes(version).await?;
     let kwok = toolchain.kwok().await?;
     let kwokctl = toolchain.kwokctl().await?;
+    let kind_provider = match kind {
+        false => None,
+        true => {
+            use crate::cluster::any::{Provider, ProviderConfig, ProviderKind};
+            let config = ProviderConfig {
+                kind: ProviderKind::Kind,
+                kind_offline: true,
+                ..Default::default()
+            };
+            match config.build(provider.clone(), &toolchain, state.path().join("kind"))? {
+                Provider::Kind(k) => Some(k),
+                _ => unreachable!("a kind config builds a kind provider"),
+            }
+        }
+    };
 
     let mut ours = vec![];
     let mut real = vec![];
     let mut peer = vec![];
+    let mut kinds = vec![];
     for i in 0..runs {
         let t = Instant::now();
         let c = provider.create(&format!("{id}-{i}"), &profile).await?;
@@ -167,6 +185,20 @@ pub async fn cluster_up(
                 d.as_secs_f64()
             ));
             real.push(d);
+        }
+
+        if let Some(k) = &kind_provider {
+            use crate::cluster::{Cluster, ClusterProvider};
+            let t = Instant::now();
+            let c = k.create(&format!("{id}-kind-{i}"), &profile).await?;
+            let d = t.elapsed();
+            c.destroy()?;
+            progress.line(&format!(
+                "run {}: harness kind (offline image) {:.2}s",
+                i + 1,
+                d.as_secs_f64()
+            ));
+            kinds.push(d);
         }
 
         let work = state.path().join(format!("kwokctl-{i}"));
@@ -196,6 +228,18 @@ pub async fn cluster_up(
         "  ratio kwokctl / harness: {:.2}x",
         m_peer.as_secs_f64() / m_ours.as_secs_f64()
     );
+    if kind {
+        let m_kind = median(kinds.clone());
+        println!(
+            "  harness kind (offline) median {:>6.2}s  runs {}",
+            m_kind.as_secs_f64(),
+            fmt_runs(&kinds)
+        );
+        println!(
+            "  ratio kind / local: {:.2}x",
+            m_kind.as_secs_f64() / m_ours.as_secs_f64()
+        );
+    }
     if real_nodes > 0 {
         let m_real = median(real.clone());
         println!(

@@ -892,6 +892,11 @@ pub enum BenchCommand {
         /// containerd each; needs root), in the same runs.
         #[arg(long = "real-nodes", default_value_t = 0)]
         real_nodes: usize,
+        /// Also time the kind provider on the node image the harness assembles
+        /// (`--provider kind --kind-offline`: a private Docker daemon, the same profile; root),
+        /// in the same runs, to nodes Ready with their Service rules and image registry.
+        #[arg(long)]
+        kind: bool,
     },
     /// Wall time of the default run (clusters, bundle, all suites) and the share of scenario
     /// time spent waiting on the controller.

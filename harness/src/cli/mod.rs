@@ -321,7 +321,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             kubernetes,
             nodes,
             real_nodes,
-        }) => crate::bench::cluster_up(runs, kubernetes.parse()?, nodes, real_nodes).await,
+            kind,
+        }) => crate::bench::cluster_up(runs, kubernetes.parse()?, nodes, real_nodes, kind).await,
         Command::Bench(BenchCommand::Run { runs }) => crate::bench::run(runs).await,
         Command::Bench(BenchCommand::Soak { runs, report_dir }) => {
             crate::bench::soak(runs, &report_dir).await
