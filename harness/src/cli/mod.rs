@@ -674,7 +674,11 @@ async fn cluster_up(args: UpArgs) -> anyhow::Result<ExitCode> {
     .await?;
     if let Some(i) = &session.installation {
         let logs: Vec<String> = i.logs().iter().map(|l| l.display().to_string()).collect();
-        eprintln!("{} ready (logs: {})", i.reference, logs.join(", "));
+        match logs.is_empty() {
+            // In-cluster components log to their pods.
+            true => eprintln!("{} ready (its pods log in the cluster)", i.reference),
+            false => eprintln!("{} ready (logs: {})", i.reference, logs.join(", ")),
+        }
     }
     println!("{}", session.cluster.kubeconfig().display());
     session.keep_dir(args.keep_dir);

@@ -6,6 +6,7 @@
 
 pub mod costs;
 pub mod drive;
+pub mod existing;
 pub mod ginkgo;
 pub mod ledger;
 pub mod plan;
@@ -559,6 +560,19 @@ async fn run_cluster(
         profile: profile.clone(),
         seconds: t.elapsed().as_secs_f64(),
     });
+    // An existing cluster is used as it is: what its profile asks and it lacks skips the
+    // scenarios, with what is missing.
+    if matches!(&*cell.cluster.lock().await, AnyCluster::Existing(_)) {
+        let deployment = plan.controller.controller().deployment();
+        if let Some(reason) = existing::shortfall(&cell.client, pc, deployment).await {
+            for s in selected.drain(..) {
+                let skipped = Outcome::Skipped {
+                    reason: reason.clone(),
+                };
+                out.finish(unrun(&s.name, s.suite(), &profile, skipped));
+            }
+        }
+    }
     // Field coverage counts what the catalog's scenarios send; an upstream suite's requests
     // are not recorded, so its run has no coverage table.
     if plan.upstream.is_none() && out.take_api_fields() {
