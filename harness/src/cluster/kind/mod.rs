@@ -220,6 +220,24 @@ pub fn config_with(profile: &Profile, node: &NodeSource) -> Result<Value, KindEr
     Ok(c)
 }
 
+/// The host's limit on inotify instances per user, which every kind node's systemd, kubelet and
+/// containerd draw from.
+const INOTIFY_INSTANCES: &str = "/proc/sys/fs/inotify/max_user_instances";
+
+/// A warning when `instances` (the host's `fs.inotify.max_user_instances`) is too low for
+/// several kind clusters at once: their kubelets, and a local real node's started meanwhile,
+/// then fail with "too many open files". The harness leaves the host's setting alone.
+pub fn inotify_warning(instances: u64) -> Option<String> {
+    (instances < 512).then(|| {
+        format!(
+            "fs.inotify.max_user_instances is {instances}: a few kind clusters of several nodes \
+             exhaust it (kubelets then fail with \"too many open files\"); raise it with \
+             `sysctl -w fs.inotify.max_user_instances=512`, or run one cluster at a time \
+             (--clusters-parallel 1)"
+        )
+    })
+}
+
 /// What kube-proxy's iptables rules say of the apiserver's Service (its comment).
 const KUBERNETES_SERVICE_RULE: &str = "default/kubernetes:https";
 
@@ -599,6 +617,12 @@ impl KindProvider {
         let docker = self
             .docker
             .get_or_try_init(|| async {
+                let instances = std::fs::read_to_string(INOTIFY_INSTANCES)
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok());
+                if let Some(warning) = instances.and_then(inotify_warning) {
+                    eprintln!("warning: {warning}");
+                }
                 let dir = crate::cluster::docker::default_root()
                     .join(format!("{:08x}", rand::random::<u32>()));
                 let mut options = crate::cluster::docker::DockerOptions::new(dir);
@@ -1202,6 +1226,16 @@ mod tests {
         let yaml = config_yaml(&p).unwrap();
         let back: Value = serde_saphyr::from_str(&yaml).unwrap();
         assert_eq!(back, c, "the YAML reads back as the config");
+    }
+
+    #[test]
+    fn a_low_inotify_limit_is_named_with_the_fix() {
+        let w = inotify_warning(128).unwrap();
+        assert!(
+            w.contains("is 128") && w.contains("max_user_instances=512"),
+            "{w}"
+        );
+        assert_eq!(inotify_warning(8192), None);
     }
 
     #[test]
