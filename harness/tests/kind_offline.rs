@@ -27,20 +27,6 @@ fn docker_records() -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Processes whose command line mentions `needle`.
-fn processes_with(needle: &str) -> Vec<String> {
-    let mut out = vec![];
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(needle) && !cmd.contains("kind_offline") {
-                out.push(cmd);
-            }
-        }
-    }
-    out
-}
-
 #[tokio::test]
 #[ignore = "nightly tier: assembles the offline kind node image (minutes cold) and runs kind"]
 async fn a_kind_cluster_on_the_offline_image_works_and_leaves_nothing() {
@@ -198,12 +184,12 @@ async fn a_kind_cluster_on_the_offline_image_works_and_leaves_nothing() {
         before,
         "the private daemon's record is gone"
     );
-    let left = processes_with(
+    let left = common::processes_with(
         &harness::cluster::docker::default_root()
             .display()
             .to_string(),
     );
     assert!(left.is_empty(), "{left:#?}");
-    let kind_nodes = processes_with(&name);
+    let kind_nodes = common::processes_with(&name);
     assert!(kind_nodes.is_empty(), "{kind_nodes:#?}");
 }

@@ -51,7 +51,7 @@ fn seeds(args: &[&str]) -> (BTreeMap<String, String>, Option<i32>, Vec<String>) 
         .iter()
         .flat_map(|d| entries(&state.path().join(d)))
         .collect();
-    left.extend(processes_with(&state.path().display().to_string()));
+    left.extend(common::processes_with(&state.path().display().to_string()));
     (outcomes, out.status.code(), left)
 }
 
@@ -63,20 +63,6 @@ fn entries(dir: &Path) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// Processes whose command line mentions `needle`.
-fn processes_with(needle: &str) -> Vec<String> {
-    let mut out = vec![];
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(needle) && !cmd.contains("kind_seeds") {
-                out.push(cmd);
-            }
-        }
-    }
-    out
 }
 
 #[test]

@@ -782,35 +782,21 @@ async fn run_scenarios_on(
     env: Env<'_>,
     out: &Emitter<'_>,
 ) -> bool {
-    let facts = Facts {
+    // The zones and the real nodes as the nodes' labels say, on every provider (kind names
+    // its nodes itself, an existing cluster has its own).
+    let (zones, real_nodes) = nodes_by_label(&cell.client).await.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "list the cluster's nodes");
+        Default::default()
+    });
+    let mut facts = Facts {
         kubernetes: plan.kubernetes,
         controller: plan.controller.clone(),
-        zones: pc.profile.nodes.iter().fold(BTreeMap::new(), |mut m, n| {
-            m.entry(n.labels.get(ZONE_LABEL).cloned().unwrap_or_default())
-                .or_insert_with(Vec::new)
-                .push(n.name.clone());
-            m
-        }),
-        real_nodes: pc
-            .profile
-            .real_nodes
-            .iter()
-            .map(|n| n.name.clone())
-            .collect(),
+        zones,
+        real_nodes,
         kubeconfig: Some(cell.cluster.lock().await.kubeconfig().to_path_buf()),
         kubectl: None,
         chainsaw: None,
     };
-    let mut facts = facts;
-    // Only the local provider names its nodes as the profile does (kind calls them
-    // `<cluster>-worker<n>`): elsewhere the zones and the real nodes are read from the nodes'
-    // labels.
-    if !matches!(&*cell.cluster.lock().await, AnyCluster::Local(_)) {
-        match nodes_by_label(&cell.client).await {
-            Ok((zones, real_nodes)) => (facts.zones, facts.real_nodes) = (zones, real_nodes),
-            Err(e) => tracing::warn!(error = %e, "list the cluster's nodes"),
-        }
-    }
     // Declarative tests with scripts run the toolchain's kubectl (cached with the control plane).
     if selected
         .iter()

@@ -232,3 +232,21 @@ pub fn missing_prerequisite(prerequisite: &str, fix: &str) {
          instead)"
     );
 }
+
+/// Command lines of the processes that mention `needle`, this test binary's own aside.
+pub fn processes_with(needle: &str) -> Vec<String> {
+    let me = std::process::id().to_string();
+    let mut out = vec![];
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if e.file_name().to_string_lossy() == me {
+            continue;
+        }
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(needle) {
+                out.push(cmd);
+            }
+        }
+    }
+    out
+}

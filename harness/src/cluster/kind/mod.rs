@@ -672,6 +672,15 @@ impl KindProvider {
         })
     }
 
+    /// `docker <args>` in the environment of its kind commands (the private daemon's).
+    fn docker<S: ToString>(&self, args: impl IntoIterator<Item = S>) -> CommandLine {
+        CommandLine {
+            program: PathBuf::from("docker"),
+            args: args.into_iter().map(|a| a.to_string()).collect(),
+            env: self.env(),
+        }
+    }
+
     fn run(&self, cmd: &CommandLine) -> Result<CommandOutput, KindError> {
         self.runner.run(cmd).map_err(|source| KindError::Spawn {
             command: cmd.to_string(),
@@ -922,14 +931,11 @@ impl KindCluster {
             .map_err(fail)?;
         for node in &found {
             for cmd in cni::commands(node, &found) {
-                let line = CommandLine {
-                    program: PathBuf::from("docker"),
-                    args: ["exec".to_string(), node.name.clone()]
+                let line = self.provider.docker(
+                    ["exec".to_string(), node.name.clone()]
                         .into_iter()
-                        .chain(cmd)
-                        .collect(),
-                    env: self.provider.env(),
-                };
+                        .chain(cmd),
+                );
                 let provider = self.provider.clone();
                 let out =
                     tokio::task::spawn_blocking(move || provider.run(&line).map(|o| (line, o)))
@@ -986,14 +992,8 @@ impl KindCluster {
                         names
                             .into_iter()
                             .filter(|node| {
-                                let line = CommandLine {
-                                    program: PathBuf::from("docker"),
-                                    args: ["exec", node, "iptables-save", "-t", "nat"]
-                                        .iter()
-                                        .map(|a| a.to_string())
-                                        .collect(),
-                                    env: provider.env(),
-                                };
+                                let line =
+                                    provider.docker(["exec", node, "iptables-save", "-t", "nat"]);
                                 !provider.run(&line).is_ok_and(|o| {
                                     o.success && o.stdout.contains(KUBERNETES_SERVICE_RULE)
                                 })

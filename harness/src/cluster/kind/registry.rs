@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use super::{CommandLine, KindCluster, KindError, tail};
+use super::{KindCluster, KindError, tail};
 use crate::cluster::local::registry::{RegistryClient, push_with};
 use crate::toolchain::BuiltImage;
 
@@ -55,26 +55,13 @@ impl KindCluster {
     /// the node) and waits until it answers from the host; returns its address.
     pub(super) async fn start_registry(&self, binary: &Path) -> Result<SocketAddr, KindError> {
         let node = host(&self.name);
-        let docker = |args: Vec<String>| CommandLine {
-            program: "docker".into(),
-            args,
-            env: self.provider.env(),
-        };
-        let s = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let docker = |args: &[&str]| self.provider.docker(args);
+        let config = format!("printf '%s' '{}' > {CONFIG}", config_yaml());
+        let binary = binary.display().to_string();
         let steps = vec![
-            docker(s(&[
-                "cp",
-                &binary.display().to_string(),
-                &format!("{node}:{BINARY}"),
-            ])),
-            docker(s(&[
-                "exec",
-                &node,
-                "sh",
-                "-c",
-                &format!("printf '%s' '{}' > {CONFIG}", config_yaml()),
-            ])),
-            docker(s(&[
+            docker(&["cp", &binary, &format!("{node}:{BINARY}")]),
+            docker(&["exec", &node, "sh", "-c", &config]),
+            docker(&[
                 "exec",
                 "-d",
                 "-e",
@@ -83,13 +70,13 @@ impl KindCluster {
                 BINARY,
                 "serve",
                 CONFIG,
-            ])),
-            docker(s(&[
+            ]),
+            docker(&[
                 "inspect",
                 "-f",
                 "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
                 &node,
-            ])),
+            ]),
         ];
         let provider = self.provider.clone();
         let outputs = tokio::task::spawn_blocking(move || {
