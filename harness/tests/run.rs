@@ -70,14 +70,29 @@ fn outcomes(r: &Value) -> Vec<(String, String, String)> {
         .collect()
 }
 
-/// The results that did not pass, one line each (the whole report is too long to print).
+/// The results that did not pass: known bugs by name only, then each other result with the
+/// head of its failure, last, where a truncated log still shows it.
 fn not_passed(r: &Value) -> String {
-    outcomes(r)
+    let (known, other): (Vec<_>, Vec<_>) = outcomes(r)
         .into_iter()
         .filter(|(_, verdict, _)| !verdict.contains("\"pass\""))
-        .map(|(name, verdict, failure)| format!("{name}: {verdict}: {failure}"))
-        .collect::<Vec<_>>()
-        .join("\n")
+        .partition(|(_, verdict, _)| verdict.contains("expected-fail"));
+    let known = known
+        .into_iter()
+        .map(|(name, _, _)| name)
+        .collect::<Vec<_>>();
+    let other = other
+        .into_iter()
+        .map(|(name, verdict, failure)| {
+            let head: String = failure.chars().take(1200).collect();
+            format!("{name}: {verdict}: {head}")
+        })
+        .collect::<Vec<_>>();
+    format!(
+        "known bugs: {}\nnot passed:\n{}",
+        known.join(", "),
+        other.join("\n")
+    )
 }
 
 fn seed(name: &str) -> &'static str {
@@ -124,8 +139,21 @@ fn check_release(release: &str, bad: &[&str]) -> Run {
 
 #[test]
 fn every_seed_scenario_passes_on_the_default_release() {
-    let run = harness_run(&[]);
+    // One retry: on a loaded machine a scenario's bound can be missed once (the soak measures
+    // how often); a failure that repeats still fails the run, and a flaky pass is named here.
+    let run = harness_run(&["--retries", "1"]);
     assert_eq!(run.code, Some(0), "{}", not_passed(&run.report));
+    for r in run.report["results"].as_array().unwrap() {
+        if r["outcome"]["result"] == "flaky" {
+            let first: String = r["failed_tries"][0]["failure"]
+                .as_str()
+                .unwrap_or_default()
+                .chars()
+                .take(600)
+                .collect();
+            eprintln!("flaky: {}: {first}", r["scenario"]);
+        }
+    }
     for (name, verdict, failure) in outcomes(&run.report) {
         // The catalog finds known bugs of the default release too; the seeds all pass.
         let known = verdict.contains("expected-fail") && seed(&name).is_empty();
