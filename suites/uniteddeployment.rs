@@ -235,7 +235,7 @@ async fn negative_history(ctx: Ctx) -> anyhow::Result<()> {
     let Some(created) = created else {
         return Ok(());
     };
-    ctx.step("admitted, it is observed and runs 2 ready replicas", async {
+    ctx.step("admitted, it is observed with revisionHistoryLimit -1 and runs 2 ready replicas", async {
         let generation = created.metadata.generation;
         let api = ctx.dyn_api(API, KIND).await?;
         let what = format!(

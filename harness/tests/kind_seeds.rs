@@ -101,3 +101,126 @@ fn the_seeds_classify_on_kind_as_on_the_local_provider_and_kind_leaves_nothing()
     assert_eq!((kind_code, local_code), (Some(0), Some(0)));
     assert!(left.is_empty(), "left behind: {left:#?}");
 }
+
+/// A client of `kubeconfig`'s current context.
+async fn client(kubeconfig: &Path) -> kube::Client {
+    let k = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(k, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+#[test]
+#[ignore = "nightly tier: a kind cluster on the offline node image, minutes on two cores"]
+fn the_existing_provider_runs_the_seeds_on_a_kind_cluster_and_deletes_only_its_namespaces() {
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::{Api, ListParams, PostParams};
+    use std::io::BufRead;
+    if !nix::unistd::geteuid().is_root() {
+        common::missing_prerequisite("root", "run the test as root (a private Docker daemon)");
+        return;
+    }
+    if std::env::var_os("DOCKER_HOST").is_some() {
+        common::missing_prerequisite(
+            "no DOCKER_HOST",
+            "unset DOCKER_HOST: this test checks the private daemon's teardown",
+        );
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    // The user's cluster: kind with OpenKruise installed, as `cluster up` leaves it running.
+    let mut up = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["cluster", "up", "--provider", "kind", "--kind-offline"])
+        .args(["--name", "users", "--controller", "openkruise@v1.9.0"])
+        .env("HARNESS_STATE_DIR", state.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(up.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let kubeconfig = std::path::PathBuf::from(line.trim());
+    assert!(kubeconfig.is_file(), "cluster up printed {line:?}");
+    let context = kube::config::Kubeconfig::read_from(&kubeconfig)
+        .unwrap()
+        .current_context
+        .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let namespaces: Api<Namespace> = rt.block_on(async { Api::all(client(&kubeconfig).await) });
+    // A namespace of the user's, which the run must leave alone.
+    let mine: Namespace = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "users-own"}}))
+    .unwrap();
+    rt.block_on(namespaces.create(&PostParams::default(), &mine))
+        .unwrap();
+
+    let reports = tempfile::tempdir().unwrap();
+    let run_state = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["run", "--provider", "existing", "--context", &context])
+        .args(["--controller", "openkruise@v1.9.0", "--labels", "seed"])
+        .arg("--report-dir")
+        .arg(reports.path())
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HARNESS_STATE_DIR", run_state.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}");
+    let report: Value = serde_json::from_slice(
+        &std::fs::read(reports.path().join("latest").join("report.json")).unwrap(),
+    )
+    .unwrap();
+    let results = report["results"].as_array().unwrap();
+    let (mut passed, mut skipped) = (vec![], vec![]);
+    for r in results {
+        let name = r["scenario"].as_str().unwrap().to_string();
+        let o = &r["outcome"];
+        match (o["result"].as_str(), o["kind"].as_str()) {
+            (Some("judged"), Some("pass")) => passed.push(name),
+            // Skipped for the cluster's sake, naming what it lacks.
+            (Some("skipped"), _) => {
+                let why = o["reason"].as_str().unwrap_or_default();
+                assert!(
+                    why.starts_with("needs what this existing cluster lacks: "),
+                    "{name} skipped without naming what is missing: {r}"
+                );
+                skipped.push(name);
+            }
+            _ => panic!("{name}: {o}: {r}"),
+        }
+    }
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // S5 asks for nothing a cluster may lack, in Rust and as a chainsaw test.
+    for s5 in [
+        "daemonset/advanced-daemonset-selector-is-immutable",
+        "daemonset/advanced-daemonset-selector-is-immutable-yaml",
+    ] {
+        assert!(passed.iter().any(|p| p == s5), "{s5}: {passed:?}");
+    }
+    assert!(
+        !skipped.is_empty(),
+        "the unlabelled kind cluster lacks the zones some seeds need"
+    );
+    // Its own namespaces are gone, the user's is not.
+    let left = rt
+        .block_on(namespaces.list(&ListParams::default().labels("conformance-harness/owner")))
+        .unwrap();
+    assert!(left.items.is_empty(), "namespaces left: {:?}", left.items);
+    rt.block_on(namespaces.get("users-own")).unwrap();
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(up.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    up.wait().unwrap();
+    let mut left: Vec<String> = ["clusters", "providers/docker"]
+        .iter()
+        .flat_map(|d| entries(&state.path().join(d)))
+        .collect();
+    left.extend(common::processes_with(&state.path().display().to_string()));
+    assert!(left.is_empty(), "left behind: {left:#?}");
+}

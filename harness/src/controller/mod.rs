@@ -269,6 +269,85 @@ impl Installation {
     pub fn logs(&self) -> Vec<&Path> {
         self.components.iter().filter_map(|c| c.log()).collect()
     }
+
+    /// A scenario's tripwire (`crate::scenario::steps::Tripwire`): asked, it says whether a
+    /// component has logged, since this call, a recovered panic naming `namespace`
+    /// ([`panic_in`]); none when no component logs to a local file.
+    pub fn panic_tripwire(
+        &self,
+        namespace: &str,
+    ) -> Option<std::sync::Arc<dyn Fn() -> Option<String> + Send + Sync>> {
+        let logs = self.logs();
+        if logs.is_empty() {
+            return None;
+        }
+        let tails =
+            std::sync::Mutex::new(logs.into_iter().map(LogTail::at_end).collect::<Vec<_>>());
+        let namespace = namespace.to_string();
+        Some(std::sync::Arc::new(move || {
+            let mut tails = tails.lock().ok()?;
+            tails
+                .iter_mut()
+                .find_map(|t| panic_in(&t.next_lines(), &namespace))
+        }))
+    }
+}
+
+/// The complete lines a log file gains, read from where the last read ended.
+struct LogTail {
+    path: PathBuf,
+    offset: u64,
+    partial: Vec<u8>,
+}
+
+impl LogTail {
+    /// From the file's end now.
+    fn at_end(path: &Path) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            offset: std::fs::metadata(path).map_or(0, |m| m.len()),
+            partial: vec![],
+        }
+    }
+
+    /// The lines completed since the last call (a line still being written waits).
+    fn next_lines(&mut self) -> String {
+        use std::io::{Read, Seek, SeekFrom};
+        let Ok(mut f) = std::fs::File::open(&self.path) else {
+            return String::new();
+        };
+        if f.seek(SeekFrom::Start(self.offset)).is_err() {
+            return String::new();
+        }
+        let mut new = vec![];
+        let Ok(n) = f.read_to_end(&mut new) else {
+            return String::new();
+        };
+        self.offset += n as u64;
+        self.partial.extend_from_slice(&new);
+        let Some(end) = self.partial.iter().rposition(|b| *b == b'\n') else {
+            return String::new();
+        };
+        let lines: Vec<u8> = self.partial.drain(..=end).collect();
+        String::from_utf8_lossy(&lines).into_owned()
+    }
+}
+
+/// The first recovered panic (`Observed a panic`) of `lines` that names `namespace`, as a
+/// step's error: the line, up to 1,000 characters. A panic naming another namespace is
+/// another scenario's; one naming none (an unrecovered `panic:`) is left to the invariants.
+pub fn panic_in(lines: &str, namespace: &str) -> Option<String> {
+    lines
+        .lines()
+        .find(|l| {
+            l.contains("Observed a panic") && named_namespace(l).as_deref() == Some(namespace)
+        })
+        .map(|l| {
+            format!(
+                "the controller panicked in this scenario's namespace: {}",
+                l.chars().take(1000).collect::<String>()
+            )
+        })
 }
 
 /// A token of ServiceAccount `namespace/name` (a manager's, a node component's): its identity
@@ -1229,6 +1308,38 @@ mod tests {
         );
         std::fs::write(&file, format!("{}\n{}\n", line("h-one"), line("h-one"))).unwrap();
         assert_eq!(forbidden_lines(&w.read(&file), &w).len(), 1);
+    }
+
+    #[test]
+    fn a_tripwire_trips_on_a_panic_naming_its_namespace_logged_after_it_was_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("manager.log");
+        let panic = |ns: &str| {
+            format!(
+                "E1127 1 controller.go:1] \"Observed a panic\" controller=\"c\" namespace=\"{ns}\" panic=\"runtime error: index out of range\"\n"
+            )
+        };
+        // Before the scenario: not its business.
+        std::fs::write(&log, panic("h-one")).unwrap();
+        let mut tail = LogTail::at_end(&log);
+        assert_eq!(tail.next_lines(), "");
+        let append = |text: &str| {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+            f.write_all(text.as_bytes()).unwrap();
+        };
+        append(&panic("h-two"));
+        append("I1127 reconcile, no newline yet");
+        let lines = tail.next_lines();
+        assert!(panic_in(&lines, "h-one").is_none(), "another namespace's");
+        let tripped = panic_in(&lines, "h-two").unwrap();
+        assert!(tripped.contains("index out of range"), "{tripped}");
+        // The unfinished line waits for its end.
+        append(" ... done\n");
+        assert_eq!(
+            tail.next_lines(),
+            "I1127 reconcile, no newline yet ... done\n"
+        );
     }
 
     #[test]

@@ -653,6 +653,37 @@ impl Cell<'_> {
             live: (!refused && differences.is_empty())
                 .then_some(self.live(&ours.workload, &ours.wapi, ns, &ours.wname).await),
         };
+        let events: Api<Event> = Api::namespaced(self.client.clone(), ns);
+        let events: Vec<(String, String, i32, String)> = events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| e.type_.as_deref() == Some("Warning"))
+            .map(|e| {
+                (
+                    e.involved_object.kind.unwrap_or_default(),
+                    e.reason.unwrap_or_default(),
+                    e.count.unwrap_or(1),
+                    e.message.unwrap_or_default(),
+                )
+            })
+            .collect();
+        // A trial whose own policy refused its target's writes is held where the policy
+        // declares it must stand: what it did not reach is logged, not judged.
+        let kinds = s.event_kinds();
+        let held = events
+            .iter()
+            .find(|(k, _, _, m)| kinds.contains(&k.as_str()) && oracle::by_own_policy(s, name, m));
+        if let Some((_, reason, _, message)) = held {
+            if !differences.is_empty() {
+                out.log.push(format!(
+                    "held by its policy ({reason}: {message}): {}",
+                    differences.join("; ")
+                ));
+            }
+            differences.clear();
+        }
         let mut seen = BTreeMap::new();
         for d in &differences {
             seen.entry(oracle::convergence_key(d))
@@ -693,28 +724,14 @@ impl Cell<'_> {
                 expected: format!("the monitor's rule {} holds at every instant", v.rule),
             });
         }
-        let events: Api<Event> = Api::namespaced(self.client.clone(), ns);
-        let events: Vec<(String, String, i32, String)> = events
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .filter(|e| e.type_.as_deref() == Some("Warning"))
-            .map(|e| {
-                (
-                    e.involved_object.kind.unwrap_or_default(),
-                    e.reason.unwrap_or_default(),
-                    e.count.unwrap_or(1),
-                    e.message.unwrap_or_default(),
-                )
-            })
-            .collect();
         // Failures on the way to a settled state were retries that succeeded; a write the API
         // refused for its content is a finding either way.
         if !differences.is_empty() {
-            out.findings.extend(oracle::repeated_failures(s, &events));
+            out.findings
+                .extend(oracle::repeated_failures(s, name, &events));
         }
-        out.findings.extend(oracle::refused_writes(s, &events));
+        out.findings
+            .extend(oracle::refused_writes(s, name, &events));
         if let Err(e) = self.installation.check(&window).await {
             let text = format!("{e:#}");
             let key = if text.contains("panicked") {

@@ -298,13 +298,19 @@ pub fn stored(subject: &Subject, set: &BTreeMap<String, Value>, answered: &Value
 /// (involved kind, reason, count, message).
 pub fn repeated_failures(
     subject: &Subject,
+    name: &str,
     events: &[(String, String, i32, String)],
 ) -> Vec<Finding> {
     let kinds = subject.event_kinds();
     let mut by_reason: BTreeMap<&str, (i32, &str)> = BTreeMap::new();
     for (kind, reason, count, message) in events {
-        // A refusal is [`refused_writes`]'s, however often it repeats.
-        if kinds.contains(&kind.as_str()) && reason.starts_with("Failed") && !refusal(message) {
+        // A refusal is [`refused_writes`]'s, however often it repeats; one by the trial's own
+        // policy is what the policy declares ([`by_own_policy`]).
+        if kinds.contains(&kind.as_str())
+            && reason.starts_with("Failed")
+            && !refusal(message)
+            && !by_own_policy(subject, name, message)
+        {
             let e = by_reason.entry(reason.as_str()).or_insert((0, message));
             e.0 += (*count).max(1);
         }
@@ -322,6 +328,21 @@ pub fn repeated_failures(
         .collect()
 }
 
+/// Whether an event's message is a refusal by the policy object `name` of `subject` itself
+/// (`<kind>.<group> "<name>" is forbidden: ...`): the policy enforcing what it declares (a
+/// budget that allows no more pods to go, say), which holds its target where it stands.
+pub fn by_own_policy(subject: &Subject, name: &str, message: &str) -> bool {
+    if subject.target.is_none() {
+        return false;
+    }
+    let group = subject.api_version.split('/').next().unwrap_or_default();
+    let message = message.to_lowercase();
+    let kind = subject.kind.to_lowercase();
+    [format!("{kind}.{group}"), format!("{kind}s.{group}")]
+        .iter()
+        .any(|r| message.contains(&format!("{r} \"{name}\" is forbidden: ")))
+}
+
 /// Whether an event's message carries the API's refusal of an object's content (`is
 /// invalid:`, or `is forbidden:` for another cause than its namespace being deleted).
 fn refusal(message: &str) -> bool {
@@ -332,13 +353,22 @@ fn refusal(message: &str) -> bool {
 
 /// The writes the controller made that the API refused for their content, once each, settled
 /// or not: a `Failed*` Warning event of the subject's kinds (see [`Subject::event_kinds`])
-/// carrying a refusal. A controller that builds an object the API refuses realizes its spec
+/// carrying a refusal, other than one by the trial's own policy object `name`
+/// ([`by_own_policy`]). A controller that builds an object the API refuses realizes its spec
 /// only where it happens to build another.
-pub fn refused_writes(subject: &Subject, events: &[(String, String, i32, String)]) -> Vec<Finding> {
+pub fn refused_writes(
+    subject: &Subject,
+    name: &str,
+    events: &[(String, String, i32, String)],
+) -> Vec<Finding> {
     let kinds = subject.event_kinds();
     let mut by_reason: BTreeMap<&str, &str> = BTreeMap::new();
     for (kind, reason, _, message) in events {
-        if kinds.contains(&kind.as_str()) && reason.starts_with("Failed") && refusal(message) {
+        if kinds.contains(&kind.as_str())
+            && reason.starts_with("Failed")
+            && refusal(message)
+            && !by_own_policy(subject, name, message)
+        {
             by_reason.entry(reason.as_str()).or_insert(message);
         }
     }
@@ -641,7 +671,7 @@ mod tests {
             ev("Pod", "FailedScheduling", 5),
             ev("CloneSet", "FailedUpdate", 1),
         ];
-        let f = repeated_failures(&cs, &events);
+        let f = repeated_failures(&cs, "x", &events);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].key, "repeated FailedCreate");
     }
@@ -671,12 +701,42 @@ mod tests {
             ev("CloneSet", "FailedDelete", "the object has been modified"),
             ev("Pod", "FailedMount", "pods \"x-1\" is invalid: something"),
         ];
-        let f = refused_writes(&cs, &events);
+        let f = refused_writes(&cs, "x", &events);
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].key, "FailedCreate refused by the API");
         assert!(f[0].observed.contains("x-1"), "{}", f[0].observed);
         // Refusals are not counted again as repeated failures.
-        assert!(repeated_failures(&cs, &events).is_empty());
+        assert!(repeated_failures(&cs, "x", &events).is_empty());
+    }
+
+    #[test]
+    fn a_refusal_by_the_trials_own_policy_is_what_it_declares_and_no_finding() {
+        let policy = subjects()
+            .into_iter()
+            .find(|s| s.target.is_some() && s.kind == "WorkloadSpread")
+            .unwrap();
+        let ev = |m: &str| {
+            [(
+                "CloneSet".to_string(),
+                "FailedDelete".to_string(),
+                3,
+                m.to_string(),
+            )]
+        };
+        let own = ev(
+            "failed to delete pod x-target-1: admission webhook \"v.kb.io\" denied \
+             the request: workloadspread.apps.kruise.io \"x\" is forbidden: no room",
+        );
+        assert!(by_own_policy(&policy, "x", &own[0].3));
+        assert!(refused_writes(&policy, "x", &own).is_empty());
+        assert!(repeated_failures(&policy, "x", &own).is_empty());
+        // Another object of the kind, another kind, or a subject that is no policy: a finding.
+        for (subject, name) in [(&policy, "y"), (&cloneset(), "x")] {
+            assert!(!by_own_policy(subject, name, &own[0].3));
+        }
+        let other = ev("failed to delete pod x-target-1: pods \"x\" is forbidden: no room");
+        assert!(!by_own_policy(&policy, "x", &other[0].3));
+        assert_eq!(refused_writes(&policy, "x", &other).len(), 1);
     }
 
     #[test]

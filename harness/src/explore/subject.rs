@@ -47,6 +47,9 @@ impl Twin {
     }
 }
 
+/// A seed object for a name.
+pub type Seed = fn(&str) -> Value;
+
 /// An API version and kind.
 pub type Kind = (&'static str, &'static str);
 
@@ -354,36 +357,112 @@ fn over_cloneset(
     twin_seed: fn(&str) -> Value,
     target: fn(&str) -> Value,
 ) -> Subject {
+    over(
+        name,
+        (KRUISE, kind),
+        (seed, twin_seed),
+        Target {
+            api_version: KRUISE,
+            kind: "CloneSet",
+            seed: target,
+            template: "spec.template",
+            via: &[],
+        },
+        DEPLOYMENT_TARGET,
+    )
+}
+
+/// The policy subject `name` of `policy` (an API version and kind), seeded by the first of
+/// `seeds` over `target`; its twin is the same policy, seeded by the second, over `native`,
+/// the target's native counterpart.
+fn over(
+    name: &'static str,
+    policy: Kind,
+    seeds: (Seed, Seed),
+    target: Target,
+    native: Target,
+) -> Subject {
+    let (api_version, kind) = policy;
     Subject {
         name,
-        api_version: KRUISE,
+        api_version,
         kind,
-        seed,
+        seed: seeds.0,
         twin: Some(Twin {
-            api_version: KRUISE,
+            api_version,
             kind,
-            seed: twin_seed,
+            seed: seeds.1,
             renamed: &[],
             documented: &[],
             template: "",
             observes_generation: false,
             via: &[],
-            target: Some(DEPLOYMENT_TARGET),
+            target: Some(native),
         }),
         replicated: true,
         template: "",
         rolls_out: false,
         observes_generation: false,
         via: &[],
-        target: Some(Target {
-            api_version: KRUISE,
-            kind: "CloneSet",
-            seed: target,
-            template: "spec.template",
-            via: &[],
-        }),
+        target: Some(target),
     }
 }
+
+/// A policy of `kind` (in `api_version`) over the target (of `target_api`, `target_kind`) of
+/// the policy `name`, with `spec` besides its `targetRef`.
+fn targeting(
+    api_version: &str,
+    kind: &str,
+    name: &str,
+    target: (&str, &str),
+    mut spec: Value,
+) -> Value {
+    spec["targetRef"] =
+        json!({"apiVersion": target.0, "kind": target.1, "name": Target::name(name)});
+    object(api_version, kind, name, spec)
+}
+
+/// A PodUnavailableBudget over the target of `name`: at most one pod unavailable.
+fn budget(target: (&str, &str), name: &str) -> Value {
+    targeting(
+        POLICY,
+        "PodUnavailableBudget",
+        name,
+        target,
+        json!({"maxUnavailable": 1}),
+    )
+}
+
+/// A PersistentPodState over the target of `name`: each pod comes back in its zone.
+fn persistent_state(target: (&str, &str), name: &str) -> Value {
+    targeting(
+        KRUISE,
+        "PersistentPodState",
+        name,
+        target,
+        json!({"requiredPersistentTopology": {"nodeTopologyKeys": [crate::cluster::ZONE_LABEL]}}),
+    )
+}
+
+const POLICY: &str = "policy.kruise.io/v1alpha1";
+
+/// An Advanced StatefulSet as a policy's target.
+const ADVANCED_STATEFUL_TARGET: Target = Target {
+    api_version: "apps.kruise.io/v1beta1",
+    kind: "StatefulSet",
+    seed: |n| stateful("apps.kruise.io/v1beta1", n),
+    template: "spec.template",
+    via: &[],
+};
+
+/// A StatefulSet as a policy's target.
+const STATEFUL_TARGET: Target = Target {
+    api_version: "apps/v1",
+    kind: "StatefulSet",
+    seed: |n| stateful("apps/v1", n),
+    template: "spec.template",
+    via: &[],
+};
 
 /// The subjects exploration knows: every workload and policy kind of OpenKruise that needs
 /// no real node. A kind whose pod template is one of several members of a union (the
@@ -639,6 +718,32 @@ pub fn subjects() -> Vec<Subject> {
             sidecars,
             sidecars,
             cloneset_in_place,
+        ),
+        over(
+            "PodUnavailableBudget.CloneSet",
+            (POLICY, "PodUnavailableBudget"),
+            (
+                |n| budget((KRUISE, "CloneSet"), n),
+                |n| budget(("apps/v1", "Deployment"), n),
+            ),
+            Target {
+                api_version: KRUISE,
+                kind: "CloneSet",
+                seed: |n| replicated(KRUISE, "CloneSet", n),
+                template: "spec.template",
+                via: &[],
+            },
+            DEPLOYMENT_TARGET,
+        ),
+        over(
+            "PersistentPodState.AdvancedStatefulSet",
+            (KRUISE, "PersistentPodState"),
+            (
+                |n| persistent_state(("apps.kruise.io/v1beta1", "StatefulSet"), n),
+                |n| persistent_state(("apps/v1", "StatefulSet"), n),
+            ),
+            ADVANCED_STATEFUL_TARGET,
+            STATEFUL_TARGET,
         ),
         Subject {
             name: "WorkloadSpread.Deployment",

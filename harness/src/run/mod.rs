@@ -976,6 +976,11 @@ async fn run_one(
                 unit.env.options.timeouts,
             );
             ctx.upgrade = unit.upgrade.cloned();
+            // A wait for what the controller should do ends when it panics over this
+            // scenario's objects, with the panic, not at its timeout.
+            if let Some(t) = unit.installation.read().await.panic_tripwire(&namespace) {
+                ctx.steps = ctx.steps.with_tripwire(t);
+            }
             let (cleanup, recorder) = (ctx.cleanup.clone(), ctx.recorder.clone());
             steps = Some(ctx.steps.clone());
             let (mut failures, found_plots) = body_and_invariants(s, ctx, unit).await;

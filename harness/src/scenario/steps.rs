@@ -23,11 +23,30 @@ pub struct StepRecord {
     pub failed: bool,
 }
 
+/// What ends a running step at once, failed: asked every [`TRIPWIRE_EVERY`] while a step
+/// runs; `Some(reason)` is the step's error. The runner sets one that trips when the
+/// controller panics in the scenario's namespace: a wait for what the controller should do
+/// then fails with the cause, not after its timeout.
+pub type Tripwire = Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
+/// How often a running step asks its [`Tripwire`].
+pub const TRIPWIRE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The steps of one scenario so far, shared by the clones of its context.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Steps {
     started: Instant,
     list: Arc<Mutex<Vec<StepRecord>>>,
+    tripwire: Option<Tripwire>,
+}
+
+impl std::fmt::Debug for Steps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Steps")
+            .field("list", &self.list)
+            .field("tripwire", &self.tripwire.is_some())
+            .finish()
+    }
 }
 
 impl Default for Steps {
@@ -35,11 +54,18 @@ impl Default for Steps {
         Self {
             started: Instant::now(),
             list: Arc::default(),
+            tripwire: None,
         }
     }
 }
 
 impl Steps {
+    /// Steps that end, failed, once `tripwire` says why ([`Tripwire`]).
+    pub fn with_tripwire(mut self, tripwire: Tripwire) -> Self {
+        self.tripwire = Some(tripwire);
+        self
+    }
+
     /// Seconds since the scenario started.
     pub fn elapsed(&self) -> f64 {
         self.started.elapsed().as_secs_f64()
@@ -83,7 +109,23 @@ impl Steps {
             });
             list.len()
         };
-        let result = work.await;
+        let result = match &self.tripwire {
+            None => work.await,
+            Some(tripwire) => {
+                let tripped = async {
+                    loop {
+                        tokio::time::sleep(TRIPWIRE_EVERY).await;
+                        if let Some(reason) = tripwire() {
+                            return reason;
+                        }
+                    }
+                };
+                tokio::select! {
+                    r = work => r,
+                    reason = tripped => Err(anyhow::anyhow!(reason)),
+                }
+            }
+        };
         let seconds = self.started.elapsed().as_secs_f64() - start;
         if let Some(s) = self.list.lock().expect("not poisoned").get_mut(number - 1) {
             s.seconds = Some(seconds);
@@ -138,6 +180,35 @@ pub fn subset(expected: &Value, actual: &Value) -> Result<(), String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tripwire_ends_a_waiting_step_with_its_reason_and_spares_one_that_ends() {
+        let asked = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let counter = asked.clone();
+        // Trips from its third question on.
+        let steps = Steps::default().with_tripwire(Arc::new(move || {
+            let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            (n >= 2).then(|| "the controller panicked".to_string())
+        }));
+        let quick: u32 = steps.run("answer", async { Ok(7) }).await.unwrap();
+        assert_eq!(quick, 7);
+        let e = steps
+            .run::<()>("wait for the pods", async {
+                tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+                Ok(())
+            })
+            .await
+            .unwrap_err();
+        let text = format!("{e:#}");
+        assert!(
+            text.starts_with("step 2, 'wait for the pods', after "),
+            "{text}"
+        );
+        assert!(text.ends_with(" s: the controller panicked"), "{text}");
+        // Asked once a second, it tripped on its third question.
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 3);
+        assert!(steps.list()[1].failed);
+    }
 
     #[tokio::test]
     async fn a_failing_step_is_named_and_every_step_is_kept() {
