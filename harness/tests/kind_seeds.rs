@@ -111,11 +111,64 @@ async fn client(kubeconfig: &Path) -> kube::Client {
     kube::Client::try_from(config).unwrap()
 }
 
+/// A running `harness cluster up`, stopped with Ctrl-C (SIGINT) when dropped, the test
+/// failing or not, so that its cluster goes with it.
+struct Up(std::process::Child);
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+        let _ = self.0.wait();
+    }
+}
+
+/// `harness run --provider existing --context <context> --labels seed` against `kubeconfig`:
+/// the scenarios that passed, and those skipped, each checked to name what the cluster lacks.
+fn existing_seeds(kubeconfig: &Path, context: &str) -> (Vec<String>, Vec<(String, String)>) {
+    let reports = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["run", "--provider", "existing", "--context", context])
+        .args(["--controller", "openkruise@v1.9.0", "--labels", "seed"])
+        .arg("--report-dir")
+        .arg(reports.path())
+        .env("KUBECONFIG", kubeconfig)
+        .env("HARNESS_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report: Value = serde_json::from_slice(
+        &std::fs::read(reports.path().join("latest").join("report.json")).unwrap(),
+    )
+    .unwrap();
+    let (mut passed, mut skipped) = (vec![], vec![]);
+    for r in report["results"].as_array().unwrap() {
+        let name = r["scenario"].as_str().unwrap().to_string();
+        let o = &r["outcome"];
+        match (o["result"].as_str(), o["kind"].as_str()) {
+            (Some("judged"), Some("pass")) => passed.push(name),
+            (Some("skipped"), _) => {
+                let why = o["reason"].as_str().unwrap_or_default().to_string();
+                assert!(
+                    why.starts_with("needs what this existing cluster lacks: "),
+                    "{name} skipped without naming what is missing: {r}"
+                );
+                skipped.push((name, why));
+            }
+            _ => panic!("{name}: {o}: {r}"),
+        }
+    }
+    (passed, skipped)
+}
+
 #[test]
 #[ignore = "nightly tier: a kind cluster on the offline node image, minutes on two cores"]
 fn the_existing_provider_runs_the_seeds_on_a_kind_cluster_and_deletes_only_its_namespaces() {
-    use k8s_openapi::api::core::v1::Namespace;
-    use kube::api::{Api, ListParams, PostParams};
+    use k8s_openapi::api::core::v1::{Namespace, Node};
+    use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
     use std::io::BufRead;
     if !nix::unistd::geteuid().is_root() {
         common::missing_prerequisite("root", "run the test as root (a private Docker daemon)");
@@ -129,16 +182,16 @@ fn the_existing_provider_runs_the_seeds_on_a_kind_cluster_and_deletes_only_its_n
         return;
     }
     let state = tempfile::tempdir().unwrap();
-    // The user's cluster: kind with OpenKruise installed, as `cluster up` leaves it running.
-    let mut up = Command::new(env!("CARGO_BIN_EXE_harness"))
+    // The user's cluster: kind with OpenKruise installed, as `cluster up` keeps it running.
+    let mut up = Up(Command::new(env!("CARGO_BIN_EXE_harness"))
         .args(["cluster", "up", "--provider", "kind", "--kind-offline"])
         .args(["--name", "users", "--controller", "openkruise@v1.9.0"])
         .env("HARNESS_STATE_DIR", state.path())
         .stdout(std::process::Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap());
     let mut line = String::new();
-    std::io::BufReader::new(up.stdout.take().unwrap())
+    std::io::BufReader::new(up.0.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
     let kubeconfig = std::path::PathBuf::from(line.trim());
@@ -148,75 +201,88 @@ fn the_existing_provider_runs_the_seeds_on_a_kind_cluster_and_deletes_only_its_n
         .current_context
         .unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let namespaces: Api<Namespace> = rt.block_on(async { Api::all(client(&kubeconfig).await) });
-    // A namespace of the user's, which the run must leave alone.
-    let mine: Namespace = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "users-own"}}))
-    .unwrap();
+    let client = rt.block_on(client(&kubeconfig));
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    // A namespace of the user's, which the runs must leave alone.
+    let mine: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "users-own"}})).unwrap();
     rt.block_on(namespaces.create(&PostParams::default(), &mine))
         .unwrap();
 
-    let reports = tempfile::tempdir().unwrap();
-    let run_state = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
-        .args(["run", "--provider", "existing", "--context", &context])
-        .args(["--controller", "openkruise@v1.9.0", "--labels", "seed"])
-        .arg("--report-dir")
-        .arg(reports.path())
-        .env("KUBECONFIG", &kubeconfig)
-        .env("HARNESS_STATE_DIR", run_state.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    eprintln!("{stderr}");
-    let report: Value = serde_json::from_slice(
-        &std::fs::read(reports.path().join("latest").join("report.json")).unwrap(),
-    )
-    .unwrap();
-    let results = report["results"].as_array().unwrap();
-    let (mut passed, mut skipped) = (vec![], vec![]);
-    for r in results {
-        let name = r["scenario"].as_str().unwrap().to_string();
-        let o = &r["outcome"];
-        match (o["result"].as_str(), o["kind"].as_str()) {
-            (Some("judged"), Some("pass")) => passed.push(name),
-            // Skipped for the cluster's sake, naming what it lacks.
-            (Some("skipped"), _) => {
-                let why = o["reason"].as_str().unwrap_or_default();
-                assert!(
-                    why.starts_with("needs what this existing cluster lacks: "),
-                    "{name} skipped without naming what is missing: {r}"
-                );
-                skipped.push(name);
-            }
-            _ => panic!("{name}: {o}: {r}"),
-        }
+    // As created, no node carries the scenario layout's labels: every seed is skipped,
+    // naming them, and none fails for the cluster's sake.
+    let (passed, skipped) = existing_seeds(&kubeconfig, &context);
+    assert!(passed.is_empty(), "{passed:?}");
+    assert!(skipped.len() >= 6, "{skipped:?}");
+    for (name, why) in &skipped {
+        assert!(why.contains("node-type="), "{name}: {why}");
     }
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    // S5 asks for nothing a cluster may lack, in Rust and as a chainsaw test.
-    for s5 in [
+
+    // Labelled as the layout asks (the first half of the workers stable, the rest elastic),
+    // the seeds that need no gate run and pass; those needing a gate the cluster runs
+    // without are skipped naming it.
+    let nodes: Api<Node> = Api::all(client);
+    let mut workers: Vec<String> = rt
+        .block_on(nodes.list(&ListParams::default()))
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|n| {
+            !n.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key("node-role.kubernetes.io/control-plane"))
+        })
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    workers.sort();
+    assert!(workers.len() >= 2, "{workers:?}");
+    let half = workers.len() / 2;
+    for (i, w) in workers.iter().enumerate() {
+        let pool = if i < half { "stable" } else { "elastic" };
+        let patch = serde_json::json!({"metadata": {"labels": {"node-type": pool}}});
+        rt.block_on(nodes.patch(w, &PatchParams::default(), &Patch::Merge(&patch)))
+            .unwrap();
+    }
+    let (passed, skipped) = existing_seeds(&kubeconfig, &context);
+    for want in [
+        "workloadspread/cloneset-volume-claim-templates",
+        "workloadspread/deployment-priority-class-patch",
         "daemonset/advanced-daemonset-selector-is-immutable",
         "daemonset/advanced-daemonset-selector-is-immutable-yaml",
     ] {
-        assert!(passed.iter().any(|p| p == s5), "{s5}: {passed:?}");
+        assert!(passed.iter().any(|p| p == want), "{want}: {passed:?}");
     }
+    let why = |name: &str| {
+        skipped
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, w)| w.clone())
+            .unwrap_or_else(|| panic!("{name} not skipped: {skipped:?}"))
+    };
     assert!(
-        !skipped.is_empty(),
-        "the unlabelled kind cluster lacks the zones some seeds need"
+        why("cloneset/recreate-pods-and-pvcs-on-image-and-template-change")
+            .contains("RecreatePodWhenChangeVCTInCloneSetGate")
     );
+    assert!(
+        why("sidecarset/in-place-update-with-injected-sidecar")
+            .contains("InPlacePodVerticalScaling")
+    );
+
     // Its own namespaces are gone, the user's is not.
     let left = rt
         .block_on(namespaces.list(&ListParams::default().labels("conformance-harness/owner")))
         .unwrap();
-    assert!(left.items.is_empty(), "namespaces left: {:?}", left.items);
+    let left: Vec<_> = left
+        .items
+        .into_iter()
+        .filter(|n| n.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Terminating"))
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    assert!(left.is_empty(), "namespaces left: {left:?}");
     rt.block_on(namespaces.get("users-own")).unwrap();
 
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(up.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    up.wait().unwrap();
+    drop(up);
     let mut left: Vec<String> = ["clusters", "providers/docker"]
         .iter()
         .flat_map(|d| entries(&state.path().join(d)))
