@@ -127,8 +127,13 @@ async fn orphaned(
 /// a new namespace (any ConfigMap or Secret volume) timing out while the Node authorizer learns
 /// of the pod, or asked before the kubelet's ConfigMap manager has registered the pod (`"kube-root-ca.crt" not registered`),
 /// or a claim the Node authorizer does not yet tie to the pod's node (`no relationship found
-/// between node`; the kubelet retries each): retried or moot, not a finding.
+/// between node`; the kubelet retries each), or an exec probe the kubelet started as the
+/// container's task ended (`no running task found`; the next probe finds the container's new
+/// state): retried or moot, not a finding.
 pub fn transient(message: &str) -> bool {
+    if message.contains("probe errored: ") && message.contains("no running task found") {
+        return true;
+    }
     message.starts_with("MountVolume.SetUp failed for volume \"")
         && (message
             .ends_with("failed to sync configmap cache: timed out waiting for the condition")
@@ -198,6 +203,12 @@ mod tests {
 
     #[test]
     fn only_retried_conflicts_are_transient() {
+        assert!(transient(
+            "Readiness probe errored: rpc error: code = NotFound desc = failed to exec in container: failed to load task: no running task found: task db93 not found: not found"
+        ));
+        assert!(!transient(
+            "Readiness probe failed: cat: can't open '/ready'"
+        ));
         assert!(transient(
             "running Bind plugin \"DefaultBinder\": pods \"united-zone-a-lsbg6-0\" not found"
         ));
