@@ -6,6 +6,15 @@ mod common;
 
 /// Runs `harness run --upstream-e2e <args>` with its own state and report directories: its
 /// exit code, stderr (with the suite's own output after it) and JSON report.
+/// One upstream suite at a time: two at once on two cores move the moment a stop lands (the
+/// stopped run's test counts the specs running then).
+static ONE_SUITE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The turn of a test that runs the upstream suite (a failed test's turn passes on).
+fn one_suite() -> std::sync::MutexGuard<'static, ()> {
+    ONE_SUITE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn run_upstream(args: &[&str]) -> (Option<i32>, String, serde_json::Value) {
     let state = tempfile::tempdir().unwrap();
     let reports = tempfile::tempdir().unwrap();
@@ -47,6 +56,7 @@ fn kind(r: &serde_json::Value) -> String {
 
 #[test]
 fn a_focused_upstream_spec_set_runs_and_daemon_specs_are_skipped_without_a_daemon() {
+    let _turn = one_suite();
     // In two Ginkgo processes, as upstream's CI runs the suite in several (`ginkgo -p`).
     let (code, stderr, report) = run_upstream(&[
         "--upstream-procs",
@@ -116,6 +126,7 @@ fn a_focused_upstream_spec_set_runs_and_daemon_specs_are_skipped_without_a_daemo
 #[test]
 #[ignore = "nightly tier: three real nodes (root) for some minutes"]
 fn the_daemon_s_specs_run_and_pass_on_real_nodes() {
+    let _turn = one_suite();
     if !nix::unistd::geteuid().is_root() {
         common::missing_prerequisite(
             "root (real nodes run a kubelet, containerd and OpenKruise's node daemon)",
@@ -199,6 +210,7 @@ fn poll_until<T: std::fmt::Debug>(
 /// end with the run, not only the process the harness started.
 #[test]
 fn a_stopped_run_keeps_its_specs_results_and_leaves_none_of_the_suite_s_processes() {
+    let _turn = one_suite();
     use std::time::Duration;
     let state = tempfile::tempdir().unwrap();
     let reports = tempfile::tempdir().unwrap();
