@@ -308,22 +308,20 @@ async fn chainsaws_own_examples_give_through_the_harness_what_chainsaw_gives_alo
     // The same tests through the harness, at the same time on a cell of its own.
     let state = tempfile::tempdir().unwrap();
     let reports = work.path().join("reports");
-    let arg = |p: &PathBuf| p.to_str().unwrap().to_string();
-    let args: Vec<String> = [
-        "run",
-        "--chainsaw",
-        &arg(&examples),
-        "--chainsaw-config",
-        &arg(&config),
-        "--chainsaw-values",
-        &arg(&values),
-        "--chainsaw-flag=--remarshal",
-        "--report-dir",
-        &arg(&reports),
-    ]
-    .into_iter()
-    .map(String::from)
-    .collect();
+    // `harness run` over the corpus as chainsaw's CI runs it, writing to `report_dir`.
+    let corpus = |report_dir: &PathBuf, focus: Option<&str>| -> Vec<String> {
+        let arg = |p: &PathBuf| p.to_str().unwrap().to_string();
+        let mut args: Vec<String> = ["run", "--chainsaw"].map(String::from).into();
+        args.extend([arg(&examples), "--chainsaw-config".into(), arg(&config)]);
+        args.extend(["--chainsaw-values".into(), arg(&values)]);
+        args.push("--chainsaw-flag=--remarshal".into());
+        if let Some(f) = focus {
+            args.extend(["--focus".into(), f.to_string()]);
+        }
+        args.extend(["--report-dir".into(), arg(report_dir)]);
+        args
+    };
+    let args = corpus(&reports, None);
     let state_dir = state.path().to_path_buf();
     let through = tokio::task::spawn_blocking(move || {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -368,23 +366,10 @@ async fn chainsaws_own_examples_give_through_the_harness_what_chainsaw_gives_alo
         .collect();
     for name in retry {
         let again = work.path().join(format!("again-{name}"));
-        let mut args = vec![
-            "run".to_string(),
-            "--chainsaw".into(),
-            arg(&examples),
-            "--chainsaw-config".into(),
-            arg(&config),
-            "--chainsaw-values".into(),
-            arg(&values),
-            "--chainsaw-flag=--remarshal".into(),
-            "--focus".into(),
-            format!("chainsaw/{name}"),
-            "--report-dir".into(),
-            arg(&again),
-        ];
+        let args = corpus(&again, Some(&format!("chainsaw/{name}")));
         let state_dir = state.path().to_path_buf();
         let out = tokio::task::spawn_blocking(move || {
-            let args: Vec<&str> = args.iter_mut().map(|a| a.as_str()).collect();
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
             harness(&state_dir, &args)
         })
         .await

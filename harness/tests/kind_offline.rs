@@ -30,15 +30,7 @@ fn docker_records() -> Vec<String> {
 #[tokio::test]
 #[ignore = "nightly tier: assembles the offline kind node image (minutes cold) and runs kind"]
 async fn a_kind_cluster_on_the_offline_image_works_and_leaves_nothing() {
-    if !nix::unistd::geteuid().is_root() {
-        common::missing_prerequisite("root", "run the test as root (a private Docker daemon)");
-        return;
-    }
-    if std::env::var_os("DOCKER_HOST").is_some() {
-        common::missing_prerequisite(
-            "no DOCKER_HOST",
-            "unset DOCKER_HOST: this test checks the private daemon's teardown",
-        );
+    if !common::private_docker_possible() {
         return;
     }
     let before = docker_records();

@@ -47,12 +47,19 @@ fn seeds(args: &[&str]) -> (BTreeMap<String, String>, Option<i32>, Vec<String>) 
             )
         })
         .collect();
+    let left = left_in(state.path());
+    (outcomes, out.status.code(), left)
+}
+
+/// What a run with state directory `state` left: its clusters and private daemons, and the
+/// processes started from it.
+fn left_in(state: &Path) -> Vec<String> {
     let mut left: Vec<String> = ["clusters", "providers/docker"]
         .iter()
-        .flat_map(|d| entries(&state.path().join(d)))
+        .flat_map(|d| entries(&state.join(d)))
         .collect();
-    left.extend(common::processes_with(&state.path().display().to_string()));
-    (outcomes, out.status.code(), left)
+    left.extend(common::processes_with(&state.display().to_string()));
+    left
 }
 
 fn entries(dir: &Path) -> Vec<String> {
@@ -68,15 +75,7 @@ fn entries(dir: &Path) -> Vec<String> {
 #[test]
 #[ignore = "nightly tier: kind clusters on the offline node image, minutes on two cores"]
 fn the_seeds_classify_on_kind_as_on_the_local_provider_and_kind_leaves_nothing() {
-    if !nix::unistd::geteuid().is_root() {
-        common::missing_prerequisite("root", "run the test as root (a private Docker daemon)");
-        return;
-    }
-    if std::env::var_os("DOCKER_HOST").is_some() {
-        common::missing_prerequisite(
-            "no DOCKER_HOST",
-            "unset DOCKER_HOST: this test checks the private daemon's teardown",
-        );
+    if !common::private_docker_possible() {
         return;
     }
     let (local, local_code, _) = seeds(&[]);
@@ -170,15 +169,7 @@ fn the_existing_provider_runs_the_seeds_on_a_kind_cluster_and_deletes_only_its_n
     use k8s_openapi::api::core::v1::{Namespace, Node};
     use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
     use std::io::BufRead;
-    if !nix::unistd::geteuid().is_root() {
-        common::missing_prerequisite("root", "run the test as root (a private Docker daemon)");
-        return;
-    }
-    if std::env::var_os("DOCKER_HOST").is_some() {
-        common::missing_prerequisite(
-            "no DOCKER_HOST",
-            "unset DOCKER_HOST: this test checks the private daemon's teardown",
-        );
+    if !common::private_docker_possible() {
         return;
     }
     let state = tempfile::tempdir().unwrap();
@@ -283,10 +274,6 @@ fn the_existing_provider_runs_the_seeds_on_a_kind_cluster_and_deletes_only_its_n
     rt.block_on(namespaces.get("users-own")).unwrap();
 
     drop(up);
-    let mut left: Vec<String> = ["clusters", "providers/docker"]
-        .iter()
-        .flat_map(|d| entries(&state.path().join(d)))
-        .collect();
-    left.extend(common::processes_with(&state.path().display().to_string()));
+    let left = left_in(state.path());
     assert!(left.is_empty(), "left behind: {left:#?}");
 }

@@ -216,6 +216,24 @@ pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
+/// Whether a test of the harness's private Docker daemon can run: as root, and with no
+/// `DOCKER_HOST` (the test checks that daemon's teardown); otherwise says what is missing
+/// ([`missing_prerequisite`]).
+pub fn private_docker_possible() -> bool {
+    if !nix::unistd::geteuid().is_root() {
+        missing_prerequisite("root", "run the test as root (a private Docker daemon)");
+        return false;
+    }
+    if std::env::var_os("DOCKER_HOST").is_some() {
+        missing_prerequisite(
+            "no DOCKER_HOST",
+            "unset DOCKER_HOST: this test checks the private daemon's teardown",
+        );
+        return false;
+    }
+    true
+}
+
 /// A prerequisite this machine lacks. In CI ([`in_ci`]) the test fails, naming the
 /// prerequisite and its fix: a CI job must not pass a test that did not test. Elsewhere the
 /// test is skipped, saying why; the caller returns after this.
