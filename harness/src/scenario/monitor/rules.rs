@@ -235,14 +235,54 @@ impl Snapshot<'_> {
         self.active().filter(|p| p.at(revision)).count() as i64
     }
 
-    /// Caught up, as many live pods as desired, all ready, none terminating: the state a
-    /// rollout's bounds are measured from.
+    /// Caught up, as many live pods as desired, all ready, none terminating, and for a
+    /// StatefulSet each at an ordinal it wants: the state a rollout's bounds are measured
+    /// from. (Scaled down while an update recreates a pod, a StatefulSet can hold, for a
+    /// moment, as many pods as it wants but one of them at an ordinal it is removing: it makes
+    /// the missing one before it deletes the condemned one.)
     pub fn settled(&self) -> bool {
         let w = self.workload;
         w.caught_up()
             && !self.pods.iter().any(|p| p.terminating)
             && Some(self.active().count() as i64) == w.desired()
             && Some(self.ready()) == w.desired()
+            && self.active().all(|p| {
+                p.ordinal()
+                    .is_none_or(|o| self.wants_ordinal(o).unwrap_or(true))
+            })
+    }
+
+    /// For a StatefulSet (native or Advanced), whether it keeps a pod at `ordinal`: one of
+    /// the first `desired` ordinals from `spec.ordinals.start` that `spec.reserveOrdinals`
+    /// (numbers, or ranges `"a-b"`) does not reserve; `None` for the other kinds.
+    pub fn wants_ordinal(&self, ordinal: i64) -> Option<bool> {
+        let w = self.workload;
+        if !w.kind.stateful() {
+            return None;
+        }
+        let reserved = |o: i64| {
+            w.spec["reserveOrdinals"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(
+                    |r| match (r.as_i64(), r.as_str().and_then(|s| s.split_once('-'))) {
+                        (Some(n), _) => n == o,
+                        (None, Some((a, b))) => match (a.trim().parse(), b.trim().parse()) {
+                            (Ok(a), Ok(b)) => (a..=b).contains(&o),
+                            _ => false,
+                        },
+                        _ => false,
+                    },
+                )
+        };
+        let start = w.spec["ordinals"]["start"].as_i64().unwrap_or(0);
+        if ordinal < start || reserved(ordinal) {
+            return Some(false);
+        }
+        // Bounded by the pod's ordinal, not by `desired` (which a trial may make huge).
+        let before = (start..ordinal).filter(|o| !reserved(*o)).count() as i64;
+        Some(before < w.desired().unwrap_or(0))
     }
 
     /// Settled and, unless paused, as many pods at the update revision as the partition

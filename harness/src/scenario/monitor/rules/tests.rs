@@ -173,6 +173,41 @@ fn max_surge_fires_on_pods_above_replicas_plus_surge() {
 }
 
 #[test]
+fn a_statefulset_settles_only_with_its_pods_at_the_ordinals_it_wants() {
+    // Scaled 2 -> 1 while an update recreates web-0: web-1 (condemned) is the one live pod
+    // for a moment, then web-0 comes back before web-1 goes. Not settled at 1 until web-1 is
+    // the one gone, so two pods then are a scale in progress, not a surge.
+    for kind in [WorkloadKind::StatefulSet, WorkloadKind::AdvancedStatefulSet] {
+        let w = workload(kind, json!({"replicas": 1}), status(1, 1, 0));
+        let condemned = [pod("web-1", true, "web-old")];
+        assert!(!snap(&w, &condemned).settled(), "{kind:?}");
+        let wanted = [pod("web-0", true, "web-new")];
+        assert!(snap(&w, &wanted).settled(), "{kind:?}");
+    }
+    // The wanted ordinals start at spec.ordinals.start and skip the reserved ones.
+    let spec = json!({"replicas": 2, "ordinals": {"start": 3}, "reserveOrdinals": [4, "6-7"]});
+    let w = workload(WorkloadKind::AdvancedStatefulSet, spec, status(2, 2, 2));
+    let s = snap(&w, &[]);
+    let wanted: Vec<i64> = (0..10)
+        .filter(|o| s.wants_ordinal(*o) == Some(true))
+        .collect();
+    assert_eq!(wanted, [3, 5]);
+    let w = workload(
+        WorkloadKind::AdvancedStatefulSet,
+        json!({"replicas": 3, "reserveOrdinals": [1, "3-4"]}),
+        status(3, 3, 3),
+    );
+    let s = snap(&w, &[]);
+    let wanted: Vec<i64> = (0..10)
+        .filter(|o| s.wants_ordinal(*o) == Some(true))
+        .collect();
+    assert_eq!(wanted, [0, 2, 5]);
+    // Other kinds have no ordinals.
+    let w = cloneset(1, json!({}), status(1, 1, 1));
+    assert_eq!(snap(&w, &[]).wants_ordinal(0), None);
+}
+
+#[test]
 fn a_deployment_s_surge_is_its_replica_sets_replicas_not_their_pods() {
     // Surge 1 of 3. The Deployment scaled the old ReplicaSet 3 -> 2 and the new one 1 -> 2;
     // the new one's second pod came before the old one's third went: 5 pods for a moment.
