@@ -99,6 +99,33 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// For a StatefulSet (native or Advanced), whether it keeps a pod (and its claims) at an
+    /// ordinal: one of the first `desired` ordinals from `spec.ordinals.start` that
+    /// `spec.reserveOrdinals` (numbers, or ranges `"a-b"`) does not reserve.
+    pub fn wants_ordinal(&self) -> impl Fn(i64) -> bool {
+        let reserved: Vec<(i64, i64)> = self.spec["reserveOrdinals"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| match r.as_i64() {
+                Some(n) => Some((n, n)),
+                None => {
+                    let (a, b) = r.as_str()?.split_once('-')?;
+                    Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
+                }
+            })
+            .collect();
+        let start = self.spec["ordinals"]["start"].as_i64().unwrap_or(0);
+        let desired = self.desired().unwrap_or(0);
+        move |ordinal| {
+            let free = |o: &i64| !reserved.iter().any(|(a, b)| (a..=b).contains(&o));
+            // Counted up to the ordinal, not to `desired` (which a trial may make huge).
+            ordinal >= start
+                && free(&ordinal)
+                && ((start..ordinal).filter(free).count() as i64) < desired
+        }
+    }
+
     /// "CloneSet web".
     pub fn describe(&self) -> String {
         format!("{} {}", self.kind.name(), self.name)
@@ -246,43 +273,10 @@ impl Snapshot<'_> {
             && !self.pods.iter().any(|p| p.terminating)
             && Some(self.active().count() as i64) == w.desired()
             && Some(self.ready()) == w.desired()
-            && self.active().all(|p| {
-                p.ordinal()
-                    .is_none_or(|o| self.wants_ordinal(o).unwrap_or(true))
+            && (!w.kind.stateful() || {
+                let wants = w.wants_ordinal();
+                self.active().all(|p| p.ordinal().is_none_or(&wants))
             })
-    }
-
-    /// For a StatefulSet (native or Advanced), whether it keeps a pod at `ordinal`: one of
-    /// the first `desired` ordinals from `spec.ordinals.start` that `spec.reserveOrdinals`
-    /// (numbers, or ranges `"a-b"`) does not reserve; `None` for the other kinds.
-    pub fn wants_ordinal(&self, ordinal: i64) -> Option<bool> {
-        let w = self.workload;
-        if !w.kind.stateful() {
-            return None;
-        }
-        let reserved = |o: i64| {
-            w.spec["reserveOrdinals"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(
-                    |r| match (r.as_i64(), r.as_str().and_then(|s| s.split_once('-'))) {
-                        (Some(n), _) => n == o,
-                        (None, Some((a, b))) => match (a.trim().parse(), b.trim().parse()) {
-                            (Ok(a), Ok(b)) => (a..=b).contains(&o),
-                            _ => false,
-                        },
-                        _ => false,
-                    },
-                )
-        };
-        let start = w.spec["ordinals"]["start"].as_i64().unwrap_or(0);
-        if ordinal < start || reserved(ordinal) {
-            return Some(false);
-        }
-        // Bounded by the pod's ordinal, not by `desired` (which a trial may make huge).
-        let before = (start..ordinal).filter(|o| !reserved(*o)).count() as i64;
-        Some(before < w.desired().unwrap_or(0))
     }
 
     /// Settled and, unless paused, as many pods at the update revision as the partition
@@ -578,7 +572,7 @@ fn stateful_ordinal(w: &Workload, claim: &str) -> Option<i64> {
 fn stateful_retention(w: &Workload, claim: &str) -> Option<bool> {
     let ordinal = stateful_ordinal(w, claim)?;
     let policy = &w.spec["persistentVolumeClaimRetentionPolicy"];
-    let scaled = ordinal >= w.desired().unwrap_or(0);
+    let scaled = !w.wants_ordinal()(ordinal);
     let field = if w.deleting {
         "whenDeleted"
     } else {

@@ -187,24 +187,20 @@ fn a_statefulset_settles_only_with_its_pods_at_the_ordinals_it_wants() {
     // The wanted ordinals start at spec.ordinals.start and skip the reserved ones.
     let spec = json!({"replicas": 2, "ordinals": {"start": 3}, "reserveOrdinals": [4, "6-7"]});
     let w = workload(WorkloadKind::AdvancedStatefulSet, spec, status(2, 2, 2));
-    let s = snap(&w, &[]);
-    let wanted: Vec<i64> = (0..10)
-        .filter(|o| s.wants_ordinal(*o) == Some(true))
-        .collect();
+    let wants = w.wants_ordinal();
+    let wanted: Vec<i64> = (0..10).filter(|o| wants(*o)).collect();
     assert_eq!(wanted, [3, 5]);
     let w = workload(
         WorkloadKind::AdvancedStatefulSet,
         json!({"replicas": 3, "reserveOrdinals": [1, "3-4"]}),
         status(3, 3, 3),
     );
-    let s = snap(&w, &[]);
-    let wanted: Vec<i64> = (0..10)
-        .filter(|o| s.wants_ordinal(*o) == Some(true))
-        .collect();
+    let wants = w.wants_ordinal();
+    let wanted: Vec<i64> = (0..10).filter(|o| wants(*o)).collect();
     assert_eq!(wanted, [0, 2, 5]);
-    // Other kinds have no ordinals.
+    // Other kinds settle whatever their pods' names end in.
     let w = cloneset(1, json!({}), status(1, 1, 1));
-    assert_eq!(snap(&w, &[]).wants_ordinal(0), None);
+    assert!(snap(&w, &[pod("web-12345", true, "web-new")]).settled());
 }
 
 #[test]
