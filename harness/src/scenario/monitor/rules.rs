@@ -331,8 +331,15 @@ impl Snapshot<'_> {
     }
 
     /// The strategy's `(maxUnavailable, maxSurge)` for `desired` pods; `None` when it bounds
-    /// nothing (Recreate, OnDelete, a bare ReplicaSet).
+    /// nothing (Recreate, OnDelete, a bare ReplicaSet). A negative bound the API admitted
+    /// bounds as zero: no instant can honour "fewer than none", so taken literally it would
+    /// fire at every instant and say only what admission already said of the value.
     pub fn bounds(&self, desired: i64) -> Option<(i64, i64)> {
+        self.literal_bounds(desired)
+            .map(|(unavailable, surge)| (unavailable.max(0), surge.max(0)))
+    }
+
+    fn literal_bounds(&self, desired: i64) -> Option<(i64, i64)> {
         let w = self.workload;
         let s = &w.spec;
         match w.kind {

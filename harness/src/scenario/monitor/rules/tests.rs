@@ -142,6 +142,25 @@ fn cloneset_percentages_round_as_kruise_does() {
 }
 
 #[test]
+fn an_admitted_negative_bound_bounds_as_zero() {
+    let w = cloneset(
+        2,
+        json!({"maxSurge": -1, "maxUnavailable": "-50%"}),
+        status(2, 2, 2),
+    );
+    assert_eq!(snap(&w, &[]).bounds(2), Some((0, 0)));
+    // Settled at its two ready pods: nothing above or below what zero allows.
+    let pods = [pod("web-a", true, "web-new"), pod("web-b", true, "web-new")];
+    assert!(snap(&w, &pods).rollout(Some(2)).is_empty());
+    let w = workload(
+        WorkloadKind::StatefulSet,
+        json!({"replicas": 3, "updateStrategy": {"rollingUpdate": {"maxUnavailable": -2}}}),
+        json!({}),
+    );
+    assert_eq!(snap(&w, &[]).bounds(3), Some((1, 0)));
+}
+
+#[test]
 fn deployment_defaults_and_recreate() {
     let w = workload(WorkloadKind::Deployment, json!({"replicas": 4}), json!({}));
     assert_eq!(snap(&w, &[]).bounds(4), Some((1, 1)));
