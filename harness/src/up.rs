@@ -111,6 +111,10 @@ impl Request {
     }
 }
 
+/// How long a new installation may take to settle ([`Installation::settled`]): OpenKruise's
+/// NodeImages come 30 s after their nodes turned Ready by default.
+pub const SETTLE_TIMEOUT: Duration = Duration::from_secs(180);
+
 /// What [`Session::start_with`] does beyond making the cluster and installing the controller.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StartOptions {
@@ -174,6 +178,10 @@ impl Session {
                 .install(host, toolchain, &c.gates)
                 .await
                 .with_context(|| format!("install {}", c.reference))?;
+            // A person may pull images at once: the node daemons' NodeImages exist too.
+            i.settled(&cluster.client().await?, SETTLE_TIMEOUT)
+                .await
+                .with_context(|| format!("settle {}", c.reference))?;
             installation = Some(i);
         }
         Ok(Self {

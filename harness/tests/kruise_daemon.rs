@@ -110,6 +110,21 @@ async fn the_daemon_pulls_images_and_recreates_containers(version: &str) {
     let daemon = local.daemons[0].clone();
     assert_eq!(daemon.node, node.name);
     let client = c.client();
+    // Installing waits for the daemon's readiness; settling, for its node's NodeImage, which
+    // the manager makes only some time after the node turned Ready.
+    let started = Instant::now();
+    harness::controller::Component::settled(&daemon, &client, Duration::from_secs(180))
+        .await
+        .unwrap_or_else(|e| panic!("the daemon settles: {e}"));
+    eprintln!(
+        "the daemon settled {:?} after it was ready",
+        started.elapsed()
+    );
+    let node_images = dyn_api(&client, "apps.kruise.io/v1alpha1", "NodeImage").await;
+    assert!(
+        node_images.get_opt(&node.name).await.unwrap().is_some(),
+        "settled means the node's NodeImage exists"
+    );
 
     // An ImagePullJob for the real node pulls busybox:v2 into that node's containerd.
     assert!(
@@ -118,7 +133,6 @@ async fn the_daemon_pulls_images_and_recreates_containers(version: &str) {
     );
     // A job picks nodes by their NodeImages' labels, which the manager copies from the node
     // some moment after it makes the NodeImage: a job made before would find no node.
-    let node_images = dyn_api(&client, "apps.kruise.io/v1alpha1", "NodeImage").await;
     wait_dyn(
         &node_images,
         &node.name,

@@ -534,6 +534,9 @@ async fn bundle_install(cluster: String, controller: ControllerArgs) -> anyhow::
             &choice.gates,
         )
         .await?;
+    installed
+        .settled(&c.client(), crate::up::SETTLE_TIMEOUT)
+        .await?;
     c.detach()?;
     let logs: Vec<String> = installed
         .logs()

@@ -209,6 +209,19 @@ pub trait Component: fmt::Debug + Send + Sync {
     fn revive(&self) -> BoxFuture<'_, Result<Option<String>, ControllerError>> {
         Box::pin(async { Ok(None) })
     }
+
+    /// Waits, up to `timeout`, until what the component acts through but does not make itself
+    /// exists (OpenKruise's node daemon: its node's NodeImage, which the manager makes some
+    /// time after the node turned Ready). Installing waits for readiness only; whatever needs
+    /// more (a suite that pulls images at once, a cluster handed to a user) waits for this.
+    fn settled<'a>(
+        &'a self,
+        client: &'a kube::Client,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<(), ControllerError>> {
+        let _ = (client, timeout);
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// A controller installed into a cluster: its running components, and the apiserver proxy in
@@ -258,6 +271,18 @@ impl Installation {
             }
         }
         Ok(out)
+    }
+
+    /// Waits until every component has settled ([`Component::settled`]).
+    pub async fn settled(
+        &self,
+        client: &kube::Client,
+        timeout: Duration,
+    ) -> Result<(), ControllerError> {
+        for c in &self.components {
+            c.settled(client, timeout).await?;
+        }
+        Ok(())
     }
 
     /// A window opening now, for a scenario in `namespace`.

@@ -636,6 +636,12 @@ async fn run_upstream_on(
             .path("kubectl");
         let kubectl_dir = kubectl.parent().unwrap_or(Path::new("/")).to_path_buf();
         let kubeconfig = cell.cluster.lock().await.kubeconfig().to_path_buf();
+        // The suite's specs pull images onto the nodes as soon as they start.
+        cell.installation
+            .read()
+            .await
+            .settled(&cell.client, crate::up::SETTLE_TIMEOUT)
+            .await?;
         if !pc.profile.real_nodes.is_empty() || cell.cluster.lock().await.pulls_only_from_harness()
         {
             // Real nodes pull every image from the cluster's registry: stand-ins for the ones

@@ -16,10 +16,14 @@
 //!   with the RBAC the release ships (`kruise-daemon-role`).
 //!
 //! Ready means: `/healthz` answers 200 — the daemon's own report that its informers for its
-//! node's NodeImage, ContainerRecreateRequests and NodePodProbes have synced — and its node's
-//! NodeImage exists (the manager makes one per node with `KruiseDaemon=true`). The NodeImage's
-//! status is no signal: a v1.9 daemon writes an empty one at start (`desired: 0`), a v1.5
-//! daemon's empty status is a no-op update, so the status stays absent until a pull.
+//! node's NodeImage, ContainerRecreateRequests and NodePodProbes have synced. Settled
+//! ([`Component::settled`]) means its node's NodeImage exists too: the manager makes one per
+//! node with `KruiseDaemon=true`, but only `--nodeimage-creation-delay` (30 s by default) after
+//! the node turned Ready, and only image pulls go through it, so installing does not wait for
+//! it; what pulls images (the upstream suite, a user's `cluster up`) waits for it, and the
+//! catalog's pull scenarios wait for their nodes' NodeImages themselves. The NodeImage's status
+//! is no signal: a v1.9 daemon writes an empty one at start (`desired: 0`), a v1.5 daemon's
+//! empty status is a no-op update, so the status stays absent until a pull.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -201,6 +205,26 @@ impl Component for Daemon {
     fn log(&self) -> Option<&Path> {
         Some(&self.log)
     }
+
+    fn settled<'a>(
+        &'a self,
+        client: &'a kube::Client,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<(), ControllerError>> {
+        Box::pin(async move {
+            let images = node_images(client);
+            let what = format!("{}'s NodeImage {}", self.name, self.node);
+            let waited = wait::poll(&what, timeout, Duration::from_millis(500), || {
+                node_image_check(&images, self)
+            })
+            .await;
+            if let Err(e) = waited {
+                self.check_process(&Window::all())?;
+                return Err(e.into());
+            }
+            Ok(())
+        })
+    }
 }
 
 impl Daemon {
@@ -268,39 +292,41 @@ fn node_images(client: &kube::Client) -> Api<DynamicObject> {
     Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
 }
 
-/// What one daemon shows: alive, `/healthz` 200, its node's NodeImage present.
-async fn daemon_check(images: &Api<DynamicObject>, d: &Daemon) -> Check {
+/// What one daemon shows: alive and `/healthz` 200.
+async fn daemon_check(d: &Daemon) -> Check {
     if let Err(e) = d.check_process(&Window::all()) {
         return Check::Failed(e.to_string());
     }
-    let health = match http_get_status(d.health_port, "/healthz").await {
+    match http_get_status(d.health_port, "/healthz").await {
         Ok(200) => Check::Met,
         Ok(code) => Check::Pending(format!("{}: /healthz HTTP {code}", d.name)),
         Err(e) => Check::Pending(format!("{}: /healthz {e}", d.name)),
-    };
-    let image = match images.get_opt(&d.node).await {
+    }
+}
+
+/// Whether the daemon's node has its NodeImage (and the daemon is still alive).
+async fn node_image_check(images: &Api<DynamicObject>, d: &Daemon) -> Check {
+    if let Err(e) = d.check_process(&Window::all()) {
+        return Check::Failed(e.to_string());
+    }
+    match images.get_opt(&d.node).await {
         Ok(Some(_)) => Check::Met,
         Ok(None) => Check::Pending(format!(
-            "{}: no NodeImage {} yet (the manager makes it with KruiseDaemon=true)",
+            "{}: no NodeImage {} yet (the manager makes it with KruiseDaemon=true, \
+             --nodeimage-creation-delay after the node turned Ready)",
             d.name, d.node
         )),
         Err(e) => Check::Pending(format!("{}: read NodeImage {}: {e}", d.name, d.node)),
-    };
-    health.and(image)
+    }
 }
 
 /// Waits until every daemon is ready (see the module docs), failing at once with a daemon's
 /// own error when it exits, is denied by its RBAC or panics.
-pub async fn wait_ready(
-    client: &kube::Client,
-    daemons: &[Daemon],
-    timeout: Duration,
-) -> Result<(), ControllerError> {
-    let images = node_images(client);
+pub async fn wait_ready(daemons: &[Daemon], timeout: Duration) -> Result<(), ControllerError> {
     for d in daemons {
         let what = format!("{} {} ready", d.name, d.version);
         let waited = wait::poll(&what, timeout, Duration::from_millis(200), || {
-            daemon_check(&images, d)
+            daemon_check(d)
         })
         .await;
         if let Err(e) = waited {

@@ -129,7 +129,7 @@ pub async fn install_local(
     };
     wait_ready(cluster, &manager, timeout).await?;
     let manager_ready = started.elapsed();
-    daemon::wait_ready(&client, &daemons, timeout).await?;
+    daemon::wait_ready(&daemons, timeout).await?;
     tracing::info!(
         elapsed_ms = started.elapsed().as_millis() as u64,
         manager_ms = manager_ready.as_millis() as u64,
