@@ -152,6 +152,18 @@ impl ProcRecord {
         start_time(self.pid) == Some(self.start_time)
     }
 
+    /// Sends KILL at once, as a crash would end it, and waits (up to 5 s) until it is gone.
+    pub fn kill(&self) {
+        if !self.alive() {
+            return;
+        }
+        let _ = kill(Pid::from_raw(self.pid as i32), Signal::SIGKILL);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.alive() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Sends TERM, waits up to `grace`, then KILL. Used for processes that are not our children
     /// (detached clusters, leftovers of a killed run).
     pub fn terminate(&self, grace: Duration) {

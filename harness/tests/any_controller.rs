@@ -141,6 +141,7 @@ impl Echo {
             health_port: health,
             gates: BTreeMap::new(),
             supervisor: Some(supervisor),
+            lease: None,
         };
         let ready = manager
             .wait_ready("the echo controller's /readyz", Duration::from_secs(60))

@@ -2,6 +2,8 @@
 //! generated trials fire oracles, a finding is shrunk, confirmed and written, and its
 //! reproduction fires the same oracle again when replayed on a new cell; nothing is left.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -137,4 +139,114 @@ fn an_unknown_kind_is_refused_naming_the_known_ones() {
         stderr.contains("no kind `NoSuchKind`") && stderr.contains("CloneSet"),
         "{stderr}"
     );
+}
+
+/// A behaviour trial that crashes the manager right after a write and makes its view of pods
+/// and CloneSets stale: each perturbation acts (the proxy held pod events, ended CloneSet
+/// watches; the manager was started again), the controller still converges, and the restart
+/// the trial made is not taken for the controller's own exit (O6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trial_crashes_the_manager_after_a_write_and_makes_its_view_stale() {
+    use harness::cluster::any::Provider;
+    use harness::explore::exec::Cell;
+    use harness::explore::trial::{Fields, Mode, Op, Perturbation, Step, Trial, Watched};
+    use harness::toolchain::KubeVersion;
+    use harness::up::{ControllerChoice, Session, StartOptions};
+
+    let (local, _root) = common::provider();
+    let provider = Provider::Local(local);
+    let toolchain = harness::toolchain::Toolchain::new(
+        harness::toolchain::Cache::from_env(),
+        harness::progress::Progress::plain(),
+    );
+    let profile = harness::run::scenario_profile(KubeVersion::default_version());
+    let choice = ControllerChoice {
+        reference: harness::controller::ControllerRef::default_ref(),
+        gates: Default::default(),
+    };
+    let session = Session::start_with(
+        &provider,
+        &toolchain,
+        "stale",
+        &profile,
+        Some(&choice),
+        StartOptions { proxy: true },
+    )
+    .await
+    .expect("a cell with the manager behind the proxy");
+    let installation = session.installation.as_ref().unwrap();
+    let proxy = installation
+        .proxy()
+        .expect("the manager talks through the proxy");
+    let cell = Cell {
+        client: session.cluster.client().await.unwrap(),
+        installation,
+        owner: "stale".into(),
+        settle: std::time::Duration::from_secs(90),
+        made: Default::default(),
+    };
+    cell.prepare().await.unwrap();
+    let subject = harness::explore::select(&["CloneSet".to_string()]).unwrap()[0];
+    let trial = Trial {
+        subject: "CloneSet".into(),
+        mode: Mode::Behaviour,
+        seed: 0,
+        index: 0,
+        steps: vec![
+            Step::Create { set: Fields::new() },
+            Step::Perturb {
+                perturbation: Perturbation::HoldEvents {
+                    of: Watched::Pods,
+                    seconds: 10,
+                },
+            },
+            Step::Operate { op: Op::Rollout },
+            // Before the restart: a manager started again opens its watches only once it
+            // leads.
+            Step::Perturb {
+                perturbation: Perturbation::DropEvents {
+                    of: Watched::Own,
+                    seconds: 5,
+                },
+            },
+            Step::Perturb {
+                perturbation: Perturbation::RestartManager,
+            },
+            Step::Operate { op: Op::ScaleUp },
+        ],
+    };
+    let out = cell.run(&subject, &trial).await.expect("the trial runs");
+    let log = out.log.join("\n");
+    eprintln!("{log}");
+    assert!(
+        log.contains("holding the manager's pods events for 10 s"),
+        "{log}"
+    );
+    assert!(
+        log.contains("killed and restarted kruise-manager right after its write"),
+        "{log}"
+    );
+    assert!(
+        log.contains("dropped the manager's clonesets events"),
+        "{log}"
+    );
+    assert!(
+        out.findings.is_empty(),
+        "the controller converges and its restart was the trial's: {:#?}",
+        out.findings
+    );
+    let pods = proxy.stats("pods");
+    assert!(pods.held > 0, "pod events were held: {pods:?}");
+    let clonesets = proxy.stats("clonesets");
+    assert!(
+        clonesets.closed > 0,
+        "CloneSet watches were ended: {clonesets:?}"
+    );
+    let manager_log = std::fs::read_to_string(installation.logs()[0]).unwrap();
+    assert!(
+        manager_log.contains("starting it again"),
+        "the manager was restarted"
+    );
+    drop(cell);
+    drop(session);
 }

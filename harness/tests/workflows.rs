@@ -109,6 +109,7 @@ fn placeholder(flag: &str) -> &'static str {
         "--baseline" => "v1.8.3",
         "--shard" => "1/4",
         "--seed" => "7",
+        "--perturbations" => "all",
         _ => "x",
     }
 }

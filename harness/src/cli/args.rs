@@ -126,10 +126,15 @@ pub struct ExploreArgs {
     /// through generated steps until the budget ends).
     #[arg(long, value_delimiter = ',', default_values = ["admission", "behaviour"], value_parser = ["admission", "behaviour"])]
     pub modes: Vec<String>,
-    /// Perturb the environment while the controller converges (pod deletion and eviction, a
-    /// cordoned node).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    pub perturbations: bool,
+    /// Which environment perturbations behaviour trials draw while the controller converges,
+    /// by class: `pods` (a pod deleted at the old or new template, or evicted), `nodes` (a
+    /// node cordoned), `manager` (the manager killed right after a write and started again),
+    /// `watches` (the manager's watch events held or dropped, or its watches ended, through an
+    /// apiserver proxy: local cells). A comma-separated list, `all`, `none` (or `false`), or
+    /// `default` (or `true`: pods,nodes). Trials with a manager or watches perturbation run
+    /// one at a time (they act on the whole controller).
+    #[arg(long, default_value = "default", value_name = "CLASSES")]
+    pub perturbations: String,
     /// Behaviour trials at once.
     #[arg(long, default_value_t = 2)]
     pub parallel: usize,
@@ -238,7 +243,8 @@ impl ExploreArgs {
                     _ => crate::explore::trial::Mode::Behaviour,
                 })
                 .collect(),
-            perturbations: self.perturbations,
+            perturbations: crate::explore::trial::Class::parse_list(&self.perturbations)
+                .map_err(|e| anyhow::anyhow!("--perturbations: {e}"))?,
             parallel: self.parallel,
             settle: self.settle,
             confirm: 3,

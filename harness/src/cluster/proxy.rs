@@ -275,6 +275,18 @@ impl ProxyHandle {
         self.shared.stats.lock().expect("not poisoned").clone()
     }
 
+    /// Waits up to `timeout` for the client's next write the apiserver accepts (a create,
+    /// update, patch or delete; not its leader-election leases nor its events): what it was
+    /// (`PATCH /api/v1/namespaces/x/pods/p`), or `None` when none came in time.
+    pub async fn next_write(&self, timeout: Duration) -> Option<String> {
+        let mut rx = self.shared.writes.subscribe();
+        rx.borrow_and_update();
+        match tokio::time::timeout(timeout, rx.changed()).await {
+            Ok(Ok(())) => Some(rx.borrow().1.clone()),
+            _ => None,
+        }
+    }
+
     /// Resolves when every task of the proxy has ended (after the handle is dropped).
     pub fn finished(&self) -> Finished {
         Finished(self.ended.clone())
@@ -318,6 +330,7 @@ pub async fn start(config: ProxyConfig) -> Result<ProxyHandle, ProxyError> {
         rules: Mutex::default(),
         stats: Mutex::default(),
         changed: watch::channel(0).0,
+        writes: watch::channel((0, String::new())).0,
         _ended: ended_tx,
     });
     let server = tokio::spawn(serve(listener, acceptor, shared.clone(), shutdown));
@@ -339,6 +352,8 @@ struct Shared {
     stats: Mutex<BTreeMap<String, WatchStats>>,
     /// Bumped by every command, so that watches look at their rules again.
     changed: watch::Sender<u64>,
+    /// The client's writes the apiserver accepted so far, and the last one ([`is_write`]).
+    writes: watch::Sender<(u64, String)>,
     /// Dropped with the last task: what [`Finished`] waits for.
     _ended: watch::Sender<()>,
 }
@@ -566,6 +581,8 @@ async fn forward(
     }
     let watched = watched_resource(req.uri());
     let what = format!("{} {}", req.method(), req.uri());
+    let write =
+        is_write(req.method(), req.uri()).then(|| format!("{} {}", req.method(), req.uri().path()));
     strip_hop_by_hop(req.headers_mut());
     let sent = {
         let mut slot = upstream.lock().await;
@@ -591,6 +608,14 @@ async fn forward(
         }
     };
     let (mut parts, body) = answer.into_parts();
+    if let Some(write) = write
+        && parts.status.is_success()
+    {
+        shared.writes.send_modify(|(n, last)| {
+            *n += 1;
+            *last = write;
+        });
+    }
     strip_hop_by_hop(&mut parts.headers);
     let body = match watched {
         Some(resource) if parts.status == StatusCode::OK => {
@@ -806,6 +831,18 @@ impl Watch {
         }
         Ok(())
     }
+}
+
+/// Whether a request changes what the apiserver stores, leases (a leader's renewals) and
+/// events (what a controller says it did) aside: what a crash "right after a write" follows.
+pub fn is_write(method: &http::Method, uri: &Uri) -> bool {
+    use http::Method;
+    let mutating = [Method::POST, Method::PUT, Method::PATCH, Method::DELETE].contains(method);
+    let bookkeeping = uri
+        .path()
+        .split('/')
+        .any(|segment| segment == "leases" || segment == "events");
+    mutating && !bookkeeping
 }
 
 /// The plural resource a watch request is for (`pods`, `clonesets`), or `None` when `uri` is
@@ -1028,6 +1065,25 @@ mod tests {
         }
         ways.push(events);
         ways
+    }
+
+    #[test]
+    fn a_write_is_a_change_to_what_is_stored_leases_and_events_aside() {
+        let is = |m: &str, path: &str| is_write(&m.parse().unwrap(), &path.parse().unwrap());
+        assert!(is("POST", "/api/v1/namespaces/x/pods"));
+        assert!(is(
+            "PUT",
+            "/apis/apps.kruise.io/v1alpha1/namespaces/x/clonesets/c/status"
+        ));
+        assert!(is("PATCH", "/api/v1/namespaces/x/persistentvolumeclaims/d"));
+        assert!(is("DELETE", "/api/v1/namespaces/x/pods/p"));
+        assert!(!is("GET", "/api/v1/namespaces/x/pods/p"));
+        assert!(!is(
+            "PUT",
+            "/apis/coordination.k8s.io/v1/namespaces/kruise-system/leases/kruise-manager"
+        ));
+        assert!(!is("POST", "/api/v1/namespaces/x/events"));
+        assert!(!is("PATCH", "/apis/events.k8s.io/v1/namespaces/x/events/e"));
     }
 
     #[test]

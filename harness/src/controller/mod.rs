@@ -210,6 +210,16 @@ pub trait Component: fmt::Debug + Send + Sync {
         Box::pin(async { Ok(None) })
     }
 
+    /// Kills it at once (a crash) and has what restarts it start it again, waiting until it
+    /// is ready: `false`, and it is left alone, when nothing would start it again.
+    fn restart<'a>(
+        &'a self,
+        client: &'a kube::Client,
+    ) -> BoxFuture<'a, Result<bool, ControllerError>> {
+        let _ = client;
+        Box::pin(async { Ok(false) })
+    }
+
     /// Waits, up to `timeout`, until what the component acts through but does not make itself
     /// exists (OpenKruise's node daemon: its node's NodeImage, which the manager makes some
     /// time after the node turned Ready). Installing waits for readiness only; whatever needs
@@ -268,6 +278,18 @@ impl Installation {
         for c in &self.components {
             if let Some(status) = c.revive().await? {
                 out.push(format!("{} ({status})", c.name()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Crashes every component something restarts ([`Component::restart`]) and waits until
+    /// each is ready again: their names.
+    pub async fn restart(&self, client: &kube::Client) -> Result<Vec<String>, ControllerError> {
+        let mut out = vec![];
+        for c in &self.components {
+            if c.restart(client).await? {
+                out.push(c.name().to_string());
             }
         }
         Ok(out)
@@ -651,6 +673,10 @@ pub struct Manager {
     pub gates: BTreeMap<String, bool>,
     /// What starts it again when it exits, if anything does.
     pub supervisor: Option<Supervisor>,
+    /// Its leader-election Lease (namespace, name), if it elects a leader: a restart
+    /// ([`Component::restart`]) deletes it, so that the manager started again leads at once
+    /// instead of waiting for the lease its killed predecessor held to expire.
+    pub lease: Option<(String, String)>,
 }
 
 impl Component for Manager {
@@ -672,6 +698,13 @@ impl Component for Manager {
         Some(&self.log)
     }
 
+    fn restart<'a>(
+        &'a self,
+        client: &'a kube::Client,
+    ) -> BoxFuture<'a, Result<bool, ControllerError>> {
+        Box::pin(self.crash_and_restart(client))
+    }
+
     fn revive(&self) -> BoxFuture<'_, Result<Option<String>, ControllerError>> {
         Box::pin(async move {
             let Some(s) = &self.supervisor else {
@@ -690,6 +723,49 @@ impl Component for Manager {
 }
 
 impl Manager {
+    /// [`Component::restart`]: a supervised manager killed, started again and ready.
+    async fn crash_and_restart(&self, client: &kube::Client) -> Result<bool, ControllerError> {
+        let Some(s) = &self.supervisor else {
+            return Ok(false);
+        };
+        s.current().kill();
+        if let Some((namespace, name)) = &self.lease {
+            use k8s_openapi::api::coordination::v1::Lease;
+            let leases: kube::Api<Lease> = kube::Api::namespaced(client.clone(), namespace);
+            match leases.delete(name, &Default::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => {
+                    return Err(ControllerError::Kube {
+                        action: format!("delete the lease {namespace}/{name}"),
+                        source: e,
+                    });
+                }
+            }
+        }
+        // A killed Go process is a zombie (not alive) while its other threads still exit, and
+        // cannot be reaped, so started again, until they have.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            if self.revive().await?.is_some() {
+                return Ok(true);
+            }
+            if std::time::Instant::now() > deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err(ControllerError::ManagerExited {
+            name: self.name.clone(),
+            version: self.version.clone(),
+            log: self.log.clone(),
+            tail: format!(
+                "{}\n(killed to restart it, it was not started again within 10 s)",
+                log_tail(&self.log, 20)
+            ),
+        })
+    }
+
     /// Waits up to `timeout` until its `/readyz` on the health port answers 200 (`what` names
     /// the wait in its error).
     pub async fn wait_ready(&self, what: &str, timeout: Duration) -> Result<(), ControllerError> {

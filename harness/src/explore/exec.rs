@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::oracle::{self, Answer, Finding, Oracle, PodView};
 use super::subject::{IMAGE_V2, Subject, Target, get, set, split_target};
-use super::trial::{Fields, Mode, Op, Perturbation, Step, Trial, Which};
+use super::trial::{Fields, Mode, Op, Perturbation, Step, Trial, Watched, Which};
 use crate::cluster::OWNER_LABEL;
 use crate::controller::Installation;
 use crate::scenario::monitor;
@@ -445,6 +445,8 @@ impl Cell<'_> {
         let settings = monitor::Settings::with_liveness(self.settle);
         let watching = monitor::Monitor::start(&self.client, ns, settings);
         let mut cordoned = vec![];
+        // The resources whose watch events the trial held or dropped: released at its end.
+        let mut stale: Vec<String> = vec![];
         let mut refused = false;
         // What operations, perturbations and convergence act on.
         let ours = Side::new(&self.client, ns, s, name).await?;
@@ -549,14 +551,7 @@ impl Cell<'_> {
                 }
                 Step::Perturb { perturbation } => {
                     let r = self
-                        .perturb(
-                            &ours.workload,
-                            &ours.wapi,
-                            ns,
-                            &ours.wname,
-                            *perturbation,
-                            &mut cordoned,
-                        )
+                        .perturb(&ours, ns, *perturbation, &mut cordoned, &mut stale)
                         .await;
                     format!(
                         "{perturbation:?}: {}",
@@ -627,6 +622,11 @@ impl Cell<'_> {
                     observed: format!("{} settled on {mine} live pods", s.name),
                     expected: format!("as {} {twin}: {theirs} live pods", t.api_version),
                 });
+            }
+        }
+        if let Some(proxy) = self.installation.proxy() {
+            for resource in &stale {
+                proxy.release(resource);
             }
         }
         for node in cordoned {
@@ -945,13 +945,70 @@ impl Cell<'_> {
 
     async fn perturb(
         &self,
-        s: &Subject,
-        api: &Api<DynamicObject>,
+        side: &Side,
         ns: &str,
-        name: &str,
         p: Perturbation,
         cordoned: &mut Vec<String>,
+        stale: &mut Vec<String>,
     ) -> anyhow::Result<String> {
+        let (s, api, name) = (&side.workload, &side.wapi, side.wname.as_str());
+        // What acts on the whole controller first: it needs no pod.
+        let proxy = || {
+            self.installation.proxy().ok_or_else(|| {
+                anyhow::anyhow!("the manager does not talk through an apiserver proxy on this cell")
+            })
+        };
+        let plural = |of: Watched| async move {
+            let kind = match of {
+                Watched::Pods => return anyhow::Ok("pods".to_string()),
+                Watched::Own => &side.subject,
+            };
+            Ok(resource(&self.client, kind.api_version, kind.kind)
+                .await?
+                .0
+                .plural)
+        };
+        match p {
+            Perturbation::RestartManager => {
+                // Right after the manager's next write (the previous step's consequence), when
+                // the proxy can tell one.
+                let after = match self.installation.proxy() {
+                    Some(proxy) => match proxy.next_write(Duration::from_secs(10)).await {
+                        Some(write) => format!(" right after its write {write}"),
+                        None => " (no write of it within 10 s)".into(),
+                    },
+                    None => String::new(),
+                };
+                let restarted = self.installation.restart(&self.client).await?;
+                return Ok(match restarted.is_empty() {
+                    true => "nothing restarts the controller on this cell: left running".into(),
+                    false => format!("killed and restarted {}{after}", restarted.join(", ")),
+                });
+            }
+            Perturbation::HoldEvents { of, seconds } => {
+                let (proxy, r) = (proxy()?, plural(of).await?);
+                proxy.hold(&r, Duration::from_secs(seconds));
+                stale.push(r.clone());
+                return Ok(format!("holding the manager's {r} events for {seconds} s"));
+            }
+            Perturbation::DropEvents { of, seconds } => {
+                let (proxy, r) = (proxy()?, plural(of).await?);
+                proxy.drop_events(&r, Duration::from_secs(seconds));
+                stale.push(r.clone());
+                tokio::time::sleep(Duration::from_secs(seconds)).await;
+                let dropped = proxy.stats(&r).dropped;
+                proxy.close_watches(&r);
+                return Ok(format!(
+                    "dropped the manager's {r} events for {seconds} s ({dropped} so far), then ended its watches"
+                ));
+            }
+            Perturbation::CloseWatches { of } => {
+                let (proxy, r) = (proxy()?, plural(of).await?);
+                proxy.close_watches(&r);
+                return Ok(format!("ended the manager's {r} watches"));
+            }
+            _ => {}
+        }
         let obj = serde_json::to_value(api.get(name).await?)?;
         let uid = obj["metadata"]["uid"].as_str().unwrap_or_default();
         let image = get(&obj, s.template)["spec"]["containers"][0]["image"]
@@ -1017,7 +1074,10 @@ impl Cell<'_> {
                 cordoned.push(node.clone());
                 Ok(format!("cordoned {node}"))
             }
-            Perturbation::RestartManager => Ok("not available on this cell".into()),
+            Perturbation::RestartManager
+            | Perturbation::HoldEvents { .. }
+            | Perturbation::DropEvents { .. }
+            | Perturbation::CloseWatches { .. } => unreachable!("handled above"),
         }
     }
 }

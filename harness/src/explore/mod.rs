@@ -37,7 +37,7 @@ use serde_json::Value;
 use self::exec::Cell;
 use self::oracle::{Answer, Finding, Oracle};
 use self::subject::Subject;
-use self::trial::{Fields, Material, Mode, Perturbation, Rng, Step, Trial, Which};
+use self::trial::{Fields, Material, Mode, Perturbation, Rng, Step, Trial};
 use crate::cluster::any::Provider;
 use crate::controller::ControllerRef;
 use crate::toolchain::{KubeVersion, Toolchain};
@@ -59,8 +59,8 @@ pub struct Options {
     /// Which trials are judged: admission trials always run (behaviour trials are made of
     /// the values they admit), their findings are reported when asked for.
     pub modes: Vec<Mode>,
-    /// Whether behaviour trials perturb the environment.
-    pub perturbations: bool,
+    /// The classes of perturbation behaviour trials draw from (none: they perturb nothing).
+    pub perturbations: Vec<trial::Class>,
     /// Behaviour trials at once.
     pub parallel: usize,
     /// How long a behaviour trial may take to settle.
@@ -626,6 +626,7 @@ async fn start_cell(
     prefix: &str,
     controller: &ControllerRef,
     options: &Options,
+    proxy: bool,
     provider: &Provider,
     toolchain: &Toolchain,
 ) -> anyhow::Result<(String, Session)> {
@@ -636,7 +637,9 @@ async fn start_cell(
         reference: controller.clone(),
         gates: options.gates.controller.clone(),
     };
-    let session = Session::start(provider, toolchain, &name, &profile, Some(&choice)).await?;
+    let start = crate::up::StartOptions { proxy };
+    let session =
+        Session::start_with(provider, toolchain, &name, &profile, Some(&choice), start).await?;
     Ok((name, session))
 }
 
@@ -666,16 +669,29 @@ pub async fn explore(
 ) -> anyhow::Result<Summary> {
     let subjects = select(&options.kinds)?;
     let t0 = Instant::now();
+    // The manager talks through an apiserver proxy when trials make its view stale or crash
+    // it right after a write (the proxy tells its writes).
+    let proxy = options
+        .perturbations
+        .iter()
+        .any(|c| *c >= trial::Class::Manager);
     say(format!(
         "bringing up a cell: Kubernetes {}, {}, {}",
         options.kubernetes, options.controller, options.gates
     ));
-    let (name, session) =
-        start_cell("explore", &options.controller, options, provider, toolchain).await?;
+    let (name, session) = start_cell(
+        "explore",
+        &options.controller,
+        options,
+        proxy,
+        provider,
+        toolchain,
+    )
+    .await?;
     let base_session = match &options.baseline {
         Some(b) => {
             say(format!("bringing up a baseline cell: {b}"));
-            Some(start_cell("baseline", b, options, provider, toolchain).await?)
+            Some(start_cell("baseline", b, options, proxy, provider, toolchain).await?)
         }
         None => None,
     };
@@ -718,16 +734,23 @@ pub async fn explore(
             break;
         }
     }
-    let perturbations: Vec<Perturbation> = if options.perturbations {
-        vec![
-            Perturbation::DeletePod { which: Which::Old },
-            Perturbation::DeletePod { which: Which::New },
-            Perturbation::EvictPod { which: Which::Any },
-            Perturbation::CordonNode,
-        ]
-    } else {
-        vec![]
-    };
+    let perturbations: Vec<Perturbation> = options
+        .perturbations
+        .iter()
+        .filter(|c| match c {
+            // Without the proxy (another provider) there is no stale view to make.
+            trial::Class::Watches if x.cell.installation.proxy().is_none() => {
+                say(format!(
+                    "perturbations: no apiserver proxy on this cell ({} provider): \
+                     watch perturbations left out",
+                    provider.label()
+                ));
+                false
+            }
+            _ => true,
+        })
+        .flat_map(|c| c.perturbations())
+        .collect();
     // Behaviour trials, round-robin over the subjects, `parallel` at once, until the budget.
     let prepared: Vec<Prepared> = materials
         .into_iter()
@@ -765,12 +788,21 @@ pub async fn explore(
         let cell = &x.cell;
         let base_name = options.baseline.as_ref().map(ToString::to_string);
         let compared = x.baseline.as_ref().zip(base_name.as_deref());
-        let outs: Vec<_> = futures::future::join_all(
-            batch
-                .iter()
-                .map(|(s, t)| run_compared(cell, compared, s, t)),
-        )
+        // Trials that act on the whole controller (a restart, a stale view) run alone, after
+        // the others of the batch: every trial running beside one would see it too.
+        let mut outs: Vec<_> = futures::future::join_all(batch.iter().map(|(s, t)| async move {
+            match t.global() {
+                true => None,
+                false => Some(run_compared(cell, compared, s, t).await),
+            }
+        }))
         .await;
+        for ((s, t), out) in batch.iter().zip(outs.iter_mut()) {
+            if out.is_none() {
+                *out = Some(run_compared(cell, compared, s, t).await);
+            }
+        }
+        let outs = outs.into_iter().flatten();
         for ((s, t), out) in batch.iter().zip(outs) {
             x.count(format!("behaviour {}", s.name), 1);
             match out {
@@ -809,8 +841,16 @@ pub async fn replay(
 ) -> anyhow::Result<(Reported, Vec<Finding>)> {
     let r = output::read_finding(dir)?;
     let s = select(std::slice::from_ref(&r.trial.subject))?[0];
-    let (name, session) =
-        start_cell("replay", &options.controller, options, provider, toolchain).await?;
+    let proxy = r.trial.global();
+    let (name, session) = start_cell(
+        "replay",
+        &options.controller,
+        options,
+        proxy,
+        provider,
+        toolchain,
+    )
+    .await?;
     let ours = cell(&name, &session, options.settle).await?;
     // An O5 finding runs on its baseline too (the one given, or the finding's).
     let baseline: Option<ControllerRef> = match (&options.baseline, &r.baseline) {
@@ -820,7 +860,9 @@ pub async fn replay(
         (None, None) => None,
     };
     let base_session = match &baseline {
-        Some(b) => Some(start_cell("replay-baseline", b, options, provider, toolchain).await?),
+        Some(b) => {
+            Some(start_cell("replay-baseline", b, options, proxy, provider, toolchain).await?)
+        }
         None => None,
     };
     let base = match &base_session {

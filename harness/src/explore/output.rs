@@ -208,11 +208,27 @@ fn kubectl_perturb(p: Perturbation, name: &str, deployment: Option<(&str, &str)>
             "kubectl cordon $(kubectl get pod -n $NAMESPACE -l app={name} -o jsonpath='{{.items[0].spec.nodeName}}')"
         ),
         Perturbation::RestartManager => match deployment {
-            Some((ns, name)) => format!("kubectl rollout restart deployment -n {ns} {name}"),
+            Some((ns, name)) => format!(
+                "kubectl delete pod -n {ns} $(kubectl get pod -n {ns} -o name | grep {name} | head -1) \
+                 --grace-period=0 --force --wait=false"
+            ),
             None => {
                 "echo 'restart the controller by hand: it ships no Deployment' >&2; exit 1".into()
             }
         },
+        // A stale view needs the harness's apiserver proxy: the test says so and goes on
+        // (`harness explore --replay` makes it).
+        Perturbation::HoldEvents { of, seconds } => format!(
+            "echo 'here the manager saw no {of:?} watch events for {seconds} s \
+             (harness explore --replay holds them)'"
+        ),
+        Perturbation::DropEvents { of, seconds } => format!(
+            "echo 'here the manager lost {seconds} s of {of:?} watch events, then its watches \
+             (harness explore --replay drops them)'"
+        ),
+        Perturbation::CloseWatches { of } => format!(
+            "echo 'here the manager lost its {of:?} watches (harness explore --replay ends them)'"
+        ),
     }
 }
 

@@ -108,11 +108,158 @@ pub enum Perturbation {
     },
     /// Mark a node a pod of the subject runs on unschedulable (undone at the trial's end).
     CordonNode,
-    /// Stop the controller manager and start it again (local clusters).
+    /// Kill the controller manager right after the step before it (its last write) and start
+    /// it again, as a crash and its Deployment's restart would (local clusters).
     RestartManager,
+    /// Hold the manager's watch events of `of` for `seconds`, then deliver them in order: its
+    /// view of them is that old meanwhile (local clusters, through the apiserver proxy).
+    HoldEvents {
+        /// Whose events.
+        of: Watched,
+        /// For how long.
+        seconds: u64,
+    },
+    /// Drop the manager's watch events of `of` for `seconds` while its watches stay open, then
+    /// end its watches of them: it watches again from the last event it saw (or lists again),
+    /// so it learns late what it missed, as after a watch that went silent and broke.
+    DropEvents {
+        /// Whose events.
+        of: Watched,
+        /// For how long.
+        seconds: u64,
+    },
+    /// End the manager's open watches of `of` at once: it watches again.
+    CloseWatches {
+        /// Whose events.
+        of: Watched,
+    },
+}
+
+/// Whose watch events a stale-view perturbation acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Watched {
+    /// The pods'.
+    Pods,
+    /// The subject's own kind's (for a policy, the policy's).
+    Own,
+}
+
+impl Perturbation {
+    /// Whether it acts on the whole controller (every trial running at once would see it),
+    /// not on the trial's own objects: such a trial runs alone.
+    pub fn global(self) -> bool {
+        self.class() >= Class::Manager
+    }
+
+    /// Its class (`--perturbations`).
+    pub fn class(self) -> Class {
+        match self {
+            Perturbation::DeletePod { .. } | Perturbation::EvictPod { .. } => Class::Pods,
+            Perturbation::CordonNode => Class::Nodes,
+            Perturbation::RestartManager => Class::Manager,
+            Perturbation::HoldEvents { .. }
+            | Perturbation::DropEvents { .. }
+            | Perturbation::CloseWatches { .. } => Class::Watches,
+        }
+    }
+}
+
+/// The classes of environment perturbation (`--perturbations`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Class {
+    /// A pod deleted (at the old template, at the new one) or evicted.
+    Pods,
+    /// A node cordoned.
+    Nodes,
+    /// The manager killed and started again.
+    Manager,
+    /// The manager's watch events held, dropped or its watches ended (through the apiserver
+    /// proxy).
+    Watches,
+}
+
+impl Class {
+    /// Every class, in order.
+    pub const ALL: [Class; 4] = [Class::Pods, Class::Nodes, Class::Manager, Class::Watches];
+    /// The classes a run draws from unless told: those that act on the trial's own objects
+    /// (the others act on the whole controller, so their trials run one at a time).
+    pub const DEFAULT: [Class; 2] = [Class::Pods, Class::Nodes];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Pods => "pods",
+            Class::Nodes => "nodes",
+            Class::Manager => "manager",
+            Class::Watches => "watches",
+        }
+    }
+
+    /// Reads `--perturbations`: a comma-separated list of class names, `all`, `none` (or
+    /// `false`), or `default` (or `true`, [`Class::DEFAULT`]).
+    pub fn parse_list(text: &str) -> Result<Vec<Class>, String> {
+        let mut out = vec![];
+        for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            match word {
+                "all" => out.extend(Class::ALL),
+                "none" | "false" => {}
+                "default" | "true" => out.extend(Class::DEFAULT),
+                w => match Class::ALL.iter().find(|c| c.name() == w) {
+                    Some(c) => out.push(*c),
+                    None => {
+                        return Err(format!(
+                            "unknown perturbation class `{w}`: name some of {}, or all, none, default",
+                            Class::ALL.map(Class::name).join(", ")
+                        ));
+                    }
+                },
+            }
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// The perturbations of the class a trial may draw.
+    pub fn perturbations(self) -> Vec<Perturbation> {
+        match self {
+            Class::Pods => vec![
+                Perturbation::DeletePod { which: Which::Old },
+                Perturbation::DeletePod { which: Which::New },
+                Perturbation::EvictPod { which: Which::Any },
+            ],
+            Class::Nodes => vec![Perturbation::CordonNode],
+            Class::Manager => vec![Perturbation::RestartManager],
+            Class::Watches => [Watched::Pods, Watched::Own]
+                .into_iter()
+                .flat_map(|of| {
+                    [
+                        Perturbation::HoldEvents { of, seconds: 10 },
+                        Perturbation::DropEvents { of, seconds: 10 },
+                        Perturbation::CloseWatches { of },
+                    ]
+                })
+                .collect(),
+        }
+    }
 }
 
 impl Trial {
+    /// Whether a step of it acts on the whole controller ([`Perturbation::global`]).
+    pub fn global(&self) -> bool {
+        self.perturbations().any(Perturbation::global)
+    }
+
+    /// Its perturbations, in step order.
+    pub fn perturbations(&self) -> impl Iterator<Item = Perturbation> + '_ {
+        self.steps.iter().filter_map(|s| match s {
+            Step::Perturb { perturbation } => Some(*perturbation),
+            _ => None,
+        })
+    }
+
     /// The fields the trial sets, in step order.
     pub fn fields(&self) -> Vec<(&str, &Value)> {
         self.steps
@@ -377,5 +524,54 @@ mod tests {
         let others: Vec<Trial> = (0..20).map(|i| behaviour(&m, 43, i)).collect();
         assert!(others.iter().any(|t| t.steps[1..] != a.steps[1..]));
         assert_eq!(Trial::from_yaml(&a.to_yaml()).unwrap(), a);
+    }
+
+    #[test]
+    fn perturbation_classes_read_from_the_command_line_and_name_what_runs_alone() {
+        assert_eq!(Class::parse_list("true").unwrap(), Class::DEFAULT);
+        assert_eq!(Class::parse_list("default").unwrap(), Class::DEFAULT);
+        assert!(Class::parse_list("false").unwrap().is_empty());
+        assert_eq!(Class::parse_list("all").unwrap(), Class::ALL);
+        assert_eq!(
+            Class::parse_list("watches,pods,watches").unwrap(),
+            [Class::Pods, Class::Watches]
+        );
+        let e = Class::parse_list("pods,clocks").unwrap_err();
+        assert!(e.contains("`clocks`") && e.contains("watches"), "{e}");
+        for c in Class::ALL {
+            for p in c.perturbations() {
+                assert_eq!(p.class(), c);
+                assert_eq!(p.global(), !Class::DEFAULT.contains(&c), "{p:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_trial_with_a_stale_view_replays_from_its_yaml_and_runs_alone() {
+        let creates = vec![Fields::new()];
+        let all: Vec<Perturbation> = Class::ALL
+            .into_iter()
+            .flat_map(Class::perturbations)
+            .collect();
+        let m = Material {
+            subject: "CloneSet",
+            creates: &creates,
+            updates: &[],
+            replicated: true,
+            perturbations: &all,
+        };
+        let trials: Vec<Trial> = (0..40).map(|i| behaviour(&m, 9, i)).collect();
+        let stale = trials
+            .iter()
+            .find(|t| {
+                t.perturbations()
+                    .any(|p| matches!(p, Perturbation::HoldEvents { .. }))
+            })
+            .expect("some trial holds events");
+        assert!(stale.global());
+        let text = stale.to_yaml();
+        assert!(text.contains("hold-events"), "{text}");
+        assert_eq!(&Trial::from_yaml(&text).unwrap(), stale);
+        assert!(trials.iter().any(|t| !t.global()));
     }
 }

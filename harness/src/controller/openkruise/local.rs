@@ -122,6 +122,7 @@ pub async fn install_local(
         health_port: ports.health,
         gates: gates.clone(),
         supervisor: Some(supervisor),
+        lease: Some((NAMESPACE.to_string(), LEASE.to_string())),
     };
     let daemons = match &daemon_binary {
         Some(binary) => daemon::start(cluster, binary, &tag, &gates).await?,
