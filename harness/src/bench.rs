@@ -324,6 +324,10 @@ impl DefaultRun {
                 .unwrap_or_default(),
             ..RunOptions::default()
         };
+        // As `harness run` plans it: a cluster holding most of the work split by the costs.
+        let plan = options
+            .costs
+            .balance(&plan, options.parallel, options.clusters_parallel);
         let any = crate::cluster::any::Provider::Local(setup.provider.clone());
         Ok(Self {
             setup,
