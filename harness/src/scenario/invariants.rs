@@ -128,10 +128,14 @@ async fn orphaned(
 /// of the pod, or asked before the kubelet's ConfigMap manager has registered the pod (`"kube-root-ca.crt" not registered`),
 /// or a claim the Node authorizer does not yet tie to the pod's node (`no relationship found
 /// between node`; the kubelet retries each), or an exec probe the kubelet started as the
-/// container's task ended (`no running task found`; the next probe finds the container's new
+/// container's task ended (`no running task found`, or `container is in CONTAINER_EXITED
+/// state` when the runtime saw the exit first; the next probe finds the container's new
 /// state): retried or moot, not a finding.
 pub fn transient(message: &str) -> bool {
-    if message.contains("probe errored: ") && message.contains("no running task found") {
+    if message.contains("probe errored: ")
+        && (message.contains("no running task found")
+            || message.contains("container is in CONTAINER_EXITED state"))
+    {
         return true;
     }
     message.starts_with("MountVolume.SetUp failed for volume \"")
@@ -205,6 +209,9 @@ mod tests {
     fn only_retried_conflicts_are_transient() {
         assert!(transient(
             "Readiness probe errored: rpc error: code = NotFound desc = failed to exec in container: failed to load task: no running task found: task db93 not found: not found"
+        ));
+        assert!(transient(
+            "Readiness probe errored: rpc error: code = Unknown desc = failed to exec in container: container is in CONTAINER_EXITED state"
         ));
         assert!(!transient(
             "Readiness probe failed: cat: can't open '/ready'"
