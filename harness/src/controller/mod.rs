@@ -654,6 +654,25 @@ pub async fn http_get_status(port: u16, path: &str) -> Result<u16, String> {
     status
 }
 
+/// Deletes leader-election Lease `namespace/name`, if there is one: the next manager leads at
+/// once instead of waiting for the one a stopped or killed leader held to expire.
+pub async fn delete_lease(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<(), ControllerError> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let leases: kube::Api<Lease> = kube::Api::namespaced(client.clone(), namespace);
+    match leases.delete(name, &Default::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(ControllerError::Kube {
+            action: format!("delete the lease {namespace}/{name}"),
+            source: e,
+        }),
+    }
+}
+
 /// A running controller manager installed into a cluster.
 #[derive(Debug, Clone)]
 pub struct Manager {
@@ -730,18 +749,7 @@ impl Manager {
         };
         s.current().kill();
         if let Some((namespace, name)) = &self.lease {
-            use k8s_openapi::api::coordination::v1::Lease;
-            let leases: kube::Api<Lease> = kube::Api::namespaced(client.clone(), namespace);
-            match leases.delete(name, &Default::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(e) => {
-                    return Err(ControllerError::Kube {
-                        action: format!("delete the lease {namespace}/{name}"),
-                        source: e,
-                    });
-                }
-            }
+            delete_lease(client, namespace, name).await?;
         }
         // A killed Go process is a zombie (not alive) while its other threads still exit, and
         // cannot be reaped, so started again, until they have.

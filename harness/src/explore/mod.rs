@@ -671,10 +671,7 @@ pub async fn explore(
     let t0 = Instant::now();
     // The manager talks through an apiserver proxy when trials make its view stale or crash
     // it right after a write (the proxy tells its writes).
-    let proxy = options
-        .perturbations
-        .iter()
-        .any(|c| *c >= trial::Class::Manager);
+    let proxy = options.perturbations.iter().any(|c| c.global());
     say(format!(
         "bringing up a cell: Kubernetes {}, {}, {}",
         options.kubernetes, options.controller, options.gates

@@ -149,7 +149,7 @@ impl Perturbation {
     /// Whether it acts on the whole controller (every trial running at once would see it),
     /// not on the trial's own objects: such a trial runs alone.
     pub fn global(self) -> bool {
-        self.class() >= Class::Manager
+        self.class().global()
     }
 
     /// Its class (`--perturbations`).
@@ -186,6 +186,12 @@ impl Class {
     /// The classes a run draws from unless told: those that act on the trial's own objects
     /// (the others act on the whole controller, so their trials run one at a time).
     pub const DEFAULT: [Class; 2] = [Class::Pods, Class::Nodes];
+
+    /// Whether its perturbations act on the whole controller (its trials run alone, and the
+    /// manager talks through the apiserver proxy).
+    pub fn global(self) -> bool {
+        self >= Class::Manager
+    }
 
     /// Its name on the command line.
     pub fn name(self) -> &'static str {

@@ -214,20 +214,32 @@ impl Component for Daemon {
         Box::pin(async move {
             let images = node_images(client);
             let what = format!("{}'s NodeImage {}", self.name, self.node);
-            let waited = wait::poll(&what, timeout, Duration::from_millis(500), || {
-                node_image_check(&images, self)
-            })
-            .await;
-            if let Err(e) = waited {
-                self.check_process(&Window::all())?;
-                return Err(e.into());
-            }
-            Ok(())
+            self.wait_for(&what, timeout, || node_image_check(&images, self))
+                .await
         })
     }
 }
 
 impl Daemon {
+    /// Polls `check` up to `timeout`; a daemon that died meanwhile fails with its own error
+    /// (log tail, denial, panic) rather than the wait's.
+    async fn wait_for<F, Fut>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        check: F,
+    ) -> Result<(), ControllerError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Check>,
+    {
+        if let Err(e) = wait::poll(what, timeout, Duration::from_millis(200), check).await {
+            self.check_process(&Window::all())?;
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
     /// Fails if the daemon exited (with its log tail) or its log shows RBAC denials of its
     /// ServiceAccount or a panic, within `window`.
     pub fn check_process(&self, window: &Window) -> Result<(), ControllerError> {
@@ -325,15 +337,7 @@ async fn node_image_check(images: &Api<DynamicObject>, d: &Daemon) -> Check {
 pub async fn wait_ready(daemons: &[Daemon], timeout: Duration) -> Result<(), ControllerError> {
     for d in daemons {
         let what = format!("{} {} ready", d.name, d.version);
-        let waited = wait::poll(&what, timeout, Duration::from_millis(200), || {
-            daemon_check(d)
-        })
-        .await;
-        if let Err(e) = waited {
-            // A daemon that died is reported with its own error (log tail, denial, panic).
-            d.check_process(&Window::all())?;
-            return Err(e.into());
-        }
+        d.wait_for(&what, timeout, || daemon_check(d)).await?;
     }
     Ok(())
 }

@@ -163,16 +163,7 @@ pub const LEASE: &str = "kruise-manager";
 
 /// Deletes the manager's lease, if there is one.
 async fn release_lease(client: &kube::Client) -> Result<(), ControllerError> {
-    use k8s_openapi::api::coordination::v1::Lease;
-    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
-    match leases.delete(LEASE, &DeleteParams::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(ControllerError::Kube {
-            action: format!("delete the lease {NAMESPACE}/{LEASE}"),
-            source: e,
-        }),
-    }
+    crate::controller::delete_lease(client, NAMESPACE, LEASE).await
 }
 
 /// Flags of [`manager_spec`] that not every release has (v1.5.0 lacks
