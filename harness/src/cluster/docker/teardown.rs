@@ -13,7 +13,9 @@
 //! 4. containerd ends (TERM, KILL after 15 s);
 //! 5. whatever is mounted under its directory is unmounted (overlay `merged` directories,
 //!    network namespaces, the data root's own bind mount);
-//! 6. the bridges it made (`br-<network id>`, or any bridge holding an address of its pool);
+//! 6. the bridges it made (`br-<network id>`, or any bridge holding an address of its pool),
+//!    the veths on them first (a killed daemon's containers' namespaces, and so their veths,
+//!    would otherwise go only later, in the kernel's own time);
 //! 7. its cgroups, deepest first, in every hierarchy;
 //! 8. `/run/docker` and `/lib/modules` when they did not exist before and are empty;
 //! 9. the sysctls it changed, back to what they were; its directory.
@@ -110,6 +112,16 @@ impl DockerRecord {
         }
         bridges.sort();
         bridges.dedup();
+        // The host ends of the containers' veths, deleted before their bridges (which would
+        // only release them): the kernel deletes a veth with its namespace, but a killed
+        // daemon's namespaces go in the background, after `gc` has returned.
+        for port in bridges.iter().flat_map(|b| bridge_ports(b)) {
+            if let Err(e) = ip(&["link", "delete", &port])
+                && Path::new("/sys/class/net").join(&port).exists()
+            {
+                errors.push(e);
+            }
+        }
         for b in bridges {
             if Path::new("/sys/class/net").join(&b).exists()
                 && let Err(e) = ip(&["link", "delete", &b])
@@ -259,6 +271,16 @@ fn end(p: &ProcRecord, procs: &mut [Process], grace: Duration) {
 }
 
 /// Runs `ip` with `args`: its standard output.
+/// The links enslaved to bridge `bridge` (`/sys/class/net/<bridge>/brif`).
+fn bridge_ports(bridge: &str) -> Vec<String> {
+    fs::read_dir(Path::new("/sys/class/net").join(bridge).join("brif"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
 fn ip(args: &[&str]) -> Result<String, String> {
     crate::cluster::local::node::run_host("ip", args).map_err(|e| e.to_string())
 }
