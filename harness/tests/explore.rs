@@ -250,3 +250,105 @@ async fn a_trial_crashes_the_manager_after_a_write_and_makes_its_view_stale() {
     drop(cell);
     drop(session);
 }
+
+/// A kind that copies a resource into namespaces, through a trial of its own operations and
+/// perturbation: a copy in each namespace its targets select once it settles (the trial's,
+/// kept by name when its label goes, and the one the trial added, selected by label), a
+/// deleted copy made again, a rewritten resource reaching its copies; no finding, and the
+/// namespace the trial added goes with the trial.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copying_kind_follows_its_targets_and_makes_a_deleted_copy_again() {
+    use harness::cluster::any::Provider;
+    use harness::explore::exec::Cell;
+    use harness::explore::subject::{NAMESPACE, TRIAL_LABEL};
+    use harness::explore::trial::{Fields, Mode, Op, Perturbation, Step, Trial};
+    use harness::toolchain::KubeVersion;
+    use harness::up::{ControllerChoice, Session, StartOptions};
+    use k8s_openapi::api::core::v1::Namespace;
+
+    let (local, _root) = common::provider();
+    let provider = Provider::Local(local);
+    let toolchain = harness::toolchain::Toolchain::new(
+        harness::toolchain::Cache::from_env(),
+        harness::progress::Progress::plain(),
+    );
+    let profile = harness::run::scenario_profile(KubeVersion::default_version());
+    let subject = harness::explore::select(&["ResourceDistribution".to_string()]).unwrap()[0];
+    let choice = ControllerChoice {
+        reference: harness::controller::ControllerRef::default_ref(),
+        gates: subject
+            .gates
+            .iter()
+            .map(|g| (g.to_string(), true))
+            .collect(),
+    };
+    let session = Session::start_with(
+        &provider,
+        &toolchain,
+        "copies",
+        &profile,
+        Some(&choice),
+        StartOptions::default(),
+    )
+    .await
+    .expect("a cell with the kind's gate on");
+    let cell = Cell {
+        client: session.cluster.client().await.unwrap(),
+        installation: session.installation.as_ref().unwrap(),
+        owner: "copies".into(),
+        settle: std::time::Duration::from_secs(60),
+        made: Default::default(),
+    };
+    cell.prepare().await.unwrap();
+    let by_label = serde_json::json!({"matchLabels": {TRIAL_LABEL: NAMESPACE}});
+    let trial = Trial {
+        subject: subject.name.into(),
+        mode: Mode::Behaviour,
+        seed: 0,
+        index: 0,
+        steps: vec![
+            Step::Create { set: Fields::new() },
+            Step::Update {
+                set: Fields::from([("spec.targets.namespaceLabelSelector".to_string(), by_label)]),
+            },
+            Step::Operate {
+                op: Op::AddNamespace,
+            },
+            Step::Perturb {
+                perturbation: Perturbation::DeleteCopy,
+            },
+            Step::Operate { op: Op::Rewrite },
+            Step::Operate { op: Op::Relabel },
+        ],
+    };
+    let out = cell.run(&subject, &trial).await.expect("the trial runs");
+    let log = out.log.join("\n");
+    eprintln!("{log}");
+    assert!(log.contains("DeleteCopy: deleted the copy"), "{log}");
+    assert!(
+        out.findings.is_empty(),
+        "the copies follow the targets: {:#?}",
+        out.findings
+    );
+    assert_eq!(
+        out.end.live,
+        Some(2),
+        "a copy in the trial's namespace and in the one it added: {log}"
+    );
+    let nss: kube::Api<Namespace> = kube::Api::all(cell.client.clone());
+    let left: Vec<Namespace> = nss
+        .list(&kube::api::ListParams::default().labels(TRIAL_LABEL))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|n| n.metadata.deletion_timestamp.is_none())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the trial's namespaces go with it: {:?}",
+        left.iter().map(|n| &n.metadata.name).collect::<Vec<_>>()
+    );
+    drop(cell);
+    drop(session);
+}

@@ -11,8 +11,12 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::core::params::ValidationDirective;
 use serde_json::{Value, json};
 
+mod copies;
+
 use super::oracle::{self, Answer, Finding, Oracle, PodView};
-use super::subject::{IMAGE_V2, Subject, Target, get, set, split_target};
+use super::subject::{
+    IMAGE_V2, Makes, Subject, TRIAL_LABEL, Target, get, resolve, set, split_target,
+};
 use super::trial::{Fields, Mode, Op, Perturbation, Step, Trial, Watched, Which};
 use crate::cluster::OWNER_LABEL;
 use crate::controller::Installation;
@@ -153,6 +157,15 @@ fn object(seed: Value, fields: &Fields, path: impl Fn(&str) -> Option<String>) -
     Some(o)
 }
 
+/// `fields` with the trial's namespace `ns` and object name `name` in place of their
+/// placeholders ([`resolve`]).
+fn resolved(fields: &Fields, ns: &str, name: &str) -> Fields {
+    fields
+        .iter()
+        .map(|(k, v)| (k.clone(), resolve(v, ns, name)))
+        .collect()
+}
+
 /// A merge patch that sets `fields` (at the paths `path` gives) on the object `name` as it is
 /// now: a path through a list item carries the whole list, since a merge patch replaces lists;
 /// a removed field is an explicit null. None when the object cannot be read or a field has
@@ -277,13 +290,14 @@ impl Cell<'_> {
         );
         let nss: Api<Namespace> = Api::all(self.client.clone());
         let body: Namespace = serde_json::from_value(json!({"metadata": {
-            "name": ns, "labels": {OWNER_LABEL: self.owner}}}))?;
+            "name": ns, "labels": {OWNER_LABEL: self.owner, TRIAL_LABEL: ns}}}))?;
         nss.create(&PostParams::default(), &body).await?;
         Ok(ns)
     }
 
-    /// Deletes a namespace [`Cell::namespace`] made for trials of `subject`, and the objects
-    /// of a cluster-scoped subject (or twin) those trials named after it.
+    /// Deletes a namespace [`Cell::namespace`] made for trials of `subject`, the namespaces its
+    /// trials added ([`Op::AddNamespace`]), and the objects of a cluster-scoped subject (or
+    /// twin) those trials named after it.
     pub async fn drop_namespace(&self, ns: &str, subject: &Subject) {
         let kinds = std::iter::once(*subject).chain(subject.twin_subject());
         for k in kinds {
@@ -307,8 +321,21 @@ impl Cell<'_> {
             }
         }
         let nss: Api<Namespace> = Api::all(self.client.clone());
-        if let Err(e) = nss.delete(ns, &DeleteParams::background()).await {
-            tracing::warn!("delete namespace {ns}: {e}");
+        let added = ListParams::default().labels(&format!("{TRIAL_LABEL}={ns}"));
+        let mut names = vec![ns.to_string()];
+        match nss.list(&added).await {
+            Ok(list) => names.extend(
+                list.items
+                    .into_iter()
+                    .filter_map(|n| n.metadata.name)
+                    .filter(|n| n.starts_with(&format!("{ns}-"))),
+            ),
+            Err(e) => tracing::warn!("list the namespaces of {ns}: {e}"),
+        }
+        for n in names {
+            if let Err(e) = nss.delete(&n, &DeleteParams::background()).await {
+                tracing::warn!("delete namespace {n}: {e}");
+            }
         }
     }
 
@@ -356,8 +383,9 @@ impl Cell<'_> {
             params.dry_run = last;
             let (verb, fields, mine, theirs) = match step {
                 Step::Create { set } => {
-                    let (own, _) = split_target(set);
-                    let Some(o) = object((s.seed)(name), &own, |k| Some(k.to_string())) else {
+                    let (own, _) = split_target(&resolved(set, ns, name));
+                    let seed = resolve(&(s.seed)(name), ns, name);
+                    let Some(o) = object(seed, &own, |k| Some(k.to_string())) else {
                         anyhow::bail!("set {set:?} on the seed object");
                     };
                     if let Some(m) = self.make_target(ns, s, name, set).await? {
@@ -374,34 +402,41 @@ impl Cell<'_> {
                     }
                     let mine = answer(r);
                     let theirs = match &twin {
-                        Some((t, api)) => match object((t.seed)(tname), &own, |k| s.twin_path(k)) {
-                            Some(o) => {
-                                let refused = match s.twin_subject() {
-                                    Some(ts) => self.make_target(ns, &ts, tname, set).await?,
-                                    None => None,
-                                };
-                                match refused {
-                                    Some(_) => None,
-                                    None => Some(answer(
-                                        api.patch(tname, &params, &Patch::Apply(&o)).await,
-                                    )),
+                        Some((t, api)) => {
+                            match object(resolve(&(t.seed)(tname), ns, tname), &own, |k| {
+                                s.twin_path(k)
+                            }) {
+                                Some(o) => {
+                                    let refused = match s.twin_subject() {
+                                        Some(ts) => self.make_target(ns, &ts, tname, set).await?,
+                                        None => None,
+                                    };
+                                    match refused {
+                                        Some(_) => None,
+                                        None => Some(answer(
+                                            api.patch(tname, &params, &Patch::Apply(&o)).await,
+                                        )),
+                                    }
                                 }
+                                None => None,
                             }
-                            None => None,
-                        },
+                        }
                         None => None,
                     };
                     ("create", set, mine, theirs)
                 }
                 Step::Update { set } => {
-                    let Some(patch) = update_patch(&ours, name, set, |k| Some(k.to_string())).await
+                    let mine_set = resolved(set, ns, name);
+                    let Some(patch) =
+                        update_patch(&ours, name, &mine_set, |k| Some(k.to_string())).await
                     else {
                         anyhow::bail!("set {set:?} on the object");
                     };
                     let mine = answer(ours.patch(name, &params, &Patch::Merge(&patch)).await);
                     let theirs = match &twin {
                         Some((_, api)) => {
-                            match update_patch(api, tname, set, |k| s.twin_path(k)).await {
+                            let set = resolved(set, ns, tname);
+                            match update_patch(api, tname, &set, |k| s.twin_path(k)).await {
                                 Some(p) => {
                                     Some(answer(api.patch(tname, &params, &Patch::Merge(&p)).await))
                                 }
@@ -460,8 +495,9 @@ impl Cell<'_> {
         for step in &trial.steps {
             let line = match step {
                 Step::Create { set } => {
-                    let (own, _) = split_target(set);
-                    let Some(o) = object((s.seed)(name), &own, |k| Some(k.to_string())) else {
+                    let (own, _) = split_target(&resolved(set, ns, name));
+                    let seed = resolve(&(s.seed)(name), ns, name);
+                    let Some(o) = object(seed, &own, |k| Some(k.to_string())) else {
                         anyhow::bail!("set {set:?} on the seed object");
                     };
                     if let Some(m) = self.make_target(ns, s, name, set).await? {
@@ -479,7 +515,8 @@ impl Cell<'_> {
                     }
                     out.answers.push(a.clone());
                     if let Some(side) = &twin {
-                        let o = object((side.subject.seed)(tname), &own, |k| s.twin_path(k));
+                        let seed = resolve(&(side.subject.seed)(tname), ns, tname);
+                        let o = object(seed, &own, |k| s.twin_path(k));
                         let ok = match o {
                             Some(o) => {
                                 self.make_target(ns, &side.subject, tname, set)
@@ -502,7 +539,7 @@ impl Cell<'_> {
                 }
                 Step::Update { set } => {
                     // A policy's update of its target's fields changes the target.
-                    let (own, target) = split_target(set);
+                    let (own, target) = split_target(&resolved(set, ns, name));
                     let (api, name, set, twin_api, twin_name) = match own.is_empty() {
                         false => (
                             &api,
@@ -537,11 +574,11 @@ impl Cell<'_> {
                 }
                 Step::Operate { op } => {
                     let r = self
-                        .operate(&ours.workload, &ours.wapi, &ours.wname, *op)
+                        .operate(&ours.workload, &ours.wapi, ns, &ours.wname, *op)
                         .await;
                     if let Some(side) = &twin {
                         let _ = self
-                            .operate(&side.workload, &side.wapi, &side.wname, *op)
+                            .operate(&side.workload, &side.wapi, ns, &side.wname, *op)
                             .await;
                     }
                     format!(
@@ -762,6 +799,9 @@ impl Cell<'_> {
 
     /// The live pods of object `name` of `s` (0 when it cannot be read).
     async fn live(&self, s: &Subject, api: &Api<DynamicObject>, ns: &str, name: &str) -> usize {
+        if s.makes == Makes::Copies {
+            return self.live_copies(api, name).await;
+        }
         let Ok(o) = api.get(name).await else {
             return 0;
         };
@@ -784,6 +824,9 @@ impl Cell<'_> {
         ns: &str,
         name: &str,
     ) -> Vec<String> {
+        if s.makes == Makes::Copies {
+            return self.copy_differences(api, ns, name).await;
+        }
         let obj = match api.get(name).await {
             Ok(o) => serde_json::to_value(o).unwrap_or_default(),
             // Gone by its own controller (a finished job's TTL): nothing left to converge.
@@ -892,9 +935,13 @@ impl Cell<'_> {
         &self,
         s: &Subject,
         api: &Api<DynamicObject>,
+        ns: &str,
         name: &str,
         op: Op,
     ) -> anyhow::Result<()> {
+        if s.makes == Makes::Copies {
+            return self.operate_copies(api, ns, name, op).await;
+        }
         let obj = serde_json::to_value(api.get(name).await?)?;
         let mut patch = json!({});
         let t = s.template;
@@ -934,6 +981,12 @@ impl Cell<'_> {
                     .map_err(anyhow::Error::msg)?;
                 set(&mut patch, "spec.selector", json!({"matchLabels": labels}))
                     .map_err(anyhow::Error::msg)?;
+            }
+            Op::Rewrite | Op::AddNamespace | Op::Relabel => {
+                anyhow::bail!(
+                    "{op:?} applies to a kind that copies a resource, not to {}",
+                    s.kind
+                )
             }
         }
         match api.patch(name, &strict(), &Patch::Merge(&patch)).await {
@@ -1007,6 +1060,7 @@ impl Cell<'_> {
                 proxy.close_watches(&r);
                 return Ok(format!("ended the manager's {r} watches"));
             }
+            Perturbation::DeleteCopy => return self.delete_copy(api, name).await,
             _ => {}
         }
         let obj = serde_json::to_value(api.get(name).await?)?;
@@ -1077,7 +1131,8 @@ impl Cell<'_> {
             Perturbation::RestartManager
             | Perturbation::HoldEvents { .. }
             | Perturbation::DropEvents { .. }
-            | Perturbation::CloseWatches { .. } => unreachable!("handled above"),
+            | Perturbation::CloseWatches { .. }
+            | Perturbation::DeleteCopy => unreachable!("handled above"),
         }
     }
 }

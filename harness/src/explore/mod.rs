@@ -235,16 +235,8 @@ async fn crds(client: &kube::Client) -> anyhow::Result<BTreeMap<String, Value>> 
 /// template fields with theirs.
 pub fn singles(s: &Subject, crd: &Value) -> Vec<(String, Value)> {
     let version = s.api_version.rsplit('/').next().unwrap_or_default();
-    // Another selector of the same pods: each template label as an `Exists` expression.
     let seed = (s.seed)("x");
-    let labels = subject::get(&seed, s.template)["metadata"]["labels"]
-        .as_object()
-        .map(|m| m.keys().cloned().collect::<Vec<_>>())
-        .unwrap_or_default();
-    let reselect = serde_json::json!({"matchExpressions": labels
-        .iter()
-        .map(|k| serde_json::json!({"key": k, "operator": "Exists"}))
-        .collect::<Vec<_>>()});
+    let reselect = s.reselect();
     let mut out: Vec<(String, Value)> = vec![];
     for l in schema::leaves(crd, version) {
         if l.path == "spec.replicas" && !s.replicated {
@@ -620,6 +612,16 @@ fn same_origin(r: &Reported, f: &Finding) -> bool {
         && verbless(&r.finding.key) == verbless(&f.key)
 }
 
+/// `options` with the controller's gates `subjects` need turned on, unless the options set
+/// them already (a gate turned off on purpose stays off, and its kinds are skipped).
+fn with_gates_of(options: &Options, subjects: &[Subject]) -> Options {
+    let mut o = options.clone();
+    for g in subjects.iter().flat_map(|s| s.gates) {
+        o.gates.controller.entry(g.to_string()).or_insert(true);
+    }
+    o
+}
+
 /// Makes a cell for exploration (the scenario layout, the controller at its default gates),
 /// named with `prefix`: its name and the session that removes it when dropped.
 async fn start_cell(
@@ -668,6 +670,7 @@ pub async fn explore(
     say: &(dyn Fn(String) + Sync),
 ) -> anyhow::Result<Summary> {
     let subjects = select(&options.kinds)?;
+    let options = &with_gates_of(options, &subjects);
     let t0 = Instant::now();
     // The manager talks through an apiserver proxy when trials make its view stale or crash
     // it right after a write (the proxy tells its writes).
@@ -717,6 +720,17 @@ pub async fn explore(
     let mut materials = vec![];
     for s in &subjects {
         let group = s.api_version.split('/').next().unwrap_or_default();
+        if let Some(g) = s
+            .gates
+            .iter()
+            .find(|g| options.gates.controller.get(**g) == Some(&false))
+        {
+            say(format!(
+                "{}: needs the controller gate {g}, which is turned off; skipped",
+                s.name
+            ));
+            continue;
+        }
         let Some(crd) = crds.get(&format!("{group}/{}", s.kind)) else {
             say(format!(
                 "{}: not served by {}; skipped",
@@ -768,11 +782,17 @@ pub async fn explore(
         let batch: Vec<(Subject, Trial)> = (0..options.parallel.max(1))
             .map(|i| {
                 let (s, creates, updates) = &prepared[(index as usize + i) % prepared.len()];
+                let ops = s.ops();
+                let perturbations: Vec<Perturbation> = perturbations
+                    .iter()
+                    .copied()
+                    .filter(|p| s.perturbed_by(*p))
+                    .collect();
                 let m = Material {
                     subject: s.name,
                     creates,
                     updates,
-                    replicated: s.replicated,
+                    ops: &ops,
                     perturbations: &perturbations,
                 };
                 (
@@ -838,6 +858,7 @@ pub async fn replay(
 ) -> anyhow::Result<(Reported, Vec<Finding>)> {
     let r = output::read_finding(dir)?;
     let s = select(std::slice::from_ref(&r.trial.subject))?[0];
+    let options = &with_gates_of(options, &[s]);
     let proxy = r.trial.global();
     let (name, session) = start_cell(
         "replay",
@@ -925,5 +946,122 @@ mod tests {
             ["AdvancedCronJob", "AdvancedCronJob.broadcastJobTemplate"]
         );
         assert!(select(&["Nothing".to_string()]).is_err());
+    }
+
+    #[test]
+    fn a_kind_that_copies_draws_its_own_operations_and_perturbations_and_gets_its_gate() {
+        let rd = select(&["ResourceDistribution".to_string()]).unwrap()[0];
+        let cloneset = select(&["CloneSet".to_string()]).unwrap()[0];
+        let all: Vec<Perturbation> = trial::Class::ALL
+            .into_iter()
+            .flat_map(trial::Class::perturbations)
+            .collect();
+        let mine: Vec<Perturbation> = all
+            .iter()
+            .copied()
+            .filter(|p| rd.perturbed_by(*p))
+            .collect();
+        assert!(mine.contains(&Perturbation::DeleteCopy));
+        assert!(mine.contains(&Perturbation::RestartManager));
+        assert!(
+            !mine
+                .iter()
+                .any(|p| matches!(p, Perturbation::DeletePod { .. } | Perturbation::CordonNode))
+        );
+        assert!(!cloneset.perturbed_by(Perturbation::DeleteCopy));
+        let ops = rd.ops();
+        let creates = vec![Fields::new()];
+        let m = Material {
+            subject: rd.name,
+            creates: &creates,
+            updates: &[],
+            ops: &ops,
+            perturbations: &mine,
+        };
+        for i in 0..30 {
+            for step in &trial::behaviour(&m, 5, i).steps[1..] {
+                match step {
+                    Step::Operate { op } => assert!(ops.contains(op), "{op:?}"),
+                    Step::Perturb { perturbation } => {
+                        assert!(rd.perturbed_by(*perturbation), "{perturbation:?}")
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        // Its gate is turned on, unless turned off on purpose.
+        let options = Options {
+            kubernetes: crate::toolchain::versions::DEFAULT_KUBERNETES
+                .parse()
+                .unwrap(),
+            controller: "openkruise@v1.9.0".parse().unwrap(),
+            kinds: vec![],
+            seed: 1,
+            budget: Duration::from_secs(1),
+            modes: vec![],
+            perturbations: vec![],
+            parallel: 1,
+            settle: Duration::from_secs(1),
+            confirm: 1,
+            shrink_runs: 1,
+            dir: PathBuf::new(),
+            baseline: None,
+            gates: Gates::default(),
+        };
+        let on = with_gates_of(&options, &[rd, cloneset]);
+        assert_eq!(
+            on.gates.controller.get("ResourceDistributionGate"),
+            Some(&true)
+        );
+        assert_eq!(on.gates.controller.len(), 1);
+        let mut off = options.clone();
+        off.gates
+            .controller
+            .insert("ResourceDistributionGate".into(), false);
+        let kept = with_gates_of(&off, &[rd]);
+        assert_eq!(
+            kept.gates.controller.get("ResourceDistributionGate"),
+            Some(&false)
+        );
+    }
+
+    #[test]
+    fn a_copying_kinds_singles_come_from_its_schema_with_the_trials_namespaces_selected() {
+        let rd = select(&["ResourceDistribution".to_string()]).unwrap()[0];
+        let list = json!({"type": "object", "properties": {"list": {"type": "array",
+            "items": {"type": "object", "properties": {"name": {"type": "string"}}}}}});
+        let crd = json!({"spec": {"versions": [{"name": "v1alpha1", "served": true,
+            "schema": {"openAPIV3Schema": {"properties": {"spec": {"type": "object",
+                "required": ["resource", "targets"], "properties": {
+                "resource": {"type": "object", "x-kubernetes-embedded-resource": true,
+                             "x-kubernetes-preserve-unknown-fields": true},
+                "targets": {"type": "object", "properties": {
+                    "allNamespaces": {"type": "boolean"},
+                    "includedNamespaces": list.clone(),
+                    "excludedNamespaces": list,
+                    "namespaceLabelSelector": {"type": "object", "properties": {
+                        "matchLabels": {"type": "object"},
+                        "matchExpressions": {"type": "array"}}}}}}}}}}}]}});
+        let singles = singles(&rd, &crd);
+        let of = |path: &str| -> Vec<&Value> {
+            singles
+                .iter()
+                .filter(|(k, _)| k == path)
+                .map(|(_, v)| v)
+                .collect()
+        };
+        assert_eq!(
+            of("spec.resource").len(),
+            subject::embedded_values().len(),
+            "the resource is tried as each object that holds data, and never absent"
+        );
+        assert_eq!(
+            of("spec.targets.namespaceLabelSelector")[0],
+            &json!({"matchLabels": {subject::TRIAL_LABEL: subject::NAMESPACE}})
+        );
+        assert!(!of("spec.targets.includedNamespaces.list[0].name").is_empty());
+        assert!(!of("spec.targets.excludedNamespaces.list[0].name").is_empty());
+        assert_eq!(of("spec.targets.allNamespaces").len(), 3);
+        assert!(singles.iter().all(|(k, _)| !k.contains("template")));
     }
 }

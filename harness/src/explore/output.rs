@@ -17,7 +17,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use super::subject::{Subject, set};
+use super::subject::{COPIED_LABEL, Makes, NAME, NAMESPACE, Subject, TRIAL_LABEL, set};
 use super::trial::{Mode, Op, Perturbation, Step};
 use super::{Reported, Summary};
 use crate::controller::ControllerRef;
@@ -74,7 +74,39 @@ fn created(s: &Subject, fields: &super::trial::Fields, name: &str) -> Value {
     for (k, v) in fields {
         let _ = set(&mut o, k, v.clone());
     }
-    o
+    bound(&o, name)
+}
+
+/// `v` for a chainsaw test of object `name`: [`NAME`] is `name`, and a string naming the
+/// trial's namespace ([`NAMESPACE`]) becomes a chainsaw expression of the test's
+/// (`($namespace)`, or a `join` around it).
+fn bound(v: &Value, name: &str) -> Value {
+    match v {
+        Value::String(t) if t.contains(NAMESPACE) => {
+            let t = t.replace(NAME, name);
+            let parts: Vec<String> = t
+                .split(NAMESPACE)
+                .enumerate()
+                .flat_map(|(i, p)| {
+                    let literal = (!p.is_empty()).then(|| format!("'{p}'"));
+                    let ns = (i > 0).then(|| "$namespace".to_string());
+                    ns.into_iter().chain(literal)
+                })
+                .collect();
+            match parts.as_slice() {
+                [one] if one == "$namespace" => json!("($namespace)"),
+                _ => json!(format!("(join('', [{}]))", parts.join(", "))),
+            }
+        }
+        Value::String(t) => json!(t.replace(NAME, name)),
+        Value::Array(items) => Value::Array(items.iter().map(|i| bound(i, name)).collect()),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| (k.replace(NAME, name), bound(v, name)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
 }
 
 /// The trial as a chainsaw test: each step an operation, in order; the step that fired an
@@ -90,11 +122,16 @@ pub fn chainsaw_test(s: &Subject, r: &Reported, controller: &ControllerRef) -> S
     };
     // What every trial may refer to (see `Cell::prepare`), and a policy's target, with no
     // pods until the policy exists.
-    let mut steps = vec![
-        json!({"name": "the cell's objects", "try": [{"apply": {"resource": {
+    let mut cell = vec![json!({"apply": {"resource": {
         "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-        "metadata": {"name": super::subject::PRIORITY_CLASS}, "value": 1000}}}]}),
-    ];
+        "metadata": {"name": super::subject::PRIORITY_CLASS}, "value": 1000}}})];
+    // The test's namespace is labelled as a trial's are (a selector of the trial's namespaces
+    // names the label).
+    if s.makes == Makes::Copies {
+        cell.push(json!({"script": {"content":
+            format!("kubectl label namespace $NAMESPACE {TRIAL_LABEL}=$NAMESPACE")}}));
+    }
+    let mut steps = vec![json!({"name": "the cell's objects", "try": cell})];
     if s.target.is_some() {
         let mut target = (w.seed)(&wname);
         // With the target's fields of the trial's create.
@@ -127,8 +164,14 @@ pub fn chainsaw_test(s: &Subject, r: &Reported, controller: &ControllerRef) -> S
                 for (k, v) in set {
                     let _ = super::subject::set(&mut patch, &k, v);
                 }
-                json!({"patch": {"resource": patch}})
+                json!({"patch": {"resource": bound(&patch, n)}})
             }
+            // A namespace the test makes is chainsaw's to remove.
+            Step::Operate {
+                op: Op::AddNamespace,
+            } => json!({"create": {"resource": {"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": "(join('', [$namespace, '-added']))",
+                             "labels": {TRIAL_LABEL: "($namespace)"}}}}}),
             Step::Operate { op } => json!({"script": {"content": kubectl_op(&w, *op, &wname)}}),
             Step::Perturb { perturbation } => {
                 json!({"script": {"content": kubectl_perturb(*perturbation, &wname, deployment)}})
@@ -190,6 +233,19 @@ fn kubectl_op(s: &Subject, op: Op, name: &str) -> String {
             "kubectl patch {res} {name} -n $NAMESPACE --type merge -p \
              '{{\"spec\":{{\"selector\":{{\"matchLabels\":{{\"app\":\"{name}\",\"generation\":\"2\"}}}}}}}}'"
         ),
+        Op::Rewrite => format!(
+            "kubectl patch {res} {name} --type merge -p \
+             '{{\"spec\":{{\"resource\":{{\"data\":{{\"explore-next\":\"dg==\"}}}}}}}}'"
+        ),
+        Op::AddNamespace => format!(
+            "kubectl create namespace $NAMESPACE-added && \
+             kubectl label namespace $NAMESPACE-added {TRIAL_LABEL}=$NAMESPACE"
+        ),
+        Op::Relabel => format!(
+            "if kubectl get namespace $NAMESPACE -o jsonpath='{{.metadata.labels}}' | grep -q '{TRIAL_LABEL}'; \
+             then kubectl label namespace $NAMESPACE {TRIAL_LABEL}-; \
+             else kubectl label namespace $NAMESPACE {TRIAL_LABEL}=$NAMESPACE; fi"
+        ),
     }
 }
 
@@ -204,6 +260,9 @@ fn kubectl_perturb(p: Perturbation, name: &str, deployment: Option<(&str, &str)>
             "kubectl drain --pod-selector app={name} --disable-eviction=false --ignore-daemonsets \
              $(kubectl get pod -n $NAMESPACE -l app={name} -o jsonpath='{{.items[0].spec.nodeName}}') --timeout=10s || true"
         ),
+        Perturbation::DeleteCopy => {
+            format!("kubectl delete configmap,secret -n $NAMESPACE -l {COPIED_LABEL} --wait=false")
+        }
         Perturbation::CordonNode => format!(
             "kubectl cordon $(kubectl get pod -n $NAMESPACE -l app={name} -o jsonpath='{{.items[0].spec.nodeName}}')"
         ),
@@ -329,4 +388,78 @@ pub fn markdown(summary: &Summary) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::explore::oracle::{Finding, Oracle};
+    use crate::explore::trial::{Fields, Trial};
+
+    #[test]
+    fn placeholders_become_the_chainsaw_tests_namespace_and_the_objects_name() {
+        assert_eq!(bound(&json!(NAMESPACE), "x"), json!("($namespace)"));
+        assert_eq!(
+            bound(&json!(format!("{NAMESPACE}-excluded")), "x"),
+            json!("(join('', [$namespace, '-excluded']))")
+        );
+        assert_eq!(bound(&json!(NAME), "x"), json!("x"));
+        assert_eq!(
+            bound(&json!({"matchLabels": {TRIAL_LABEL: NAMESPACE}}), "x"),
+            json!({"matchLabels": {TRIAL_LABEL: "($namespace)"}})
+        );
+    }
+
+    #[test]
+    fn a_copying_kinds_chainsaw_test_labels_its_namespace_and_names_no_placeholder() {
+        let s = crate::explore::select(&["ResourceDistribution".to_string()]).unwrap()[0];
+        let trial = Trial {
+            subject: s.name.into(),
+            mode: Mode::Behaviour,
+            seed: 1,
+            index: 0,
+            steps: vec![
+                Step::Create { set: Fields::new() },
+                Step::Operate {
+                    op: Op::AddNamespace,
+                },
+                Step::Operate { op: Op::Rewrite },
+                Step::Perturb {
+                    perturbation: Perturbation::DeleteCopy,
+                },
+            ],
+        };
+        let r = Reported {
+            finding: Finding {
+                oracle: Oracle::Convergence,
+                subject: s.name.into(),
+                key: "does not converge: copy data".into(),
+                observed: "o".into(),
+                expected: "e".into(),
+            },
+            original: trial.clone(),
+            trial,
+            reproduced: 3,
+            confirm_runs: 3,
+            stable: true,
+            first_seen: 1.0,
+            dir: "d".into(),
+            controller: "openkruise@v1.9.0".into(),
+            kubernetes: "1.32.5".into(),
+            baseline: None,
+            gates: Default::default(),
+        };
+        let text = chainsaw_test(&s, &r, &"openkruise@v1.9.0".parse().unwrap());
+        assert!(!text.contains("$("), "{text}");
+        assert!(
+            text.contains(&format!("{TRIAL_LABEL}=$NAMESPACE")),
+            "{text}"
+        );
+        assert!(
+            text.contains("(join('', [$namespace, '-added']))"),
+            "{text}"
+        );
+        assert!(text.contains("explore-next"), "{text}");
+        assert!(text.contains(COPIED_LABEL), "{text}");
+    }
 }

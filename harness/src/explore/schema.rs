@@ -43,6 +43,9 @@ pub enum Shape {
     /// An object that keeps unknown fields and declares none (a patch): tried as patches of
     /// a pod ([`super::subject::pod_patches`]).
     Free,
+    /// A whole object of some kind (`x-kubernetes-embedded-resource`): tried as each of the
+    /// core objects that hold data ([`super::subject::embedded_values`]).
+    Embedded,
 }
 
 /// One settable leaf of a spec.
@@ -148,6 +151,7 @@ fn walk(s: &Value, path: &str, name: &str, required: bool, out: &mut Vec<Leaf>) 
                 Some(p) if p.contains_key("matchLabels") => out.push(leaf(Shape::Selector)),
                 Some(p) if !p.is_empty() => {}
                 _ if s["additionalProperties"]["type"] == "string" => out.push(leaf(Shape::Map)),
+                _ if s["x-kubernetes-embedded-resource"] == true => out.push(leaf(Shape::Embedded)),
                 _ if s["x-kubernetes-preserve-unknown-fields"] == true => {
                     out.push(leaf(Shape::Free))
                 }
@@ -209,6 +213,7 @@ impl Shape {
             Shape::Map => vec![json!({}), json!({MAP_KEY: "v"})],
             Shape::Selector => vec![],
             Shape::Free => super::subject::pod_patches(),
+            Shape::Embedded => super::subject::embedded_values(),
         };
         let mut seen = vec![];
         v.retain(|x| {

@@ -3,12 +3,14 @@
 //! knobs the semantic operations turn. Start with [`subjects`].
 //!
 //! Nothing here names a case to try: the values come from the CRD schema
-//! ([`super::schema`]) and from [`TEMPLATE_FIELDS`], the members of the pod template's union
-//! types, each tried alike.
+//! ([`super::schema`]), from [`TEMPLATE_FIELDS`], the members of the pod template's union
+//! types, and from [`embedded_values`], the core objects that hold data, each tried alike.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
+
+use super::trial::{Op, Perturbation, Watched};
 
 /// The image of every seed object.
 pub use crate::scenario::workload::{IMAGE_V1, IMAGE_V2};
@@ -92,6 +94,8 @@ impl Target {
             observes_generation: true,
             via: self.via,
             target: None,
+            makes: Makes::Pods,
+            gates: &[],
         }
     }
 }
@@ -124,6 +128,55 @@ pub struct Subject {
     pub via: &'static [Kind],
     /// The workload it applies to, for a policy kind (none for a workload kind).
     pub target: Option<Target>,
+    /// What its objects make, which says how they converge.
+    pub makes: Makes,
+    /// The controller's feature gates it needs on (the controller serves nothing of it
+    /// without them): an exploration of it turns them on.
+    pub gates: &'static [&'static str],
+}
+
+/// What a subject's objects make: what operations and perturbations act on and convergence
+/// is judged on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Makes {
+    /// Pods: its own, or its target's for a policy.
+    Pods,
+    /// Copies of the resource its spec holds (`spec.resource`), one in each namespace its
+    /// targets select (`spec.targets`).
+    Copies,
+}
+
+/// In a seed or a value, the name of the trial's namespace: resolved when the trial runs
+/// ([`resolve`]), so that a trial stays the same data whatever namespace it runs in.
+pub const NAMESPACE: &str = "$(NAMESPACE)";
+
+/// In a seed or a value, the name of the trial's object (prefixed with the namespace for a
+/// cluster-scoped kind).
+pub const NAME: &str = "$(NAME)";
+
+/// The label of each of [`embedded_values`] (so of their copies).
+pub const COPIED_LABEL: &str = "explore.harness.io/copied";
+
+/// The label of each namespace a trial makes, valued with the name of the trial's first
+/// namespace: a selector of it selects the trial's namespaces and no other trial's.
+pub const TRIAL_LABEL: &str = "explore.harness.io/trial";
+
+/// `v` with [`NAMESPACE`] and [`NAME`] replaced in every string (keys too) by `namespace`
+/// and `name`.
+pub fn resolve(v: &Value, namespace: &str, name: &str) -> Value {
+    let text = |t: &str| t.replace(NAMESPACE, namespace).replace(NAME, name);
+    match v {
+        Value::String(t) => Value::String(text(t)),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|i| resolve(i, namespace, name)).collect())
+        }
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| (text(k), resolve(v, namespace, name)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
 }
 
 impl Subject {
@@ -142,6 +195,8 @@ impl Subject {
             observes_generation: t.observes_generation,
             via: t.via,
             target: t.target,
+            makes: self.makes,
+            gates: self.gates,
         })
     }
 
@@ -170,8 +225,8 @@ impl Subject {
     /// update's admission is tried on, so that hundreds of them cost no pods. A node selector
     /// matching no node, and no replicas for replicated kinds.
     pub fn quiet(&self) -> BTreeMap<String, Value> {
-        if self.target.is_some() {
-            // A policy's target is made with no pods for admission trials.
+        // A policy's target is made with no pods for admission trials; copies cost nothing.
+        if self.target.is_some() || self.makes == Makes::Copies {
             return BTreeMap::new();
         }
         let mut f = BTreeMap::from([(
@@ -182,6 +237,55 @@ impl Subject {
             f.insert("spec.replicas".into(), json!(0));
         }
         f
+    }
+
+    /// The semantic operations that apply to it, in the order trials draw them from.
+    pub fn ops(&self) -> Vec<Op> {
+        match self.makes {
+            Makes::Pods => {
+                let mut ops = vec![Op::Rollout, Op::Recreate, Op::ChangeSelector];
+                if self.replicated {
+                    ops.extend([Op::ScaleUp, Op::ScaleDown]);
+                }
+                ops
+            }
+            Makes::Copies => vec![Op::Rewrite, Op::AddNamespace, Op::Relabel],
+        }
+    }
+
+    /// Whether perturbation `p` applies to it: what acts on pods and their nodes to kinds that
+    /// make pods, the deletion of a copy to kinds that make copies, what acts on the manager
+    /// or on its view of the kind itself to every kind.
+    pub fn perturbed_by(&self, p: Perturbation) -> bool {
+        let pods = self.makes == Makes::Pods;
+        match p {
+            Perturbation::DeletePod { .. }
+            | Perturbation::EvictPod { .. }
+            | Perturbation::CordonNode => pods,
+            Perturbation::DeleteCopy => !pods,
+            Perturbation::HoldEvents { of, .. }
+            | Perturbation::DropEvents { of, .. }
+            | Perturbation::CloseWatches { of } => pods || of == Watched::Own,
+            Perturbation::RestartManager => true,
+        }
+    }
+
+    /// Another selector of what its objects act on, tried on each selector of its schema: its
+    /// pods' template labels, each as an `Exists` expression, for a kind that makes pods; the
+    /// trial's namespaces, by [`TRIAL_LABEL`], for one that makes copies.
+    pub fn reselect(&self) -> Value {
+        if self.makes == Makes::Copies {
+            return json!({"matchLabels": {TRIAL_LABEL: NAMESPACE}});
+        }
+        let seed = (self.seed)("x");
+        let labels = get(&seed, self.template)["metadata"]["labels"]
+            .as_object()
+            .map(|m| m.keys().cloned().collect::<Vec<_>>())
+            .unwrap_or_default();
+        json!({"matchExpressions": labels
+            .iter()
+            .map(|k| json!({"key": k, "operator": "Exists"}))
+            .collect::<Vec<_>>()})
     }
 
     /// Its twin's path for `path`: renamed, the same, or none (a documented difference).
@@ -344,6 +448,8 @@ fn alone(
         observes_generation: rolls_out,
         via,
         target: None,
+        makes: Makes::Pods,
+        gates: &[],
     }
 }
 
@@ -405,6 +511,8 @@ fn over(
         observes_generation: false,
         via: &[],
         target: Some(target),
+        makes: Makes::Pods,
+        gates: &[],
     }
 }
 
@@ -510,6 +618,8 @@ pub fn subjects() -> Vec<Subject> {
             observes_generation: true,
             via: &[],
             target: None,
+            makes: Makes::Pods,
+            gates: &[],
         },
         Subject {
             name: "AdvancedStatefulSet",
@@ -533,6 +643,8 @@ pub fn subjects() -> Vec<Subject> {
             observes_generation: true,
             via: &[],
             target: None,
+            makes: Makes::Pods,
+            gates: &[],
         },
         Subject {
             name: "AdvancedDaemonSet",
@@ -556,6 +668,8 @@ pub fn subjects() -> Vec<Subject> {
             observes_generation: true,
             via: &[],
             target: None,
+            makes: Makes::Pods,
+            gates: &[],
         },
         Subject {
             name: "BroadcastJob",
@@ -586,6 +700,8 @@ pub fn subjects() -> Vec<Subject> {
             observes_generation: false,
             via: &[],
             target: None,
+            makes: Makes::Pods,
+            gates: &[],
         },
         Subject {
             name: "AdvancedCronJob",
@@ -625,6 +741,8 @@ pub fn subjects() -> Vec<Subject> {
             observes_generation: false,
             via: JOBS,
             target: None,
+            makes: Makes::Pods,
+            gates: &[],
         },
         alone(
             "AdvancedCronJob.broadcastJobTemplate",
@@ -757,7 +875,61 @@ pub fn subjects() -> Vec<Subject> {
             observes_generation: false,
             via: &[],
             target: Some(DEPLOYMENT_TARGET),
+            makes: Makes::Pods,
+            gates: &[],
         },
+        Subject {
+            name: "ResourceDistribution",
+            api_version: KRUISE,
+            kind: "ResourceDistribution",
+            seed: distribution,
+            twin: None,
+            replicated: false,
+            template: "",
+            rolls_out: false,
+            observes_generation: true,
+            via: &[],
+            target: None,
+            makes: Makes::Copies,
+            gates: &["ResourceDistributionGate"],
+        },
+    ]
+}
+
+/// A ResourceDistribution copying the first of [`embedded_values`] into the trial's namespace,
+/// and excluding another (which does not exist).
+fn distribution(name: &str) -> Value {
+    let excluded = format!("{NAMESPACE}-excluded");
+    object(
+        KRUISE,
+        "ResourceDistribution",
+        name,
+        json!({"resource": embedded_values()[0],
+               "targets": {"includedNamespaces": {"list": [{"name": NAMESPACE}]},
+                           "excludedNamespaces": {"list": [{"name": excluded}]}}}),
+    )
+}
+
+/// The values of an embedded object (`x-kubernetes-embedded-resource`): the objects of the
+/// core API that hold data, in each of the ways they hold it — a ConfigMap with `data`, with
+/// `binaryData`, immutable; a Secret with `data`, with `stringData`, immutable — and an object
+/// that holds none (a ServiceAccount). Each is named after the trial's object ([`NAME`]), so
+/// that copies of trials at once never meet.
+pub fn embedded_values() -> Vec<Value> {
+    let meta = json!({"name": NAME, "labels": {COPIED_LABEL: "v"}});
+    vec![
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"k": "v"}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
+               "binaryData": {"k": "dg=="}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"k": "v"},
+               "immutable": true}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque",
+               "data": {"k": "dg=="}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta,
+               "stringData": {"k": "v"}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": {"k": "dg=="},
+               "immutable": true}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}),
     ]
 }
 
@@ -1018,6 +1190,16 @@ mod tests {
         for s in &all {
             let seed = (s.seed)("x");
             assert_eq!(seed["kind"], s.kind);
+            // A copying kind holds no pod template: what it copies is one of the values its
+            // resource is tried with.
+            if s.makes == Makes::Copies {
+                assert!(
+                    embedded_values().contains(&seed["spec"]["resource"]),
+                    "{}",
+                    s.name
+                );
+                continue;
+            }
             if let Some(t) = s.target {
                 let w = s.workload();
                 assert_eq!(w.kind, t.kind);
@@ -1054,5 +1236,28 @@ mod tests {
                 assert_eq!(get(&twin, &at)["spec"]["containers"][0]["image"], IMAGE_V1);
             }
         }
+    }
+
+    #[test]
+    fn placeholders_resolve_to_the_trials_namespace_and_name_in_values_and_keys() {
+        let seed = (subjects()
+            .into_iter()
+            .find(|s| s.makes == Makes::Copies)
+            .expect("a copying subject")
+            .seed)(NAME);
+        let o = resolve(&seed, "ns-1", "ns-1-x");
+        let text = o.to_string();
+        assert!(!text.contains("$("), "{text}");
+        assert_eq!(o["spec"]["resource"]["metadata"]["name"], "ns-1-x");
+        assert_eq!(
+            o["spec"]["targets"]["includedNamespaces"]["list"][0]["name"],
+            "ns-1"
+        );
+        assert_eq!(
+            o["spec"]["targets"]["excludedNamespaces"]["list"][0]["name"],
+            "ns-1-excluded"
+        );
+        let keyed = resolve(&json!({"matchLabels": {TRIAL_LABEL: NAMESPACE}}), "n", "x");
+        assert_eq!(keyed, json!({"matchLabels": {TRIAL_LABEL: "n"}}));
     }
 }

@@ -63,7 +63,8 @@ pub enum Step {
     },
 }
 
-/// The semantic operations every workload kind shares.
+/// The semantic operations: those every workload kind shares, then those of a kind that
+/// copies a resource into namespaces ([`super::subject::Subject::ops`] says which apply).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Op {
@@ -78,6 +79,12 @@ pub enum Op {
     ScaleDown,
     /// Set the pod template's labels and the selector to a new label pair.
     ChangeSelector,
+    /// Change what is copied: a key added to the data of the object's resource.
+    Rewrite,
+    /// Make another namespace of the trial (labelled as the trial's are).
+    AddNamespace,
+    /// Take the trial's label off its namespace, or put it back.
+    Relabel,
 }
 
 /// Which pod a perturbation picks.
@@ -108,6 +115,8 @@ pub enum Perturbation {
     },
     /// Mark a node a pod of the subject runs on unschedulable (undone at the trial's end).
     CordonNode,
+    /// Delete a copy the subject made (of a kind that copies a resource into namespaces).
+    DeleteCopy,
     /// Kill the controller manager right after the step before it (its last write) and start
     /// it again, as a crash and its Deployment's restart would (local clusters).
     RestartManager,
@@ -155,7 +164,9 @@ impl Perturbation {
     /// Its class (`--perturbations`).
     pub fn class(self) -> Class {
         match self {
-            Perturbation::DeletePod { .. } | Perturbation::EvictPod { .. } => Class::Pods,
+            Perturbation::DeletePod { .. }
+            | Perturbation::EvictPod { .. }
+            | Perturbation::DeleteCopy => Class::Pods,
             Perturbation::CordonNode => Class::Nodes,
             Perturbation::RestartManager => Class::Manager,
             Perturbation::HoldEvents { .. }
@@ -169,7 +180,8 @@ impl Perturbation {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Class {
-    /// A pod deleted (at the old template, at the new one) or evicted.
+    /// What the subject made taken away: a pod deleted (at the old template, at the new
+    /// one) or evicted; a copy deleted.
     Pods,
     /// A node cordoned.
     Nodes,
@@ -235,6 +247,7 @@ impl Class {
                 Perturbation::DeletePod { which: Which::Old },
                 Perturbation::DeletePod { which: Which::New },
                 Perturbation::EvictPod { which: Which::Any },
+                Perturbation::DeleteCopy,
             ],
             Class::Nodes => vec![Perturbation::CordonNode],
             Class::Manager => vec![Perturbation::RestartManager],
@@ -422,9 +435,9 @@ pub struct Material<'a> {
     pub creates: &'a [Fields],
     /// Single admitted field values an update step may set.
     pub updates: &'a [(String, Value)],
-    /// Whether the subject keeps `spec.replicas` pods.
-    pub replicated: bool,
-    /// Which perturbations the provider can do.
+    /// The semantic operations that apply to the subject.
+    pub ops: &'a [Op],
+    /// The perturbations that apply to the subject and the provider can do.
     pub perturbations: &'a [Perturbation],
 }
 
@@ -439,10 +452,6 @@ pub fn behaviour(m: &Material<'_>, seed: u64, index: u64) -> Trial {
         None => rng.pick(m.creates).clone(),
     };
     let mut steps = vec![Step::Create { set: create }];
-    let mut ops = vec![Op::Rollout, Op::Recreate, Op::ChangeSelector];
-    if m.replicated {
-        ops.extend([Op::ScaleUp, Op::ScaleDown]);
-    }
     let count = 2 + rng.below(3);
     for _ in 0..count {
         let step = match rng.below(3) {
@@ -455,9 +464,10 @@ pub fn behaviour(m: &Material<'_>, seed: u64, index: u64) -> Trial {
             2 if !m.perturbations.is_empty() => Step::Perturb {
                 perturbation: *rng.pick(m.perturbations),
             },
-            _ => Step::Operate {
-                op: *rng.pick(&ops),
+            _ if !m.ops.is_empty() => Step::Operate {
+                op: *rng.pick(m.ops),
             },
+            _ => continue,
         };
         steps.push(step);
     }
@@ -520,7 +530,13 @@ mod tests {
             subject: "CloneSet",
             creates: &creates,
             updates: &updates,
-            replicated: true,
+            ops: &[
+                Op::Rollout,
+                Op::Recreate,
+                Op::ChangeSelector,
+                Op::ScaleUp,
+                Op::ScaleDown,
+            ],
             perturbations: &[Perturbation::DeletePod { which: Which::Old }],
         };
         let a = behaviour(&m, 42, 3);
@@ -563,7 +579,13 @@ mod tests {
             subject: "CloneSet",
             creates: &creates,
             updates: &[],
-            replicated: true,
+            ops: &[
+                Op::Rollout,
+                Op::Recreate,
+                Op::ChangeSelector,
+                Op::ScaleUp,
+                Op::ScaleDown,
+            ],
             perturbations: &all,
         };
         let trials: Vec<Trial> = (0..40).map(|i| behaviour(&m, 9, i)).collect();
