@@ -1062,6 +1062,12 @@ mod tests {
         assert!(!of("spec.targets.includedNamespaces.list[0].name").is_empty());
         assert!(!of("spec.targets.excludedNamespaces.list[0].name").is_empty());
         assert_eq!(of("spec.targets.allNamespaces").len(), 3);
+        // Its metadata is the spec's to set, as a nested template's.
+        assert_eq!(
+            of("spec.resource.metadata.labels"),
+            [&json!({}), &json!({schema::MAP_KEY: "v"}), &Value::Null]
+        );
+        assert_eq!(of("spec.resource.metadata.annotations").len(), 3);
         assert!(singles.iter().all(|(k, _)| !k.contains("template")));
     }
 }

@@ -151,7 +151,17 @@ fn walk(s: &Value, path: &str, name: &str, required: bool, out: &mut Vec<Leaf>) 
                 Some(p) if p.contains_key("matchLabels") => out.push(leaf(Shape::Selector)),
                 Some(p) if !p.is_empty() => {}
                 _ if s["additionalProperties"]["type"] == "string" => out.push(leaf(Shape::Map)),
-                _ if s["x-kubernetes-embedded-resource"] == true => out.push(leaf(Shape::Embedded)),
+                // A whole object: its metadata is the spec's to set, as a nested template's.
+                _ if s["x-kubernetes-embedded-resource"] == true => {
+                    out.push(leaf(Shape::Embedded));
+                    for m in ["labels", "annotations"] {
+                        out.push(Leaf {
+                            path: format!("{path}.metadata.{m}"),
+                            shape: Shape::Map,
+                            required: false,
+                        });
+                    }
+                }
                 _ if s["x-kubernetes-preserve-unknown-fields"] == true => {
                     out.push(leaf(Shape::Free))
                 }
