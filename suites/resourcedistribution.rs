@@ -49,6 +49,20 @@ pub fn scenarios() -> Vec<Scenario> {
             |ctx| configmap_labels(ctx).boxed(),
         )
         .requiring(requires()),
+        Scenario::new(
+            "resourcedistribution/immutable-resource-change-is-refused-or-reaches-its-copies",
+            "an immutable ConfigMap is copied immutable; a change of its data is refused, or reaches the copy once the distribution has observed it",
+            &["resourcedistribution", "configmap", "immutable"],
+            |ctx| immutable_change(ctx).boxed(),
+        )
+        .requiring(requires()),
+        Scenario::new(
+            "resourcedistribution/resource-labels-reach-its-copies",
+            "a label of the distributed resource is on its copy, and a changed label reaches the copy once the distribution has observed the change",
+            &["resourcedistribution", "configmap", "labels"],
+            |ctx| label_change(ctx).boxed(),
+        )
+        .requiring(requires()),
     ]
 }
 
@@ -331,6 +345,164 @@ async fn configmap_labels(ctx: Ctx) -> anyhow::Result<()> {
             .context("remove the namespace's label")?;
             wait_copy::<ConfigMap>(&ctx, &ns, "settings", "the copy removed", absent).await?;
             wait_distributed(&ctx, &rd, 0).await
+        },
+    )
+    .await
+}
+
+/// Waits until distribution `name` has observed generation `generation` or later; returns its
+/// status conditions that are not False (what failed).
+async fn observed(ctx: &Ctx, name: &str, generation: i64) -> anyhow::Result<Vec<Value>> {
+    let api = ctx.dyn_api(API, KIND).await?;
+    let what = format!("{KIND} {name} to observe generation {generation}");
+    let o = until(&api, name, &what, ctx.timeouts.converge, move |o| {
+        async move {
+            let observed = o
+                .as_ref()
+                .and_then(|o| status(o)["observedGeneration"].as_i64())
+                .unwrap_or(0);
+            Check::when(observed >= generation, || {
+                format!("observedGeneration {observed}")
+            })
+        }
+        .boxed()
+    })
+    .await?
+    .context("the distribution is gone")?;
+    Ok(status(&o)["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["status"] != "False")
+        .cloned()
+        .collect())
+}
+
+/// The one namespace a scenario's distribution targets, labelled for it; made through the
+/// context.
+async fn target(ctx: &Ctx, base: &str) -> anyhow::Result<String> {
+    let ns = ctx.unique(base);
+    namespace(ctx, &ns, json!({LABEL: ctx.namespace})).await?;
+    Ok(ns)
+}
+
+async fn immutable_change(ctx: Ctx) -> anyhow::Result<()> {
+    let ns = ctx
+        .step("a namespace to copy into", target(&ctx, "frozen"))
+        .await?;
+    let rd = ctx.unique("frozen");
+    let resource = |mode: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "frozen"},
+               "data": {"mode": mode}, "immutable": true})
+    };
+    ctx.step("an immutable ConfigMap is copied, immutable", async {
+        create(
+            &ctx,
+            json!({"apiVersion": API, "kind": KIND, "metadata": {"name": rd},
+                   "spec": {"resource": resource("on"), "targets": {
+                       "namespaceLabelSelector": {"matchLabels": {LABEL: ctx.namespace}}}}}),
+        )
+        .await?;
+        wait_distributed(&ctx, &rd, 1).await?;
+        wait_copy::<ConfigMap>(&ctx, &ns, "frozen", "the configmap copied", has_config).await?;
+        let copy = Api::<ConfigMap>::namespaced(ctx.client.clone(), &ns)
+            .get("frozen")
+            .await?;
+        ensure!(
+            copy.immutable == Some(true),
+            "the copy is not immutable: {:?}",
+            copy.immutable
+        );
+        Ok(())
+    })
+    .await?;
+    ctx.step(
+        "a change of its data is refused, or reaches the copy once observed",
+        async {
+            match ctx
+                .patch(API, KIND, &rd, json!({"spec": {"resource": resource("off")}}))
+                .await
+            {
+                Err(kube::Error::Api(e)) if e.message.contains("resource") => return Ok(()),
+                Err(e) => bail!("want the change admitted or refused naming the resource, got {}", refusal(e)),
+                Ok(_) => {}
+            }
+            let failing = observed(&ctx, &rd, 2).await?;
+            ensure!(
+                failing.is_empty(),
+                "the change was admitted but never reaches the immutable copy: {failing:?}"
+            );
+            let copy = Api::<ConfigMap>::namespaced(ctx.client.clone(), &ns)
+                .get("frozen")
+                .await?;
+            let mode = copy.data.as_ref().and_then(|d| d.get("mode"));
+            ensure!(
+                mode.map(String::as_str) == Some("off"),
+                "the distribution observed the change and reports no failure, but the copy's mode is {mode:?}"
+            );
+            Ok(())
+        },
+    )
+    .await
+}
+
+async fn label_change(ctx: Ctx) -> anyhow::Result<()> {
+    let ns = ctx
+        .step("a namespace to copy into", target(&ctx, "tiered"))
+        .await?;
+    let rd = ctx.unique("tiered");
+    let resource = |tier: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "tiered", "labels": {"harness-tier": tier}},
+               "data": {"mode": "on"}})
+    };
+    let tier = |c: &ConfigMap| {
+        c.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("harness-tier"))
+            .cloned()
+    };
+    ctx.step("the copy carries the resource's label", async {
+        create(
+            &ctx,
+            json!({"apiVersion": API, "kind": KIND, "metadata": {"name": rd},
+                   "spec": {"resource": resource("a"), "targets": {
+                       "namespaceLabelSelector": {"matchLabels": {LABEL: ctx.namespace}}}}}),
+        )
+        .await?;
+        wait_distributed(&ctx, &rd, 1).await?;
+        wait_copy::<ConfigMap>(&ctx, &ns, "tiered", "the configmap copied", has_config).await?;
+        let copy = Api::<ConfigMap>::namespaced(ctx.client.clone(), &ns)
+            .get("tiered")
+            .await?;
+        ensure!(
+            tier(&copy).as_deref() == Some("a"),
+            "the copy's label harness-tier is {:?}, want \"a\"",
+            tier(&copy)
+        );
+        Ok(())
+    })
+    .await?;
+    ctx.step(
+        "a changed label reaches the copy once the distribution observed it",
+        async {
+            ctx.patch(API, KIND, &rd, json!({"spec": {"resource": resource("b")}}))
+                .await
+                .map_err(refusal)
+                .context("change the resource's label")?;
+            let failing = observed(&ctx, &rd, 2).await?;
+            ensure!(failing.is_empty(), "the distribution reports failures: {failing:?}");
+            // The controller writes the copies before the status that observed the change.
+            let copy = Api::<ConfigMap>::namespaced(ctx.client.clone(), &ns)
+                .get("tiered")
+                .await?;
+            ensure!(
+                tier(&copy).as_deref() == Some("b"),
+                "the copy's label harness-tier is still {:?} after the distribution observed the change to \"b\" and reports every namespace succeeded",
+                tier(&copy)
+            );
+            Ok(())
         },
     )
     .await

@@ -49,6 +49,24 @@ pub struct Qualification {
     /// be said of the candidate there.
     #[serde(default)]
     pub infra_errors: Vec<Change>,
+    /// The exploration of the candidate against the baseline, when one was asked for
+    /// (`--explore`): differences to triage, not part of the verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exploration: Option<Explored>,
+}
+
+/// An exploration of the candidate against the baseline made with a qualification
+/// ([`crate::explore`], with the baseline as O5's reference).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Explored {
+    /// Its directory (`explore.json`, `findings.md`, `report.html`, `findings/`).
+    pub dir: PathBuf,
+    /// Its seed.
+    pub seed: u64,
+    /// Trials run.
+    pub trials: usize,
+    /// Its findings, a line each: oracle, kind, key, how often it reproduced.
+    pub findings: Vec<String>,
 }
 
 impl Qualification {
@@ -106,6 +124,17 @@ impl Qualification {
             self.unchanged.len(),
             self.infra_errors.len()
         ));
+        if let Some(e) = &self.exploration {
+            out.push(format!(
+                "explored {candidate} against {baseline}: {} trials, {} finding(s) to triage \
+                 (seed {}; {})",
+                e.trials,
+                e.findings.len(),
+                e.seed,
+                e.dir.display()
+            ));
+            out.extend(e.findings.iter().map(|f| format!("FINDING     {f}")));
+        }
         out.join("\n")
     }
 }
@@ -189,6 +218,17 @@ pub struct Request {
     pub select: Select,
     /// Sharding.
     pub shards: ShardOptions,
+    /// An exploration of the candidate against the baseline to make as well.
+    pub explore: Option<Exploring>,
+}
+
+/// What `--explore` asks of a qualification.
+#[derive(Debug, Clone)]
+pub struct Exploring {
+    /// How long to explore, bring-up aside.
+    pub budget: std::time::Duration,
+    /// The kinds (empty: every one).
+    pub kinds: Vec<String>,
 }
 
 impl Request {
@@ -238,10 +278,13 @@ pub async fn drive(
     request: &Request,
     provider: crate::cluster::any::Provider,
     toolchain: crate::toolchain::Toolchain,
-    say: &dyn Fn(String),
+    say: &(dyn Fn(String) + Sync),
 ) -> anyhow::Result<Driven> {
     let (baseline, candidate) = request.releases()?;
     let versions = crate::matrix::parse_versions(&request.kubernetes)?;
+    if let Some(e) = &request.explore {
+        crate::explore::select(&e.kinds)?;
+    }
     let mut setup = Setup::new(&request.select, provider, toolchain, say)?;
     let controllers = vec![baseline.clone(), candidate.clone()];
     let costs = request.shards.costs()?;
@@ -260,6 +303,10 @@ pub async fn drive(
     ) {
         Sharding::Print(text) => return Ok(Driven::Printed(text)),
         Sharding::Whole => None,
+        Sharding::Shard(_) if request.explore.is_some() => anyhow::bail!(
+            "--explore goes with an unsharded qualification: run `harness explore --controller \
+             {candidate} --baseline {baseline}` beside the shards instead"
+        ),
         Sharding::Shard(mut info) => {
             info.qualify = Some(QualifyShard {
                 baseline: baseline.clone(),
@@ -301,9 +348,22 @@ pub async fn drive(
             .with_context(|| format!("write matrix.json in {}", dir.display()))?;
         return Ok(Driven::ShardDone { index, count });
     }
-    let qualification = qualify(&report, setup.env(), &baseline, &candidate, &dir)
+    let mut qualification = qualify(&report, setup.env(), &baseline, &candidate, &dir)
         .await
         .with_context(|| format!("write qualify.json in {}", dir.display()))?;
+    if let Some(e) = &request.explore {
+        let kubernetes = versions
+            .first()
+            .copied()
+            .context("a qualification has a Kubernetes version")?;
+        let explored = explore_candidate(e, &setup, kubernetes, (&baseline, &candidate), &dir, say)
+            .await
+            .context("explore the candidate against the baseline")?;
+        qualification.exploration = Some(explored);
+        qualification
+            .write(&dir)
+            .with_context(|| format!("write qualify.json in {}", dir.display()))?;
+    }
     let flaky = report
         .cells
         .iter()
@@ -314,6 +374,58 @@ pub async fn drive(
         candidate,
         qualification: Box::new(qualification),
         failed_on_flaky: request.select.fail_on_flaky && flaky,
+    })
+}
+
+/// Explores the candidate against the baseline (`releases`: baseline, candidate) on
+/// Kubernetes `kubernetes`, as `harness explore --baseline` does with its defaults, into
+/// `<dir>/explore`; progress goes to `say`.
+async fn explore_candidate(
+    e: &Exploring,
+    setup: &Setup,
+    kubernetes: KubeVersion,
+    releases: (&ControllerRef, &ControllerRef),
+    dir: &Path,
+    say: &(dyn Fn(String) + Sync),
+) -> anyhow::Result<Explored> {
+    let (baseline, candidate) = releases;
+    let seed = u64::from(rand::random::<u32>());
+    let into = dir.join("explore");
+    let mut options =
+        crate::explore::Options::new(kubernetes, candidate.clone(), seed, e.budget, into.clone());
+    options.kinds = e.kinds.clone();
+    options.baseline = Some(baseline.clone());
+    say(format!(
+        "exploring {candidate} against {baseline} for {:?} (seed {seed}; {})",
+        e.budget,
+        into.display()
+    ));
+    let summary = crate::explore::explore(&options, &setup.provider, &setup.toolchain, say).await?;
+    let page = into.join("report.html");
+    crate::report::atomic_write(
+        &page,
+        crate::report::explore::html(&summary, &into).as_bytes(),
+    )
+    .with_context(|| format!("write {}", page.display()))?;
+    Ok(Explored {
+        dir: into,
+        seed,
+        trials: summary.trials.values().sum(),
+        findings: summary
+            .findings
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {}: {} ({}/{}{})",
+                    r.finding.oracle.short(),
+                    r.finding.subject,
+                    r.finding.key,
+                    r.reproduced,
+                    r.confirm_runs,
+                    if r.stable { "" } else { ", unstable" }
+                )
+            })
+            .collect(),
     })
 }
 
@@ -513,7 +625,37 @@ mod tests {
                 binaries: false,
                 target_minutes: 30,
             },
+            explore: None,
         }
+    }
+
+    #[test]
+    fn an_explorations_findings_are_listed_after_the_verdict_and_do_not_change_it() {
+        let (base, cand): (ControllerRef, ControllerRef) = (
+            "openkruise@v1.8.3".parse().unwrap(),
+            "openkruise@v1.9.0".parse().unwrap(),
+        );
+        let mut q = Qualification::default();
+        let quiet = q.summary(&base, &cand);
+        assert!(!quiet.contains("explored"), "{quiet}");
+        q.exploration = Some(Explored {
+            dir: "reports/q/explore".into(),
+            seed: 7,
+            trials: 120,
+            findings: vec!["O5 CloneSet: refuses at step 1 (x) what v1.8.3 does not (3/3)".into()],
+        });
+        let text = q.summary(&base, &cand);
+        assert!(
+            text.contains(
+                "explored openkruise@v1.9.0 against openkruise@v1.8.3: 120 trials, 1 finding(s)"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("FINDING     O5 CloneSet: refuses"), "{text}");
+        assert_eq!(q.status(), Status::Passed);
+        let back: Qualification =
+            serde_json::from_value(serde_json::to_value(&q).unwrap()).unwrap();
+        assert_eq!(back.exploration.unwrap().trials, 120);
     }
 
     #[test]

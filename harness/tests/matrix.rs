@@ -271,8 +271,8 @@ fn a_cell_that_cannot_start_is_an_infrastructure_error_and_the_others_run() {
     assert_eq!(cells[1]["worst"], "pass");
 }
 
-fn qualify(candidate: &str, baseline: &str) -> (Out, Value) {
-    let out = harness(&[
+fn qualify(candidate: &str, baseline: &str, extra: &[&str]) -> (Out, Value) {
+    let mut args = vec![
         "qualify",
         "--candidate",
         candidate,
@@ -280,7 +280,9 @@ fn qualify(candidate: &str, baseline: &str) -> (Out, Value) {
         baseline,
         "--labels",
         "seed",
-    ]);
+    ];
+    args.extend(extra);
+    let out = harness(&args);
     let q = json(&out.dir.join("qualify.json"));
     (out, q)
 }
@@ -303,7 +305,9 @@ const S1_S4: [&str; 2] = [
 
 #[test]
 fn qualifying_the_fixed_release_reports_fixes_and_no_regression() {
-    let (out, q) = qualify("openkruise@v1.9.0", "v1.7.0");
+    // With an exploration of the candidate against the baseline beside the verdict.
+    let explore = ["--explore", "40s", "--explore-kinds", "CloneSet"];
+    let (out, q) = qualify("openkruise@v1.9.0", "v1.7.0", &explore);
     assert_eq!(out.code, Some(0), "{}", out.stdout);
     assert_eq!(scenarios(&q["fixes"]), S1_S4);
     assert!(q["regressions"].as_array().unwrap().is_empty());
@@ -317,11 +321,57 @@ fn qualifying_the_fixed_release_reports_fixes_and_no_regression() {
         upgrades[0]
     );
     assert!(out.stdout.contains("clean"));
+    // The exploration ran on both releases, and its findings are listed, not judged.
+    let e = &q["exploration"];
+    assert!(e["trials"].as_u64().unwrap() > 0, "{e}");
+    let summary = json(&out.dir.join("explore").join("explore.json"));
+    assert_eq!(summary["controller"], "openkruise@v1.9.0");
+    assert_eq!(summary["baseline"], "openkruise@v1.7.0");
+    assert_eq!(
+        e["findings"].as_array().unwrap().len(),
+        summary["findings"].as_array().unwrap().len(),
+        "{e}"
+    );
+    assert!(out.dir.join("explore").join("report.html").is_file());
+    assert!(
+        out.stdout
+            .contains("explored openkruise@v1.9.0 against openkruise@v1.7.0"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn explore_goes_with_an_unsharded_qualification_and_known_kinds() {
+    let base = [
+        "qualify",
+        "--candidate",
+        "openkruise@v1.9.0",
+        "--baseline",
+        "v1.7.0",
+        "--labels",
+        "seed",
+    ];
+    let (code, _, err) = plan_only(&[&base[..], &["--explore", "1m", "--shard", "1/2"]].concat());
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("--explore goes with an unsharded qualification"),
+        "{err}"
+    );
+    let (code, _, err) = plan_only(
+        &[
+            &base[..],
+            &["--explore", "1m", "--explore-kinds", "Nothing"],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("no kind `Nothing`"), "{err}");
 }
 
 #[test]
 fn qualifying_the_old_release_against_the_new_reports_regressions_and_fails() {
-    let (out, q) = qualify("openkruise@v1.7.0", "v1.9.0");
+    let (out, q) = qualify("openkruise@v1.7.0", "v1.9.0", &[]);
     assert_eq!(out.code, Some(1), "{}", out.stdout);
     assert_eq!(scenarios(&q["regressions"]), S1_S4);
     assert!(out.stdout.contains("REGRESSION"));

@@ -127,8 +127,9 @@ pub struct ExploreArgs {
     #[arg(long, value_delimiter = ',', default_values = ["admission", "behaviour"], value_parser = ["admission", "behaviour"])]
     pub modes: Vec<String>,
     /// Which environment perturbations behaviour trials draw while the controller converges,
-    /// by class: `pods` (a pod deleted at the old or new template, or evicted), `nodes` (a
-    /// node cordoned), `manager` (the manager killed right after a write and started again),
+    /// by class: `pods` (a pod deleted at the old or new template, or evicted; a copy
+    /// deleted), `nodes` (a node cordoned), `manager` (the manager killed right after a write
+    /// and started again),
     /// `watches` (the manager's watch events held or dropped, or its watches ended, through an
     /// apiserver proxy: local cells). A comma-separated list, `all`, `none` (or `false`), or
     /// `default` (or `true`: pods,nodes). Trials with a manager or watches perturbation run
@@ -136,14 +137,14 @@ pub struct ExploreArgs {
     #[arg(long, default_value = "default", value_name = "CLASSES")]
     pub perturbations: String,
     /// Behaviour trials at once.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = crate::explore::DEFAULT_PARALLEL)]
     pub parallel: usize,
     /// How long a behaviour trial may take to settle.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub settle: Duration,
     /// Candidates minimizing one behaviour finding may run (admission findings: four times as
     /// many).
-    #[arg(long, default_value_t = 12)]
+    #[arg(long, default_value_t = crate::explore::DEFAULT_SHRINK_RUNS)]
     pub shrink_runs: usize,
     /// Run one finding's trial again (a findings/<n>-... directory) and say whether it still
     /// fires its oracle.
@@ -562,6 +563,10 @@ impl QualifyArgs {
             kubernetes: self.kubernetes.clone(),
             select: self.select.select(),
             shards: self.shards.options(),
+            explore: self.explore.map(|budget| crate::qualify::Exploring {
+                budget,
+                kinds: self.explore_kinds.clone(),
+            }),
         }
     }
 }
@@ -647,6 +652,17 @@ pub struct QualifyArgs {
     pub select: SelectArgs,
     #[command(flatten)]
     pub shards: ShardArgs,
+    /// Also explore the candidate against the baseline for this long (`30m`; as `harness
+    /// explore --baseline` does, every kind unless --explore-kinds, on the first Kubernetes
+    /// version): its findings (where the candidate answers or settles otherwise than the
+    /// baseline, O5, and every other oracle's) go under the run's directory (`explore/`) and
+    /// into qualify.json, listed after the verdict. They are differences to triage and leave
+    /// the exit code as the verdict says. Not with --shard.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub explore: Option<Duration>,
+    /// The kinds --explore explores (comma-separated; default: every one).
+    #[arg(long = "explore-kinds", value_delimiter = ',', requires = "explore")]
+    pub explore_kinds: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -78,6 +78,44 @@ pub struct Options {
     pub gates: Gates,
 }
 
+impl Options {
+    /// The options `harness explore` takes by default, for `controller` on Kubernetes
+    /// `kubernetes`, with `seed` and `budget`, into `dir`: every kind, both modes, the
+    /// default perturbations, two behaviour trials at once settling within 60 s, 12 shrinking
+    /// runs, three confirming runs, no baseline, default gates.
+    pub fn new(
+        kubernetes: KubeVersion,
+        controller: ControllerRef,
+        seed: u64,
+        budget: Duration,
+        dir: PathBuf,
+    ) -> Self {
+        Options {
+            kubernetes,
+            controller,
+            kinds: vec![],
+            seed,
+            budget,
+            modes: vec![Mode::Admission, Mode::Behaviour],
+            perturbations: trial::Class::DEFAULT.to_vec(),
+            parallel: DEFAULT_PARALLEL,
+            settle: DEFAULT_SETTLE,
+            confirm: 3,
+            shrink_runs: DEFAULT_SHRINK_RUNS,
+            dir,
+            baseline: None,
+            gates: Gates::default(),
+        }
+    }
+}
+
+/// Behaviour trials at once, unless told (`--parallel`).
+pub const DEFAULT_PARALLEL: usize = 2;
+/// How long a behaviour trial may take to settle, unless told (`--settle`).
+pub const DEFAULT_SETTLE: Duration = Duration::from_secs(60);
+/// Candidates minimizing one behaviour finding may run, unless told (`--shrink-runs`).
+pub const DEFAULT_SHRINK_RUNS: usize = 12;
+
 /// Feature gates a cell is brought up with: the Kubernetes control plane's and the
 /// controller manager's. Exploring with a gate on explores what the gate turns on.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -157,8 +157,20 @@ impl Cell<'_> {
                 }
             }
             Op::AddNamespace => {
-                let lp = ListParams::default().labels(&format!("{TRIAL_LABEL}={ns}"));
-                let k = nss.list(&lp).await?.items.len();
+                // Numbered after those the trial added before (whatever their labels now).
+                let prefix = format!("{ns}-");
+                let k = 1 + nss
+                    .list(&ListParams::default())
+                    .await?
+                    .items
+                    .iter()
+                    .filter(|n| {
+                        n.metadata
+                            .name
+                            .as_deref()
+                            .is_some_and(|n| n.starts_with(&prefix))
+                    })
+                    .count();
                 let body: Namespace = serde_json::from_value(json!({"metadata": {
                     "name": format!("{ns}-{k}"),
                     "labels": {OWNER_LABEL: self.owner, TRIAL_LABEL: ns}}}))?;
