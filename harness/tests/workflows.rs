@@ -261,6 +261,7 @@ fn every_harness_invocation_in_the_workflows_parses() {
         ("nightly", "run", Some("kind")),
         ("nightly", "explore", None),
         ("release-qualification", "qualify", None),
+        ("release-qualification", "explore", None),
         ("release-qualification", "report", None),
     ] {
         assert!(

@@ -150,8 +150,9 @@ pub struct ExploreArgs {
     /// fires its oracle.
     #[arg(long, value_name = "DIR")]
     pub replay: Option<PathBuf>,
-    /// Also run every trial on a cell of this release (NAME@TAG) and report where the
-    /// controller under test answers or settles otherwise (O5, the release differential)
+    /// Also run every trial on a cell of this release (NAME@TAG, or TAG of the controller
+    /// under test) and report where the controller under test answers or settles otherwise
+    /// (O5, the release differential)
     #[arg(long, value_name = "NAME@TAG")]
     pub baseline: Option<String>,
     /// A cluster profile of the catalog: `default`, or one named after the Kubernetes
@@ -232,7 +233,6 @@ impl ExploreArgs {
         }
         Ok(crate::explore::Options {
             kubernetes,
-            controller,
             kinds: self.kinds.clone(),
             seed,
             budget: self.budget,
@@ -251,7 +251,12 @@ impl ExploreArgs {
             confirm: 3,
             shrink_runs: self.shrink_runs,
             dir,
-            baseline: self.baseline.as_deref().map(str::parse).transpose()?,
+            baseline: match self.baseline.as_deref() {
+                Some(b) if b.contains('@') => Some(b.parse()?),
+                Some(tag) => Some(format!("{}@{tag}", controller.kind.name()).parse()?),
+                None => None,
+            },
+            controller,
             gates,
         })
     }
@@ -1002,6 +1007,14 @@ mod tests {
         };
         let e = args.options(None, 1, "out".into()).unwrap_err();
         assert_eq!(e.to_string(), "--parallel must be at least 1");
+        // A bare baseline tag is the controller's own.
+        for baseline in ["v1.8.3", "openkruise@v1.8.3"] {
+            let Command::Explore(args) = parse(&["explore", "--baseline", baseline]) else {
+                panic!("explore");
+            };
+            let o = args.options(None, 1, "out".into()).unwrap();
+            assert_eq!(o.baseline.unwrap().to_string(), "openkruise@v1.8.3");
+        }
         let Command::Explore(args) = parse(&[
             "explore",
             "--feature-gates",
