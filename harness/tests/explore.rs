@@ -141,20 +141,18 @@ fn an_unknown_kind_is_refused_naming_the_known_ones() {
     );
 }
 
-/// A behaviour trial that crashes the manager right after a write and makes its view of pods
-/// and CloneSets stale: each perturbation acts (the proxy held pod events, ended CloneSet
-/// watches; the manager was started again), the controller still converges, and the restart
-/// the trial made is not taken for the controller's own exit (O6).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_trial_crashes_the_manager_after_a_write_and_makes_its_view_stale() {
+/// A cell `name` of the default release with manager gates `gates`, its manager behind the
+/// apiserver proxy when `proxy`; the session that removes it when dropped.
+async fn cell_session(
+    name: &str,
+    gates: std::collections::BTreeMap<String, bool>,
+    proxy: bool,
+) -> (tempfile::TempDir, harness::up::Session) {
     use harness::cluster::any::Provider;
-    use harness::explore::exec::Cell;
-    use harness::explore::trial::{Fields, Mode, Op, Perturbation, Step, Trial, Watched};
     use harness::toolchain::KubeVersion;
     use harness::up::{ControllerChoice, Session, StartOptions};
 
-    let (local, _root) = common::provider();
-    let provider = Provider::Local(local);
+    let (local, root) = common::provider();
     let toolchain = harness::toolchain::Toolchain::new(
         harness::toolchain::Cache::from_env(),
         harness::progress::Progress::plain(),
@@ -162,18 +160,32 @@ async fn a_trial_crashes_the_manager_after_a_write_and_makes_its_view_stale() {
     let profile = harness::run::scenario_profile(KubeVersion::default_version());
     let choice = ControllerChoice {
         reference: harness::controller::ControllerRef::default_ref(),
-        gates: Default::default(),
+        gates,
     };
     let session = Session::start_with(
-        &provider,
+        &Provider::Local(local),
         &toolchain,
-        "stale",
+        name,
         &profile,
         Some(&choice),
-        StartOptions { proxy: true },
+        StartOptions { proxy },
     )
     .await
-    .expect("a cell with the manager behind the proxy");
+    .unwrap_or_else(|e| panic!("cell {name}: {e:#}"));
+    // The provider's directory first: it is dropped after the session that uses it.
+    (root, session)
+}
+
+/// A behaviour trial that crashes the manager right after a write and makes its view of pods
+/// and CloneSets stale: each perturbation acts (the proxy held pod events, ended CloneSet
+/// watches; the manager was started again), the controller still converges, and the restart
+/// the trial made is not taken for the controller's own exit (O6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trial_crashes_the_manager_after_a_write_and_makes_its_view_stale() {
+    use harness::explore::exec::Cell;
+    use harness::explore::trial::{Fields, Mode, Op, Perturbation, Step, Trial, Watched};
+
+    let (_root, session) = cell_session("stale", Default::default(), true).await;
     let installation = session.installation.as_ref().unwrap();
     let proxy = installation
         .proxy()
@@ -258,40 +270,18 @@ async fn a_trial_crashes_the_manager_after_a_write_and_makes_its_view_stale() {
 /// namespace the trial added goes with the trial.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copying_kind_follows_its_targets_and_makes_a_deleted_copy_again() {
-    use harness::cluster::any::Provider;
     use harness::explore::exec::Cell;
     use harness::explore::subject::{NAMESPACE, TRIAL_LABEL};
     use harness::explore::trial::{Fields, Mode, Op, Perturbation, Step, Trial};
-    use harness::toolchain::KubeVersion;
-    use harness::up::{ControllerChoice, Session, StartOptions};
     use k8s_openapi::api::core::v1::Namespace;
 
-    let (local, _root) = common::provider();
-    let provider = Provider::Local(local);
-    let toolchain = harness::toolchain::Toolchain::new(
-        harness::toolchain::Cache::from_env(),
-        harness::progress::Progress::plain(),
-    );
-    let profile = harness::run::scenario_profile(KubeVersion::default_version());
     let subject = harness::explore::select(&["ResourceDistribution".to_string()]).unwrap()[0];
-    let choice = ControllerChoice {
-        reference: harness::controller::ControllerRef::default_ref(),
-        gates: subject
-            .gates
-            .iter()
-            .map(|g| (g.to_string(), true))
-            .collect(),
-    };
-    let session = Session::start_with(
-        &provider,
-        &toolchain,
-        "copies",
-        &profile,
-        Some(&choice),
-        StartOptions::default(),
-    )
-    .await
-    .expect("a cell with the kind's gate on");
+    let gates = subject
+        .gates
+        .iter()
+        .map(|g| (g.to_string(), true))
+        .collect();
+    let (_root, session) = cell_session("copies", gates, false).await;
     let cell = Cell {
         client: session.cluster.client().await.unwrap(),
         installation: session.installation.as_ref().unwrap(),

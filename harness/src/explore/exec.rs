@@ -65,6 +65,16 @@ fn of_twin(object: &str) -> bool {
     name == TWIN || name.starts_with(&format!("{TWIN}-")) || name.contains(&format!("-{TWIN}-"))
 }
 
+/// Sends an operation's merge patch to object `name`; a refusal is an error with the API's
+/// message.
+async fn merge(api: &Api<DynamicObject>, name: &str, patch: &Value) -> anyhow::Result<()> {
+    match api.patch(name, &strict(), &Patch::Merge(patch)).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) => anyhow::bail!("refused: {}", e.message),
+        Err(e) => Err(e.into()),
+    }
+}
+
 fn strict() -> PatchParams {
     PatchParams {
         dry_run: false,
@@ -989,11 +999,7 @@ impl Cell<'_> {
                 )
             }
         }
-        match api.patch(name, &strict(), &Patch::Merge(&patch)).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) => anyhow::bail!("refused: {}", e.message),
-            Err(e) => Err(e.into()),
-        }
+        merge(api, name, &patch).await
     }
 
     async fn perturb(

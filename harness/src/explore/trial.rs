@@ -522,6 +522,15 @@ mod tests {
         assert_ne!(rows, covering_rows(&f, &mut Rng::new(8, 0)));
     }
 
+    /// The operations of a replicated workload kind.
+    const POD_OPS: &[Op] = &[
+        Op::Rollout,
+        Op::Recreate,
+        Op::ChangeSelector,
+        Op::ScaleUp,
+        Op::ScaleDown,
+    ];
+
     #[test]
     fn a_trial_is_the_same_for_the_same_seed_and_index_and_survives_yaml() {
         let creates = vec![Fields::from([("spec.paused".to_string(), json!(true))])];
@@ -530,13 +539,7 @@ mod tests {
             subject: "CloneSet",
             creates: &creates,
             updates: &updates,
-            ops: &[
-                Op::Rollout,
-                Op::Recreate,
-                Op::ChangeSelector,
-                Op::ScaleUp,
-                Op::ScaleDown,
-            ],
+            ops: POD_OPS,
             perturbations: &[Perturbation::DeletePod { which: Which::Old }],
         };
         let a = behaviour(&m, 42, 3);
@@ -579,13 +582,7 @@ mod tests {
             subject: "CloneSet",
             creates: &creates,
             updates: &[],
-            ops: &[
-                Op::Rollout,
-                Op::Recreate,
-                Op::ChangeSelector,
-                Op::ScaleUp,
-                Op::ScaleDown,
-            ],
+            ops: POD_OPS,
             perturbations: &all,
         };
         let trials: Vec<Trial> = (0..40).map(|i| behaviour(&m, 9, i)).collect();

@@ -6,9 +6,21 @@
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+
+/// The copies among `copies` in a namespace of `namespaces` that is not being deleted.
+fn in_live_namespaces(copies: Vec<Value>, namespaces: &[NamespaceView]) -> Vec<Value> {
+    copies
+        .into_iter()
+        .filter(|c| {
+            namespaces.iter().any(|n| {
+                !n.terminating && c["metadata"]["namespace"].as_str() == Some(n.name.as_str())
+            })
+        })
+        .collect()
+}
 use serde_json::{Value, json};
 
-use super::{Cell, api_for, strict};
+use super::{Cell, api_for, merge};
 use crate::cluster::OWNER_LABEL;
 use crate::explore::oracle::{self, NamespaceView};
 use crate::explore::subject::TRIAL_LABEL;
@@ -122,14 +134,7 @@ impl Cell<'_> {
         else {
             return 0;
         };
-        copies
-            .iter()
-            .filter(|c| {
-                namespaces.iter().any(|n| {
-                    !n.terminating && c["metadata"]["namespace"].as_str() == Some(n.name.as_str())
-                })
-            })
-            .count()
+        in_live_namespaces(copies, &namespaces).len()
     }
 
     /// A semantic operation of a copying kind on its object `name`, in the trial's namespace
@@ -150,11 +155,7 @@ impl Cell<'_> {
                     .map_or(0, |m| m.len());
                 let patch =
                     json!({"spec": {"resource": {"data": {format!("explore-{n}"): REWRITTEN}}}});
-                match api.patch(name, &strict(), &Patch::Merge(&patch)).await {
-                    Ok(_) => Ok(()),
-                    Err(kube::Error::Api(e)) => anyhow::bail!("refused: {}", e.message),
-                    Err(e) => Err(e.into()),
-                }
+                merge(api, name, &patch).await
             }
             Op::AddNamespace => {
                 // Numbered after those the trial added before (whatever their labels now).
@@ -204,16 +205,7 @@ impl Cell<'_> {
     ) -> anyhow::Result<String> {
         let obj = serde_json::to_value(api.get(name).await?)?;
         let namespaces = self.namespaces().await?;
-        let mut copies: Vec<Value> = self
-            .copies(&obj)
-            .await?
-            .into_iter()
-            .filter(|c| {
-                namespaces.iter().any(|n| {
-                    !n.terminating && c["metadata"]["namespace"].as_str() == Some(n.name.as_str())
-                })
-            })
-            .collect();
+        let mut copies = in_live_namespaces(self.copies(&obj).await?, &namespaces);
         copies.sort_by(|a, b| {
             a["metadata"]["namespace"]
                 .as_str()
