@@ -57,6 +57,13 @@ pub fn scenarios() -> Vec<Scenario> {
         )
         .requiring(requires()),
         Scenario::new(
+            "resourcedistribution/all-namespaces-leaves-out-the-system-namespaces",
+            "allNamespaces copies a ConfigMap into every namespace, one no target names included, but not into kube-system or kube-public, which the field's documentation leaves out",
+            &["resourcedistribution", "configmap", "all-namespaces"],
+            |ctx| all_namespaces(ctx).boxed(),
+        )
+        .requiring(requires()),
+        Scenario::new(
             "resourcedistribution/resource-labels-reach-its-copies",
             "a label of the distributed resource is on its copy, and a changed label reaches the copy once the distribution has observed the change",
             &["resourcedistribution", "configmap", "labels"],
@@ -505,5 +512,55 @@ async fn label_change(ctx: Ctx) -> anyhow::Result<()> {
             Ok(())
         },
     )
+    .await
+}
+
+async fn all_namespaces(ctx: Ctx) -> anyhow::Result<()> {
+    // A namespace nothing names or labels for the distribution: only `allNamespaces` reaches it.
+    let plain = ctx.unique("plain");
+    ctx.step(
+        "a namespace no target names",
+        namespace(&ctx, &plain, json!({})),
+    )
+    .await?;
+    let rd = ctx.unique("everywhere");
+    ctx.step("allNamespaces copies the ConfigMap everywhere", async {
+        create(
+            &ctx,
+            json!({"apiVersion": API, "kind": KIND, "metadata": {"name": rd},
+                   "spec": {"resource": {"apiVersion": "v1", "kind": "ConfigMap",
+                                         "metadata": {"name": rd}, "data": {"mode": "on"}},
+                            "targets": {"allNamespaces": true}}}),
+        )
+        .await?;
+        // Copies are written before the status that observed the spec.
+        observed(&ctx, &rd, 1).await?;
+        for ns in [ctx.namespace.as_str(), plain.as_str()] {
+            let copy = Api::<ConfigMap>::namespaced(ctx.client.clone(), ns)
+                .get_opt(&rd)
+                .await?;
+            ensure!(
+                copy.as_ref()
+                    .and_then(|c| c.data.as_ref())
+                    .and_then(|d| d.get("mode"))
+                    == Some(&"on".to_string()),
+                "no copy in namespace {ns} once the distribution observed allNamespaces: {copy:?}"
+            );
+        }
+        Ok(())
+    })
+    .await?;
+    ctx.step("no copy in kube-system or kube-public", async {
+        for ns in ["kube-system", "kube-public"] {
+            let copy = Api::<ConfigMap>::namespaced(ctx.client.clone(), ns)
+                .get_opt(&rd)
+                .await?;
+            ensure!(
+                copy.is_none(),
+                "allNamespaces copied into {ns}, which its documentation leaves out"
+            );
+        }
+        Ok(())
+    })
     .await
 }

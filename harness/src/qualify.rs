@@ -55,19 +55,7 @@ pub struct Qualification {
     pub exploration: Option<Explored>,
 }
 
-/// An exploration of the candidate against the baseline made with a qualification
-/// ([`crate::explore`], with the baseline as O5's reference).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Explored {
-    /// Its directory (`explore.json`, `findings.md`, `report.html`, `findings/`).
-    pub dir: PathBuf,
-    /// Its seed.
-    pub seed: u64,
-    /// Trials run.
-    pub trials: usize,
-    /// Its findings, a line each: oracle, kind, key, how often it reproduced.
-    pub findings: Vec<String>,
-}
+pub use crate::explore::{Explored, Exploring};
 
 impl Qualification {
     /// Writes `qualify.json` into `dir`, atomically like every other report.
@@ -220,15 +208,6 @@ pub struct Request {
     pub shards: ShardOptions,
     /// An exploration of the candidate against the baseline to make as well.
     pub explore: Option<Exploring>,
-}
-
-/// What `--explore` asks of a qualification.
-#[derive(Debug, Clone)]
-pub struct Exploring {
-    /// How long to explore, bring-up aside.
-    pub budget: std::time::Duration,
-    /// The kinds (empty: every one).
-    pub kinds: Vec<String>,
 }
 
 impl Request {
@@ -390,43 +369,14 @@ async fn explore_candidate(
 ) -> anyhow::Result<Explored> {
     let (baseline, candidate) = releases;
     let seed = u64::from(rand::random::<u32>());
-    let into = dir.join("explore");
-    let mut options =
-        crate::explore::Options::new(kubernetes, candidate.clone(), seed, e.budget, into.clone());
-    options.kinds = e.kinds.clone();
+    let mut options = e.options(kubernetes, candidate.clone(), seed, dir.join("explore"));
     options.baseline = Some(baseline.clone());
     say(format!(
         "exploring {candidate} against {baseline} for {:?} (seed {seed}; {})",
         e.budget,
-        into.display()
+        options.dir.display()
     ));
-    let summary = crate::explore::explore(&options, &setup.provider, &setup.toolchain, say).await?;
-    let page = into.join("report.html");
-    crate::report::atomic_write(
-        &page,
-        crate::report::explore::html(&summary, &into).as_bytes(),
-    )
-    .with_context(|| format!("write {}", page.display()))?;
-    Ok(Explored {
-        dir: into,
-        seed,
-        trials: summary.trials.values().sum(),
-        findings: summary
-            .findings
-            .iter()
-            .map(|r| {
-                format!(
-                    "{} {}: {} ({}/{}{})",
-                    r.finding.oracle.short(),
-                    r.finding.subject,
-                    r.finding.key,
-                    r.reproduced,
-                    r.confirm_runs,
-                    if r.stable { "" } else { ", unstable" }
-                )
-            })
-            .collect(),
-    })
+    crate::explore::explore_into(&options, &setup.provider, &setup.toolchain, say).await
 }
 
 /// What merging shards made.
@@ -572,6 +522,7 @@ mod tests {
             dir: String::new(),
             worst: String::new(),
             results,
+            exploration: None,
         };
         let report = MatrixReport {
             shard: None,
@@ -691,6 +642,7 @@ mod tests {
             dir: String::new(),
             worst: String::new(),
             results: vec![result("a", outcome)],
+            exploration: None,
         };
         let report = MatrixReport {
             shard: None,

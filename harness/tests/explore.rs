@@ -193,6 +193,7 @@ async fn a_trial_crashes_the_manager_after_a_write_and_makes_its_view_stale() {
     let cell = Cell {
         client: session.cluster.client().await.unwrap(),
         installation,
+        cluster: Some(&session.cluster),
         owner: "stale".into(),
         settle: std::time::Duration::from_secs(90),
         made: Default::default(),
@@ -263,6 +264,98 @@ async fn a_trial_crashes_the_manager_after_a_write_and_makes_its_view_stale() {
     drop(session);
 }
 
+/// A behaviour trial that takes a node of the subject's away and crashes the apiserver: the
+/// node goes NotReady and the node controller marks the subject's pods there not ready, it
+/// reports again before the trial settles; a new apiserver serves (recorded in the cluster's
+/// state, so that what ends the cluster ends it); the controller converges from both, and a
+/// manager that lost its lease meanwhile is not taken for a crash of its own (O6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trial_takes_a_node_away_and_crashes_the_apiserver() {
+    use harness::cluster::any::AnyCluster;
+    use harness::explore::exec::Cell;
+    use harness::explore::trial::{Fields, Mode, Op, Perturbation, Step, Trial};
+
+    let (_root, session) = cell_session("outage", Default::default(), false).await;
+    let AnyCluster::Local(local) = &session.cluster else {
+        panic!("a local cell");
+    };
+    let apiserver = |state: &harness::cluster::local::state::ClusterState| {
+        state
+            .processes
+            .iter()
+            .find(|p| p.name == "kube-apiserver")
+            .cloned()
+            .expect("kube-apiserver is recorded")
+    };
+    let state_file = local.layout().state();
+    let before =
+        apiserver(&harness::cluster::local::state::ClusterState::load(&state_file).unwrap());
+    let cell = Cell {
+        client: session.cluster.client().await.unwrap(),
+        installation: session.installation.as_ref().unwrap(),
+        cluster: Some(&session.cluster),
+        owner: "outage".into(),
+        settle: std::time::Duration::from_secs(90),
+        made: Default::default(),
+    };
+    cell.prepare().await.unwrap();
+    let subject = harness::explore::select(&["CloneSet".to_string()]).unwrap()[0];
+    let trial = Trial {
+        subject: "CloneSet".into(),
+        mode: Mode::Behaviour,
+        seed: 0,
+        index: 0,
+        steps: vec![
+            Step::Create { set: Fields::new() },
+            Step::Perturb {
+                perturbation: Perturbation::SilenceNode,
+            },
+            Step::Operate { op: Op::Rollout },
+            Step::Perturb {
+                perturbation: Perturbation::RestartApiserver,
+            },
+            Step::Operate { op: Op::ScaleUp },
+        ],
+    };
+    let out = cell.run(&subject, &trial).await.expect("the trial runs");
+    let log = out.log.join("\n");
+    eprintln!("{log}");
+    assert!(log.contains("NotReady after"), "{log}");
+    assert!(
+        log.contains("pod(s) of the subject there marked not ready"),
+        "{log}"
+    );
+    assert!(log.contains("reports again: Ready after"), "{log}");
+    assert!(
+        log.contains("killed the apiserver and started it again: serving after"),
+        "{log}"
+    );
+    assert!(
+        out.findings.is_empty(),
+        "the controller converges from both: {:#?}",
+        out.findings
+    );
+    // A new apiserver, recorded where teardown and `harness gc` look; the old one gone.
+    let after =
+        apiserver(&harness::cluster::local::state::ClusterState::load(&state_file).unwrap());
+    assert_ne!(before, after);
+    assert!(!before.alive() && after.alive());
+    // Every node Ready again for the next trial.
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(cell.client.clone());
+    for n in nodes.list(&Default::default()).await.unwrap() {
+        let ready = n
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        assert!(ready, "{:?} is Ready", n.metadata.name);
+    }
+    drop(cell);
+    drop(session);
+    assert!(!after.alive(), "the new apiserver ends with the cluster");
+}
+
 /// A kind that copies a resource into namespaces, through a trial of its own operations and
 /// perturbation: a copy in each namespace its targets select once it settles (the trial's,
 /// kept by name when its label goes, and the one the trial added, selected by label), a
@@ -285,6 +378,7 @@ async fn a_copying_kind_follows_its_targets_and_makes_a_deleted_copy_again() {
     let cell = Cell {
         client: session.cluster.client().await.unwrap(),
         installation: session.installation.as_ref().unwrap(),
+        cluster: Some(&session.cluster),
         owner: "copies".into(),
         settle: std::time::Duration::from_secs(60),
         made: Default::default(),

@@ -122,7 +122,8 @@ fn a_small_matrix_places_the_known_bugs_exactly() {
 }
 
 /// The same matrix in two shards, merged, reports what the unsharded run reported (on the
-/// versions the test tier builds anyway: the known bugs of v1.7.0 on one cell).
+/// versions the test tier builds anyway: the known bugs of v1.7.0 on one cell). The unsharded
+/// run also explores each cell (`--explore`): same seed on both, findings beside each cell.
 #[test]
 fn a_matrix_in_two_shards_merges_to_what_the_unsharded_run_reports() {
     let args = [
@@ -134,11 +135,42 @@ fn a_matrix_in_two_shards_merges_to_what_the_unsharded_run_reports() {
         "--labels",
         "seed",
     ];
-    let out = harness(&args);
+    let explore = ["--explore", "30s", "--explore-kinds", "CloneSet"];
+    let out = harness(&[&args[..], &explore[..]].concat());
     assert_eq!(out.code, Some(0), "{}", out.stdout);
     let m = json(&out.dir.join("matrix.json"));
     let cells = m["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 2);
+    // Each cell was explored, with one seed, into its own directory, listed after the grid.
+    let html = std::fs::read_to_string(out.dir.join("matrix.html")).unwrap();
+    for c in cells {
+        let e = &c["exploration"];
+        assert!(e["trials"].as_u64().unwrap() > 0, "{c}");
+        assert_eq!(e["seed"], cells[0]["exploration"]["seed"]);
+        let dir = e["dir"].as_str().unwrap();
+        let summary = json(&out.dir.join(dir).join("explore.json"));
+        assert_eq!(
+            summary["controller"],
+            c["controller"]["version"]
+                .as_str()
+                .map(|v| format!("openkruise@{v}"))
+                .unwrap()
+        );
+        assert_eq!(
+            e["findings"].as_array().unwrap().len(),
+            summary["findings"].as_array().unwrap().len()
+        );
+        assert!(
+            html.contains(&format!("href=\"{dir}/report.html\"")),
+            "{dir}"
+        );
+        assert!(out.dir.join(dir).join("report.html").is_file());
+        let line = format!(
+            "explored Kubernetes 1.32.5 x {}",
+            summary["controller"].as_str().unwrap()
+        );
+        assert!(out.stdout.contains(&line), "{}", out.stdout);
+    }
     let cell = |c: &str| {
         cells
             .iter()
@@ -202,10 +234,12 @@ fn a_matrix_in_two_shards_merges_to_what_the_unsharded_run_reports() {
     assert_eq!(junit_cases(&merged.dir), junit_cases(&out.dir), "junit.xml");
     let links = |dir: &std::path::Path| {
         let html = std::fs::read_to_string(dir.join("matrix.html")).unwrap();
+        // The unsharded run's explorations aside.
         let mut l: Vec<String> = html
             .split("href=\"")
             .skip(1)
             .map(|x| x.split('"').next().unwrap().to_string())
+            .filter(|l| !l.starts_with("explore/"))
             .collect();
         l.sort();
         l
@@ -342,7 +376,7 @@ fn qualifying_the_fixed_release_reports_fixes_and_no_regression() {
 }
 
 #[test]
-fn explore_goes_with_an_unsharded_qualification_and_known_kinds() {
+fn explore_goes_with_an_unsharded_run_and_known_kinds() {
     let base = [
         "qualify",
         "--candidate",
@@ -361,6 +395,29 @@ fn explore_goes_with_an_unsharded_qualification_and_known_kinds() {
     let (code, _, err) = plan_only(
         &[
             &base[..],
+            &["--explore", "1m", "--explore-kinds", "Nothing"],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("no kind `Nothing`"), "{err}");
+    // The same for a matrix.
+    let matrix = [
+        "matrix",
+        "--k8s",
+        "1.32",
+        "--controller",
+        "openkruise@v1.9.0",
+    ];
+    let (code, _, err) = plan_only(&[&matrix[..], &["--explore", "1m", "--shard", "1/2"]].concat());
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("--explore goes with an unsharded matrix"),
+        "{err}"
+    );
+    let (code, _, err) = plan_only(
+        &[
+            &matrix[..],
             &["--explore", "1m", "--explore-kinds", "Nothing"],
         ]
         .concat(),

@@ -129,11 +129,13 @@ pub struct ExploreArgs {
     /// Which environment perturbations behaviour trials draw while the controller converges,
     /// by class: `pods` (a pod deleted at the old or new template, or evicted; a copy
     /// deleted), `nodes` (a node cordoned), `manager` (the manager killed right after a write
-    /// and started again),
-    /// `watches` (the manager's watch events held or dropped, or its watches ended, through an
-    /// apiserver proxy: local cells). A comma-separated list, `all`, `none` (or `false`), or
-    /// `default` (or `true`: pods,nodes). Trials with a manager or watches perturbation run
-    /// one at a time (they act on the whole controller).
+    /// and started again), `watches` (the manager's watch events held or dropped, or its
+    /// watches ended, through an apiserver proxy: local cells), `node-down` (the kubelet of a
+    /// pod's node silent until the steps are done: the node goes NotReady; local cells) and
+    /// `apiserver` (the apiserver crashed and started again; local cells). A comma-separated
+    /// list, `all`, `none` (or `false`), or `default` (or `true`: pods,nodes). Trials with a
+    /// perturbation of the last four classes run one at a time (they act on the whole
+    /// controller or cluster).
     #[arg(long, default_value = "default", value_name = "CLASSES")]
     pub perturbations: String,
     /// Behaviour trials at once.
@@ -555,6 +557,10 @@ impl MatrixArgs {
             matrix_file: self.matrix_file.clone(),
             select: self.select.select(),
             shards: self.shards.options(),
+            explore: self.explore.map(|budget| crate::explore::Exploring {
+                budget,
+                kinds: self.explore_kinds.clone(),
+            }),
         }
     }
 }
@@ -568,7 +574,7 @@ impl QualifyArgs {
             kubernetes: self.kubernetes.clone(),
             select: self.select.select(),
             shards: self.shards.options(),
-            explore: self.explore.map(|budget| crate::qualify::Exploring {
+            explore: self.explore.map(|budget| crate::explore::Exploring {
                 budget,
                 kinds: self.explore_kinds.clone(),
             }),
@@ -639,6 +645,17 @@ pub struct MatrixArgs {
     pub select: SelectArgs,
     #[command(flatten)]
     pub shards: ShardArgs,
+    /// Also explore every cell for this long each (`20m`; as `harness explore` does, every
+    /// kind unless --explore-kinds), after the cells ran, one cell after another with the same
+    /// seed, so that the same trials run on every cell: each cell's findings go under the
+    /// run's directory (`explore/<cell>/`), into matrix.json and the grid, and are listed
+    /// after it. They are findings to triage and leave the exit code as the results say. Not
+    /// with --shard.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub explore: Option<Duration>,
+    /// The kinds --explore explores (comma-separated; default: every one).
+    #[arg(long = "explore-kinds", value_delimiter = ',', requires = "explore")]
+    pub explore_kinds: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -407,6 +407,26 @@ fn print_cells(report: &crate::matrix::MatrixReport) {
     }
 }
 
+/// The cells' explorations (`matrix --explore`), a line each and a line per finding; empty
+/// when none was made.
+fn explored_cells(report: &crate::matrix::MatrixReport) -> String {
+    let mut out = vec![];
+    for c in &report.cells {
+        let Some(e) = &c.exploration else { continue };
+        out.push(format!(
+            "explored Kubernetes {} x {}: {} trials, {} finding(s) to triage (seed {}; {} in the run's directory)",
+            c.kubernetes,
+            c.controller,
+            e.trials,
+            e.findings.len(),
+            e.seed,
+            e.dir.display()
+        ));
+        out.extend(e.findings.iter().map(|f| format!("FINDING     {f}")));
+    }
+    out.join("\n")
+}
+
 async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
     use crate::matrix::drive::{Driven, drive};
     let local = Provider::Local(provider(None));
@@ -422,6 +442,10 @@ async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
                 );
             }
             print_cells(&report);
+            let explored = explored_cells(&report);
+            if !explored.is_empty() {
+                println!("{explored}");
+            }
             let cells: Vec<(String, &[crate::results::ScenarioResult])> = report
                 .cells
                 .iter()
@@ -437,6 +461,11 @@ async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
                 &cells,
                 Path::new(&report.id),
             ))?;
+            if !explored.is_empty() {
+                crate::report::summary::append(&format!(
+                    "### Explored cells (not judged)\n\n```\n{explored}\n```\n\n"
+                ))?;
+            }
             Ok(exit_code(crate::results::Status::judged(
                 report.cells.iter().flat_map(|c| &c.results),
                 args.select.flakes.fail_on_flaky,

@@ -154,6 +154,36 @@ impl AnyCluster {
         })
     }
 
+    /// Crashes its apiserver and waits until a new one serves (the local provider's: see
+    /// `LocalCluster::restart_apiserver`): how long it took, or `None` when the harness does
+    /// not run this cluster's apiserver and so cannot restart it.
+    pub async fn restart_apiserver(&self) -> anyhow::Result<Option<std::time::Duration>> {
+        Ok(match self {
+            AnyCluster::Local(c) => c.restart_apiserver().await?,
+            _ => None,
+        })
+    }
+
+    /// Makes node `node`'s kubelet go silent until [`resume_node`](Self::resume_node), and
+    /// waits until the node is NotReady (the local provider's kwok nodes: see
+    /// `LocalCluster::silence_node`): how long that took, or `None` when the harness cannot
+    /// silence that node's kubelet.
+    pub async fn silence_node(&self, node: &str) -> anyhow::Result<Option<std::time::Duration>> {
+        Ok(match self {
+            AnyCluster::Local(c) => c.silence_node(node).await?,
+            _ => None,
+        })
+    }
+
+    /// Has a node [`silence_node`](Self::silence_node) silenced report again, and waits until
+    /// it is Ready.
+    pub async fn resume_node(&self, node: &str) -> anyhow::Result<()> {
+        match self {
+            AnyCluster::Local(c) => Ok(c.resume_node(node).await?),
+            _ => Ok(()),
+        }
+    }
+
     /// Copies what logs the provider has into `dest`.
     pub fn export_logs(&self, dest: &Path) -> anyhow::Result<()> {
         match self {

@@ -44,6 +44,9 @@ pub struct Cell<'a> {
     pub client: kube::Client,
     /// The installed controller.
     pub installation: &'a Installation,
+    /// The cluster, for the perturbations that act on it (a node gone NotReady, the apiserver
+    /// restarted); `None` leaves them out.
+    pub cluster: Option<&'a crate::cluster::any::AnyCluster>,
     /// Who owns the namespaces trials make (the cluster's name).
     pub owner: String,
     /// How long a behaviour trial may take to settle.
@@ -53,6 +56,17 @@ pub struct Cell<'a> {
 }
 
 const MANAGER: &str = "harness-explore";
+
+/// What a behaviour trial's perturbations left that its end undoes.
+#[derive(Debug, Default)]
+struct Undo {
+    /// Nodes it cordoned.
+    cordoned: Vec<String>,
+    /// Nodes whose kubelet it silenced.
+    silenced: Vec<String>,
+    /// The resources whose watch events it held or dropped.
+    stale: Vec<String>,
+}
 
 /// The twin's object name in a behaviour trial (the subject's is `x`: their pods' names
 /// must not collide).
@@ -489,9 +503,7 @@ impl Cell<'_> {
         let window = self.installation.window(ns);
         let settings = monitor::Settings::with_liveness(self.settle);
         let watching = monitor::Monitor::start(&self.client, ns, settings);
-        let mut cordoned = vec![];
-        // The resources whose watch events the trial held or dropped: released at its end.
-        let mut stale: Vec<String> = vec![];
+        let mut undo = Undo::default();
         let mut refused = false;
         // What operations, perturbations and convergence act on.
         let ours = Side::new(&self.client, ns, s, name).await?;
@@ -597,9 +609,7 @@ impl Cell<'_> {
                     )
                 }
                 Step::Perturb { perturbation } => {
-                    let r = self
-                        .perturb(&ours, ns, *perturbation, &mut cordoned, &mut stale)
-                        .await;
+                    let r = self.perturb(&ours, ns, *perturbation, &mut undo).await;
                     format!(
                         "{perturbation:?}: {}",
                         r.unwrap_or_else(|e| format!("{e:#}"))
@@ -609,6 +619,20 @@ impl Cell<'_> {
             out.log.push(line);
             if refused {
                 break;
+            }
+        }
+        // A silenced node comes back before the trial settles: it was a transient failure,
+        // which the controller must converge from.
+        if let Some(cluster) = self.cluster {
+            for node in std::mem::take(&mut undo.silenced) {
+                let t = std::time::Instant::now();
+                out.log.push(match cluster.resume_node(&node).await {
+                    Ok(()) => format!(
+                        "the kubelet of {node} reports again: Ready after {:.0} s",
+                        t.elapsed().as_secs_f64()
+                    ),
+                    Err(e) => format!("the kubelet of {node} did not come back: {e:#}"),
+                });
             }
         }
         let mut differences = vec![];
@@ -671,21 +695,7 @@ impl Cell<'_> {
                 });
             }
         }
-        if let Some(proxy) = self.installation.proxy() {
-            for resource in &stale {
-                proxy.release(resource);
-            }
-        }
-        for node in cordoned {
-            let nodes: Api<Node> = Api::all(self.client.clone());
-            let undo = json!({"spec": {"unschedulable": null}});
-            if let Err(e) = nodes
-                .patch(&node, &PatchParams::default(), &Patch::Merge(&undo))
-                .await
-            {
-                tracing::warn!("uncordon {node}: {e}");
-            }
-        }
+        self.undo(undo).await;
         out.end = oracle::EndState {
             admitted: out.answers.iter().map(|a| *a == Answer::Admitted).collect(),
             unsettled: {
@@ -746,13 +756,15 @@ impl Cell<'_> {
             });
         }
         let found = watching.stop().await?;
-        // A trial that takes pods away itself breaks the availability bound by its own hand,
-        // as a catalog scenario that deletes pods declares.
+        // A trial that takes pods away itself (or the node they run on) breaks the
+        // availability bound by its own hand, as a catalog scenario that deletes pods declares.
         let takes_pods = trial.steps.iter().any(|s| {
             matches!(
                 s,
                 Step::Perturb {
-                    perturbation: Perturbation::DeletePod { .. } | Perturbation::EvictPod { .. }
+                    perturbation: Perturbation::DeletePod { .. }
+                        | Perturbation::EvictPod { .. }
+                        | Perturbation::SilenceNode
                 }
             )
         });
@@ -788,13 +800,27 @@ impl Cell<'_> {
             } else {
                 "exited or restarted"
             };
-            out.findings.push(Finding {
-                oracle: Oracle::Health,
-                subject: s.name.to_string(),
-                key: format!("controller {key}"),
-                observed: text,
-                expected: "the controller neither exits, restarts, panics nor is denied".into(),
-            });
+            // A manager that could not renew its leader-election lease while the trial's
+            // apiserver was down exits by design (controller-runtime's "leader election
+            // lost") and is started again: the trial's doing, not the controller's.
+            let restarted_apiserver = trial
+                .perturbations()
+                .any(|p| p == Perturbation::RestartApiserver);
+            if restarted_apiserver
+                && key == "exited or restarted"
+                && text.contains("leader election lost")
+            {
+                out.log
+                    .push("the manager lost its lease while the apiserver was down: exited by design, started again".into());
+            } else {
+                out.findings.push(Finding {
+                    oracle: Oracle::Health,
+                    subject: s.name.to_string(),
+                    key: format!("controller {key}"),
+                    observed: text,
+                    expected: "the controller neither exits, restarts, panics nor is denied".into(),
+                });
+            }
         }
         if !out.findings.is_empty() {
             out.manager_log = self
@@ -1002,13 +1028,81 @@ impl Cell<'_> {
         merge(api, name, &patch).await
     }
 
+    /// Undoes what a trial's perturbations left: releases the manager's held events,
+    /// uncordons the nodes and has silenced kubelets report again (the next trial starts on a
+    /// whole cluster). A failure is logged: what is left shows in the next trials' findings.
+    async fn undo(&self, undo: Undo) {
+        if let Some(proxy) = self.installation.proxy() {
+            for resource in &undo.stale {
+                proxy.release(resource);
+            }
+        }
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        for node in undo.cordoned {
+            let patch = json!({"spec": {"unschedulable": null}});
+            if let Err(e) = nodes
+                .patch(&node, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                tracing::warn!("uncordon {node}: {e}");
+            }
+        }
+        if let Some(cluster) = self.cluster {
+            for node in undo.silenced {
+                if let Err(e) = cluster.resume_node(&node).await {
+                    tracing::warn!("have {node} report again: {e:#}");
+                }
+            }
+        }
+    }
+
+    /// Waits (up to 30 s) until the node controller has marked not ready every live pod of
+    /// the subject (its object's `uid`) on silent node `node`: what it saw.
+    async fn unready_on(
+        &self,
+        ns: &str,
+        uid: &str,
+        s: &Subject,
+        node: &str,
+    ) -> anyhow::Result<String> {
+        let count = || async {
+            let pods = self.pods(ns, uid, s.via).await?;
+            let on: Vec<&Pod> = pods
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+                .collect();
+            let ready = on.iter().filter(|p| monitor::pod_state(p).ready).count();
+            anyhow::Ok((on.len(), ready))
+        };
+        let r = poll(
+            &format!("the pods on {node} marked not ready"),
+            Duration::from_secs(30),
+            Duration::from_millis(500),
+            || async {
+                match count().await {
+                    Ok((_, 0)) => Check::Met,
+                    Ok((n, ready)) => Check::Pending(format!("{ready} of {n} still Ready")),
+                    Err(e) => Check::Pending(format!("{e:#}")),
+                }
+            },
+        )
+        .await;
+        let (n, ready) = count().await?;
+        Ok(match r {
+            Ok(_) => format!("its {n} pod(s) of the subject there marked not ready"),
+            Err(_) => {
+                format!("{ready} of its {n} pod(s) of the subject there still Ready after 30 s")
+            }
+        })
+    }
+
     async fn perturb(
         &self,
         side: &Side,
         ns: &str,
         p: Perturbation,
-        cordoned: &mut Vec<String>,
-        stale: &mut Vec<String>,
+        undo: &mut Undo,
     ) -> anyhow::Result<String> {
         let (s, api, name) = (&side.workload, &side.wapi, side.wname.as_str());
         // What acts on the whole controller first: it needs no pod.
@@ -1047,13 +1141,13 @@ impl Cell<'_> {
             Perturbation::HoldEvents { of, seconds } => {
                 let (proxy, r) = (proxy()?, plural(of).await?);
                 proxy.hold(&r, Duration::from_secs(seconds));
-                stale.push(r.clone());
+                undo.stale.push(r.clone());
                 return Ok(format!("holding the manager's {r} events for {seconds} s"));
             }
             Perturbation::DropEvents { of, seconds } => {
                 let (proxy, r) = (proxy()?, plural(of).await?);
                 proxy.drop_events(&r, Duration::from_secs(seconds));
-                stale.push(r.clone());
+                undo.stale.push(r.clone());
                 tokio::time::sleep(Duration::from_secs(seconds)).await;
                 let dropped = proxy.stats(&r).dropped;
                 proxy.close_watches(&r);
@@ -1067,6 +1161,19 @@ impl Cell<'_> {
                 return Ok(format!("ended the manager's {r} watches"));
             }
             Perturbation::DeleteCopy => return self.delete_copy(api, name).await,
+            Perturbation::RestartApiserver => {
+                let restarted = match self.cluster {
+                    Some(c) => c.restart_apiserver().await?,
+                    None => None,
+                };
+                return Ok(match restarted {
+                    Some(took) => format!(
+                        "killed the apiserver and started it again: serving after {:.1} s",
+                        took.as_secs_f64()
+                    ),
+                    None => "the harness does not run this cell's apiserver: left running".into(),
+                });
+            }
             _ => {}
         }
         let obj = serde_json::to_value(api.get(name).await?)?;
@@ -1131,10 +1238,35 @@ impl Cell<'_> {
                 nodes
                     .patch(&node, &PatchParams::default(), &Patch::Merge(&patch))
                     .await?;
-                cordoned.push(node.clone());
+                undo.cordoned.push(node.clone());
                 Ok(format!("cordoned {node}"))
             }
+            Perturbation::SilenceNode => {
+                let Some(node) = pick(Which::Any).and_then(|p| p.spec.and_then(|s| s.node_name))
+                else {
+                    return Ok("no scheduled pod".into());
+                };
+                if undo.silenced.contains(&node) {
+                    return Ok(format!("{node} is silent already"));
+                }
+                let silenced = match self.cluster {
+                    Some(c) => c.silence_node(&node).await?,
+                    None => None,
+                };
+                Ok(match silenced {
+                    Some(took) => {
+                        undo.silenced.push(node.clone());
+                        let on_node = self.unready_on(ns, uid, s, &node).await?;
+                        format!(
+                            "silenced the kubelet of {node}: NotReady after {:.0} s, {on_node}",
+                            took.as_secs_f64()
+                        )
+                    }
+                    None => format!("the harness cannot silence the kubelet of {node}: left alone"),
+                })
+            }
             Perturbation::RestartManager
+            | Perturbation::RestartApiserver
             | Perturbation::HoldEvents { .. }
             | Perturbation::DropEvents { .. }
             | Perturbation::CloseWatches { .. }

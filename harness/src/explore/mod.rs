@@ -691,6 +691,7 @@ async fn cell<'a>(name: &str, session: &'a Session, settle: Duration) -> anyhow:
             .installation
             .as_ref()
             .context("the controller was not installed")?,
+        cluster: Some(&session.cluster),
         owner: name.to_string(),
         settle,
         made: Default::default(),
@@ -712,7 +713,7 @@ pub async fn explore(
     let t0 = Instant::now();
     // The manager talks through an apiserver proxy when trials make its view stale or crash
     // it right after a write (the proxy tells its writes).
-    let proxy = options.perturbations.iter().any(|c| c.global());
+    let proxy = options.perturbations.iter().any(|c| c.needs_proxy());
     say(format!(
         "bringing up a cell: Kubernetes {}, {}, {}",
         options.kubernetes, options.controller, options.gates
@@ -843,8 +844,9 @@ pub async fn explore(
         let cell = &x.cell;
         let base_name = options.baseline.as_ref().map(ToString::to_string);
         let compared = x.baseline.as_ref().zip(base_name.as_deref());
-        // Trials that act on the whole controller (a restart, a stale view) run alone, after
-        // the others of the batch: every trial running beside one would see it too.
+        // Trials that act on the whole controller or cluster (a restart, a stale view, a node
+        // gone NotReady) run alone, after the others of the batch: every trial running beside
+        // one would see it too.
         let mut outs: Vec<_> = futures::future::join_all(batch.iter().map(|(s, t)| async move {
             match t.global() {
                 true => None,
@@ -879,6 +881,82 @@ pub async fn explore(
     Ok(summary)
 }
 
+/// What `--explore` asks of `matrix` or `qualify`: an exploration beside the run.
+#[derive(Debug, Clone)]
+pub struct Exploring {
+    /// How long each exploration may take, bring-up aside.
+    pub budget: Duration,
+    /// The kinds (empty: every one).
+    pub kinds: Vec<String>,
+}
+
+impl Exploring {
+    /// `harness explore`'s defaults for `controller` on Kubernetes `kubernetes` with `seed`,
+    /// into `dir`, with these kinds and budget.
+    pub fn options(
+        &self,
+        kubernetes: KubeVersion,
+        controller: ControllerRef,
+        seed: u64,
+        dir: PathBuf,
+    ) -> Options {
+        let mut options = Options::new(kubernetes, controller, seed, self.budget, dir);
+        options.kinds = self.kinds.clone();
+        options
+    }
+}
+
+/// An exploration made beside a matrix cell or a qualification: where it wrote, and its
+/// findings a line each (differences to triage, not part of any verdict).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Explored {
+    /// Its directory (`explore.json`, `findings.md`, `report.html`, `findings/`).
+    pub dir: PathBuf,
+    /// Its seed.
+    pub seed: u64,
+    /// Trials run.
+    pub trials: usize,
+    /// Its findings, a line each: oracle, kind, key, how often it reproduced.
+    pub findings: Vec<String>,
+}
+
+/// Explores as `options` say (see [`explore`]) and writes the exploration's `report.html`
+/// beside its findings: what a run that explores beside its cells keeps of it.
+pub async fn explore_into(
+    options: &Options,
+    provider: &Provider,
+    toolchain: &Toolchain,
+    say: &(dyn Fn(String) + Sync),
+) -> anyhow::Result<Explored> {
+    let summary = explore(options, provider, toolchain, say).await?;
+    let page = options.dir.join("report.html");
+    crate::report::atomic_write(
+        &page,
+        crate::report::explore::html(&summary, &options.dir).as_bytes(),
+    )
+    .with_context(|| format!("write {}", page.display()))?;
+    Ok(Explored {
+        dir: options.dir.clone(),
+        seed: options.seed,
+        trials: summary.trials.values().sum(),
+        findings: summary
+            .findings
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {}: {} ({}/{}{})",
+                    r.finding.oracle.short(),
+                    r.finding.subject,
+                    r.finding.key,
+                    r.reproduced,
+                    r.confirm_runs,
+                    if r.stable { "" } else { ", unstable" }
+                )
+            })
+            .collect(),
+    })
+}
+
 /// Reads a summary [`output::write_summary`] wrote.
 pub fn read_summary(dir: &std::path::Path) -> anyhow::Result<Summary> {
     let p = dir.join("explore.json");
@@ -897,7 +975,7 @@ pub async fn replay(
     let r = output::read_finding(dir)?;
     let s = select(std::slice::from_ref(&r.trial.subject))?[0];
     let options = &with_gates_of(options, &[s]);
-    let proxy = r.trial.global();
+    let proxy = r.trial.needs_proxy();
     let (name, session) = start_cell(
         "replay",
         &options.controller,

@@ -288,6 +288,15 @@ fn kubectl_perturb(p: Perturbation, name: &str, deployment: Option<(&str, &str)>
         Perturbation::CloseWatches { of } => format!(
             "echo 'here the manager lost its {of:?} watches (harness explore --replay ends them)'"
         ),
+        // Silencing a kubelet and crashing an apiserver are the cluster's to do: the test says
+        // so and goes on (`harness explore --replay` does them on a local cell).
+        Perturbation::SilenceNode => format!(
+            "echo 'here the kubelet of the node of a pod of {name} went silent until the steps \
+             were done (harness explore --replay silences it)'"
+        ),
+        Perturbation::RestartApiserver => "echo 'here the apiserver crashed and started again \
+             (harness explore --replay restarts it)'"
+            .into(),
     }
 }
 

@@ -261,12 +261,13 @@ impl Subject {
         match p {
             Perturbation::DeletePod { .. }
             | Perturbation::EvictPod { .. }
-            | Perturbation::CordonNode => pods,
+            | Perturbation::CordonNode
+            | Perturbation::SilenceNode => pods,
             Perturbation::DeleteCopy => !pods,
             Perturbation::HoldEvents { of, .. }
             | Perturbation::DropEvents { of, .. }
             | Perturbation::CloseWatches { of } => pods || of == Watched::Own,
-            Perturbation::RestartManager => true,
+            Perturbation::RestartManager | Perturbation::RestartApiserver => true,
         }
     }
 

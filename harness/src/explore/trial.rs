@@ -142,6 +142,13 @@ pub enum Perturbation {
         /// Whose events.
         of: Watched,
     },
+    /// Silence the kubelet of a node a pod of the subject runs on, until the trial's end: the
+    /// node controller marks the node NotReady and its pods not ready, as when a node loses
+    /// power or its network (local clusters' kwok nodes; the step ends once it is NotReady).
+    SilenceNode,
+    /// Crash the apiserver and start it again (local clusters): every client's watches end
+    /// and its requests fail until the new one serves (the step ends once it serves).
+    RestartApiserver,
 }
 
 /// Whose watch events a stale-view perturbation acts on.
@@ -172,6 +179,8 @@ impl Perturbation {
             Perturbation::HoldEvents { .. }
             | Perturbation::DropEvents { .. }
             | Perturbation::CloseWatches { .. } => Class::Watches,
+            Perturbation::SilenceNode => Class::NodeDown,
+            Perturbation::RestartApiserver => Class::Apiserver,
         }
     }
 }
@@ -190,19 +199,36 @@ pub enum Class {
     /// The manager's watch events held, dropped or its watches ended (through the apiserver
     /// proxy).
     Watches,
+    /// A node gone NotReady: its kubelet silent until the trial's end.
+    NodeDown,
+    /// The apiserver crashed and started again.
+    Apiserver,
 }
 
 impl Class {
     /// Every class, in order.
-    pub const ALL: [Class; 4] = [Class::Pods, Class::Nodes, Class::Manager, Class::Watches];
+    pub const ALL: [Class; 6] = [
+        Class::Pods,
+        Class::Nodes,
+        Class::Manager,
+        Class::Watches,
+        Class::NodeDown,
+        Class::Apiserver,
+    ];
     /// The classes a run draws from unless told: those that act on the trial's own objects
     /// (the others act on the whole controller, so their trials run one at a time).
     pub const DEFAULT: [Class; 2] = [Class::Pods, Class::Nodes];
 
-    /// Whether its perturbations act on the whole controller (its trials run alone, and the
-    /// manager talks through the apiserver proxy).
+    /// Whether its perturbations act on the whole controller or the whole cluster (its trials
+    /// run alone).
     pub fn global(self) -> bool {
         self >= Class::Manager
+    }
+
+    /// Whether its perturbations need the manager to talk through the apiserver proxy (which
+    /// tells its writes and holds or drops its watch events).
+    pub fn needs_proxy(self) -> bool {
+        matches!(self, Class::Manager | Class::Watches)
     }
 
     /// Its name on the command line.
@@ -212,6 +238,8 @@ impl Class {
             Class::Nodes => "nodes",
             Class::Manager => "manager",
             Class::Watches => "watches",
+            Class::NodeDown => "node-down",
+            Class::Apiserver => "apiserver",
         }
     }
 
@@ -261,6 +289,8 @@ impl Class {
                     ]
                 })
                 .collect(),
+            Class::NodeDown => vec![Perturbation::SilenceNode],
+            Class::Apiserver => vec![Perturbation::RestartApiserver],
         }
     }
 }
@@ -269,6 +299,12 @@ impl Trial {
     /// Whether a step of it acts on the whole controller ([`Perturbation::global`]).
     pub fn global(&self) -> bool {
         self.perturbations().any(Perturbation::global)
+    }
+
+    /// Whether a step of it needs the manager behind the apiserver proxy
+    /// ([`Class::needs_proxy`]).
+    pub fn needs_proxy(&self) -> bool {
+        self.perturbations().any(|p| p.class().needs_proxy())
     }
 
     /// Its perturbations, in step order.
@@ -563,11 +599,21 @@ mod tests {
         );
         let e = Class::parse_list("pods,clocks").unwrap_err();
         assert!(e.contains("`clocks`") && e.contains("watches"), "{e}");
+        assert_eq!(
+            Class::parse_list("apiserver,node-down").unwrap(),
+            [Class::NodeDown, Class::Apiserver]
+        );
         for c in Class::ALL {
             for p in c.perturbations() {
                 assert_eq!(p.class(), c);
                 assert_eq!(p.global(), !Class::DEFAULT.contains(&c), "{p:?}");
             }
+            // Only what acts on the manager's traffic needs it behind the proxy.
+            assert_eq!(
+                c.needs_proxy(),
+                [Class::Manager, Class::Watches].contains(&c),
+                "{c:?}"
+            );
         }
     }
 

@@ -305,6 +305,8 @@ pub struct Request {
     pub select: Select,
     /// Sharding.
     pub shards: ShardOptions,
+    /// An exploration of every cell to make as well, after the cells ran.
+    pub explore: Option<crate::explore::Exploring>,
 }
 
 impl Request {
@@ -329,6 +331,53 @@ impl Request {
     }
 }
 
+/// Explores every cell of `report` (in `<report dir>/<its id>/`) after it ran, one after
+/// another, each with `harness explore`'s defaults and the same seed (the same trials on every
+/// cell, so that what differs between cells is the cells'), into `explore/<cell>/` beside the
+/// cell's reports; rewrites the matrix's reports with them. A cell whose exploration fails
+/// says so and the others go on.
+async fn explore_cells(
+    e: &crate::explore::Exploring,
+    setup: &Setup,
+    report_dir: &Path,
+    report: &mut MatrixReport,
+    say: &(dyn Fn(String) + Sync),
+) -> anyhow::Result<()> {
+    let dir = report_dir.join(&report.id);
+    let seed = u64::from(rand::random::<u32>());
+    let count = report.cells.len();
+    for (i, cell) in report.cells.iter_mut().enumerate() {
+        let relative = Path::new("explore").join(&cell.dir);
+        let options = e.options(
+            cell.kubernetes,
+            cell.controller.clone(),
+            seed,
+            dir.join(&relative),
+        );
+        say(format!(
+            "exploring cell {}/{count} (Kubernetes {} x {}) for {:?} (seed {seed}; {})",
+            i + 1,
+            cell.kubernetes,
+            cell.controller,
+            e.budget,
+            options.dir.display()
+        ));
+        match crate::explore::explore_into(&options, &setup.provider, &setup.toolchain, say).await {
+            Ok(mut explored) => {
+                // Relative to the matrix directory, as the cell's own reports are.
+                explored.dir = relative;
+                cell.exploration = Some(explored);
+            }
+            Err(e) => say(format!(
+                "Kubernetes {} x {}: the exploration did not run: {e:#}",
+                cell.kubernetes, cell.controller
+            )),
+        }
+    }
+    super::write_matrix(&dir, report)
+        .with_context(|| format!("write matrix.json in {}", dir.display()))
+}
+
 /// What came of a matrix [`Request`].
 #[derive(Debug)]
 pub enum Driven {
@@ -348,9 +397,19 @@ pub async fn drive(
     request: &Request,
     provider: Provider,
     toolchain: Toolchain,
-    say: &dyn Fn(String),
+    say: &(dyn Fn(String) + Sync),
 ) -> anyhow::Result<Driven> {
     let (versions, controllers) = request.grid()?;
+    if let Some(e) = &request.explore {
+        crate::explore::select(&e.kinds)?;
+        if request.shards.shard.is_some() {
+            bail!(
+                "--explore goes with an unsharded matrix: explore a cell on its own with \
+                 `harness explore --controller RELEASE --k8s VERSION --budget DURATION` beside \
+                 the shards"
+            );
+        }
+    }
     let mut setup = Setup::new(&request.select, provider, toolchain, say)?;
     let costs = request.shards.costs()?;
     setup.options.costs = costs.clone();
@@ -366,9 +425,12 @@ pub async fn drive(
         Sharding::Shard(info) => Some(info),
     };
     let sharded = shard.as_ref().map(|s| format!("{}/{}", s.index, s.count));
-    let report = setup
+    let mut report = setup
         .cells(&request.select, versions, controllers, "matrix", shard, say)
         .await?;
+    if let Some(e) = &request.explore {
+        explore_cells(e, &setup, &request.select.report_dir, &mut report, say).await?;
+    }
     Ok(Driven::Ran {
         report: Box::new(report),
         shard: sharded,
@@ -464,6 +526,7 @@ mod tests {
                 report_dir: "reports".into(),
             },
             shards: options(),
+            explore: None,
         };
         let (v, c) = r.grid().unwrap();
         assert_eq!(v.len(), 2);

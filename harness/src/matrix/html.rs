@@ -63,8 +63,18 @@ pub fn matrix_html(r: &MatrixReport) -> String {
                             ))
                         })
                         .collect();
+                    // The cell's exploration (`--explore`): its findings, linked, not judged.
+                    let explored = cell.exploration.as_ref().map_or(String::new(), |e| {
+                        format!(
+                            "<div class=\"explored\"><a href=\"{}/report.html\">explored: {} trials, {} finding(s)</a><ul>{}</ul></div>",
+                            esc(&e.dir.display().to_string()),
+                            e.trials,
+                            e.findings.len(),
+                            e.findings.iter().map(|f| format!("<li>{}</li>", esc(f))).collect::<String>()
+                        )
+                    });
                     grid.push_str(&format!(
-                        "<td class=\"{class}\"><a href=\"{}/report.html\">{}</a><div class=\"mini\">{bar}</div><small>{}</small><ul>{}</ul></td>",
+                        "<td class=\"{class}\"><a href=\"{}/report.html\">{}</a><div class=\"mini\">{bar}</div><small>{}</small><ul>{}</ul>{explored}</td>",
                         esc(&cell.dir),
                         esc(&cell.worst),
                         esc(&counts.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")),
@@ -108,6 +118,12 @@ mod tests {
                 ScenarioResult::fixture("s/b", pass, 1.0, None),
                 ScenarioResult::fixture("s/c", fail, 1.0, Some("x")),
             ],
+            exploration: Some(crate::explore::Explored {
+                dir: "explore/cells/a".into(),
+                seed: 7,
+                trials: 12,
+                findings: vec!["O4 CloneSet: <x> (3/3)".into()],
+            }),
         };
         let page = matrix_html(&MatrixReport {
             id: "m".into(),
@@ -120,6 +136,11 @@ mod tests {
         );
         assert!(
             page.contains("<div class=\"mini\"><span class=\"seg fail\" style=\"flex:1\"></span><span class=\"seg pass\" style=\"flex:2\"></span></div>"),
+            "{page}"
+        );
+        // The exploration beside the cell: linked, its findings listed (escaped).
+        assert!(
+            page.contains("<a href=\"explore/cells/a/report.html\">explored: 12 trials, 1 finding(s)</a><ul><li>O4 CloneSet: &lt;x&gt; (3/3)</li></ul>"),
             "{page}"
         );
     }

@@ -40,6 +40,10 @@ pub struct CellReport {
     pub worst: String,
     /// Results.
     pub results: Vec<ScenarioResult>,
+    /// The exploration of the cell, when one was asked for (`matrix --explore`): findings to
+    /// triage, not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exploration: Option<crate::explore::Explored>,
 }
 
 /// The matrix report (`matrix.json`).
@@ -253,6 +257,7 @@ pub async fn run_matrix(
                         dir: slug,
                         worst: worst(&results),
                         results,
+                        exploration: None,
                     });
                 }
             },
@@ -283,6 +288,7 @@ pub async fn run_matrix(
             dir: slug,
             worst: worst(&results),
             results,
+            exploration: None,
         })
     });
     let mut finished = futures::stream::iter(cells).buffer_unordered(env.cells_parallel.max(1));

@@ -638,6 +638,7 @@ mod tests {
                     dir: format!("k8s-{kubernetes}_{}", controller.slug()),
                     worst: "pass".into(),
                     results: vec![],
+                    exploration: None,
                 }),
                 Unit::Upgrade { .. } => None,
             })

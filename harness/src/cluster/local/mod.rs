@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 
 use self::components::{Binaries, Inputs, Layout, Ports, RealBinaries};
 use self::state::ClusterState;
@@ -214,6 +214,9 @@ pub struct LocalCluster {
     /// False for a cluster taken over with [`LocalProvider::attach`]: dropping it ends only
     /// what this handle started.
     owned: bool,
+    /// What starts kube-apiserver again after [`LocalCluster::restart_apiserver`] killed it
+    /// (none for a cluster taken over with [`LocalProvider::attach`]).
+    apiserver: Option<Supervisor>,
 }
 
 impl LocalProvider {
@@ -336,6 +339,7 @@ impl LocalProvider {
             keep_dir: false,
             done: false,
             owned: true,
+            apiserver: None,
         };
         // From here on, an error drops `cluster`, which tears everything down.
         cluster.save()?;
@@ -404,6 +408,7 @@ impl LocalProvider {
             keep_dir: false,
             done: false,
             owned: false,
+            apiserver: None,
         })
     }
 
@@ -586,7 +591,9 @@ impl BringUp<'_> {
             })
             .await?;
         self.phase("kube-apiserver");
-        cluster.spawn(&components::kube_apiserver(self.inputs))?;
+        // Supervised, so that a perturbation can crash it and have it started again.
+        cluster.apiserver =
+            Some(cluster.spawn_supervised(&components::kube_apiserver(self.inputs))?);
         let client = admin_client(&self.inputs.layout.admin_kubeconfig()).await?;
         cluster.client = Some(client.clone());
         cluster
@@ -972,6 +979,107 @@ impl LocalCluster {
             }
         }
         Ok(())
+    }
+
+    /// Kills kube-apiserver at once (a crash) and starts it again with the same flags, etcd
+    /// and certificates, as a static pod's restart would: every client's watches end and its
+    /// requests fail until the new one serves. Returns once `/readyz` answers again, with how
+    /// long it took; `None` for a cluster taken over with [`LocalProvider::attach`] (this
+    /// handle did not start it, so nothing would start it again).
+    pub async fn restart_apiserver(&self) -> Result<Option<Duration>, LocalError> {
+        let Some(supervisor) = &self.apiserver else {
+            return Ok(None);
+        };
+        let started = Instant::now();
+        supervisor.current().kill();
+        // A killed Go process is a zombie while its other threads exit: started again once
+        // it has been reaped.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while supervisor.revive()?.is_none() {
+            if Instant::now() > deadline {
+                return Err(LocalError::NotReady {
+                    what: "kube-apiserver to end after it was killed".into(),
+                    timeout: Duration::from_secs(10),
+                    last: format!("pid {} still running", supervisor.current().pid),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let client = self.client();
+        self.wait_until(
+            "kube-apiserver /readyz after its restart",
+            Duration::from_secs(120),
+            || {
+                let client = client.clone();
+                async move { get_ok(&client, "/readyz").await }
+            },
+        )
+        .await?;
+        Ok(Some(started.elapsed()))
+    }
+
+    /// Makes node `name`'s kubelet go silent, as a node that lost power or its network: kwok
+    /// stops playing its kubelet (the node loses kwok's label), so its lease is no longer
+    /// renewed and, once the grace period of the node controller of kube-controller-manager
+    /// has passed (50 s by default), that controller marks it NotReady, taints it and marks
+    /// its pods not ready. Returns once the node is NotReady, with how long that took; `None`
+    /// when it is not a kwok node (a real node's kubelet is left alone).
+    /// [`resume_node`](Self::resume_node) brings it back.
+    pub async fn silence_node(&self, name: &str) -> Result<Option<Duration>, LocalError> {
+        let nodes: Api<Node> = Api::all(self.client());
+        let node = nodes
+            .get(name)
+            .await
+            .map_err(LocalError::kube(format!("get node {name}")))?;
+        let (key, value) = components::KWOK_NODE_LABEL;
+        let labels = node.metadata.labels.unwrap_or_default();
+        if labels.get(key).map(String::as_str) != Some(value) {
+            return Ok(None);
+        }
+        let started = Instant::now();
+        let patch = serde_json::json!({"metadata": {"labels": {key: null}}});
+        nodes
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(LocalError::kube(format!(
+                "take kwok's label off node {name}"
+            )))?;
+        let what = format!("node {name} NotReady once its kubelet went silent");
+        let r = wait::until(
+            &nodes,
+            name,
+            &what,
+            Duration::from_secs(150),
+            |node: Option<Node>| {
+                Box::pin(std::future::ready(Check::when(
+                    !node_ready(node.as_ref()),
+                    || "still Ready".into(),
+                )))
+            },
+        )
+        .await;
+        if let Err(e) = r {
+            // Not left silent for the next one.
+            let _ = self.resume_node(name).await;
+            return Err(e.into());
+        }
+        Ok(Some(started.elapsed()))
+    }
+
+    /// Has kwok play node `name`'s kubelet again after [`silence_node`](Self::silence_node):
+    /// returns once the node is Ready.
+    pub async fn resume_node(&self, name: &str) -> Result<(), LocalError> {
+        let nodes: Api<Node> = Api::all(self.client());
+        let (key, value) = components::KWOK_NODE_LABEL;
+        let patch = serde_json::json!({"metadata": {"labels": {key: value}}});
+        nodes
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(LocalError::kube(format!(
+                "put kwok's label back on node {name}"
+            )))?;
+        self.wait_node_ready(&nodes, name, Duration::from_secs(120))
+            .await
     }
 
     /// Waits until `probe` succeeds (asked every 100 ms), failing at once when a component
