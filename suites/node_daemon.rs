@@ -115,19 +115,35 @@ async fn recreate(ctx: Ctx) -> anyhow::Result<()> {
         if next_second > now {
             tokio::time::sleep(std::time::Duration::from_millis((next_second - now) as u64)).await;
         }
-        create(
-            &ctx,
-            json!({
-                "apiVersion": API,
-                "kind": "ContainerRecreateRequest",
-                "metadata": {"name": "recreate-main"},
-                "spec": {
-                    "podName": "app",
-                    "containers": [{"name": "main"}],
-                    "strategy": {"failurePolicy": "Fail", "terminationGracePeriodSeconds": 2},
-                    "activeDeadlineSeconds": 60,
-                },
-            }),
+        let request = json!({
+            "apiVersion": API,
+            "kind": "ContainerRecreateRequest",
+            "metadata": {"name": "recreate-main"},
+            "spec": {
+                "podName": "app",
+                "containers": [{"name": "main"}],
+                "strategy": {"failurePolicy": "Fail", "terminationGracePeriodSeconds": 2},
+                "activeDeadlineSeconds": 60,
+            },
+        });
+        // The webhook reads the pod from the manager's cache, which may not have seen main's
+        // container start yet ("no containerID in main containerStatus, maybe the container
+        // has not been initialized"): the request is made again once it has.
+        crate::scenario::wait::poll(
+            "the webhook to admit the request (its cache to see main started)",
+            ctx.timeouts.converge,
+            std::time::Duration::from_millis(500),
+            || async {
+                match create(&ctx, request.clone()).await {
+                    Ok(_) => Check::Met,
+                    Err(e)
+                        if format!("{e:#}").contains("no containerID in main containerStatus") =>
+                    {
+                        Check::Pending(format!("{e:#}"))
+                    }
+                    Err(e) => Check::Failed(format!("{e:#}")),
+                }
+            },
         )
         .await?;
         wait_object(

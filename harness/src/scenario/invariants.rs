@@ -126,8 +126,8 @@ async fn orphaned(
 /// before the PVC its controller creates for it, and a kubelet's first volume mount of a pod in
 /// a new namespace (any ConfigMap or Secret volume) timing out while the Node authorizer learns
 /// of the pod, or asked before the kubelet's ConfigMap manager has registered the pod (`"kube-root-ca.crt" not registered`),
-/// or a claim the Node authorizer does not yet tie to the pod's node (`no relationship found
-/// between node`; the kubelet retries each), or an exec probe the kubelet started as the
+/// or a claim or a service account token the Node authorizer does not yet tie to the pod's
+/// node (`no relationship found between node`; the kubelet retries each), or an exec probe the kubelet started as the
 /// container's task ended (`no running task found`, or `container is in CONTAINER_EXITED
 /// state` when the runtime saw the exit first; the next probe finds the container's new
 /// state): retried or moot, not a finding.
@@ -144,7 +144,8 @@ pub fn transient(message: &str) -> bool {
             || message
                 .ends_with("failed to sync secret cache: timed out waiting for the condition")
             || message.ends_with("/\"kube-root-ca.crt\" not registered"))
-        || (message.contains("failed to fetch PVC from API server")
+        || ((message.contains("failed to fetch PVC from API server")
+            || message.contains("failed to fetch token:"))
             && message.contains("no relationship found between node"))
         || message.contains(
             "the object has been modified; please apply your changes to the latest version",
@@ -215,6 +216,12 @@ mod tests {
         ));
         assert!(!transient(
             "Readiness probe failed: cat: can't open '/ready'"
+        ));
+        assert!(transient(
+            "MountVolume.SetUp failed for volume \"kube-api-access-wrk8z\" : failed to fetch token: serviceaccounts \"default\" is forbidden: User \"system:node:real-node-0\" cannot create resource \"serviceaccounts/token\" in API group \"\" in the namespace \"h-a\": no relationship found between node 'real-node-0' and this object"
+        ));
+        assert!(!transient(
+            "MountVolume.SetUp failed for volume \"kube-api-access-wrk8z\" : failed to fetch token: serviceaccounts \"default\" is forbidden: User \"system:node:real-node-0\" cannot create resource \"serviceaccounts/token\" in API group \"\" in the namespace \"h-a\""
         ));
         assert!(transient(
             "running Bind plugin \"DefaultBinder\": pods \"united-zone-a-lsbg6-0\" not found"
