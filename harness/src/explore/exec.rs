@@ -66,6 +66,9 @@ struct Undo {
     silenced: Vec<String>,
     /// The resources whose watch events it held or dropped.
     stale: Vec<String>,
+    /// A window of the controller's logs opening once an apiserver the trial restarted served
+    /// again.
+    served: Option<crate::controller::Window>,
 }
 
 /// The twin's object name in a behaviour trial (the subject's is `x`: their pods' names
@@ -695,6 +698,7 @@ impl Cell<'_> {
                 });
             }
         }
+        let served = undo.served.take();
         self.undo(undo).await;
         out.end = oracle::EndState {
             admitted: out.answers.iter().map(|a| *a == Answer::Admitted).collect(),
@@ -806,12 +810,23 @@ impl Cell<'_> {
             let restarted_apiserver = trial
                 .perturbations()
                 .any(|p| p == Perturbation::RestartApiserver);
+            // And a new apiserver denies requests until its authorizer has read the roles and
+            // bindings: RBAC denials are judged from when it served again.
+            let denied_meanwhile = key == "denied by its RBAC"
+                && match &served {
+                    Some(w) => self.installation.check(w).await.is_ok(),
+                    None => false,
+                };
             if restarted_apiserver
                 && key == "exited or restarted"
                 && text.contains("leader election lost")
             {
                 out.log
                     .push("the manager lost its lease while the apiserver was down: exited by design, started again".into());
+            } else if denied_meanwhile {
+                out.log.push(format!(
+                    "the manager was denied while the restarted apiserver had not read its roles yet (none since it served): {text}"
+                ));
             } else {
                 out.findings.push(Finding {
                     oracle: Oracle::Health,
@@ -1166,6 +1181,9 @@ impl Cell<'_> {
                     Some(c) => c.restart_apiserver().await?,
                     None => None,
                 };
+                if restarted.is_some() {
+                    undo.served = Some(self.installation.window(ns));
+                }
                 return Ok(match restarted {
                     Some(took) => format!(
                         "killed the apiserver and started it again: serving after {:.1} s",
@@ -1242,9 +1260,31 @@ impl Cell<'_> {
                 Ok(format!("cordoned {node}"))
             }
             Perturbation::SilenceNode => {
-                let Some(node) = pick(Which::Any).and_then(|p| p.spec.and_then(|s| s.node_name))
-                else {
-                    return Ok("no scheduled pod".into());
+                // A node to take away is one a pod of the subject runs on: waited for (30 s) when
+                // none is scheduled yet (the step right after a create).
+                let mut node = pick(Which::Any).and_then(|p| p.spec.and_then(|s| s.node_name));
+                if node.is_none() {
+                    let found = std::sync::Mutex::new(None);
+                    let _ = poll(
+                        "a pod of the subject scheduled",
+                        Duration::from_secs(30),
+                        Duration::from_millis(500),
+                        || async {
+                            let pods = self.pods(ns, uid, s.via).await.unwrap_or_default();
+                            let on = pods.into_iter().find_map(|p| {
+                                p.metadata.deletion_timestamp.is_none().then_some(())?;
+                                p.spec.and_then(|s| s.node_name)
+                            });
+                            let met = on.is_some();
+                            *found.lock().expect("not poisoned") = on;
+                            Check::when(met, || "none scheduled".into())
+                        },
+                    )
+                    .await;
+                    node = found.into_inner().expect("not poisoned");
+                }
+                let Some(node) = node else {
+                    return Ok("no pod scheduled within 30 s".into());
                 };
                 if undo.silenced.contains(&node) {
                     return Ok(format!("{node} is silent already"));

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use futures::TryStreamExt;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{
     HostPathVolumeSource, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, ObjectReference,
     PersistentVolume, PersistentVolumeClaim, PersistentVolumeSpec, VolumeNodeAffinity,
@@ -250,7 +250,9 @@ pub fn should_delete(pv: &PersistentVolume) -> bool {
     ours && released && delete && pv.metadata.deletion_timestamp.is_none()
 }
 
-/// Runs the provisioner until the API goes away or an unrecoverable error occurs.
+/// Runs the provisioner until it is ended. A watch that fails (the apiserver restarting, or
+/// gone for a while) is retried with backoff, and a claim or volume it could not act on is
+/// logged and met again at its next event or relist, as an informer-based controller does.
 pub async fn run(client: kube::Client, volumes: std::path::PathBuf) -> anyhow::Result<()> {
     let pvcs: Api<PersistentVolumeClaim> = Api::all(client.clone());
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
@@ -262,56 +264,31 @@ pub async fn run(client: kube::Client, volumes: std::path::PathBuf) -> anyhow::R
         watcher(pvcs.clone(), watcher::Config::default())
             .default_backoff()
             .applied_objects()
-            .map_err(anyhow::Error::from)
-            .try_for_each(move |pvc| {
-                let pvs = pvs.clone();
-                let pvcs = pvcs.clone();
-                let classes = classes.clone();
-                let volumes = volumes.clone();
+            .for_each(move |pvc| {
+                let (pvs, pvcs, classes, volumes) =
+                    (pvs.clone(), pvcs.clone(), classes.clone(), volumes.clone());
                 async move {
-                    if !ours(&pvc) {
-                        return Ok(());
-                    }
-                    let class_name = pvc
-                        .spec
-                        .as_ref()
-                        .and_then(|s| s.storage_class_name.clone())
-                        .unwrap_or_default();
-                    let Some(class) = classes.get_opt(&class_name).await? else {
-                        return Ok(());
-                    };
-                    if let Some(pv) = volume_for(&pvc, &class, &volumes) {
-                        match pvs.create(&PostParams::default(), &pv).await {
-                            Ok(_) => tracing::info!(
-                                pv = pv.metadata.name.as_deref(),
-                                claim = pvc.metadata.name.as_deref(),
-                                "provisioned"
-                            ),
-                            Err(kube::Error::Api(e)) if e.code == 409 => {}
-                            Err(e) => tracing::warn!(error = %e, "create PV"),
+                    match pvc {
+                        Ok(pvc) => {
+                            if let Err(e) = provision(&pvs, &pvcs, &classes, &volumes, &pvc).await {
+                                tracing::warn!(error = %e, claim = pvc.metadata.name.as_deref(), "provision");
+                            }
                         }
+                        Err(e) => tracing::warn!(error = %e, "watch claims (retried)"),
                     }
-                    if let Some(size) = expansion_for(&pvc, &class) {
-                        match expand(&pvcs, &pvs, &pvc, &size).await {
-                            Ok(()) => tracing::info!(
-                                claim = pvc.metadata.name.as_deref(),
-                                size = size.0,
-                                "expanded"
-                            ),
-                            Err(e) => tracing::warn!(error = %e, "expand volume"),
-                        }
-                    }
-                    Ok(())
                 }
             })
     };
     let reclaim = watcher(pvs.clone(), watcher::Config::default())
         .default_backoff()
         .applied_objects()
-        .map_err(anyhow::Error::from)
-        .try_for_each(move |pv| {
+        .for_each(move |pv| {
             let pvs = pvs.clone();
             async move {
+                let pv = match pv {
+                    Ok(pv) => pv,
+                    Err(e) => return tracing::warn!(error = %e, "watch volumes (retried)"),
+                };
                 if should_delete(&pv) {
                     let name = pv.metadata.name.clone().unwrap_or_default();
                     match pvs.delete(&name, &DeleteParams::default()).await {
@@ -320,10 +297,53 @@ pub async fn run(client: kube::Client, volumes: std::path::PathBuf) -> anyhow::R
                         Err(e) => tracing::warn!(error = %e, "delete PV"),
                     }
                 }
-                Ok(())
             }
         });
-    futures::future::try_join(provision, reclaim).await?;
+    futures::future::join(provision, reclaim).await;
+    Ok(())
+}
+
+/// Makes the volume claim `pvc` of one of its classes asks for, and grows the volume of one
+/// whose request grew.
+async fn provision(
+    pvs: &Api<PersistentVolume>,
+    pvcs: &Api<PersistentVolumeClaim>,
+    classes: &Api<StorageClass>,
+    volumes: &std::path::Path,
+    pvc: &PersistentVolumeClaim,
+) -> anyhow::Result<()> {
+    if !ours(pvc) {
+        return Ok(());
+    }
+    let class_name = pvc
+        .spec
+        .as_ref()
+        .and_then(|s| s.storage_class_name.clone())
+        .unwrap_or_default();
+    let Some(class) = classes.get_opt(&class_name).await? else {
+        return Ok(());
+    };
+    if let Some(pv) = volume_for(pvc, &class, volumes) {
+        match pvs.create(&PostParams::default(), &pv).await {
+            Ok(_) => tracing::info!(
+                pv = pv.metadata.name.as_deref(),
+                claim = pvc.metadata.name.as_deref(),
+                "provisioned"
+            ),
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => tracing::warn!(error = %e, "create PV"),
+        }
+    }
+    if let Some(size) = expansion_for(pvc, &class) {
+        match expand(pvcs, pvs, pvc, &size).await {
+            Ok(()) => tracing::info!(
+                claim = pvc.metadata.name.as_deref(),
+                size = size.0,
+                "expanded"
+            ),
+            Err(e) => tracing::warn!(error = %e, "expand volume"),
+        }
+    }
     Ok(())
 }
 
