@@ -344,11 +344,15 @@ pub fn by_own_policy(subject: &Subject, name: &str, message: &str) -> bool {
 }
 
 /// Whether an event's message carries the API's refusal of an object's content (`is
-/// invalid:`, or `is forbidden:` for another cause than its namespace being deleted).
+/// invalid:`, or `is forbidden:` for another cause than its namespace: being deleted, or so
+/// new that its default service account is not there yet, which the ServiceAccount admission
+/// plugin waits for and the controller's retry meets).
 fn refusal(message: &str) -> bool {
     message.contains(" is invalid: ")
         || (message.contains(" is forbidden: ")
-            && !message.contains("because it is being terminated"))
+            && !message.contains("because it is being terminated")
+            && !(message.contains("error looking up service account")
+                && message.contains("/default: serviceaccount \"default\" not found")))
 }
 
 /// The writes the controller made that the API refused for their content, once each, settled
@@ -854,7 +858,8 @@ mod tests {
     }
 
     #[test]
-    fn a_write_the_api_refuses_is_a_finding_once_and_a_deleted_namespace_is_not_a_refusal() {
+    fn a_write_the_api_refuses_is_a_finding_once_and_a_namespace_deleted_or_too_new_is_not_a_refusal()
+     {
         let cs = cloneset();
         let ev = |kind: &str, reason: &str, m: &str| {
             (kind.to_string(), reason.to_string(), 1, m.to_string())
@@ -874,6 +879,11 @@ mod tests {
                 "CloneSet",
                 "FailedUpdate",
                 "pods \"x-1\" is forbidden: unable to create new content in namespace n because it is being terminated",
+            ),
+            ev(
+                "CloneSet",
+                "FailedCreate",
+                "failed to create pod: pods \"x-3\" is forbidden: error looking up service account n/default: serviceaccount \"default\" not found",
             ),
             ev("CloneSet", "FailedDelete", "the object has been modified"),
             ev("Pod", "FailedMount", "pods \"x-1\" is invalid: something"),
