@@ -797,9 +797,16 @@ impl Cell<'_> {
         let restarted = trial
             .perturbations()
             .any(|p| p == Perturbation::RestartApiserver);
+        // While a node is down, a pod there that the controller deletes stays terminating
+        // until its kubelet confirms (a StatefulSet waits for it, by design): no progress
+        // then is the node's, and convergence is judged once it is back (O2).
+        let node_down = trial
+            .perturbations()
+            .any(|p| p == Perturbation::SilenceNode);
         for v in found {
             if v.rule == monitor::rules::FAILED_CREATE
                 || (takes_pods && v.rule == monitor::rules::MAX_UNAVAILABLE)
+                || (node_down && v.rule == monitor::rules::LIVENESS)
                 || (restarted && v.rule == monitor::rules::COUNTERS)
                 || of_twin(&v.object)
             {
