@@ -376,7 +376,7 @@ async fn explore_candidate(
         e.budget,
         options.dir.display()
     ));
-    crate::explore::explore_into(&options, &setup.provider, &setup.toolchain, say).await
+    crate::matrix::drive::explore_into(&options, &setup.provider, &setup.toolchain, say).await
 }
 
 /// What merging shards made.

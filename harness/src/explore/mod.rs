@@ -920,43 +920,6 @@ pub struct Explored {
     pub findings: Vec<String>,
 }
 
-/// Explores as `options` say (see [`explore`]) and writes the exploration's `report.html`
-/// beside its findings: what a run that explores beside its cells keeps of it.
-pub async fn explore_into(
-    options: &Options,
-    provider: &Provider,
-    toolchain: &Toolchain,
-    say: &(dyn Fn(String) + Sync),
-) -> anyhow::Result<Explored> {
-    let summary = explore(options, provider, toolchain, say).await?;
-    let page = options.dir.join("report.html");
-    crate::report::atomic_write(
-        &page,
-        crate::report::explore::html(&summary, &options.dir).as_bytes(),
-    )
-    .with_context(|| format!("write {}", page.display()))?;
-    Ok(Explored {
-        dir: options.dir.clone(),
-        seed: options.seed,
-        trials: summary.trials.values().sum(),
-        findings: summary
-            .findings
-            .iter()
-            .map(|r| {
-                format!(
-                    "{} {}: {} ({}/{}{})",
-                    r.finding.oracle.short(),
-                    r.finding.subject,
-                    r.finding.key,
-                    r.reproduced,
-                    r.confirm_runs,
-                    if r.stable { "" } else { ", unstable" }
-                )
-            })
-            .collect(),
-    })
-}
-
 /// Reads a summary [`output::write_summary`] wrote.
 pub fn read_summary(dir: &std::path::Path) -> anyhow::Result<Summary> {
     let p = dir.join("explore.json");

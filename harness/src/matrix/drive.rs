@@ -362,7 +362,7 @@ async fn explore_cells(
             e.budget,
             options.dir.display()
         ));
-        match crate::explore::explore_into(&options, &setup.provider, &setup.toolchain, say).await {
+        match explore_into(&options, &setup.provider, &setup.toolchain, say).await {
             Ok(mut explored) => {
                 // Relative to the matrix directory, as the cell's own reports are.
                 explored.dir = relative;
@@ -376,6 +376,43 @@ async fn explore_cells(
     }
     super::write_matrix(&dir, report)
         .with_context(|| format!("write matrix.json in {}", dir.display()))
+}
+
+/// Explores as `options` say (see [`crate::explore::explore`]) and writes the exploration's `report.html`
+/// beside its findings: what a run that explores beside its cells keeps of it.
+pub async fn explore_into(
+    options: &crate::explore::Options,
+    provider: &Provider,
+    toolchain: &Toolchain,
+    say: &(dyn Fn(String) + Sync),
+) -> anyhow::Result<crate::explore::Explored> {
+    let summary = crate::explore::explore(options, provider, toolchain, say).await?;
+    let page = options.dir.join("report.html");
+    crate::report::atomic_write(
+        &page,
+        crate::report::explore::html(&summary, &options.dir).as_bytes(),
+    )
+    .with_context(|| format!("write {}", page.display()))?;
+    Ok(crate::explore::Explored {
+        dir: options.dir.clone(),
+        seed: options.seed,
+        trials: summary.trials.values().sum(),
+        findings: summary
+            .findings
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {}: {} ({}/{}{})",
+                    r.finding.oracle.short(),
+                    r.finding.subject,
+                    r.finding.key,
+                    r.reproduced,
+                    r.confirm_runs,
+                    if r.stable { "" } else { ", unstable" }
+                )
+            })
+            .collect(),
+    })
 }
 
 /// What came of a matrix [`Request`].
