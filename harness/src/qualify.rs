@@ -113,15 +113,7 @@ impl Qualification {
             self.infra_errors.len()
         ));
         if let Some(e) = &self.exploration {
-            out.push(format!(
-                "explored {candidate} against {baseline}: {} trials, {} finding(s) to triage \
-                 (seed {}; {})",
-                e.trials,
-                e.findings.len(),
-                e.seed,
-                e.dir.display()
-            ));
-            out.extend(e.findings.iter().map(|f| format!("FINDING     {f}")));
+            out.extend(e.lines(&format!("{candidate} against {baseline}")));
         }
         out.join("\n")
     }

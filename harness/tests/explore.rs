@@ -182,7 +182,6 @@ async fn cell_session(
 /// the trial made is not taken for the controller's own exit (O6).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trial_crashes_the_manager_after_a_write_and_makes_its_view_stale() {
-    use harness::explore::exec::Cell;
     use harness::explore::trial::{Fields, Mode, Op, Perturbation, Step, Trial, Watched};
 
     let (_root, session) = cell_session("stale", Default::default(), true).await;
@@ -190,15 +189,9 @@ async fn a_trial_crashes_the_manager_after_a_write_and_makes_its_view_stale() {
     let proxy = installation
         .proxy()
         .expect("the manager talks through the proxy");
-    let cell = Cell {
-        client: session.cluster.client().await.unwrap(),
-        installation,
-        cluster: Some(&session.cluster),
-        owner: "stale".into(),
-        settle: std::time::Duration::from_secs(90),
-        made: Default::default(),
-    };
-    cell.prepare().await.unwrap();
+    let cell = harness::explore::cell("stale", &session, std::time::Duration::from_secs(90))
+        .await
+        .unwrap();
     let subject = harness::explore::select(&["CloneSet".to_string()]).unwrap()[0];
     let trial = Trial {
         subject: "CloneSet".into(),
@@ -272,7 +265,6 @@ async fn a_trial_crashes_the_manager_after_a_write_and_makes_its_view_stale() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trial_takes_a_node_away_and_crashes_the_apiserver() {
     use harness::cluster::any::AnyCluster;
-    use harness::explore::exec::Cell;
     use harness::explore::trial::{Fields, Mode, Op, Perturbation, Step, Trial};
 
     let (_root, session) = cell_session("outage", Default::default(), false).await;
@@ -290,15 +282,9 @@ async fn a_trial_takes_a_node_away_and_crashes_the_apiserver() {
     let state_file = local.layout().state();
     let before =
         apiserver(&harness::cluster::local::state::ClusterState::load(&state_file).unwrap());
-    let cell = Cell {
-        client: session.cluster.client().await.unwrap(),
-        installation: session.installation.as_ref().unwrap(),
-        cluster: Some(&session.cluster),
-        owner: "outage".into(),
-        settle: std::time::Duration::from_secs(90),
-        made: Default::default(),
-    };
-    cell.prepare().await.unwrap();
+    let cell = harness::explore::cell("outage", &session, std::time::Duration::from_secs(90))
+        .await
+        .unwrap();
     let subject = harness::explore::select(&["CloneSet".to_string()]).unwrap()[0];
     let trial = Trial {
         subject: "CloneSet".into(),
@@ -363,7 +349,6 @@ async fn a_trial_takes_a_node_away_and_crashes_the_apiserver() {
 /// namespace the trial added goes with the trial.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copying_kind_follows_its_targets_and_makes_a_deleted_copy_again() {
-    use harness::explore::exec::Cell;
     use harness::explore::subject::{NAMESPACE, TRIAL_LABEL};
     use harness::explore::trial::{Fields, Mode, Op, Perturbation, Step, Trial};
     use k8s_openapi::api::core::v1::Namespace;
@@ -375,15 +360,9 @@ async fn a_copying_kind_follows_its_targets_and_makes_a_deleted_copy_again() {
         .map(|g| (g.to_string(), true))
         .collect();
     let (_root, session) = cell_session("copies", gates, false).await;
-    let cell = Cell {
-        client: session.cluster.client().await.unwrap(),
-        installation: session.installation.as_ref().unwrap(),
-        cluster: Some(&session.cluster),
-        owner: "copies".into(),
-        settle: std::time::Duration::from_secs(60),
-        made: Default::default(),
-    };
-    cell.prepare().await.unwrap();
+    let cell = harness::explore::cell("copies", &session, std::time::Duration::from_secs(60))
+        .await
+        .unwrap();
     let by_label = serde_json::json!({"matchLabels": {TRIAL_LABEL: NAMESPACE}});
     let trial = Trial {
         subject: subject.name.into(),

@@ -377,7 +377,7 @@ fn qualifying_the_fixed_release_reports_fixes_and_no_regression() {
 
 #[test]
 fn explore_goes_with_an_unsharded_run_and_known_kinds() {
-    let base = [
+    let qualify: &[&str] = &[
         "qualify",
         "--candidate",
         "openkruise@v1.9.0",
@@ -386,44 +386,25 @@ fn explore_goes_with_an_unsharded_run_and_known_kinds() {
         "--labels",
         "seed",
     ];
-    let (code, _, err) = plan_only(&[&base[..], &["--explore", "1m", "--shard", "1/2"]].concat());
-    assert_eq!(code, Some(1), "{err}");
-    assert!(
-        err.contains("--explore goes with an unsharded qualification"),
-        "{err}"
-    );
-    let (code, _, err) = plan_only(
-        &[
-            &base[..],
-            &["--explore", "1m", "--explore-kinds", "Nothing"],
-        ]
-        .concat(),
-    );
-    assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("no kind `Nothing`"), "{err}");
-    // The same for a matrix.
-    let matrix = [
+    let matrix: &[&str] = &[
         "matrix",
         "--k8s",
         "1.32",
         "--controller",
         "openkruise@v1.9.0",
     ];
-    let (code, _, err) = plan_only(&[&matrix[..], &["--explore", "1m", "--shard", "1/2"]].concat());
-    assert_eq!(code, Some(1), "{err}");
-    assert!(
-        err.contains("--explore goes with an unsharded matrix"),
-        "{err}"
-    );
-    let (code, _, err) = plan_only(
-        &[
-            &matrix[..],
-            &["--explore", "1m", "--explore-kinds", "Nothing"],
-        ]
-        .concat(),
-    );
-    assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("no kind `Nothing`"), "{err}");
+    for (base, run) in [(qualify, "qualification"), (matrix, "matrix")] {
+        let (code, _, err) = plan_only(&[base, &["--explore", "1m", "--shard", "1/2"]].concat());
+        assert_eq!(code, Some(1), "{err}");
+        assert!(
+            err.contains(&format!("--explore goes with an unsharded {run}")),
+            "{err}"
+        );
+        let kinds = ["--explore", "1m", "--explore-kinds", "Nothing"];
+        let (code, _, err) = plan_only(&[base, &kinds[..]].concat());
+        assert_eq!(code, Some(1), "{err}");
+        assert!(err.contains("no kind `Nothing`"), "{err}");
+    }
 }
 
 #[test]

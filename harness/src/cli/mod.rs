@@ -412,17 +412,9 @@ fn print_cells(report: &crate::matrix::MatrixReport) {
 fn explored_cells(report: &crate::matrix::MatrixReport) -> String {
     let mut out = vec![];
     for c in &report.cells {
-        let Some(e) = &c.exploration else { continue };
-        out.push(format!(
-            "explored Kubernetes {} x {}: {} trials, {} finding(s) to triage (seed {}; {} in the run's directory)",
-            c.kubernetes,
-            c.controller,
-            e.trials,
-            e.findings.len(),
-            e.seed,
-            e.dir.display()
-        ));
-        out.extend(e.findings.iter().map(|f| format!("FINDING     {f}")));
+        if let Some(e) = &c.exploration {
+            out.extend(e.lines(&format!("Kubernetes {} x {}", c.kubernetes, c.controller)));
+        }
     }
     out.join("\n")
 }

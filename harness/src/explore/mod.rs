@@ -683,8 +683,12 @@ async fn start_cell(
     Ok((name, session))
 }
 
-/// The cell trials run on in the session `name` [`start_cell`] made, prepared.
-async fn cell<'a>(name: &str, session: &'a Session, settle: Duration) -> anyhow::Result<Cell<'a>> {
+/// The cell trials run on in `session` (cluster `name`, made by `start_cell` or a test), prepared.
+pub async fn cell<'a>(
+    name: &str,
+    session: &'a Session,
+    settle: Duration,
+) -> anyhow::Result<Cell<'a>> {
     let cell = Cell {
         client: session.cluster.client().await?,
         installation: session
@@ -918,6 +922,22 @@ pub struct Explored {
     pub trials: usize,
     /// Its findings, a line each: oracle, kind, key, how often it reproduced.
     pub findings: Vec<String>,
+}
+
+impl Explored {
+    /// What a person reads of it after a run: `explored <what>: ...` with its counts, seed and
+    /// directory, then a `FINDING` line per finding.
+    pub fn lines(&self, what: &str) -> Vec<String> {
+        let mut out = vec![format!(
+            "explored {what}: {} trials, {} finding(s) to triage (seed {}; {})",
+            self.trials,
+            self.findings.len(),
+            self.seed,
+            self.dir.display()
+        )];
+        out.extend(self.findings.iter().map(|f| format!("FINDING     {f}")));
+        out
+    }
 }
 
 /// Reads a summary [`output::write_summary`] wrote.

@@ -1037,13 +1037,7 @@ impl LocalCluster {
             return Ok(None);
         }
         let started = Instant::now();
-        let patch = serde_json::json!({"metadata": {"labels": {key: null}}});
-        nodes
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map_err(LocalError::kube(format!(
-                "take kwok's label off node {name}"
-            )))?;
+        self.kwok_label(name, false).await?;
         let what = format!("node {name} NotReady once its kubelet went silent");
         let r = wait::until(
             &nodes,
@@ -1069,17 +1063,24 @@ impl LocalCluster {
     /// Has kwok play node `name`'s kubelet again after [`silence_node`](Self::silence_node):
     /// returns once the node is Ready.
     pub async fn resume_node(&self, name: &str) -> Result<(), LocalError> {
+        self.kwok_label(name, true).await?;
         let nodes: Api<Node> = Api::all(self.client());
+        self.wait_node_ready(&nodes, name, Duration::from_secs(120))
+            .await
+    }
+
+    /// Puts kwok's label on node `name` (kwok plays its kubelet), or takes it off.
+    async fn kwok_label(&self, name: &str, on: bool) -> Result<(), LocalError> {
         let (key, value) = components::KWOK_NODE_LABEL;
-        let patch = serde_json::json!({"metadata": {"labels": {key: value}}});
+        let patch = serde_json::json!({"metadata": {"labels": {key: on.then_some(value)}}});
+        let nodes: Api<Node> = Api::all(self.client());
         nodes
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
+            .map(|_| ())
             .map_err(LocalError::kube(format!(
-                "put kwok's label back on node {name}"
-            )))?;
-        self.wait_node_ready(&nodes, name, Duration::from_secs(120))
-            .await
+                "set kwok's label on node {name} to {on}"
+            )))
     }
 
     /// Waits until `probe` succeeds (asked every 100 ms), failing at once when a component
