@@ -277,3 +277,63 @@ fn the_existing_provider_runs_the_seeds_on_a_kind_cluster_and_deletes_only_its_n
     let left = left_in(state.path());
     assert!(left.is_empty(), "left behind: {left:#?}");
 }
+
+/// The upstream suite's kind-only spec on kind: it stops two worker node containers with
+/// `docker stop` on the host (the daemon the nodes run in, a private one here), waits for them
+/// to turn NotReady, rolls a DaemonSet out past them, starts them again and waits for every
+/// node and pod to be Ready. It passes, and the run leaves nothing behind.
+#[test]
+#[ignore = "nightly tier: a kind cluster on the offline node image and a node-stopping spec, minutes on two cores"]
+fn the_upstream_suite_s_kind_only_spec_stops_and_starts_kind_s_nodes_and_passes() {
+    if !common::private_docker_possible() {
+        return;
+    }
+    const SPEC: &str = "should ignore not ready nodes during rolling update";
+    let (outcomes, code, left) = upstream_on_kind(SPEC);
+    let ran: Vec<_> = outcomes.iter().filter(|(k, _)| k.contains(SPEC)).collect();
+    assert_eq!(ran.len(), 1, "the spec ran once: {outcomes:#?}");
+    assert_eq!(ran[0].1, "pass", "{outcomes:#?}");
+    assert_eq!(code, Some(0), "{outcomes:#?}");
+    assert!(left.is_empty(), "left behind: {left:#?}");
+}
+
+/// `harness run --provider kind --kind-offline --upstream-e2e --focus <focus>` with its own
+/// state directory: each result's outcome, the exit code, and what is left after it.
+fn upstream_on_kind(focus: &str) -> (BTreeMap<String, String>, Option<i32>, Vec<String>) {
+    let reports = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args([
+            "run",
+            "--provider",
+            "kind",
+            "--kind-offline",
+            "--upstream-e2e",
+        ])
+        .args(["--focus", focus, "--report-dir"])
+        .arg(reports.path())
+        .env("HARNESS_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(
+        &std::fs::read(reports.path().join("latest").join("report.json")).unwrap(),
+    )
+    .unwrap();
+    let outcomes = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["scenario"].as_str().unwrap().to_string(),
+                r["outcome"]["kind"]
+                    .as_str()
+                    .or(r["outcome"]["result"].as_str())
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    (outcomes, out.status.code(), left_in(state.path()))
+}

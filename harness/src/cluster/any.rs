@@ -126,6 +126,15 @@ impl AnyCluster {
         }
     }
 
+    /// The environment a `docker` command on the host needs to reach its nodes' containers
+    /// (kind's: `DOCKER_HOST` of the daemon they run in); empty for the other providers.
+    pub fn docker_env(&self) -> Vec<(String, String)> {
+        match self {
+            AnyCluster::Kind(c) => c.docker_env(),
+            _ => vec![],
+        }
+    }
+
     /// Whether its nodes pull every image from a registry of the harness's and nothing else
     /// (kind's, on the node image the harness assembles): what runs there is pushed first.
     pub fn pulls_only_from_harness(&self) -> bool {

@@ -636,6 +636,7 @@ async fn run_upstream_on(
             .path("kubectl");
         let kubectl_dir = kubectl.parent().unwrap_or(Path::new("/")).to_path_buf();
         let kubeconfig = cell.cluster.lock().await.kubeconfig().to_path_buf();
+        let docker_env = cell.cluster.lock().await.docker_env();
         // The suite's specs pull images onto the nodes as soon as they start.
         cell.installation
             .read()
@@ -681,6 +682,7 @@ async fn run_upstream_on(
             &runnable,
             &kubeconfig,
             &kubectl_dir,
+            &docker_env,
             &work,
         )
         .await?;

@@ -524,14 +524,16 @@ pub fn area_table(results: &[ScenarioResult], areas: &BTreeMap<String, String>) 
 }
 
 /// Runs the suite `binary` against the cluster of `kubeconfig`, with `kubectl_dir` first on
-/// `PATH`, its output in `log`; returns the JSON report's text. The suite failing is no error
-/// (its specs say so); no report is.
+/// `PATH` and `env` set (the `docker` environment of kind's node containers, which a spec
+/// stops and starts), its output in `log`; returns the JSON report's text. The suite failing
+/// is no error (its specs say so); no report is.
 pub async fn run(
     binary: &Path,
     ginkgo: Option<&Path>,
     suite: &UpstreamSuite,
     kubeconfig: &Path,
     kubectl_dir: &Path,
+    env: &[(String, String)],
     work: &Path,
 ) -> anyhow::Result<String> {
     use anyhow::Context;
@@ -564,6 +566,7 @@ pub async fn run(
         }
     };
     let mut child = command
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .env("KUBECONFIG", kubeconfig)
         .env("PATH", path)
         .current_dir(work)

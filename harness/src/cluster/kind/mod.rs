@@ -1052,6 +1052,12 @@ impl KindCluster {
         &self.plan
     }
 
+    /// The environment a `docker` command needs to reach the daemon the cluster's nodes run
+    /// in (`DOCKER_HOST` of a private daemon; nothing for the user's default one).
+    pub fn docker_env(&self) -> Vec<(String, String)> {
+        self.provider.env()
+    }
+
     /// Loads an image archive (docker or OCI) into every node, as `kind load image-archive`.
     pub fn load_image_archive(&self, archive: &Path) -> Result<(), KindError> {
         let cmd = CommandLine {
