@@ -675,7 +675,11 @@ fn apply_knob(pair: Pair, side: Side, k: &Knob, obj: &mut Value, index: usize) -
             );
         }
         Knob::HostPort if pair.converges() => {
-            let port = 20000 + 2 * index as i64 + i64::from(side == Side::Native);
+            // Host ports are the node's, shared by every scenario running at once: one of
+            // its own for each pair, case and side (a DaemonSet's pod takes its port on
+            // every node, and a pod of another pair asking for the same one never schedules).
+            let port =
+                20000 + 200 * pair as i64 + 2 * index as i64 + i64::from(side == Side::Native);
             set(
                 obj,
                 "/spec/template/spec/containers/0/ports",
@@ -712,6 +716,8 @@ struct Row {
     answers: [Admission; 2],
     /// Replicas wanted (None: one per eligible node, as DaemonSets).
     replicas: Option<i64>,
+    /// The pod spec of each side's template.
+    pods: [Value; 2],
 }
 
 async fn run(ctx: Ctx, pair: Pair) -> anyhow::Result<()> {
@@ -739,6 +745,10 @@ async fn run(ctx: Ctx, pair: Pair) -> anyhow::Result<()> {
                         continue;
                     };
                     let replicas = k["spec"]["replicas"].as_i64();
+                    let pods = [
+                        k["spec"]["template"]["spec"].clone(),
+                        n["spec"]["template"]["spec"].clone(),
+                    ];
                     // Both sides are asked first; only a case both admit is
                     // made, so that a value one side refuses (a finding
                     // already) does not go on to act in the other's controller.
@@ -754,6 +764,7 @@ async fn run(ctx: Ctx, pair: Pair) -> anyhow::Result<()> {
                         names,
                         answers: [a, b],
                         replicas,
+                        pods,
                     });
                 }
                 Ok(rows)
@@ -769,6 +780,13 @@ async fn run(ctx: Ctx, pair: Pair) -> anyhow::Result<()> {
             ctx.step(
                 "the cases both sides admitted settle on the same ready pods",
                 converge(&ctx, pair, &rows),
+            )
+            .await?,
+        );
+        findings.extend(
+            ctx.step(
+                "each case's pods carry its template's fields wherever the twin's pods do",
+                carried(&ctx, pair, &rows),
             )
             .await?,
         );
@@ -976,6 +994,94 @@ async fn converge(ctx: &Ctx, pair: Pair, rows: &[Row]) -> anyhow::Result<Vec<Str
     }
 }
 
+/// The fields of each admitted case's template that its own pods lack and the twin's pods
+/// carry (what the controller dropped between its template and the pods it makes), one
+/// finding per case. Compared on one live pod of each side; a case without both is left out.
+async fn carried(ctx: &Ctx, pair: Pair, rows: &[Row]) -> anyhow::Result<Vec<String>> {
+    let pods: Api<Pod> = ctx.api();
+    let all = pods.list(&Default::default()).await?.items;
+    let pod_of = |app: &str| {
+        all.iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .find(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("app"))
+                    .is_some_and(|a| a == app)
+            })
+            .and_then(|p| serde_json::to_value(&p.spec).ok())
+    };
+    let mut out = vec![];
+    for r in rows
+        .iter()
+        .filter(|r| matches!(r.answers, [Admission::Admitted, Admission::Admitted]))
+    {
+        let (Some(k), Some(n)) = (pod_of(&r.names[0]), pod_of(&r.names[1])) else {
+            continue;
+        };
+        let (mut lk, mut ln) = (vec![], vec![]);
+        lacking(&r.pods[0], &k, "spec", &mut lk);
+        lacking(&r.pods[1], &n, "spec", &mut ln);
+        let dropped: Vec<&String> = lk.iter().filter(|f| !ln.contains(f)).collect();
+        if !dropped.is_empty() && !documented(pair, r.case) {
+            out.push(format!(
+                "{}: {}'s pods lack {} of the template; {}'s pods carry it",
+                r.case,
+                pair.api(Side::Kruise).1,
+                dropped
+                    .iter()
+                    .map(|f| f.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                pair.api(Side::Native).1,
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// The fields of `want` that `got` does not carry, by path: a key absent (unless its value is
+/// a zero one, which may be left out), a scalar that differs, a list item missing (items with
+/// a `name` matched by name, others by position). Keys `got` adds (defaults) are no matter.
+fn lacking(want: &Value, got: &Value, path: &str, out: &mut Vec<String>) {
+    let zero = |v: &Value| match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+    };
+    match (want, got) {
+        (Value::Object(w), Value::Object(g)) => {
+            for (k, v) in w {
+                match g.get(k) {
+                    Some(x) => lacking(v, x, &format!("{path}.{k}"), out),
+                    None if zero(v) => {}
+                    None => out.push(format!("{path}.{k}")),
+                }
+            }
+        }
+        (Value::Array(w), Value::Array(g)) => {
+            for (i, item) in w.iter().enumerate() {
+                match item["name"].as_str() {
+                    Some(name) => match g.iter().find(|x| x["name"].as_str() == Some(name)) {
+                        Some(x) => lacking(item, x, &format!("{path}[{name}]"), out),
+                        None => out.push(format!("{path}[{name}]")),
+                    },
+                    None => match g.get(i) {
+                        Some(x) => lacking(item, x, &format!("{path}[{i}]"), out),
+                        None => out.push(format!("{path}[{i}]")),
+                    },
+                }
+            }
+        }
+        (w, g) if w == g => {}
+        _ => out.push(path.to_string()),
+    }
+}
+
 fn show(s: &Result<usize, String>) -> String {
     match s {
         Ok(n) => format!("settled with {n} ready"),
@@ -1046,6 +1152,49 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_pod_lacks_what_its_template_set_and_it_dropped_or_changed_not_what_was_added() {
+        let want = json!({
+            "initContainers": [{"name": "side", "image": "b:1", "restartPolicy": "Always"}],
+            "containers": [{"name": "main", "image": "b:1", "ports": [{"containerPort": 80}]}],
+            "hostNetwork": false,
+            "terminationGracePeriodSeconds": 5
+        });
+        // Defaults and injected items added, a zero value left out: nothing lacks.
+        let got = json!({
+            "initContainers": [{"name": "side", "image": "b:1", "restartPolicy": "Always",
+                                "terminationMessagePath": "/dev/termination-log"}],
+            "containers": [{"name": "istio", "image": "x"},
+                           {"name": "main", "image": "b:1", "ports": [{"containerPort": 80, "protocol": "TCP"}]}],
+            "terminationGracePeriodSeconds": 5,
+            "readinessGates": [{"conditionType": "InPlaceUpdateReady"}]
+        });
+        let mut out = vec![];
+        lacking(&want, &got, "spec", &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        // A field dropped, a value changed, a named item and a positional one missing.
+        let got = json!({
+            "initContainers": [{"name": "side", "image": "b:1"}],
+            "containers": [{"name": "main", "image": "b:2", "ports": []}],
+            "terminationGracePeriodSeconds": 5
+        });
+        lacking(&want, &got, "spec", &mut out);
+        assert_eq!(
+            out,
+            [
+                "spec.containers[main].image",
+                "spec.containers[main].ports[0]",
+                "spec.initContainers[side].restartPolicy"
+            ]
+        );
+        let mut out = vec![];
+        lacking(&want, &json!({"containers": []}), "spec", &mut out);
+        assert!(
+            out.contains(&"spec.containers[main]".to_string()),
+            "{out:?}"
+        );
+    }
+
+    #[test]
     fn the_table_has_forty_cases_for_every_converging_pair() {
         for pair in [Pair::CloneSet, Pair::StatefulSet, Pair::DaemonSet] {
             let n = cases()
@@ -1087,6 +1236,12 @@ mod tests {
             port(&b),
             "the sides do not compete for a host port"
         );
+        let c = manifest(Pair::CloneSet, Side::Kruise, "c", &h, 3).unwrap();
+        assert_ne!(
+            port(&a),
+            port(&c),
+            "nor do the pairs, which run at once on the same nodes"
+        );
         let j = manifest(
             Pair::Job,
             Side::Kruise,
@@ -1121,6 +1276,7 @@ mod tests {
                 Admission::Refused("spec.x: Invalid".into()),
             ],
             replicas: Some(1),
+            pods: [json!({}), json!({})],
         };
         let f = admission_finding(Pair::CloneSet, &r).unwrap();
         assert_eq!(
