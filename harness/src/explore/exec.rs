@@ -666,11 +666,16 @@ impl Cell<'_> {
         // their pods: a BroadcastJob runs one on every node where a Job runs its parallelism).
         // A policy's twin is the same policy over another kind of workload, whose pods are
         // that workload's to count: each side's count is judged against its own spec (O2).
+        // Nor when the spec holds its updates (paused, partitioned, a wait past the bound,
+        // hooks): settled then means "as far as it may go now", and a rollout still under
+        // way counts its pods by each kind's own order (one deletes before it creates, the
+        // other surges first), so two counts taken a moment apart are no end state.
         if !refused
             && s.target.is_none()
             && ours.workload.rolls_out
             && differences.is_empty()
             && let Some(side) = &twin
+            && !self.holds_updates(&ours.wapi, &ours.wname).await
         {
             let (w, wapi, wname) = (&side.workload, &side.wapi, side.wname.as_str());
             let settled = poll(
@@ -892,6 +897,17 @@ impl Cell<'_> {
                     .count()
             })
             .unwrap_or(0)
+    }
+
+    /// Whether the object's spec holds its updates now ([`oracle::holds_updates`], with the
+    /// settle bound); false when it cannot be read.
+    async fn holds_updates(&self, api: &Api<DynamicObject>, name: &str) -> bool {
+        api.get(name).await.is_ok_and(|o| {
+            oracle::holds_updates(
+                &serde_json::to_value(&o).unwrap_or_default()["spec"],
+                self.settle.as_secs() as i64,
+            )
+        })
     }
 
     /// What differs from the declared state now ([`oracle::convergence`]).
