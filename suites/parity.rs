@@ -15,6 +15,7 @@ use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
+use crate::scenario::steps;
 use crate::scenario::wait::{Check, until_all};
 use crate::scenario::workload::{IMAGE_V1, refusal};
 use crate::scenario::{Ctx, FINDING, Scenario};
@@ -1021,8 +1022,8 @@ async fn carried(ctx: &Ctx, pair: Pair, rows: &[Row]) -> anyhow::Result<Vec<Stri
             continue;
         };
         let (mut lk, mut ln) = (vec![], vec![]);
-        lacking(&r.pods[0], &k, "spec", &mut lk);
-        lacking(&r.pods[1], &n, "spec", &mut ln);
+        steps::lacking(&r.pods[0], &k, "spec", &mut lk);
+        steps::lacking(&r.pods[1], &n, "spec", &mut ln);
         let dropped: Vec<&String> = lk.iter().filter(|f| !ln.contains(f)).collect();
         if !dropped.is_empty() && !documented(pair, r.case) {
             out.push(format!(
@@ -1039,47 +1040,6 @@ async fn carried(ctx: &Ctx, pair: Pair, rows: &[Row]) -> anyhow::Result<Vec<Stri
         }
     }
     Ok(out)
-}
-
-/// The fields of `want` that `got` does not carry, by path: a key absent (unless its value is
-/// a zero one, which may be left out), a scalar that differs, a list item missing (items with
-/// a `name` matched by name, others by position). Keys `got` adds (defaults) are no matter.
-fn lacking(want: &Value, got: &Value, path: &str, out: &mut Vec<String>) {
-    let zero = |v: &Value| match v {
-        Value::Null => true,
-        Value::Bool(b) => !b,
-        Value::Number(n) => n.as_f64() == Some(0.0),
-        Value::String(s) => s.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
-    };
-    match (want, got) {
-        (Value::Object(w), Value::Object(g)) => {
-            for (k, v) in w {
-                match g.get(k) {
-                    Some(x) => lacking(v, x, &format!("{path}.{k}"), out),
-                    None if zero(v) => {}
-                    None => out.push(format!("{path}.{k}")),
-                }
-            }
-        }
-        (Value::Array(w), Value::Array(g)) => {
-            for (i, item) in w.iter().enumerate() {
-                match item["name"].as_str() {
-                    Some(name) => match g.iter().find(|x| x["name"].as_str() == Some(name)) {
-                        Some(x) => lacking(item, x, &format!("{path}[{name}]"), out),
-                        None => out.push(format!("{path}[{name}]")),
-                    },
-                    None => match g.get(i) {
-                        Some(x) => lacking(item, x, &format!("{path}[{i}]"), out),
-                        None => out.push(format!("{path}[{i}]")),
-                    },
-                }
-            }
-        }
-        (w, g) if w == g => {}
-        _ => out.push(path.to_string()),
-    }
 }
 
 fn show(s: &Result<usize, String>) -> String {
@@ -1150,49 +1110,6 @@ async fn daemon_desired(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_pod_lacks_what_its_template_set_and_it_dropped_or_changed_not_what_was_added() {
-        let want = json!({
-            "initContainers": [{"name": "side", "image": "b:1", "restartPolicy": "Always"}],
-            "containers": [{"name": "main", "image": "b:1", "ports": [{"containerPort": 80}]}],
-            "hostNetwork": false,
-            "terminationGracePeriodSeconds": 5
-        });
-        // Defaults and injected items added, a zero value left out: nothing lacks.
-        let got = json!({
-            "initContainers": [{"name": "side", "image": "b:1", "restartPolicy": "Always",
-                                "terminationMessagePath": "/dev/termination-log"}],
-            "containers": [{"name": "istio", "image": "x"},
-                           {"name": "main", "image": "b:1", "ports": [{"containerPort": 80, "protocol": "TCP"}]}],
-            "terminationGracePeriodSeconds": 5,
-            "readinessGates": [{"conditionType": "InPlaceUpdateReady"}]
-        });
-        let mut out = vec![];
-        lacking(&want, &got, "spec", &mut out);
-        assert!(out.is_empty(), "{out:?}");
-        // A field dropped, a value changed, a named item and a positional one missing.
-        let got = json!({
-            "initContainers": [{"name": "side", "image": "b:1"}],
-            "containers": [{"name": "main", "image": "b:2", "ports": []}],
-            "terminationGracePeriodSeconds": 5
-        });
-        lacking(&want, &got, "spec", &mut out);
-        assert_eq!(
-            out,
-            [
-                "spec.containers[main].image",
-                "spec.containers[main].ports[0]",
-                "spec.initContainers[side].restartPolicy"
-            ]
-        );
-        let mut out = vec![];
-        lacking(&want, &json!({"containers": []}), "spec", &mut out);
-        assert!(
-            out.contains(&"spec.containers[main]".to_string()),
-            "{out:?}"
-        );
-    }
 
     #[test]
     fn the_table_has_forty_cases_for_every_converging_pair() {

@@ -15,21 +15,9 @@ use serde_json::Value;
 /// scenario (`pass`, `expected-fail`, ...), the exit code, and what is left after it: the
 /// state directory's clusters and private daemons, and processes started from it.
 fn seeds(args: &[&str]) -> (BTreeMap<String, String>, Option<i32>, Vec<String>) {
-    let reports = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
-        .arg("run")
-        .args(args)
-        .args(["--labels", "seed", "--report-dir"])
-        .arg(reports.path())
-        .env("HARNESS_STATE_DIR", state.path())
-        .output()
-        .unwrap();
-    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
-    let report: Value = serde_json::from_slice(
-        &std::fs::read(reports.path().join("latest").join("report.json")).unwrap(),
-    )
-    .unwrap();
+    let mut all = args.to_vec();
+    all.extend(["--labels", "seed"]);
+    let (report, code, left) = run(&all);
     let outcomes = report["results"]
         .as_array()
         .unwrap()
@@ -47,8 +35,28 @@ fn seeds(args: &[&str]) -> (BTreeMap<String, String>, Option<i32>, Vec<String>) 
             )
         })
         .collect();
-    let left = left_in(state.path());
-    (outcomes, out.status.code(), left)
+    (outcomes, code, left)
+}
+
+/// `harness run <args>` with its own state and report directories: its report, its exit
+/// code, and what it left ([`left_in`]).
+fn run(args: &[&str]) -> (Value, Option<i32>, Vec<String>) {
+    let reports = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .arg("run")
+        .args(args)
+        .arg("--report-dir")
+        .arg(reports.path())
+        .env("HARNESS_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(
+        &std::fs::read(reports.path().join("latest").join("report.json")).unwrap(),
+    )
+    .unwrap();
+    (report, out.status.code(), left_in(state.path()))
 }
 
 /// What a run with state directory `state` left: its clusters and private daemons, and the
@@ -297,43 +305,32 @@ fn the_upstream_suite_s_kind_only_spec_stops_and_starts_kind_s_nodes_and_passes(
     assert!(left.is_empty(), "left behind: {left:#?}");
 }
 
-/// `harness run --provider kind --kind-offline --upstream-e2e --focus <focus>` with its own
-/// state directory: each result's outcome, the exit code, and what is left after it.
+/// `harness run --provider kind --kind-offline --upstream-e2e --focus <focus>`: each result's
+/// outcome (`pass`, `skipped`, ...), the exit code, and what is left after it.
 fn upstream_on_kind(focus: &str) -> (BTreeMap<String, String>, Option<i32>, Vec<String>) {
-    let reports = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
-        .args([
-            "run",
-            "--provider",
-            "kind",
-            "--kind-offline",
-            "--upstream-e2e",
-        ])
-        .args(["--focus", focus, "--report-dir"])
-        .arg(reports.path())
-        .env("HARNESS_STATE_DIR", state.path())
-        .output()
-        .unwrap();
-    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
-    let report: Value = serde_json::from_slice(
-        &std::fs::read(reports.path().join("latest").join("report.json")).unwrap(),
-    )
-    .unwrap();
+    let (report, code, left) = run(&[
+        "--provider",
+        "kind",
+        "--kind-offline",
+        "--upstream-e2e",
+        "--focus",
+        focus,
+    ]);
     let outcomes = report["results"]
         .as_array()
         .unwrap()
         .iter()
         .map(|r| {
+            let o = &r["outcome"];
             (
                 r["scenario"].as_str().unwrap().to_string(),
-                r["outcome"]["kind"]
+                o["kind"]
                     .as_str()
-                    .or(r["outcome"]["result"].as_str())
+                    .or(o["result"].as_str())
                     .unwrap_or_default()
                     .to_string(),
             )
         })
         .collect();
-    (outcomes, out.status.code(), left_in(state.path()))
+    (outcomes, code, left)
 }

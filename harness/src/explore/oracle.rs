@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::subject::{Subject, get};
 use super::trial::Trial;
+use crate::scenario::steps::zero;
 
 /// Which rule a finding broke.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -261,18 +262,6 @@ pub fn within(want: &Value, got: &Value) -> bool {
         }
         (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
         _ => want == got,
-    }
-}
-
-/// Whether a value is one a serializer may leave out (null, false, 0, empty).
-fn zero(v: &Value) -> bool {
-    match v {
-        Value::Null => true,
-        Value::Bool(b) => !b,
-        Value::Number(n) => n.as_f64() == Some(0.0),
-        Value::String(s) => s.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
     }
 }
 

@@ -635,8 +635,10 @@ async fn run_upstream_on(
             .await?
             .path("kubectl");
         let kubectl_dir = kubectl.parent().unwrap_or(Path::new("/")).to_path_buf();
-        let kubeconfig = cell.cluster.lock().await.kubeconfig().to_path_buf();
-        let docker_env = cell.cluster.lock().await.docker_env();
+        let (kubeconfig, docker_env) = {
+            let cluster = cell.cluster.lock().await;
+            (cluster.kubeconfig().to_path_buf(), cluster.docker_env())
+        };
         // The suite's specs pull images onto the nodes as soon as they start.
         cell.installation
             .read()
