@@ -289,14 +289,16 @@ pub enum ProviderError {
     },
     /// A provider that needs Docker, with no Docker daemon answering.
     #[error(
-        "--provider {provider}: Docker is needed and {why}; start Docker or use --provider \
-         local (no Docker needed)"
+        "--provider {provider}: Docker is needed and {why}; start Docker{offline} or use \
+         --provider local (no Docker needed)"
     )]
     NoDocker {
         /// The provider.
         provider: &'static str,
         /// What `docker info` said.
         why: String,
+        /// For kind, the way that needs neither a running daemon nor a registry.
+        offline: &'static str,
     },
     /// The k3s provider in a build without it.
     #[error(
@@ -396,6 +398,7 @@ impl ProviderConfig {
             docker_ready().map_err(|why| ProviderError::NoDocker {
                 provider: self.label(),
                 why,
+                offline: no_docker_way(self.kind, std::env::var_os("DOCKER_HOST").is_some()),
             })?;
         }
         Ok(match self.kind {
@@ -509,6 +512,23 @@ pub fn providers_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("harness-providers"))
 }
 
+/// What a refusal for want of Docker offers besides starting it: for kind, `--kind-offline`,
+/// which starts a private daemon of the harness's own and needs no registry (when `DOCKER_HOST`
+/// names no daemon of the user's).
+fn no_docker_way(kind: ProviderKind, docker_host: bool) -> &'static str {
+    match (kind, docker_host) {
+        (ProviderKind::Kind, false) => {
+            ", add --kind-offline (the harness then starts a private Docker daemon of its own, as \
+             root, and builds kind's node image here: no daemon and no registry needed),"
+        }
+        (ProviderKind::Kind, true) => {
+            ", unset DOCKER_HOST and add --kind-offline (the harness then starts a private \
+             Docker daemon of its own, as root: no registry needed),"
+        }
+        _ => "",
+    }
+}
+
 /// Whether a Docker daemon answers (`docker info`).
 fn docker_ready() -> Result<(), String> {
     let out = std::process::Command::new("docker")
@@ -539,6 +559,35 @@ mod tests {
             kind,
             ..ProviderConfig::default()
         }
+    }
+
+    #[test]
+    fn kind_without_docker_names_the_offline_way() {
+        let refusal = |kind, docker_host| {
+            ProviderError::NoDocker {
+                provider: "kind",
+                why: "docker info: Cannot connect to the Docker daemon".into(),
+                offline: no_docker_way(kind, docker_host),
+            }
+            .to_string()
+        };
+        let kind = refusal(ProviderKind::Kind, false);
+        assert!(kind.contains("add --kind-offline"), "{kind}");
+        assert!(
+            kind.ends_with("or use --provider local (no Docker needed)"),
+            "{kind}"
+        );
+        let host = refusal(ProviderKind::Kind, true);
+        assert!(
+            host.contains("unset DOCKER_HOST and add --kind-offline"),
+            "{host}"
+        );
+        let k3s = refusal(ProviderKind::K3s, false);
+        assert!(!k3s.contains("--kind-offline"), "{k3s}");
+        assert!(
+            k3s.contains("start Docker or use --provider local"),
+            "{k3s}"
+        );
     }
 
     #[test]

@@ -668,8 +668,16 @@ async fn run_upstream_on(
             node_containers: matches!(env.provider, crate::cluster::any::Provider::Kind(_)),
         };
         let node_kinds = plan.controller.controller().node_kinds();
-        let unservable = upstream::unservable(&binary, suite, &work, caps, node_kinds).await?;
+        let planned = upstream::planned(&binary, suite, &work).await?;
+        let unservable = upstream::unservable(&planned, caps, node_kinds);
         let runnable = upstream::skipping(suite, &unservable);
+        let skipped: std::collections::BTreeSet<&str> =
+            unservable.iter().map(|u| u.name.as_str()).collect();
+        let planned: Vec<_> = planned
+            .iter()
+            .filter(|s| !skipped.contains(s.name.as_str()))
+            .cloned()
+            .collect();
         let ginkgo = match suite.procs {
             0 | 1 => None,
             _ => Some(e2e.ginkgo(env.toolchain).await?),
@@ -678,7 +686,7 @@ async fn run_upstream_on(
             anyhow::bail!("the run was stopped before the suite started");
         }
         salvage = Some(crate::stop::Salvage::begin());
-        let report = upstream::run(
+        let run = upstream::run(
             &binary,
             ginkgo.as_deref(),
             &runnable,
@@ -686,34 +694,44 @@ async fn run_upstream_on(
             &kubectl_dir,
             &docker_env,
             &work,
+            crate::stop::requested(),
+            upstream::STOP_GRACE,
         )
         .await?;
-        anyhow::Ok((report, unservable, work))
+        anyhow::Ok((run, planned, unservable, work))
     }
     .await;
     let mut areas = None;
-    let judged = report
-        .map_err(|e| format!("{e:#}"))
-        .and_then(|(report, unservable, work)| {
-            areas = upstream::areas(&report).ok().map(|a| (a, work));
-            let mut r = upstream::results(&report, profile, |name, failure| {
-                Outcome::Judged(env.ledger.classify(
-                    name,
-                    &plan.controller.version,
-                    plan.kubernetes,
-                    failure,
-                ))
-            })?;
-            // A spec that ran anyway stands as it ran.
-            let ran: std::collections::BTreeSet<String> =
-                r.iter().map(|x| x.scenario.clone()).collect();
-            r.extend(
-                upstream::skipped(&unservable, profile)
-                    .into_iter()
-                    .filter(|x| !ran.contains(&x.scenario)),
-            );
-            Ok(r)
-        });
+    let judge = |name: &str, failure: Option<&str>| {
+        Outcome::Judged(env.ledger.classify(
+            name,
+            &plan.controller.version,
+            plan.kubernetes,
+            failure,
+        ))
+    };
+    let judged =
+        report
+            .map_err(|e| format!("{e:#}"))
+            .and_then(|(run, planned, unservable, work)| {
+                let mut r = match &run.report {
+                    Some(report) => {
+                        areas = upstream::areas(report).ok().map(|a| (a, work));
+                        upstream::results(report, profile, judge)?
+                    }
+                    // What the suite's output showed of its specs, and how it ended.
+                    None => upstream::salvaged(&run, &planned, profile, judge),
+                };
+                // A spec that ran anyway stands as it ran.
+                let ran: std::collections::BTreeSet<String> =
+                    r.iter().map(|x| x.scenario.clone()).collect();
+                r.extend(
+                    upstream::skipped(&unservable, profile)
+                        .into_iter()
+                        .filter(|x| !ran.contains(&x.scenario)),
+                );
+                Ok(r)
+            });
     match judged {
         Ok(results) => {
             if let Some((areas, work)) = areas {

@@ -137,11 +137,38 @@ async fn check_with(
                     }
                 }
             }
-            Err(e) => warnings.push(format!(
-                "the releases of {} could not be listed, so {} is not checked against them: {e}",
-                first.kind.name(),
-                first.version
-            )),
+            Err(e) => {
+                // The list refused: each tag is asked for by itself, so that an unknown one is
+                // still refused before any work.
+                let scratch = tempfile::tempdir().ok();
+                let dir = scratch
+                    .as_ref()
+                    .map_or(std::path::Path::new("/"), |d| d.path());
+                for r in &releases {
+                    let module = r.family().module();
+                    let asked = go.module_version_info(dir, module, &r.version);
+                    match tokio::time::timeout(timeout, asked).await {
+                        Ok(Ok(None)) => {}
+                        Ok(Ok(Some(why))) => {
+                            return Err(PreflightError::UnknownRelease {
+                                controller: r.to_string(),
+                                tag: r.version.clone(),
+                                known: format!(
+                                    "not listed here (the list: {e}), and {module}@{} is not \
+                                     served either: {why}",
+                                    r.version
+                                ),
+                            });
+                        }
+                        Ok(Err(_)) | Err(_) => warnings.push(format!(
+                            "the releases of {} could not be listed, so {} is not checked \
+                             against them: {e}",
+                            first.kind.name(),
+                            r.version
+                        )),
+                    }
+                }
+            }
         }
     }
     // The upstream suite runs with the gates its release's own manifest sets.
@@ -265,11 +292,14 @@ mod tests {
             Some(v) => format!("echo 'github.com/openkruise/kruise {v}'"),
             None => "echo 'reading the list: 403 Forbidden' >&2; exit 1".into(),
         };
+        // `list -m -json module@tag`: only v1.9.0 is served (the others: 404).
+        let info = "case \"$4\" in *@v1.9.0) echo '{}' ;; *) echo \"$4: reading .info: 404 Not \
+            Found\" >&2; exit 1 ;; esac";
         let go = crate::testing::script(
             dir,
             "go",
             &format!(
-                "case \"$1\" in\nlist) {list} ;;\nmod) printf '{{\"Dir\":\"{m}\",\"GoMod\":\"{m}/go.mod\"}}' ;;\nesac\n",
+                "case \"$1 $3\" in\n'list -json') {info} ;;\nlist*) {list} ;;\nmod*) printf '{{\"Dir\":\"{m}\",\"GoMod\":\"{m}/go.mod\"}}' ;;\nesac\n",
                 m = module.display()
             ),
         );
@@ -372,15 +402,35 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_list_that_cannot_be_had_is_a_warning() {
+    async fn a_list_that_cannot_be_had_checks_the_tag_itself() {
         let dir = tempfile::tempdir().unwrap();
         let go = stand_in_go(dir.path(), None);
-        let warnings = check_on("openkruise@v9.9.9", &["a"], None, &go)
+        // The tag asked for is served: no warning, no refusal.
+        let warnings = check_on("openkruise@v1.9.0", &["a"], None, &go)
             .await
             .unwrap();
-        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings.is_empty(), "{warnings:?}");
+        // One that is not is refused before any work, saying both answers.
+        let err = check_on("openkruise@v9.9.9", &["a"], None, &go)
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(
-            warnings[0].contains("v9.9.9 is not checked") && warnings[0].contains("403 Forbidden"),
+            err.starts_with("use openkruise@v9.9.9: there is no release v9.9.9")
+                && err.contains("403 Forbidden")
+                && err.contains("404 Not Found"),
+            "{err}"
+        );
+        // A go command that cannot even be started for it: a warning, as before.
+        let broken = GoEnv {
+            go: dir.path().join("no-such-go"),
+            version: GoVersion(1, 26, 0),
+        };
+        let warnings = check_on("openkruise@v9.9.9", &["a"], None, &broken)
+            .await
+            .unwrap();
+        assert!(
+            warnings[0].contains("v9.9.9 is not checked"),
             "{warnings:?}"
         );
         let no_go = "find Go: no go on PATH".to_string();

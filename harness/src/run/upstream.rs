@@ -37,8 +37,8 @@ pub struct UpstreamSuite {
 }
 
 impl UpstreamSuite {
-    /// The suite binary's arguments: the JSON report at `report`, the focus and skip, a
-    /// timeout, and no colour.
+    /// The suite binary's arguments: the JSON report at `report` (an absolute path: the
+    /// binary runs in the suite's work directory), the focus and skip, a timeout, and no colour.
     pub fn args(&self, report: &Path) -> Vec<String> {
         let mut a = vec![
             format!("--ginkgo.json-report={}", report.display()),
@@ -52,18 +52,68 @@ impl UpstreamSuite {
     }
 
     /// The `ginkgo` command's arguments for running the suite binary `binary` in
-    /// [`procs`](Self::procs) parallel processes: the same report, focus, skip and timeout
-    /// as [`args`](Self::args), as the command spells them.
-    pub fn cli_args(&self, report: &Path, binary: &Path) -> Vec<String> {
+    /// [`procs`](Self::procs) parallel processes, its report written to `work` (absolute)
+    /// under [`REPORT`]: the same focus, skip and timeout as [`args`](Self::args), as the
+    /// command spells them. The command joins a report path to the suite's directory unless
+    /// an output directory is given (`<suite dir>/<path>`, even for an absolute path), and with
+    /// one it writes `<output dir>/<report name>`: so the directory goes in `--output-dir` and
+    /// the bare name in `--json-report`, and the report lands at [`report_path`]`(work)`.
+    pub fn cli_args(&self, work: &Path, binary: &Path) -> Vec<String> {
         let mut a: Vec<String> = self
-            .args(report)
+            .args(Path::new(REPORT))
             .into_iter()
             .map(|x| x.replacen("--ginkgo.", "--", 1))
             .collect();
         a.insert(0, format!("--procs={}", self.procs));
+        a.insert(1, format!("--output-dir={}", work.display()));
         a.push(binary.display().to_string());
         a
     }
+}
+
+/// The name of the suite's JSON report in its work directory.
+pub const REPORT: &str = "ginkgo-report.json";
+
+/// Where the suite's JSON report is, in both ways of running it (the binary alone with
+/// [`UpstreamSuite::args`]`(report_path(work))`, or the `ginkgo` command with
+/// [`UpstreamSuite::cli_args`]`(work, ..)`).
+pub fn report_path(work: &Path) -> PathBuf {
+    work.join(REPORT)
+}
+
+/// Where the `ginkgo` command, run in `cwd` with these `cli_args` on a suite in `suite_dir`,
+/// writes its JSON reports, by its own rule (Ginkgo v2's `AbsPathForGeneratedAsset` and the
+/// merge in `FinalizeProfilesAndReportsForSuites`): the reporting process writes a per-suite
+/// copy, then the command merges the copies into the report the user asked for and removes
+/// them. With `--output-dir`, the copy is `<dir>/<suite>_<name>` and the report `<dir>/<name>`
+/// (the directory made absolute against `cwd`); without, the copy is the given path joined
+/// *under* `suite_dir` as Go's `filepath.Join` does (an absolute path too) and the report the
+/// given path. Returns `(copy, report)`.
+pub fn ginkgo_writes(
+    cli_args: &[String],
+    cwd: &Path,
+    suite_dir: &Path,
+) -> Option<(PathBuf, PathBuf)> {
+    let value = |flag: &str| {
+        cli_args
+            .iter()
+            .find_map(|a| a.strip_prefix(&format!("--{flag}=")))
+    };
+    let report = value("json-report")?;
+    Some(match value("output-dir") {
+        Some(dir) => {
+            let dir = cwd.join(dir);
+            (dir.join(format!("suite_{report}")), dir.join(report))
+        }
+        None => (
+            PathBuf::from(format!(
+                "{}/{}",
+                suite_dir.display(),
+                report.trim_start_matches('/')
+            )),
+            cwd.join(report),
+        ),
+    })
 }
 
 /// Which upstream suite a run, matrix or qualification runs on its cells
@@ -257,15 +307,13 @@ pub struct Unservable {
     pub reason: String,
 }
 
-/// The specs of `suite` (a dry run of `binary`: nothing runs) that a cell with `caps` cannot
-/// serve, decided from each spec's own source in the module it was built from.
-pub async fn unservable(
+/// The specs `suite` would run (a dry run of `binary` in `work`: nothing runs), with their
+/// locations.
+pub async fn planned(
     binary: &Path,
     suite: &UpstreamSuite,
     work: &Path,
-    caps: Capabilities,
-    daemon_kinds: &[&str],
-) -> anyhow::Result<Vec<Unservable>> {
+) -> anyhow::Result<Vec<ginkgo::Spec>> {
     use anyhow::Context;
     let report = work.join("ginkgo-dry-run.json");
     let mut args = suite.args(&report);
@@ -284,6 +332,21 @@ pub async fn unservable(
             String::from_utf8_lossy(&out.stderr)
         )
     })?;
+    // A dry run passes the specs it would run; those focus and skip leave out are skipped.
+    Ok(ginkgo::parse(&text)
+        .map_err(anyhow::Error::msg)?
+        .into_iter()
+        .filter(|s| s.state == SpecState::Passed)
+        .collect())
+}
+
+/// The specs of `planned` that a cell with `caps` cannot serve, decided from each spec's own
+/// source in the module it was built from.
+pub fn unservable(
+    planned: &[ginkgo::Spec],
+    caps: Capabilities,
+    daemon_kinds: &[&str],
+) -> Vec<Unservable> {
     let modcache = std::env::var("GOMODCACHE")
         .map(PathBuf::from)
         .unwrap_or_else(|_| {
@@ -291,11 +354,7 @@ pub async fn unservable(
         });
     let mut sources: std::collections::BTreeMap<String, Option<String>> = Default::default();
     let mut found = vec![];
-    for spec in ginkgo::parse(&text).map_err(anyhow::Error::msg)? {
-        // A dry run passes the specs it would run; those focus and skip leave out are skipped.
-        if spec.state != SpecState::Passed {
-            continue;
-        }
+    for spec in planned {
         let Some((file, line)) = &spec.location else {
             continue;
         };
@@ -311,13 +370,13 @@ pub async fn unservable(
         };
         if let Some(reason) = unmet(body, caps, daemon_kinds) {
             found.push(Unservable {
-                name: spec.name,
-                text: spec.text,
+                name: spec.name.clone(),
+                text: spec.text.clone(),
                 reason,
             });
         }
     }
-    Ok(found)
+    found
 }
 
 /// `suite` with the specs in `unservable` skipped. Ginkgo matches a skip regex against the
@@ -523,10 +582,37 @@ pub fn area_table(results: &[ScenarioResult], areas: &BTreeMap<String, String>) 
     out
 }
 
+/// How long a stopped suite has to end by itself (Ginkgo interrupts its running specs, runs
+/// their cleanup and writes its report) before its processes are killed; below
+/// [`crate::stop::GRACE`], so its results are still reported.
+pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How a suite run ended.
+#[derive(Debug)]
+pub struct SuiteRun {
+    /// The JSON report's text; `None` when the suite wrote none, or one without a suite (the
+    /// `ginkgo` command writes `[]` when the process that reports died).
+    pub report: Option<String>,
+    /// How the process the harness started ended (`exit status: 1`, `signal: 9 (SIGKILL)`).
+    pub status: String,
+    /// A stop came while it ran.
+    pub stopped: bool,
+    /// It did not end within [`STOP_GRACE`] of the stop and was killed.
+    pub killed: bool,
+    /// Its output.
+    pub log: PathBuf,
+}
+
 /// Runs the suite `binary` against the cluster of `kubeconfig`, with `kubectl_dir` first on
 /// `PATH` and `env` set (the `docker` environment of kind's node containers, which a spec
-/// stops and starts), its output in `log`; returns the JSON report's text. The suite failing
-/// is no error (its specs say so); no report is.
+/// stops and starts), its output in `<work>/upstream-e2e.log`. When `stop` resolves, the suite
+/// is interrupted as Ginkgo expects (SIGINT to every process of it) and given `grace` to end,
+/// then killed. The suite failing is no error (its specs say so), nor is a missing report
+/// (see [`SuiteRun::report`]); a suite that cannot be started is.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "each is one thing the suite run needs"
+)]
 pub async fn run(
     binary: &Path,
     ginkgo: Option<&Path>,
@@ -535,9 +621,12 @@ pub async fn run(
     kubectl_dir: &Path,
     env: &[(String, String)],
     work: &Path,
-) -> anyhow::Result<String> {
+    stop: impl std::future::Future<Output = ()>,
+    grace: std::time::Duration,
+) -> anyhow::Result<SuiteRun> {
     use anyhow::Context;
-    let report = work.join("ginkgo-report.json");
+    let report = report_path(work);
+    let _ = std::fs::remove_file(&report);
     let log = work.join("upstream-e2e.log");
     let log_file =
         std::fs::File::create(&log).with_context(|| format!("create {}", log.display()))?;
@@ -556,7 +645,7 @@ pub async fn run(
             std::os::unix::fs::symlink(binary, &link)
                 .with_context(|| format!("link {} to {}", link.display(), binary.display()))?;
             let mut c = tokio::process::Command::new(ginkgo);
-            c.args(suite.cli_args(&report, &link));
+            c.args(suite.cli_args(work, &link));
             c
         }
         None => {
@@ -569,6 +658,8 @@ pub async fn run(
         .envs(env.iter().map(|(k, v)| (k, v)))
         .env("KUBECONFIG", kubeconfig)
         .env("PATH", path)
+        // A process that dies of a panic prints every goroutine: the spec it ran among them.
+        .env("GOTRACEBACK", "all")
         .current_dir(work)
         .stdin(std::process::Stdio::null())
         .stdout(log_file.try_clone()?)
@@ -579,10 +670,12 @@ pub async fn run(
         .with_context(|| format!("run {}", binary.display()))?;
     // The `ginkgo` command's suite processes share its group: all of them end with the run,
     // however it ends (a Ctrl-C drops this future), not only the one the harness started.
-    let _group = child.id().map(crate::stop::GroupKill);
+    let group = child.id().map(crate::stop::GroupKill);
+    let (mut stopped, mut killed) = (false, false);
     let status = tokio::select! {
         status = child.wait() => status,
-        () = crate::stop::requested() => {
+        () = stop => {
+            stopped = true;
             // Ginkgo ends a suite it interrupts as it ends one that ran out: the running
             // specs are interrupted, their cleanup runs, the rest are skipped and the report
             // is written (what a stopped run keeps).
@@ -590,7 +683,14 @@ pub async fn run(
                 let group = nix::unistd::Pid::from_raw(pid as i32);
                 let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGINT);
             }
-            child.wait().await
+            match tokio::time::timeout(grace, child.wait()).await {
+                Ok(status) => status,
+                Err(_) => {
+                    killed = true;
+                    drop(group);
+                    child.wait().await
+                }
+            }
         }
     }
     .with_context(|| format!("run {}", binary.display()))?;
@@ -599,13 +699,92 @@ pub async fn run(
         seconds = started.elapsed().as_secs_f64(),
         "upstream suite ended"
     );
-    std::fs::read_to_string(&report).with_context(|| {
-        format!(
-            "the upstream suite ({status}) wrote no report {}; its output is in {}",
-            report.display(),
-            log.display()
-        )
+    let report = std::fs::read_to_string(&report)
+        .ok()
+        .filter(|text| ginkgo::has_suite(text));
+    Ok(SuiteRun {
+        report,
+        status: status.to_string(),
+        stopped,
+        killed,
+        log,
     })
+}
+
+/// The results of a suite that wrote no report, from what its output showed of the specs
+/// it was to run (`planned`, the dry run's): a spec seen to end stands as it ended (judged by
+/// `judge`, as [`results`] judges); a spec seen to start and never to end was running when
+/// the suite died or was stopped: interrupted if `run` was stopped, else an infrastructure
+/// error with the crash's log. One more result, `upstream/suite`, says how the suite ended
+/// and what its output shows of it: a crash is never a silent loss.
+pub fn salvaged(
+    run: &SuiteRun,
+    planned: &[ginkgo::Spec],
+    profile: &str,
+    judge: impl Fn(&str, Option<&str>) -> Outcome,
+) -> Vec<ScenarioResult> {
+    let log = std::fs::read_to_string(&run.log).unwrap_or_default();
+    let crash = ginkgo::crash_excerpt(&log, 60);
+    let seen = ginkgo::streamed(&log, planned);
+    let mut out = vec![];
+    for s in &seen {
+        let spec = &planned[s.index];
+        let name = format!("{SUITE}/{}", spec.name);
+        let lost = "failed (the suite's output says so; its report, with the failure, was lost)";
+        let (outcome, failure) = match s.ended {
+            Some(SpecState::Passed) => (judge(&name, None), None),
+            Some(SpecState::Failed) => (judge(&name, Some(lost)), Some(lost.to_string())),
+            Some(SpecState::Interrupted) => (
+                Outcome::Skipped {
+                    reason: INTERRUPTED.into(),
+                },
+                None,
+            ),
+            Some(SpecState::Skipped) => continue,
+            None if run.stopped => (
+                Outcome::Skipped {
+                    reason: INTERRUPTED.into(),
+                },
+                None,
+            ),
+            None => (
+                Outcome::InfraError {
+                    reason: format!(
+                        "the suite ({}) ended while the spec ran and wrote no report",
+                        run.status
+                    ),
+                },
+                Some(crash.clone()),
+            ),
+        };
+        out.push(result(
+            spec.name.clone(),
+            profile,
+            outcome,
+            failure,
+            s.seconds,
+        ));
+    }
+    let how = match (run.stopped, run.killed) {
+        (true, true) => format!(
+            "the suite did not end within {} s of the stop and was killed",
+            STOP_GRACE.as_secs()
+        ),
+        (true, false) => format!("the stopped suite ({}) wrote no report", run.status),
+        _ => format!("the suite ({}) wrote no report", run.status),
+    };
+    let ended = seen.iter().filter(|s| s.ended.is_some()).count();
+    let reason = format!(
+        "{how}: of {} specs it was to run, its output shows {ended} ended and {} running; \
+         the rest never reported ({})",
+        planned.len(),
+        seen.len() - ended,
+        run.log.display()
+    );
+    let mut suite = suite_error(&reason, profile);
+    suite.failure = (!crash.is_empty()).then_some(crash);
+    out.push(suite);
+    out
 }
 
 /// Where a run keeps the suite's output: `<logs>/upstream-e2e`, inside the run's report
@@ -614,7 +793,8 @@ pub fn work_dir(logs: Option<&Path>) -> anyhow::Result<PathBuf> {
     let logs = logs.ok_or_else(|| {
         anyhow::anyhow!("the upstream e2e suite needs the run's report directory for its output")
     })?;
-    let dir = logs.join("upstream-e2e");
+    // Absolute: the suite runs in it and is given paths inside it.
+    let dir = std::path::absolute(logs.join("upstream-e2e"))?;
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
 }
@@ -657,6 +837,55 @@ mod tests {
         let names: Vec<&str> = fake.nodes.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(names, kind_workers(KIND_WORKERS));
         assert!(fake.nodes.iter().all(|n| n.labels.is_empty()) && fake.real_nodes.is_empty());
+    }
+
+    #[test]
+    fn the_ginkgo_command_writes_its_report_where_the_harness_reads_it_from_any_directory() {
+        let suite = UpstreamSuite {
+            from: "openkruise@v1.9.0".parse().unwrap(),
+            focus: vec![],
+            skip: vec![],
+            procs: 2,
+        };
+        // The work directory as a run makes it (absolute, whatever the report directory was
+        // given as), and the command run in it or anywhere else.
+        let logs = tempfile::tempdir().unwrap();
+        let relative = pathdiff(logs.path());
+        let work = work_dir(Some(&relative)).unwrap();
+        assert!(work.is_absolute(), "{}", work.display());
+        for cwd in [work.clone(), PathBuf::from("/"), logs.path().to_path_buf()] {
+            let args = suite.cli_args(&work, &work.join("kruise-e2e.test"));
+            let (copy, report) = ginkgo_writes(&args, &cwd, &work).unwrap();
+            assert_eq!(report, report_path(&work), "run in {}", cwd.display());
+            assert_eq!(copy.parent(), Some(work.as_path()), "{}", copy.display());
+        }
+        // What used to be handed over, an absolute report path alone: the copy went to the
+        // report's path again under the suite's directory, a nested tree in the work
+        // directory, and a command whose reporting process died had nothing to merge there.
+        let old = vec![format!("--json-report={}", report_path(&work).display())];
+        let (copy, _) = ginkgo_writes(&old, &work, &work).unwrap();
+        assert!(
+            copy.starts_with(work.join(work.strip_prefix("/").unwrap())),
+            "{}",
+            copy.display()
+        );
+        // The binary alone writes where it is told.
+        let args = suite.args(&report_path(&work));
+        assert!(args.contains(&format!(
+            "--ginkgo.json-report={}",
+            report_path(&work).display()
+        )));
+    }
+
+    /// `dir` relative to the current directory (`../../tmp/x`), as a user may give it.
+    fn pathdiff(dir: &Path) -> PathBuf {
+        let cwd = std::env::current_dir().unwrap();
+        let up = cwd.components().count() - 1;
+        let mut p = PathBuf::new();
+        for _ in 0..up {
+            p.push("..");
+        }
+        p.join(dir.strip_prefix("/").unwrap())
     }
 
     #[test]
@@ -854,11 +1083,12 @@ mod tests {
         assert!(args.contains(&"--ginkgo.skip=Scaling".to_string()));
         // In parallel, the `ginkgo` command gets the same settings as it spells them, and the
         // suite binary last.
-        let cli = s.cli_args(Path::new("/w/r.json"), Path::new("/w/kruise-e2e.test"));
+        let cli = s.cli_args(Path::new("/w"), Path::new("/w/kruise-e2e.test"));
         assert_eq!(cli[0], "--procs=4");
         assert_eq!(cli.last().unwrap(), "/w/kruise-e2e.test");
         for a in [
-            "--json-report=/w/r.json",
+            "--output-dir=/w",
+            "--json-report=ginkgo-report.json",
             "--focus=CloneSet",
             "--skip=Scaling",
             "--v",

@@ -132,6 +132,30 @@ impl GoEnv {
         Ok(words.map(String::from).collect())
     }
 
+    /// Whether the Go module proxy serves `module@version` (`go list -m -json`, which reads
+    /// only its `.info`): `Ok(None)` when it does, `Ok(Some(why))` when the go command says it
+    /// does not (an unknown or refused version), an error when the command could not start.
+    pub async fn module_version_info(
+        &self,
+        dir: &Path,
+        module: &str,
+        version: &str,
+    ) -> Result<Option<String>, ToolchainError> {
+        let out = self
+            .command(dir)
+            .args(["list", "-m", "-json", &format!("{module}@{version}")])
+            .output()
+            .await
+            .map_err(|source| ToolchainError::Spawn {
+                what: "go list -m -json".into(),
+                source,
+            })?;
+        Ok(
+            (!out.status.success())
+                .then(|| String::from_utf8_lossy(&out.stderr).trim().to_string()),
+        )
+    }
+
     /// Downloads `module@version` into the module cache and says where its files are. A
     /// module version's files never change, so a process asks `go` once for each and answers
     /// again from memory while its `go.mod` is still there (one upstream cell reads seven files

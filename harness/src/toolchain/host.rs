@@ -192,7 +192,9 @@ impl Toolchain {
             PackagePlan::Refuse(fix) => return Err(missing(package, fix)),
             PackagePlan::Install(apt) => apt,
         };
-        let _lock = self.lock(&BuildKey::new("apt", package.package)).await?;
+        // One lock for every package: dpkg takes one install at a time, and two clusters
+        // that start side by side on a new machine each install theirs.
+        let _lock = self.lock(&BuildKey::new("apt", "dpkg")).await?;
         // Another process may have installed it while we waited.
         if let PackagePlan::Found(p) = package.plan(path.as_deref(), root) {
             return Ok(p);
@@ -201,7 +203,7 @@ impl Toolchain {
             "installing Debian's `{}` package with apt-get (running as root)",
             package.package
         ));
-        apt_get(&apt, &["update", "-qq"], &task).await?;
+        apt_get(&apt, &["update", "-qq", DPKG_LOCK_TIMEOUT], &task).await?;
         apt_get(&apt, &install_args(package, recommends), &task).await?;
         match package.plan(path.as_deref(), root) {
             PackagePlan::Found(p) => {
@@ -219,10 +221,14 @@ impl Toolchain {
     }
 }
 
+/// How long `apt-get` waits for dpkg's lock held by a process outside the harness (another
+/// apt-get, an unattended upgrade) before it gives up, instead of failing at once.
+const DPKG_LOCK_TIMEOUT: &str = "-oDPkg::Lock::Timeout=600";
+
 /// The arguments of `apt-get` that install `package`, with the packages it recommends or
 /// without.
 fn install_args(package: DebianPackage, recommends: bool) -> Vec<&'static str> {
-    let mut args = vec!["install", "-y", "-qq"];
+    let mut args = vec!["install", "-y", "-qq", DPKG_LOCK_TIMEOUT];
     if !recommends {
         args.push("--no-install-recommends");
     }
@@ -318,14 +324,17 @@ mod tests {
     fn a_package_installs_with_or_without_what_it_recommends() {
         assert_eq!(
             install_args(BUSYBOX_STATIC, true),
-            ["install", "-y", "-qq", "busybox-static"]
+            ["install", "-y", "-qq", DPKG_LOCK_TIMEOUT, "busybox-static"]
         );
+        // A lock held elsewhere is waited for, as apt spells it.
+        assert!(DPKG_LOCK_TIMEOUT.starts_with("-oDPkg::Lock::Timeout="));
         assert_eq!(
             install_args(BUSYBOX_STATIC, false),
             [
                 "install",
                 "-y",
                 "-qq",
+                DPKG_LOCK_TIMEOUT,
                 "--no-install-recommends",
                 "busybox-static"
             ]
