@@ -341,6 +341,41 @@ const UNSTABLE_TRIES: usize = 3;
 /// values its updates set.
 type Prepared = (Subject, Vec<Fields>, Vec<(String, Value)>);
 
+/// What behaviour trials of `s` are made from, given the single values its admission trials
+/// admitted (in schema order): the small ones for updates, and those that set a value each a
+/// create, in the seeded order of [`trial::create_order`] (so that a budget that ends early
+/// has created with fields from across the schema).
+fn prepare(s: Subject, admitted: Vec<(String, Value)>, seed: u64) -> Prepared {
+    let updates: Vec<(String, Value)> = admitted.into_iter().filter(|(_, v)| small(v)).collect();
+    let creates: Vec<Fields> = updates
+        .iter()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, v)| Fields::from([(k.clone(), v.clone())]))
+        .collect();
+    let creates = trial::create_order(&creates, seed, s.name);
+    (s, creates, updates)
+}
+
+/// Schedules behaviour trials: the next batch, `parallel` trials (at least one) from the
+/// run's behaviour trial `next` on, each as (the position of its subject among `subjects`,
+/// its trial number: [`trial::behaviour`]'s `index`); empty without subjects.
+///
+/// How the budget is shared among subjects: they take turns, one trial each, in their order,
+/// so the run's trial k is number k / `subjects` of subject k % `subjects`. Every subject runs
+/// its numbers 0, 1, 2, … in order, each once (none repeated, none skipped), whatever the
+/// parallelism and the number of subjects; when the budget ends, each has started as many
+/// trials as the others or one more. The turns share trials, not time: a subject whose trials
+/// take longer to settle uses more of the budget.
+fn schedule(next: u64, parallel: usize, subjects: usize) -> Vec<(usize, u64)> {
+    if subjects == 0 {
+        return vec![];
+    }
+    let n = subjects as u64;
+    (next..next + parallel.max(1) as u64)
+        .map(|k| ((k % n) as usize, k / n))
+        .collect()
+}
+
 struct Explorer<'a> {
     options: &'a Options,
     cell: Cell<'a>,
@@ -805,26 +840,19 @@ pub async fn explore(
         })
         .flat_map(|c| c.perturbations())
         .collect();
-    // Behaviour trials, round-robin over the subjects, `parallel` at once, until the budget.
+    // Behaviour trials, the subjects taking turns (see `schedule`), `parallel` at once, until
+    // the budget.
     let prepared: Vec<Prepared> = materials
         .into_iter()
-        .map(|(s, admitted)| {
-            let updates: Vec<(String, Value)> =
-                admitted.into_iter().filter(|(_, v)| small(v)).collect();
-            let creates = updates
-                .iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| Fields::from([(k.clone(), v.clone())]))
-                .collect();
-            (s, creates, updates)
-        })
+        .map(|(s, admitted)| prepare(s, admitted, options.seed))
         .collect();
-    let mut index = 0u64;
+    let mut next = 0u64;
     let behave = options.modes.contains(&Mode::Behaviour);
     'outer: while behave && !prepared.is_empty() && !x.left().is_zero() {
-        let batch: Vec<(Subject, Trial)> = (0..options.parallel.max(1))
-            .map(|i| {
-                let (s, creates, updates) = &prepared[(index as usize + i) % prepared.len()];
+        let batch: Vec<(Subject, Trial)> = schedule(next, options.parallel, prepared.len())
+            .into_iter()
+            .map(|(at, number)| {
+                let (s, creates, updates) = &prepared[at];
                 let ops = s.ops();
                 let perturbations: Vec<Perturbation> = perturbations
                     .iter()
@@ -838,13 +866,10 @@ pub async fn explore(
                     ops: &ops,
                     perturbations: &perturbations,
                 };
-                (
-                    *s,
-                    trial::behaviour(&m, options.seed, index / prepared.len() as u64 + i as u64),
-                )
+                (*s, trial::behaviour(&m, options.seed, number))
             })
             .collect();
-        index += batch.len() as u64;
+        next += batch.len() as u64;
         let cell = &x.cell;
         let base_name = options.baseline.as_ref().map(ToString::to_string);
         let compared = x.baseline.as_ref().zip(base_name.as_deref());
@@ -1027,6 +1052,113 @@ mod tests {
             kept,
             ["spec.paused", "spec.subsetsLimit", "spec.subsets[0].name"]
         );
+    }
+
+    #[test]
+    fn behaviour_trials_run_each_number_once_per_subject_whatever_runs_at_once() {
+        for subjects in [1, 2, 3, 16, 17] {
+            for parallel in [0, 1, 2, 3, 8, 20] {
+                let budget = 200;
+                let mut run: Vec<(usize, u64)> = vec![];
+                let mut next = 0;
+                while run.len() < budget {
+                    let batch = schedule(next, parallel, subjects);
+                    assert_eq!(batch.len(), parallel.max(1));
+                    next += batch.len() as u64;
+                    run.extend(batch);
+                }
+                let mut pairs = run.clone();
+                pairs.sort();
+                pairs.dedup();
+                assert_eq!(
+                    pairs.len(),
+                    run.len(),
+                    "{subjects} subjects, {parallel} at once: a trial ran twice"
+                );
+                for s in 0..subjects {
+                    let numbers: Vec<u64> = run
+                        .iter()
+                        .filter(|(at, _)| *at == s)
+                        .map(|(_, n)| *n)
+                        .collect();
+                    let expected: Vec<u64> = (0..numbers.len() as u64).collect();
+                    assert_eq!(
+                        numbers, expected,
+                        "{subjects} subjects, {parallel} at once: subject {s}"
+                    );
+                }
+                // The budget is shared evenly: no subject more than one trial ahead.
+                let counts: Vec<usize> = (0..subjects)
+                    .map(|s| run.iter().filter(|(at, _)| *at == s).count())
+                    .collect();
+                let (lo, hi) = (counts.iter().min(), counts.iter().max());
+                assert!(hi.unwrap() - lo.unwrap() <= 1, "{counts:?}");
+            }
+        }
+        assert!(schedule(0, 2, 0).is_empty());
+    }
+
+    #[test]
+    fn creates_reach_fields_from_across_the_schema_in_an_order_drawn_from_the_seed() {
+        let cloneset = select(&["CloneSet".to_string()]).unwrap()[0];
+        let schema: Vec<String> = (0..20).map(|f| format!("spec.f{f:02}")).collect();
+        // What admission admitted, in schema order: a few values of each field, and absent.
+        let admitted: Vec<(String, Value)> = schema
+            .iter()
+            .flat_map(|f| [json!(0), json!(1), json!(true), Value::Null].map(|v| (f.clone(), v)))
+            .collect();
+        let budget = 8;
+        let in_schema_order: Vec<&str> = admitted
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .take(budget)
+            .map(|(k, _)| k.as_str())
+            .collect();
+        let tried = |seed: u64| -> Vec<Fields> {
+            let (s, creates, updates) = prepare(cloneset, admitted.clone(), seed);
+            let m = Material {
+                subject: s.name,
+                creates: &creates,
+                updates: &updates,
+                ops: &[],
+                perturbations: &[],
+            };
+            (0..budget as u64)
+                .map(|i| match &trial::behaviour(&m, seed, i).steps[0] {
+                    Step::Create { set } => set.clone(),
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+        let a = tried(7);
+        let fields: Vec<&str> = a
+            .iter()
+            .flat_map(|set| set.keys().map(String::as_str))
+            .collect();
+        assert_ne!(fields, in_schema_order);
+        let mut distinct = fields.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), budget, "a field each: {fields:?}");
+        assert!(
+            fields
+                .iter()
+                .any(|f| !schema[..budget].contains(&f.to_string())),
+            "past the schema's first fields: {fields:?}"
+        );
+        assert_eq!(tried(7), a, "the same seed, the same creates");
+        assert_ne!(tried(8), a, "another seed, other creates");
+        // Every admitted create is kept, each once.
+        let (_, mut creates, _) = prepare(cloneset, admitted.clone(), 7);
+        let mut all: Vec<Fields> = admitted
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| Fields::from([(k.clone(), v.clone())]))
+            .collect();
+        let key = |f: &Fields| serde_json::to_string(f).unwrap();
+        creates.sort_by_key(key);
+        all.sort_by_key(key);
+        assert_eq!(creates, all);
     }
 
     #[test]

@@ -466,8 +466,9 @@ pub fn covering_rows(fields: &[(String, Vec<Value>)], rng: &mut Rng) -> Vec<Fiel
 pub struct Material<'a> {
     /// The subject's name.
     pub subject: &'a str,
-    /// Field sets a trial may create the object with (single admitted values and covering
-    /// rows), tried in order before random ones.
+    /// Field sets a trial may create the object with (in [`super::explore`], each a single
+    /// admitted value, in the order [`create_order`] gives them), tried in order before
+    /// random ones.
     pub creates: &'a [Fields],
     /// Single admitted field values an update step may set.
     pub updates: &'a [(String, Value)],
@@ -475,6 +476,45 @@ pub struct Material<'a> {
     pub ops: &'a [Op],
     /// The perturbations that apply to the subject and the provider can do.
     pub perturbations: &'a [Perturbation],
+}
+
+/// `creates` in the order behaviour trials of `subject` take them, drawn from `seed` (and the
+/// subject's name, so that subjects of one run differ): a seeded shuffle in rounds, one field
+/// set of each field (its paths) before a second of any, the sets of a field and the fields of
+/// a round each in a shuffled order. The first trials thus create with fields from across
+/// the schema, not with its alphabetical start; the same seed gives the same order.
+pub fn create_order(creates: &[Fields], seed: u64, subject: &str) -> Vec<Fields> {
+    let mut rng = Rng::new(seed, stream_of(subject));
+    let mut by_field: BTreeMap<Vec<&str>, Vec<&Fields>> = BTreeMap::new();
+    for c in creates {
+        by_field
+            .entry(c.keys().map(String::as_str).collect())
+            .or_default()
+            .push(c);
+    }
+    let mut fields: Vec<Vec<&Fields>> = by_field.into_values().collect();
+    for sets in &mut fields {
+        rng.shuffle(sets);
+    }
+    let rounds = fields.iter().map(Vec::len).max().unwrap_or(0);
+    let mut out = Vec::with_capacity(creates.len());
+    for round in 0..rounds {
+        let mut this: Vec<&Fields> = fields
+            .iter()
+            .filter_map(|s| s.get(round).copied())
+            .collect();
+        rng.shuffle(&mut this);
+        out.extend(this.into_iter().cloned());
+    }
+    out
+}
+
+/// A stream number for `name` (FNV-1a): the same on every platform and release, as replay
+/// needs.
+fn stream_of(name: &str) -> u64 {
+    name.bytes().fold(0xCBF2_9CE4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3)
+    })
 }
 
 /// Behaviour trial `index` of `seed`: the object created with field set `index` (in order,
