@@ -177,7 +177,7 @@ pub enum Knob {
     Parallelism(i64),
     /// `spec.revisionHistoryLimit: -1`, where a native workload refuses it (a Deployment and a
     /// DaemonSet). A StatefulSet admits it, and so does an Advanced StatefulSet, whose
-    /// controller then panics on every sync (see the README's findings): a case both sides
+    /// controller then panics on every sync (see docs/catalog/known-bugs.md): a case both sides
     /// admit is made, and the table does not judge a controller's panic.
     NegativeRevisionHistoryLimit,
 }

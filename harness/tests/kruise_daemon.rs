@@ -217,7 +217,7 @@ async fn the_daemon_pulls_images_and_recreates_containers(version: &str) {
     // creationTimestamp — which has second precision — for one already recreated, and
     // complete the request without recreating it: a request made in the second its container
     // started does nothing. This test shows the daemon at work, so it makes its request once
-    // the clock has left that second (the race is a finding of its own, see the README).
+    // the clock has left that second (the race is a finding of its own, see docs/findings.md).
     let container_started = pods
         .get("sleeper")
         .await

@@ -74,7 +74,7 @@ pub enum Command {
     /// Work with reports: merge the outputs of a sharded matrix or qualification.
     #[command(subcommand)]
     Report(ReportCommand),
-    /// Measure things (see the README for figures).
+    /// Measure things (see docs/benchmarks.md for figures).
     #[command(subcommand)]
     Bench(BenchCommand),
     /// chainsaw tests: which of them the harness can run (see `run --chainsaw`).
@@ -116,7 +116,7 @@ pub struct ExploreArgs {
     /// How long to explore, bring-up aside (`90s`, `30m`, `1h`).
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     pub budget: Duration,
-    /// Only these kinds (comma-separated; default: every one, see the README).
+    /// Only these kinds (comma-separated; default: every one, see docs/exploration/README.md).
     #[arg(long, value_delimiter = ',')]
     pub kinds: Vec<String>,
     /// The seed every choice comes from (default: from the clock, printed).
@@ -337,7 +337,8 @@ pub struct Selection {
     /// each, with OpenKruise's node daemon; root and the local provider) as its only workers,
     /// untainted and named as upstream CI's kind workers (ci-testing-worker, ...), and the
     /// specs that need the daemon run. Real nodes pull only from the cluster's registry: the
-    /// images the suite names are stand-ins (busybox and a small web server; see the README).
+    /// images the suite names are stand-ins (busybox and a small web server; see
+    /// docs/controllers/upstream-e2e.md).
     #[arg(long = "upstream-real-nodes", value_name = "N", default_value_t = 0)]
     pub upstream_real_nodes: usize,
     /// With --upstream-e2e: run the suite in N parallel Ginkgo processes (the `ginkgo`

@@ -71,7 +71,7 @@ pub struct Profile {
 }
 
 /// How long kwok, playing the kubelet of the fake nodes, takes for what takes a real kubelet
-/// time. The defaults are what the harness's real nodes take (see the README's fidelity notes).
+/// time. The defaults are what the harness's real nodes take (see docs/providers/local.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PodTiming {
     /// An in-place container restart for a new image: the old container stopped, the new one

@@ -10,8 +10,8 @@ use super::{BuildKey, Toolchain};
 use crate::progress::minutes;
 
 /// Seconds a cold build of each component typically takes on a 2-core machine with an empty
-/// Go build cache: between the two cold runs measured on new machines (the README's figures:
-/// Kubernetes 341 s and 737 s, kwok 187 s and 369 s, ...). A component missing here takes
+/// Go build cache: between the two cold runs measured on new machines (Kubernetes 341 s and
+/// 737 s, kwok 187 s and 369 s, ...; see docs/benchmarks.md). A component missing here takes
 /// [`UNKNOWN`]; those that share a module graph built just before them (the kubelet, the node
 /// daemon) take seconds.
 pub const TYPICAL: &[(&str, u64)] = &[

@@ -445,8 +445,7 @@ pub(crate) fn run_host(program: &str, args: &[&str]) -> Result<String, LocalErro
                 args.join(" "),
                 String::from_utf8_lossy(&out.stderr).trim()
             ),
-            fix: "real nodes need root with CAP_NET_ADMIN; see the README's real-nodes section"
-                .into(),
+            fix: "real nodes need root with CAP_NET_ADMIN; see docs/providers/real-nodes.md".into(),
         });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
