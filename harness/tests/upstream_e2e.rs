@@ -143,7 +143,7 @@ fn the_daemon_s_specs_run_and_pass_on_real_nodes() {
         "3",
         "--focus",
         &format!("ContainerRecreateRequest|{BURST}"),
-        // Failed once under load (see the README): the recreated container's lastState was
+        // Failed once under load (see docs/controllers/upstream-e2e.md): the recreated container's lastState was
         // missing from the pod status, its dead container collected by the kubelet.
         "--skip",
         "recreates containers with postStartHook",

@@ -668,6 +668,8 @@ async fn run_upstream_on(
             node_containers: matches!(env.provider, crate::cluster::any::Provider::Kind(_)),
         };
         let node_kinds = plan.controller.controller().node_kinds();
+        // What every spec waits for when it starts is served before the first one does.
+        upstream::await_suite_needs(&binary, &cell.client, crate::up::SETTLE_TIMEOUT).await?;
         let planned = upstream::planned(&binary, suite, &work).await?;
         let unservable = upstream::unservable(&planned, caps, node_kinds);
         let runnable = upstream::skipping(suite, &unservable);

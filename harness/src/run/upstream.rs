@@ -307,6 +307,69 @@ pub struct Unservable {
     pub reason: String,
 }
 
+/// The flag by which a Kubernetes-style e2e framework (OpenKruise's among them) says that each
+/// spec, once it has made its namespace, waits for that namespace's default ServiceAccount
+/// (a reflector on ServiceAccounts) before it starts.
+pub const VERIFY_SERVICE_ACCOUNT_FLAG: &str = "e2e-verify-service-account";
+
+/// Whether the suite whose `--help` is `help` waits for a new namespace's default
+/// ServiceAccount in each spec: it has [`VERIFY_SERVICE_ACCOUNT_FLAG`] (on by default in the
+/// frameworks that have it; Go's `--help` does not print a boolean's default).
+pub fn waits_for_service_accounts(help: &str) -> bool {
+    help.lines().any(|l| {
+        l.trim_start()
+            .trim_start_matches('-')
+            .split_whitespace()
+            .next()
+            == Some(VERIFY_SERVICE_ACCOUNT_FLAG)
+    })
+}
+
+/// Waits, bounded by `timeout`, until what the suite's specs need when they start is served:
+/// when the suite waits for each namespace's default ServiceAccount (read from its `--help`,
+/// see [`waits_for_service_accounts`]), a namespace made now gets one (the controller manager's
+/// service-account controller runs), as the suite's first spec will ask; the namespace is then
+/// deleted. A cell whose controller manager lags makes the suite's first specs wait on it.
+pub async fn await_suite_needs(
+    binary: &Path,
+    client: &kube::Client,
+    timeout: std::time::Duration,
+) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+    let help = crate::toolchain::help_text(binary)
+        .await
+        .unwrap_or_default();
+    if !waits_for_service_accounts(&help) {
+        return Ok(());
+    }
+    let namespaces: kube::Api<Namespace> = kube::Api::all(client.clone());
+    let ns = namespaces
+        .create(
+            &Default::default(),
+            &serde_json::from_value(serde_json::json!({
+                "metadata": {"generateName": "harness-suite-ready-"}
+            }))?,
+        )
+        .await?;
+    let name = ns.metadata.name.unwrap_or_default();
+    let accounts: kube::Api<ServiceAccount> = kube::Api::namespaced(client.clone(), &name);
+    let waited = crate::wait::poll(
+        &format!("the default ServiceAccount of a new namespace ({name}), which every spec of the suite waits for"),
+        timeout,
+        std::time::Duration::from_millis(200),
+        || async {
+            match accounts.get_opt("default").await {
+                Ok(Some(_)) => crate::wait::Check::Met,
+                Ok(None) => crate::wait::Check::Pending("no ServiceAccount default yet".into()),
+                Err(e) => crate::wait::Check::Failed(format!("get ServiceAccount default: {e}")),
+            }
+        },
+    )
+    .await;
+    let _ = namespaces.delete(&name, &Default::default()).await;
+    Ok(waited?)
+}
+
 /// The specs `suite` would run (a dry run of `binary` in `work`: nothing runs), with their
 /// locations.
 pub async fn planned(
@@ -837,6 +900,21 @@ mod tests {
         let names: Vec<&str> = fake.nodes.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(names, kind_workers(KIND_WORKERS));
         assert!(fake.nodes.iter().all(|n| n.labels.is_empty()) && fake.real_nodes.is_empty());
+    }
+
+    #[test]
+    fn a_suite_that_verifies_service_accounts_says_so_in_its_help() {
+        // As Go's flag package prints it.
+        let help = "  -e2e-output-dir string\n    \tOutput directory (default \"/tmp\")\n  \
+            -e2e-verify-service-account\n    \tIf true tests will verify the service account \
+            before running. (default true)\n";
+        assert!(waits_for_service_accounts(help));
+        assert!(waits_for_service_accounts(
+            "  -e2e-verify-service-account\n    \tIf true tests will verify ...\n"
+        ));
+        assert!(!waits_for_service_accounts(
+            "  -ginkgo.v\n  -e2e-verify-service-accounts-x\n"
+        ));
     }
 
     #[test]
