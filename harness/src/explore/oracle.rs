@@ -111,19 +111,13 @@ pub fn names_a_field(message: &str) -> bool {
     FIELD.is_match(message)
 }
 
-/// What makes findings on `fields` the same: the fields, each with the form of its value, and
-/// the fields of a template (a pod's or a job's) as one — the template as a whole is what
-/// differs. None when no field was set.
+/// What makes findings on `fields` the same: the fields, each by its path with the form of its
+/// value, a template's (a pod's or a job's) as any other: a finding on one template field does
+/// not hide a finding on the next. None when no field was set.
 pub fn keyed(fields: &[(&str, &Value)]) -> Option<String> {
-    static TEMPLATE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"^(.*[tT]emplate)\.(spec|metadata)\.").expect("a valid regex")
-    });
     let mut keys: Vec<String> = fields
         .iter()
-        .map(|(f, v)| match TEMPLATE.captures(f) {
-            Some(c) => format!("{}.*", &c[1]),
-            None => format!("{f} as {}", form(v)),
-        })
+        .map(|(f, v)| format!("{f} as {}", form(v)))
         .collect();
     keys.dedup();
     (!keys.is_empty()).then(|| keys.join(", "))
@@ -771,14 +765,15 @@ mod tests {
             .key
             .clone()
         };
-        assert_eq!(
+        assert_ne!(
             inner("spec.template.spec.priorityClassName"),
             inner("spec.template.metadata.labels"),
-            "the fields of one template are one finding"
+            "each field of a template is a finding of its own"
         );
         assert_eq!(
             inner("spec.template.jobTemplate.spec.template.spec.containers[0].resources"),
-            "refuses on update of spec.template.jobTemplate.spec.template.* what Deployment does not"
+            "refuses on update of spec.template.jobTemplate.spec.template.spec.containers[0].\
+             resources as a string what Deployment does not"
         );
         let unknown = Answer::UnknownField("unknown field".into());
         assert!(
