@@ -960,6 +960,13 @@ pub enum BenchCommand {
         #[arg(long, default_value = "reports")]
         report_dir: PathBuf,
     },
+    /// Count flaky tests: run integration test targets of the harness package over and over
+    /// (and/or the README's test command in fresh clones), count each test's results, print a
+    /// per-test table and write flakes.json and flakes.md (date, commit, machine and the
+    /// command that reproduces them). Exit 1 if any test failed in any run (or a run failed
+    /// outside its tests), 0 otherwise. After a stopped bench, `harness gc` removes what its
+    /// killed tests left.
+    Flakes(FlakesArgs),
     /// Time from a ready cluster to a ready controller bundle (CRDs established, webhooks
     /// patched and answering, smoke CloneSet reconciled).
     Bundle {
@@ -970,6 +977,52 @@ pub enum BenchCommand {
         #[arg(long = "controller", default_value_t = ControllerRef::default_ref().to_string())]
         controller: String,
     },
+}
+
+/// The flags of `bench flakes`.
+#[derive(Debug, Args)]
+pub struct FlakesArgs {
+    /// An integration test target of the harness package to run (`harness/tests/NAME.rs`,
+    /// e.g. upstream_e2e); repeat the flag for several. Each run is `cargo test -p harness
+    /// --test NAME -- --test-threads=T` in the workspace this harness was built from.
+    #[arg(long = "test", value_name = "NAME")]
+    pub tests: Vec<String>,
+    /// How many times to run each --test target (interleaved: run 1 of each target, then run
+    /// 2, ...); each target is built once first.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub runs: usize,
+    /// libtest's --test-threads for each --test run (default: the CPUs available, libtest's
+    /// own default).
+    #[arg(long = "test-threads", value_name = "T")]
+    pub test_threads: Option<usize>,
+    /// Keep every CPU busy during the runs with one busy-looping thread per CPU (stopped when
+    /// the runs end, also on Ctrl-C or an error), as on a loaded CI runner.
+    #[arg(long)]
+    pub load: bool,
+    /// Also run the README's test command (`cargo test --workspace`, as `.ci/run` does) K
+    /// times, each in a fresh `git clone --no-local` of the workspace's HEAD (committed
+    /// changes only), removed afterwards. The clone builds into CARGO_TARGET_DIR when that is
+    /// set, else into its own target directory (a cold build).
+    #[arg(long = "fresh-clones", value_name = "K", default_value_t = 0)]
+    pub fresh_clones: usize,
+    /// Where flakes.json, flakes.md and each run's log (logs/) go [default:
+    /// reports/flakes-<time>].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+impl FlakesArgs {
+    /// The bench's request.
+    pub fn request(self) -> crate::bench::flakes::Request {
+        crate::bench::flakes::Request {
+            tests: self.tests,
+            runs: self.runs,
+            test_threads: self.test_threads,
+            load: self.load,
+            fresh_clones: self.fresh_clones,
+            out: self.out,
+        }
+    }
 }
 
 /// `harness chainsaw ...`.
