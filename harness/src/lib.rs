@@ -3,15 +3,18 @@
 //! Layers, from the bottom: [`process`] runs processes described as data, [`toolchain`] builds
 //! pinned binaries from Go modules, [`cluster`] brings up clusters from a [`cluster::Profile`]
 //! (start with [`cluster::local::LocalCluster`], the embedded default), and [`cli`] is the thin
-//! command-line layer over them.
+//! command-line layer over them. [`layers`] has every module's layer; [`book`], above them all,
+//! renders the book's reference pages from the code.
 
 pub mod bench;
+pub mod book;
 pub mod chainsaw;
 pub mod cli;
 pub mod cluster;
 pub mod controller;
 pub mod explore;
 pub mod kruise;
+pub mod layers;
 pub mod matrix;
 pub mod process;
 pub mod progress;

@@ -1,35 +1,14 @@
 //! The library's layers only point down: a module never uses a module of a layer above it
-//! (unit tests at the end of a file aside). A source scan, no compiler needed.
+//! (unit tests at the end of a file aside). A source scan, no compiler needed; the layers are
+//! the library's table, `harness::layers::MODULES`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// Each top-level module and its layer, from the bottom.
-const LAYERS: &[(&str, u8)] = &[
-    ("progress", 0),
-    ("process", 0),
-    ("kruise", 0),
-    ("wait", 0),
-    ("stop", 0),
-    ("toolchain", 1),
-    ("cluster", 2),
-    ("controller", 3),
-    ("scenario", 4),
-    ("results", 5),
-    ("chainsaw", 5),
-    ("suites", 5),
-    ("run", 6),
-    ("up", 6),
-    ("explore", 7),
-    ("report", 8),
-    ("matrix", 9),
-    ("bench", 9),
-    ("qualify", 10),
-    ("cli", 11),
-];
-
+/// A top-level module's layer: the table is the library's own (`harness::layers::MODULES`),
+/// which the book's layers page is generated from.
 fn layer(module: &str) -> Option<u8> {
-    LAYERS.iter().find(|(m, _)| *m == module).map(|(_, l)| *l)
+    harness::layers::layer(module)
 }
 
 /// The top-level module a source file belongs to.

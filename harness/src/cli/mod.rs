@@ -24,6 +24,12 @@ use crate::progress::Progress;
 use crate::toolchain::versions::{KUBERNETES_RELEASES, KWOK_VERSION};
 use crate::toolchain::{Cache, KubeVersion, Toolchain};
 
+/// The CLI's clap definition, as `harness --help` prints it (the book's CLI reference is
+/// generated from it).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
 /// Checks a command line (without the program name) against the CLI's flags and values,
 /// without running anything: the error is clap's own message.
 pub fn check_args<S: AsRef<str>>(args: &[S]) -> Result<(), String> {
@@ -326,6 +332,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(BenchCommand::Run { runs }) => crate::bench::run(runs).await,
         Command::Bench(BenchCommand::Soak { runs, report_dir }) => {
             crate::bench::soak(runs, &report_dir).await
+        }
+        Command::Bench(BenchCommand::Flakes(args)) => {
+            Ok(crate::bench::flakes::run(args.request()).await?)
         }
         Command::Bench(BenchCommand::Bundle { runs, controller }) => {
             crate::bench::bundle(runs, controller.parse()?).await

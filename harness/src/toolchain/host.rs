@@ -1,7 +1,7 @@
 //! Tools that do not come from Go modules. [`Toolchain::kopium`] builds kopium from crates.io
-//! into the cache (under the same lock as the Go builds); [`Toolchain::debian_binary`] finds a
-//! Debian package's binary and, when the harness runs as root, installs the package with
-//! `apt-get` (saying so) instead of failing.
+//! into the cache (under the same lock as the Go builds), and [`Toolchain::mdbook`] mdBook;
+//! [`Toolchain::debian_binary`] finds a Debian package's binary and, when the harness runs as
+//! root, installs the package with `apt-get` (saying so) instead of failing.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -16,6 +16,9 @@ use super::{Toolchain, ToolchainError};
 
 /// The kopium release the committed OpenKruise types were generated with.
 pub const KOPIUM_VERSION: &str = "0.24.1";
+
+/// The mdBook release the book in `docs/` is built with.
+pub const MDBOOK_VERSION: &str = "0.5.4";
 
 /// A Debian package and the binaries that stand for it on `PATH` (the first one found wins).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,9 +100,25 @@ impl Toolchain {
     pub async fn kopium(&self) -> Result<PathBuf, ToolchainError> {
         let key = BuildKey::new("kopium", KOPIUM_VERSION);
         let install = self
-            .ensure_built(&key, |staging| self.cargo_install(&key, staging, "kopium"))
+            .ensure_built(&key, |staging| {
+                self.cargo_install(&key, staging, "kopium", &[])
+            })
             .await?;
         Ok(install.binary("kopium"))
+    }
+
+    /// mdBook at [`MDBOOK_VERSION`], built with `cargo install --locked` into the cache on
+    /// first use; without its `serve` and `watch` features (a web server and a file watcher
+    /// the book's check does not use, and most of the build).
+    pub async fn mdbook(&self) -> Result<PathBuf, ToolchainError> {
+        let key = BuildKey::new("mdbook", MDBOOK_VERSION);
+        let features = ["--no-default-features", "--features", "search"];
+        let install = self
+            .ensure_built(&key, |staging| {
+                self.cargo_install(&key, staging, "mdbook", &features)
+            })
+            .await?;
+        Ok(install.binary("mdbook"))
     }
 
     async fn cargo_install(
@@ -107,6 +126,7 @@ impl Toolchain {
         key: &BuildKey,
         staging: PathBuf,
         binary: &str,
+        args: &[&str],
     ) -> Result<Manifest, ToolchainError> {
         let cargo = cargo_binary();
         let version = Command::new(&cargo)
@@ -125,6 +145,7 @@ impl Toolchain {
         let root = staging.join("cargo");
         let mut cmd = Command::new(&cargo);
         cmd.args(["install", "--locked", "--quiet", "--version", &key.version])
+            .args(args)
             .arg("--root")
             .arg(&root)
             .arg(&key.component)
