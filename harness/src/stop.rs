@@ -98,9 +98,84 @@ impl Drop for GroupKill {
     }
 }
 
+/// The live (not zombie) processes of process group `group`, read from `/proc`.
+pub fn group_members(group: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            in_group(&stat, group).then_some(pid)
+        })
+        .collect()
+}
+
+/// Whether a `/proc/<pid>/stat` line is of a live process of group `group` (its name may hold
+/// spaces and parentheses: the fields after the last `)` are state, parent, group).
+fn in_group(stat: &str, group: u32) -> bool {
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    let mut fields = rest.split_whitespace();
+    let state = fields.next();
+    let pgrp = fields.nth(1).and_then(|g| g.parse::<u32>().ok());
+    state != Some("Z") && pgrp == Some(group)
+}
+
+/// Kills what is left of process group `group` and waits, up to `timeout`, until none of its
+/// processes lives: a signal is delivered when the process next runs, so a killed group's
+/// members may outlive the kill by a moment on a loaded machine. Returns those still alive.
+pub async fn end_group(group: u32, timeout: Duration) -> Vec<u32> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let left = group_members(group);
+        if left.is_empty() || tokio::time::Instant::now() >= deadline {
+            return left;
+        }
+        let pgid = nix::unistd::Pid::from_raw(group as i32);
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stat_line_tells_a_live_member_of_a_group() {
+        let line = "4242 (fixture.test (x) y) S 1 4200 4200 0 -1 4194560 0";
+        assert!(in_group(line, 4200));
+        assert!(!in_group(line, 4201));
+        assert!(!in_group(&line.replace(") S ", ") Z "), 4200));
+        assert!(!in_group("garbage", 4200));
+    }
+
+    #[tokio::test]
+    async fn a_group_ends_with_every_process_in_it() {
+        let mut child = tokio::process::Command::new("sh")
+            .args(["-c", "sleep 60 & sleep 60 & wait"])
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let group = child.id().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while group_members(group).len() < 3 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{:?}",
+                group_members(group)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let left = end_group(group, Duration::from_secs(10)).await;
+        assert!(left.is_empty(), "{left:?}");
+        let _ = child.wait().await;
+        assert!(group_members(group).is_empty());
+    }
 
     /// One test: the state is the process's.
     #[tokio::test]

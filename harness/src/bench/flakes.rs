@@ -325,7 +325,9 @@ impl Cargo {
     }
 
     /// Runs cargo with `args` in `cwd`, its output (stdout and stderr, interleaved as
-    /// printed) into `log`; its process group is killed when this returns or is dropped.
+    /// printed) into `log`; its process group is killed when this returns or is dropped. On a
+    /// stop the group gets SIGTERM first and the stop waits for it (a [`crate::stop::Salvage`],
+    /// up to [`crate::stop::GRACE`]): a harness the tests started tears its clusters down.
     async fn run(
         &self,
         cwd: &Path,
@@ -351,7 +353,17 @@ impl Cargo {
             source,
         };
         let (mut child, _group) = crate::stop::spawn_group(&mut command, file).map_err(missing)?;
-        child.wait().await.map_err(io("wait for cargo in", cwd))
+        let _salvage = crate::stop::Salvage::begin();
+        tokio::select! {
+            status = child.wait() => status.map_err(io("wait for cargo in", cwd)),
+            () = crate::stop::requested() => {
+                if let Some(pid) = child.id() {
+                    let group = nix::unistd::Pid::from_raw(pid as i32);
+                    let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGTERM);
+                }
+                child.wait().await.map_err(io("wait for cargo in", cwd))
+            }
+        }
     }
 }
 

@@ -733,7 +733,8 @@ pub async fn run(
         .with_context(|| format!("run {}", binary.display()))?;
     // The `ginkgo` command's suite processes share its group: all of them end with the run,
     // however it ends (a Ctrl-C drops this future), not only the one the harness started.
-    let group = child.id().map(crate::stop::GroupKill);
+    let child_id = child.id();
+    let group = child_id.map(crate::stop::GroupKill);
     let (mut stopped, mut killed) = (false, false);
     let status = tokio::select! {
         status = child.wait() => status,
@@ -757,6 +758,13 @@ pub async fn run(
         }
     }
     .with_context(|| format!("run {}", binary.display()))?;
+    // None of the suite's processes outlives the run, however it ended.
+    if let Some(pid) = child_id {
+        let left = crate::stop::end_group(pid, std::time::Duration::from_secs(10)).await;
+        if !left.is_empty() {
+            tracing::warn!(?left, "processes of the upstream suite outlived their kill");
+        }
+    }
     tracing::info!(
         ?status,
         seconds = started.elapsed().as_secs_f64(),
