@@ -557,10 +557,20 @@ mod tests {
         );
     }
 
+    /// This machine lacks what a test reads (an x86-64 `/bin/ls` with its loader under
+    /// `/lib64`): says so, and fails when CI is set (CI's machines have it).
+    fn unsupported(why: &str) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{why} (CI is set, so the test fails instead of skipping)"
+        );
+        eprintln!("skipped: {why}");
+    }
+
     #[test]
     fn elf_needs_reads_the_interpreter_and_libraries() {
         let Ok(ls) = std::fs::read("/bin/ls") else {
-            return;
+            return unsupported("no readable /bin/ls to read an ELF binary from");
         };
         let (interp, needed) = elf_needs(&ls).expect("/bin/ls is ELF");
         assert!(interp.is_some_and(|i| i.contains("ld-linux")));
@@ -607,7 +617,7 @@ mod tests {
     fn a_binary_is_copied_with_its_loader_its_libraries_and_the_links_to_them() {
         let tmp = tempfile::tempdir().unwrap();
         let Some((fs, needed)) = rootfs(tmp.path()) else {
-            return;
+            return unsupported("/bin/ls is not an ELF binary with its loader under /lib64");
         };
         let got = copy_with_libraries(&fs, &["/usr/sbin/tool".into()]).unwrap();
         assert!(matches!(got["/usr/sbin/tool"], Entry::File { .. }));
