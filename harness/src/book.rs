@@ -134,7 +134,7 @@ fn code(text: &str, cell: bool) -> String {
 
 /// The anchor mdBook gives a heading of plain words: lower case, spaces as `-`, other
 /// punctuation dropped.
-fn anchor(heading: &str) -> String {
+pub fn anchor(heading: &str) -> String {
     heading
         .chars()
         .filter_map(|c| {

@@ -181,21 +181,7 @@ fn anchors(text: &str) -> BTreeSet<String> {
             }
             Event::End(TagEnd::Heading(_)) => {
                 let (id, words) = heading.take().unwrap();
-                let base = id.unwrap_or_else(|| {
-                    words
-                        .trim()
-                        .chars()
-                        .filter_map(|c| {
-                            if c.is_alphanumeric() || c == '_' || c == '-' {
-                                Some(c.to_ascii_lowercase())
-                            } else if c.is_whitespace() {
-                                Some('-')
-                            } else {
-                                None
-                            }
-                        })
-                        .collect()
-                });
+                let base = id.unwrap_or_else(|| harness::book::anchor(words.trim()));
                 let mut anchor = base.clone();
                 for n in 1.. {
                     if !out.contains(&anchor) {
