@@ -295,11 +295,27 @@ fn a_stopped_run_keeps_its_specs_results_and_leaves_none_of_the_suite_s_processe
     )
     .unwrap();
     let results = report["results"].as_array().unwrap();
+    // A suite process that died (a panic in its client's reflector has been seen, about one run
+    // in eight with both cores loaded) wrote no report: what it printed from its first panic
+    // on, with every goroutine (the suite runs with GOTRACEBACK=all), says where it was.
+    let crash = || {
+        let log = std::fs::read_to_string(
+            reports
+                .path()
+                .join("latest/cluster-logs/upstream-e2e/upstream-e2e.log"),
+        )
+        .unwrap_or_default();
+        let from = log.find("Observed a panic").or_else(|| log.find("panic:"));
+        from.map_or_else(String::new, |at| {
+            log[at..].lines().take(600).collect::<Vec<_>>().join("\n")
+        })
+    };
     assert!(
         !results
             .iter()
             .any(|r| r["scenario"].as_str() == Some("upstream/suite")),
-        "the suite's report was read: {report}"
+        "the suite's report was read: {report}\nthe suite's output from its panic on:\n{}",
+        crash()
     );
     let interrupted = results
         .iter()
