@@ -202,8 +202,6 @@ const DELIMITER: &str = "------------------------------";
 /// its location (`file.go:line` of its `It`), which the dry run's report also gives.
 pub fn streamed(log: &str, planned: &[Spec]) -> Vec<Seen> {
     use std::sync::LazyLock;
-    static ANSI: LazyLock<regex::Regex> =
-        LazyLock::new(|| regex::Regex::new(r"\x1b\[[0-9;]*m").expect("valid"));
     static HEADER: LazyLock<regex::Regex> = LazyLock::new(|| {
         regex::Regex::new(r"^(?:•|\+|S|P)(?: \[([A-Z]+)\])?(?: \[([0-9.]+) seconds\])?$")
             .expect("valid")
@@ -215,7 +213,7 @@ pub fn streamed(log: &str, planned: &[Spec]) -> Vec<Seen> {
         .enumerate()
         .filter_map(|(i, s)| s.location.clone().map(|l| (l, i)))
         .collect();
-    let clean = ANSI.replace_all(log, "");
+    let clean = without_colour(log);
     let mut seen: Vec<Seen> = vec![];
     // A header whose spec's location comes after it (several processes), the spec whose start
     // was seen last (one process), and the spec a header just ended (its failure block may
@@ -290,6 +288,13 @@ pub fn streamed(log: &str, planned: &[Spec]) -> Vec<Seen> {
     seen
 }
 
+/// `text` without its terminal colour codes (Ginkgo colours some lines even with `--no-color`).
+fn without_colour(text: &str) -> std::borrow::Cow<'_, str> {
+    static ANSI: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"\x1b\[[0-9;]*m").expect("valid"));
+    ANSI.replace_all(text, "")
+}
+
 /// The lines of a suite's output that say how a process died: a Go panic or fatal error with
 /// the lines after it, Ginkgo's word that a process never reported back, a test binary's
 /// `--- FAIL`; at most `max` lines, colour codes removed. Empty when the output shows none.
@@ -302,10 +307,7 @@ pub fn crash_excerpt(log: &str, max: usize) -> String {
         "--- FAIL:",
         "signal: killed",
     ];
-    let clean = regex::Regex::new(r"\x1b\[[0-9;]*m")
-        .expect("valid")
-        .replace_all(log, "")
-        .into_owned();
+    let clean = without_colour(log);
     let lines: Vec<&str> = clean.lines().collect();
     let mut keep = std::collections::BTreeSet::new();
     for (i, l) in lines.iter().enumerate() {
