@@ -98,6 +98,59 @@ impl Drop for GroupKill {
     }
 }
 
+/// Keeps the harness's own output from ending its teardown: once the reader of its stdout or
+/// stderr is gone (a test that started it killed, a pipe to `head` closed), that stream goes
+/// to `/dev/null`. Otherwise the next line printed ("interrupted by SIGTERM: cleaning up", a
+/// teardown's progress) would panic on the broken pipe, and a second panic while unwinding
+/// aborts before the clusters are torn down. A thread waits in `poll(2)` for the streams' error
+/// or hang-up (a pipe's writer end reports one when its last reader closes; a terminal when
+/// it hangs up; files never), so it costs nothing until then. Started once, by `cli::main`.
+pub fn guard_output() {
+    let spawned = std::thread::Builder::new()
+        .name("output-guard".into())
+        .spawn(|| {
+            if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+                guard(&null);
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("start the output guard: {e}");
+    }
+}
+
+/// [`guard_output`]'s thread: waits until stdout or stderr reports an error or a hang-up and
+/// points it at `null`, until both did.
+fn guard(null: &std::fs::File) {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let (out, err) = (std::io::stdout(), std::io::stderr());
+    let mut open = [true, true];
+    while open.contains(&true) {
+        let streams = [out.as_fd(), err.as_fd()];
+        let watched: Vec<usize> = (0..2).filter(|i| open[*i]).collect();
+        let mut fds: Vec<PollFd> = watched
+            .iter()
+            .map(|i| PollFd::new(streams[*i], PollFlags::empty()))
+            .collect();
+        // An error is a signal interrupting the wait: wait again.
+        if poll(&mut fds, PollTimeout::NONE).is_err() {
+            continue;
+        }
+        for (f, i) in fds.iter().zip(&watched) {
+            let gone = f.revents().is_some_and(|r| {
+                r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP | PollFlags::POLLNVAL)
+            });
+            if gone {
+                let _ = match i {
+                    0 => nix::unistd::dup2_stdout(null),
+                    _ => nix::unistd::dup2_stderr(null),
+                };
+                open[*i] = false;
+            }
+        }
+    }
+}
+
 /// The live (not zombie) processes of process group `group`, read from `/proc`.
 pub fn group_members(group: u32) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {

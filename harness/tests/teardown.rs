@@ -104,6 +104,36 @@ fn ctrl_c_ends_the_cluster() {
     assert_all_gone(&procs, &dir);
 }
 
+/// A harness whose reader is gone (its output piped to a test that was killed, or to `head`)
+/// still tears down on a stop: its last lines go nowhere instead of panicking on the broken
+/// pipe.
+#[test]
+fn a_stop_after_the_output_s_reader_is_gone_still_ends_the_cluster() {
+    use std::io::BufRead;
+    let cli = Cli::new();
+    let mut child = cli
+        .cmd()
+        .args(["cluster", "up", "--name", "r"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.trim().ends_with("kubeconfig"), "{line:?}");
+    // Both readers gone: what it prints from now on has nowhere to go.
+    drop(child.stderr.take());
+    let dir = cli.dir("r");
+    let procs = records(&dir);
+    assert!(procs.iter().all(ProcRecord::alive));
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let status = wait_exit(&mut child, Duration::from_secs(60));
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    assert_all_gone(&procs, &dir);
+}
+
 #[test]
 fn gc_cleans_up_after_a_killed_run() {
     let cli = Cli::new();

@@ -357,13 +357,30 @@ impl Cargo {
         tokio::select! {
             status = child.wait() => status.map_err(io("wait for cargo in", cwd)),
             () = crate::stop::requested() => {
-                if let Some(pid) = child.id() {
+                let pid = child.id();
+                if let Some(pid) = pid {
                     let group = nix::unistd::Pid::from_raw(pid as i32);
                     let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGTERM);
                 }
-                child.wait().await.map_err(io("wait for cargo in", cwd))
+                let status = child.wait().await.map_err(io("wait for cargo in", cwd));
+                // Cargo and the test binaries end at once; a harness a test started goes on
+                // tearing its clusters down: the group is killed only once they are down (or
+                // after the grace), not with cargo.
+                if let Some(pid) = pid {
+                    settle_group(pid, crate::stop::GRACE).await;
+                }
+                status
             }
         }
+    }
+}
+
+/// Waits, up to `grace`, until no process of group `group` lives (each ends on its own, as a
+/// harness does once its clusters are down).
+async fn settle_group(group: u32, grace: std::time::Duration) {
+    let deadline = Instant::now() + grace;
+    while !crate::stop::group_members(group).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
 
@@ -407,7 +424,7 @@ async fn git(dir: &Path, args: &[&str]) -> Result<String, FlakesError> {
 }
 
 /// The machine: its CPUs and memory.
-fn machine() -> Machine {
+pub(crate) fn machine() -> Machine {
     Machine {
         cpus: cpus(),
         memory_kib: std::fs::read_to_string("/proc/meminfo")
@@ -421,7 +438,7 @@ fn cpus() -> usize {
 }
 
 /// Now, UTC: RFC 3339 for the report, compact for the default directory.
-fn now() -> (String, String) {
+pub(crate) fn now() -> (String, String) {
     use time::format_description::well_known::Rfc3339;
     let t = time::OffsetDateTime::now_utc()
         .replace_nanosecond(0)

@@ -57,6 +57,7 @@ pub fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    crate::stop::guard_output();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
