@@ -1,7 +1,8 @@
 //! The oracles: rules that judge any trial with no assertion written for it. Start with
 //! [`Oracle`] and [`Finding`]; the pure judges are here ([`names_a_field`], [`admission`],
-//! [`repeated_failures`], [`convergence`]), the ones that watch a cluster run in
-//! [`super::exec`].
+//! [`repeated_failures`], [`copies_convergence`]) and in the submodules: [`mod@convergence`] (the
+//! pods a workload keeps, as far as what [`holds`] it lets them go) and [`injection`] (what a
+//! policy writes into pods). The ones that watch a cluster run in [`super::exec`].
 
 use std::collections::BTreeMap;
 
@@ -11,6 +12,12 @@ use serde_json::Value;
 use super::subject::{Subject, get};
 use super::trial::Trial;
 use crate::scenario::steps::zero;
+
+pub mod convergence;
+pub mod holds;
+pub mod injection;
+
+pub use convergence::{PodView, convergence, holds_updates};
 
 /// Which rule a finding broke.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -372,110 +379,12 @@ pub fn refused_writes(
         .collect()
 }
 
-/// A pod as convergence sees it: its template image (first container) and labels.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodView {
-    /// Its name.
-    pub name: String,
-    /// Its first container's image.
-    pub image: String,
-    /// Its labels.
-    pub labels: BTreeMap<String, String>,
-}
-
-/// A spec's declared waits or holds that stop an update from reaching every pod within
-/// `bound_seconds`: pausing, a partition, an update strategy that leaves pods to the user,
-/// a declared wait longer than the bound, or lifecycle hooks (see [`hooked`]) — read by the
-/// fields' names, for every kind.
-pub fn holds_updates(spec: &Value, bound_seconds: i64) -> bool {
-    fn walk(v: &Value, bound: i64, out: &mut bool) {
-        if let Some(m) = v.as_object() {
-            for (k, x) in m {
-                let held = match k.as_str() {
-                    "paused" => x == true,
-                    "partition" => !(x == 0 || x == "0%" || x.is_null()),
-                    "type" => x == "OnDelete",
-                    "minReadySeconds" => x.as_i64().is_some_and(|s| s > bound / 4),
-                    "lifecycle" => !zero_deep(x),
-                    _ => false,
-                };
-                *out |= held;
-                walk(x, bound, out);
-            }
-        }
-    }
-    let mut out = false;
-    walk(spec, bound_seconds, &mut out);
-    out
-}
-
-/// Whether a spec declares lifecycle hooks with a handler (a `lifecycle` field with any
-/// non-empty value): pods then wait, at creation, update or deletion, for someone else to
-/// act, and neither their template nor their number need converge by themselves.
-pub fn hooked(spec: &Value) -> bool {
-    spec.as_object().is_some_and(|m| {
-        m.iter()
-            .any(|(k, v)| (k == "lifecycle" && !zero_deep(v)) || hooked(v))
-    })
-}
-
 /// Whether every leaf of `v` is a zero value ([`zero`]).
 fn zero_deep(v: &Value) -> bool {
     match v {
         Value::Object(o) => o.values().all(zero_deep),
         other => zero(other),
     }
-}
-
-/// O2 for a replicated subject, once settled: the status has caught up with the spec, the
-/// live pods number `spec.replicas`, and unless the spec holds updates ([`holds_updates`])
-/// every pod runs the template's image with its labels. Returns what differs.
-pub fn convergence(subject: &Subject, obj: &Value, pods: &[PodView], bound: i64) -> Vec<String> {
-    let mut out = vec![];
-    let generation = obj["metadata"]["generation"].as_i64();
-    let observed = obj["status"]["observedGeneration"].as_i64();
-    if subject.observes_generation && (observed.is_none() || observed < generation) {
-        out.push(format!(
-            "status.observedGeneration: want {}, got {}",
-            generation.unwrap_or_default(),
-            observed.map_or("none".into(), |o| o.to_string())
-        ));
-    }
-    if subject.replicated && !hooked(&obj["spec"]) {
-        let want = obj["spec"]["replicas"].as_i64().unwrap_or(1);
-        if pods.len() as i64 != want {
-            out.push(format!(
-                "live pods: want {want} (spec.replicas), got {}",
-                pods.len()
-            ));
-        }
-    }
-    if subject.rolls_out && !holds_updates(&obj["spec"], bound) {
-        let template = get(obj, subject.template);
-        let image = template["spec"]["containers"][0]["image"]
-            .as_str()
-            .unwrap_or_default();
-        let labels: BTreeMap<String, String> =
-            serde_json::from_value(template["metadata"]["labels"].clone()).unwrap_or_default();
-        for p in pods {
-            if p.image != image {
-                out.push(format!(
-                    "pod {}: image want {image} (the template's), got {}",
-                    p.name, p.image
-                ));
-            }
-            for (k, v) in &labels {
-                if p.labels.get(k) != Some(v) {
-                    out.push(format!(
-                        "pod {}: label {k} want {v} (the template's), got {}",
-                        p.name,
-                        p.labels.get(k).map_or("none", String::as_str)
-                    ));
-                }
-            }
-        }
-    }
-    out
 }
 
 /// O2 on the revision history of a workload once settled, from its ControllerRevisions
@@ -785,43 +694,6 @@ mod tests {
                 Some(&unknown)
             )
             .is_empty()
-        );
-    }
-
-    #[test]
-    fn convergence_wants_every_pod_at_the_template_unless_the_spec_holds_updates() {
-        let cs = cloneset();
-        let obj = |spec_extra: Value| {
-            let mut o = json!({"metadata": {"generation": 2}, "status": {"observedGeneration": 2},
-                "spec": {"replicas": 2, "template": {"metadata": {"labels": {"app": "a"}},
-                    "spec": {"containers": [{"image": "v2"}]}}}});
-            json_patch::merge(&mut o["spec"], &spec_extra);
-            o
-        };
-        let pod = |n: &str, image: &str| PodView {
-            name: n.into(),
-            image: image.into(),
-            labels: BTreeMap::from([("app".into(), "a".into())]),
-        };
-        let both = [pod("a-1", "v2"), pod("a-2", "v1")];
-        let diff = convergence(&cs, &obj(json!({})), &both, 60);
-        assert_eq!(
-            diff,
-            vec!["pod a-2: image want v2 (the template's), got v1"]
-        );
-        assert_eq!(convergence_key(&diff[0]), "does not converge: image want");
-        let paused = json!({"updateStrategy": {"paused": true}});
-        assert!(convergence(&cs, &obj(paused), &both, 60).is_empty());
-        let partitioned = json!({"updateStrategy": {"partition": 1}});
-        assert!(convergence(&cs, &obj(partitioned), &both, 60).is_empty());
-        let hooks = json!({"lifecycle": {"preNormal": {"finalizersHandler": ["x"]}}});
-        assert!(convergence(&cs, &obj(hooks), &both[..1], 60).is_empty());
-        let no_hooks = json!({"lifecycle": {"preNormal": {"finalizersHandler": []}}});
-        assert!(!convergence(&cs, &obj(no_hooks), &both, 60).is_empty());
-        let one = [pod("a-1", "v2")];
-        assert_eq!(
-            convergence(&cs, &obj(json!({})), &one, 60),
-            vec!["live pods: want 2 (spec.replicas), got 1"]
         );
     }
 

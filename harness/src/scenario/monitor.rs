@@ -327,25 +327,34 @@ impl Model {
                 instant.push(held(rule, what));
             }
             if let Some(rev) = w.update_revision() {
-                let baseline = match self.baselines.get(&w.uid) {
-                    Some((r, b)) if r == rev => b.clone(),
-                    _ => {
-                        let b: BTreeSet<String> = s
-                            .pods
-                            .iter()
-                            .filter(|p| {
-                                p.revision
-                                    .as_deref()
-                                    .is_some_and(|l| rules::same_revision(l, rev))
-                            })
-                            .map(|p| p.uid.clone())
-                            .collect();
-                        baselines.push((w.uid.clone(), (rev.to_string(), b.clone())));
-                        b
-                    }
+                let at_rev: BTreeSet<String> = s
+                    .pods
+                    .iter()
+                    .filter(|p| {
+                        p.revision
+                            .as_deref()
+                            .is_some_and(|l| rules::same_revision(l, rev))
+                    })
+                    .map(|p| p.uid.clone())
+                    .collect();
+                let (baseline, first) = match self.baselines.get(&w.uid) {
+                    Some((r, b)) if r == rev => (b.clone(), false),
+                    _ => (at_rev.clone(), true),
                 };
-                if let Some(what) = s.partition_breach(&baseline) {
-                    instant.push(held(rules::PARTITION, what));
+                match s.partition_breach(&baseline) {
+                    Some(what) => {
+                        instant.push(held(rules::PARTITION, what));
+                        if first {
+                            baselines.push((w.uid.clone(), (rev.to_string(), baseline)));
+                        }
+                    }
+                    // What the partition allowed so far stands: a partition raised later in
+                    // the rollout holds back only the pods not yet updated.
+                    None => {
+                        let mut grown = baseline;
+                        grown.extend(at_rev);
+                        baselines.push((w.uid.clone(), (rev.to_string(), grown)));
+                    }
                 }
             }
             if let Some(what) = s.counters() {

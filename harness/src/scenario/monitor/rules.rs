@@ -7,13 +7,14 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-/// Status counters disagree with the pods observed.
+/// Status counters, or the revision the status says every pod is at, disagree with the pods
+/// observed.
 pub const COUNTERS: &str = "status-counters";
 /// More pods unavailable during a rollout than the strategy allows.
 pub const MAX_UNAVAILABLE: &str = "max-unavailable";
 /// More pods than replicas plus the strategy's surge.
 pub const MAX_SURGE: &str = "max-surge";
-/// A pod the partition protects was updated.
+/// A pod the partition protects was updated (judged from the pods' revision labels).
 pub const PARTITION: &str = "partition";
 /// A rollout or scale the spec allows made no progress within the bound.
 pub const LIVENESS: &str = "liveness";
@@ -103,6 +104,15 @@ impl Workload {
     /// ordinal: one of the first `desired` ordinals from `spec.ordinals.start` that
     /// `spec.reserveOrdinals` (numbers, or ranges `"a-b"`) does not reserve.
     pub fn wants_ordinal(&self) -> impl Fn(i64) -> bool {
+        let index = self.wanted_index();
+        move |ordinal| index(ordinal).is_some()
+    }
+
+    /// For a StatefulSet (native or Advanced), the position of an ordinal in the sequence of
+    /// ordinals it wants ([`Self::wants_ordinal`]), `None` for one it does not want. A
+    /// partition counts positions, not ordinals: with `ordinals.start` 3 and ordinal 4
+    /// reserved, ordinal 5 is the second pod (position 1).
+    pub fn wanted_index(&self) -> impl Fn(i64) -> Option<i64> {
         let reserved: Vec<(i64, i64)> = self.spec["reserveOrdinals"]
             .as_array()
             .into_iter()
@@ -119,10 +129,12 @@ impl Workload {
         let desired = self.desired().unwrap_or(0);
         move |ordinal| {
             let free = |o: &i64| !reserved.iter().any(|(a, b)| (a..=b).contains(&o));
+            if ordinal < start || !free(&ordinal) {
+                return None;
+            }
             // Counted up to the ordinal, not to `desired` (which a trial may make huge).
-            ordinal >= start
-                && free(&ordinal)
-                && ((start..ordinal).filter(free).count() as i64) < desired
+            let index = (start..ordinal).filter(free).count() as i64;
+            (index < desired).then_some(index)
         }
     }
 
@@ -159,10 +171,15 @@ impl Workload {
         }
     }
 
-    /// A rollout is under way: the current revision is not the update revision.
-    fn rolling(&self) -> bool {
-        let current = self.status["currentRevision"].as_str();
-        self.update_revision().is_some() && current != self.update_revision()
+    /// The revision the status says every pod is at once a rollout is over, when the kind
+    /// reports one.
+    fn current_revision(&self) -> Option<&str> {
+        match self.kind {
+            WorkloadKind::CloneSet
+            | WorkloadKind::StatefulSet
+            | WorkloadKind::AdvancedStatefulSet => self.status["currentRevision"].as_str(),
+            _ => None,
+        }
     }
 
     /// Updates are paused by the spec.
@@ -295,8 +312,10 @@ impl Snapshot<'_> {
         }
     }
 
-    /// Status counters that disagree with the pods, once the controller has observed the
-    /// latest generation and no pod is terminating (a transition the status may lag).
+    /// Status counters that disagree with the pods, and a status that says the rollout is
+    /// over while a live pod is at another revision, once the
+    /// controller has observed the latest generation and no pod is terminating (a transition
+    /// the status may lag).
     pub fn counters(&self) -> Option<String> {
         let w = self.workload;
         if !w.caught_up() || self.pods.iter().any(|p| p.terminating) {
@@ -320,14 +339,42 @@ impl Snapshot<'_> {
                 "pods at updateRevision",
             ));
         }
-        let wrong: Vec<String> = fields
+        let mut wrong: Vec<String> = fields
             .into_iter()
             .filter_map(|(field, seen, what)| {
                 let status = w.status[field].as_i64().unwrap_or(0);
                 (status != seen).then(|| format!("status.{field} is {status}, {what} {seen}"))
             })
             .collect();
+        wrong.extend(self.revision_claim());
         (!wrong.is_empty()).then(|| wrong.join(", "))
+    }
+
+    /// The status's claim that the rollout is over (`currentRevision` is the update
+    /// revision) against the pods' revision labels: every live pod must then be at it.
+    fn revision_claim(&self) -> Option<String> {
+        let w = self.workload;
+        let rev = w.update_revision()?;
+        if w.current_revision()? != rev {
+            return None;
+        }
+        let elsewhere: Vec<String> = self
+            .active()
+            .filter(|p| !p.at(rev))
+            .map(|p| {
+                format!(
+                    "{} ({})",
+                    p.name,
+                    p.revision.as_deref().unwrap_or("no revision")
+                )
+            })
+            .collect();
+        (!elsewhere.is_empty()).then(|| {
+            format!(
+                "status.currentRevision is updateRevision {rev}, pods at another revision: {}",
+                elsewhere.join(", ")
+            )
+        })
     }
 
     /// The strategy's `(maxUnavailable, maxSurge)` for `desired` pods; `None` when it bounds
@@ -485,27 +532,55 @@ impl Snapshot<'_> {
         }
     }
 
-    /// Pods updated that the partition protects, during a rollout; `baseline` are the pods
-    /// already at the update revision when the monitor first saw it (not the controller's
-    /// doing under this partition).
+    /// Whether the pods and the status agree that the rollout to `rev` is over: every live
+    /// pod is at it, and the status names it as the current revision. A partition raised
+    /// after that holds nothing back (its pods were updated while a lower one allowed them);
+    /// a status that says so while a pod is elsewhere is [`Self::counters`]' finding, and the
+    /// partition is still judged.
+    fn rollout_over(&self, rev: &str) -> bool {
+        self.workload
+            .current_revision()
+            .is_some_and(|c| same_revision(c, rev))
+            && self.active().all(|p| p.at(rev))
+    }
+
+    /// Pods the partition protects that are at the update revision, judged from the pods'
+    /// revision labels whatever the status says (unless pods and status agree the rollout is
+    /// over); `baseline` are the pods already at the update revision when the monitor first saw
+    /// it (not the controller's doing under this partition).
+    ///
+    /// A StatefulSet's partition protects the pods at the first `partition` positions among
+    /// the ordinals it wants ([`Workload::wanted_index`]); a CloneSet's (and an Advanced
+    /// StatefulSet's under `unorderedUpdate`) keeps that many pods at the old revision, so no
+    /// more pods than the rest may be updated. Pods beyond the desired count (a scale-down or
+    /// a surge under way) may be at either revision.
     pub fn partition_breach(&self, baseline: &BTreeSet<String>) -> Option<String> {
         let w = self.workload;
         let (Some(rev), Some(partition)) = (w.update_revision(), self.partition()) else {
             return None;
         };
-        if !w.rolling() || partition <= 0 {
+        if partition <= 0 || self.rollout_over(rev) {
             return None;
         }
-        let desired = w.desired().unwrap_or(0);
         // With unorderedUpdate (Advanced StatefulSet), the partition is a number of pods kept
         // at the old revision, whichever their ordinals, as a CloneSet's is.
         let unordered = !w.spec["updateStrategy"]["rollingUpdate"]["unorderedUpdate"].is_null();
         if w.kind.stateful() && !unordered {
-            let breached: Vec<&str> = self
+            let index = w.wanted_index();
+            let breached: Vec<String> = self
                 .active()
                 .filter(|p| p.at(rev) && !baseline.contains(&p.uid))
-                .filter(|p| p.ordinal().is_some_and(|o| o < partition))
-                .map(|p| p.name.as_str())
+                .filter_map(|p| {
+                    let ordinal = p.ordinal()?;
+                    let i = index(ordinal)?;
+                    (i < partition).then(|| {
+                        if i == ordinal {
+                            p.name.clone()
+                        } else {
+                            format!("{} (position {i} among the ordinals it wants)", p.name)
+                        }
+                    })
+                })
                 .collect();
             return (!breached.is_empty()).then(|| {
                 format!(
@@ -514,11 +589,22 @@ impl Snapshot<'_> {
                 )
             });
         }
-        let allowed = (desired - partition).max(0).max(baseline.len() as i64);
+        let desired = w.desired().unwrap_or(0);
+        let surplus = (self.active().count() as i64 - desired).max(0);
+        let allowed = (desired - partition).max(0) + surplus;
         let updated = self.updated(rev);
-        (updated > allowed).then(|| {
+        let kept = self
+            .active()
+            .filter(|p| p.at(rev) && baseline.contains(&p.uid))
+            .count() as i64;
+        (updated > allowed.max(kept)).then(|| {
+            let beyond = if surplus > 0 {
+                format!(" and {surplus} pods beyond it")
+            } else {
+                String::new()
+            };
             format!(
-                "{updated} pods at updateRevision {rev}, partition {partition} of {desired} \
+                "{updated} pods at updateRevision {rev}, partition {partition} of {desired}{beyond} \
                  allows {allowed}"
             )
         })

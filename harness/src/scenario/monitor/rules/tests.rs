@@ -316,10 +316,113 @@ fn statefulset_partition_protects_ordinals_below_it_even_recreated() {
         found.contains("pods below partition 2 at updateRevision web-new: web-1"),
         "{found}"
     );
-    // Not once the rollout is over (current == update).
-    let mut done = w.clone();
-    done.status["currentRevision"] = json!("web-new");
-    assert_eq!(snap(&done, &pods).partition_breach(&BTreeSet::new()), None);
+    // A status that says the rollout is over while web-0 is still at the old revision does
+    // not switch the rule off.
+    let mut flipped = w.clone();
+    flipped.status["currentRevision"] = json!("web-new");
+    assert!(
+        snap(&flipped, &pods)
+            .partition_breach(&BTreeSet::new())
+            .is_some()
+    );
+}
+
+#[test]
+fn a_partition_raised_after_the_rollout_is_over_holds_nothing_back() {
+    // Every pod at web-new and the status agreeing: the partition came after the update.
+    let spec = json!({"replicas": 3, "updateStrategy": {"rollingUpdate": {"partition": 2}}});
+    let mut over = status(3, 3, 3);
+    over["currentRevision"] = json!("web-new");
+    let w = workload(WorkloadKind::StatefulSet, spec, over);
+    let pods = [
+        pod("web-0", true, "web-new"),
+        pod("web-1", true, "web-new"),
+        pod("web-2", true, "web-new"),
+    ];
+    assert_eq!(snap(&w, &pods).partition_breach(&BTreeSet::new()), None);
+    assert_eq!(snap(&w, &pods).counters(), None);
+    // The same pods while the status still says a rollout is under way: the partition of 2
+    // protects web-0 and web-1, which were updated under it.
+    let w = workload(WorkloadKind::StatefulSet, w.spec.clone(), status(3, 3, 3));
+    let found = snap(&w, &pods).partition_breach(&BTreeSet::new()).unwrap();
+    assert!(found.contains("web-0, web-1"), "{found}");
+    // A CloneSet whose every pod was updated beyond its partition, its status not yet over.
+    let w = cloneset(2, json!({"partition": 1}), status(2, 2, 2));
+    let both = [pod("web-a", true, "web-new"), pod("web-b", true, "web-new")];
+    let found = snap(&w, &both).partition_breach(&BTreeSet::new()).unwrap();
+    assert!(found.contains("partition 1 of 2 allows 1"), "{found}");
+}
+
+#[test]
+fn a_statefulset_partition_counts_positions_among_the_ordinals_it_wants() {
+    // Ordinals from 3, 4 reserved: the set wants 3, 5 and 6, at positions 0, 1 and 2. A
+    // partition of 2 protects web-3 and web-5; web-6 is the one pod it lets through.
+    let spec = json!({"replicas": 3, "ordinals": {"start": 3}, "reserveOrdinals": [4],
+                      "updateStrategy": {"rollingUpdate": {"partition": 2}}});
+    let w = workload(WorkloadKind::AdvancedStatefulSet, spec, status(3, 3, 1));
+    let index = w.wanted_index();
+    let positions: Vec<Option<i64>> = (2..8).map(&index).collect();
+    assert_eq!(positions, [None, Some(0), None, Some(1), Some(2), None]);
+    let mut pods = vec![
+        pod("web-3", true, "web-old"),
+        pod("web-5", true, "web-old"),
+        pod("web-6", true, "web-new"),
+    ];
+    assert_eq!(snap(&w, &pods).partition_breach(&BTreeSet::new()), None);
+    pods[1].revision = Some("web-new".into());
+    let found = snap(&w, &pods).partition_breach(&BTreeSet::new()).unwrap();
+    assert!(
+        found.contains(
+            "pods below partition 2 at updateRevision web-new: web-5 (position 1 among the \
+             ordinals it wants)"
+        ),
+        "{found}"
+    );
+}
+
+#[test]
+fn pods_beyond_the_desired_count_may_be_at_either_revision() {
+    // Scaled 3 -> 2 under a partition of 1: the CloneSet removes an updated pod, which is
+    // still there for a moment.
+    let w = cloneset(2, json!({"partition": 1}), status(3, 3, 2));
+    let mut pods = vec![
+        pod("web-a", true, "web-new"),
+        pod("web-b", true, "web-new"),
+        pod("web-c", true, "web-old"),
+    ];
+    assert_eq!(snap(&w, &pods).partition_breach(&BTreeSet::new()), None);
+    // Once it is gone, two updated pods of two are one too many.
+    pods[2].revision = Some("web-new".into());
+    pods.pop();
+    pods.push(pod("web-d", true, "web-new"));
+    pods.remove(0);
+    let found = snap(&w, &pods).partition_breach(&BTreeSet::new()).unwrap();
+    assert!(found.contains("partition 1 of 2 allows 1"), "{found}");
+}
+
+#[test]
+fn a_status_that_says_the_rollout_is_over_must_have_every_pod_at_its_revision() {
+    let mut over = status(2, 2, 1);
+    over["currentRevision"] = json!("web-new");
+    let w = cloneset(2, json!({}), over.clone());
+    let pods = [pod("web-a", true, "web-new"), pod("web-b", true, "web-old")];
+    let found = snap(&w, &pods).counters().expect("a claim the pods deny");
+    assert!(
+        found.contains(
+            "status.currentRevision is updateRevision web-new, pods at another revision: \
+             web-b (web-old)"
+        ),
+        "{found}"
+    );
+    // Every pod there (by its short hash too): the claim holds.
+    over["updatedReplicas"] = json!(2);
+    let w = cloneset(2, json!({}), over);
+    let pods = [pod("web-a", true, "web-new"), pod("web-b", true, "new")];
+    assert_eq!(snap(&w, &pods).counters(), None);
+    // A rollout under way claims nothing.
+    let w = cloneset(2, json!({}), status(2, 2, 1));
+    let pods = [pod("web-a", true, "web-new"), pod("web-b", true, "web-old")];
+    assert_eq!(snap(&w, &pods).counters(), None);
 }
 
 #[test]
