@@ -1,6 +1,7 @@
 //! Benchmarks run by `harness bench`: each measures the harness against a peer in the same run,
 //! interleaved run by run, and reports medians; [`flakes`] counts the test suite's flaky tests.
 
+pub mod explore;
 pub mod flakes;
 
 use std::path::{Path, PathBuf};

@@ -967,6 +967,14 @@ pub enum BenchCommand {
     /// outside its tests), 0 otherwise. After a stopped bench, `harness gc` removes what its
     /// killed tests left.
     Flakes(FlakesArgs),
+    /// Exploration's pace side by side: each binary (harness executables; default: this one)
+    /// runs `explore` with the same budget, seed and flags, the binaries taking turns; prints
+    /// and writes bench-explore.md/.json with, per binary, the medians of behaviour trials,
+    /// distinct trials and their rate a minute (and its ratio to the first binary), the
+    /// seconds settling, shrinking, confirming and bringing up, and the CPU seconds of the
+    /// run's processes by class (apiserver, etcd, manager, harness, ...). Exit 1 when a run
+    /// failed.
+    Explore(ExploreBenchArgs),
     /// Time from a ready cluster to a ready controller bundle (CRDs established, webhooks
     /// patched and answering, smoke CloneSet reconciled).
     Bundle {
@@ -977,6 +985,46 @@ pub enum BenchCommand {
         #[arg(long = "controller", default_value_t = ControllerRef::default_ref().to_string())]
         controller: String,
     },
+}
+
+/// The flags of `bench explore`.
+#[derive(Debug, Args)]
+pub struct ExploreBenchArgs {
+    /// A harness executable to run (repeat to compare; the first is the reference of the
+    /// ratio). Default: this one.
+    #[arg(long = "binary", value_name = "PATH")]
+    pub binaries: Vec<PathBuf>,
+    /// Runs of each binary (interleaved).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub runs: usize,
+    /// Each exploration's budget.
+    #[arg(long, default_value = "20m", value_parser = parse_duration)]
+    pub budget: Duration,
+    /// Each exploration's seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Where the report and each run's log and exploration go [default:
+    /// reports/bench-explore-<time>].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// More flags of `explore` after `--`, the same for every run (e.g. `-- --kinds
+    /// CloneSet`).
+    #[arg(last = true, value_name = "EXPLORE_FLAGS")]
+    pub explore_args: Vec<String>,
+}
+
+impl ExploreBenchArgs {
+    /// The bench's request.
+    pub fn request(self) -> crate::bench::explore::Request {
+        crate::bench::explore::Request {
+            binaries: self.binaries,
+            runs: self.runs,
+            budget: self.budget,
+            seed: self.seed,
+            explore_args: self.explore_args,
+            out: self.out,
+        }
+    }
 }
 
 /// The flags of `bench flakes`.

@@ -334,6 +334,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(BenchCommand::Soak { runs, report_dir }) => {
             crate::bench::soak(runs, &report_dir).await
         }
+        Command::Bench(BenchCommand::Explore(args)) => {
+            crate::bench::explore::run(args.request()).await
+        }
         Command::Bench(BenchCommand::Flakes(args)) => {
             Ok(crate::bench::flakes::run(args.request()).await?)
         }

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 mod copies;
 
 use super::oracle::{self, Answer, Finding, Oracle, PodView};
+use super::pace::Phases;
 use super::subject::{
     IMAGE_V2, Makes, Subject, TRIAL_LABEL, Target, get, resolve, set, split_target,
 };
@@ -36,6 +37,8 @@ pub struct Outcome {
     pub manager_log: String,
     /// How it ended, for the release differential.
     pub end: oracle::EndState,
+    /// How long each phase of a behaviour trial took ([`super::pace::PHASES`]).
+    pub phases: Vec<(&'static str, std::time::Duration)>,
 }
 
 /// A cluster with the controller installed, that trials run on.
@@ -53,6 +56,8 @@ pub struct Cell<'a> {
     pub settle: Duration,
     /// Namespaces made so far (their names count them).
     pub made: std::sync::atomic::AtomicUsize,
+    /// The objects trials' references name ([`super::openapi::Doc::referenced`]).
+    pub references: Vec<super::openapi::Made>,
 }
 
 const MANAGER: &str = "harness-explore";
@@ -244,23 +249,36 @@ impl Side {
 }
 
 impl Cell<'_> {
-    /// Makes what every trial may refer to: the PriorityClass a template may name
-    /// ([`super::subject::PRIORITY_CLASS`]).
+    /// Makes what every trial may refer to: the cluster-scoped objects of
+    /// [`Cell::references`] (the namespaced ones are made in each namespace,
+    /// [`Cell::namespace`]).
     pub async fn prepare(&self) -> anyhow::Result<()> {
-        use k8s_openapi::api::scheduling::v1::PriorityClass;
-        let api: Api<PriorityClass> = Api::all(self.client.clone());
-        let pc: PriorityClass = serde_json::from_value(json!({
-            "metadata": {"name": super::subject::PRIORITY_CLASS,
-                         "labels": {OWNER_LABEL: self.owner}},
-            "value": 1000,
-            "description": "named by the priorityClassName of explored templates"}))?;
-        match api.create(&PostParams::default(), &pc).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-            Err(e) => Err(anyhow::anyhow!(
-                "create PriorityClass {}: {e}",
-                super::subject::PRIORITY_CLASS
-            )),
+        for r in self.references.iter().filter(|r| !r.namespaced) {
+            self.make_reference(r, "").await;
+        }
+        Ok(())
+    }
+
+    /// Makes the object `r` in namespace `ns` (or the cluster), owned by the cell; one the API
+    /// refuses is logged, not fatal: a trial naming it then names nothing.
+    async fn make_reference(&self, r: &super::openapi::Made, ns: &str) {
+        let (api_version, kind) = (
+            r.object["apiVersion"].as_str().unwrap_or_default(),
+            r.object["kind"].as_str().unwrap_or_default(),
+        );
+        let made = async {
+            let api = api_for(&self.client, ns, api_version, kind).await?;
+            let mut o = r.object.clone();
+            o["metadata"]["labels"] = json!({OWNER_LABEL: self.owner});
+            let o: DynamicObject = serde_json::from_value(o)?;
+            match api.create(&PostParams::default(), &o).await {
+                Ok(_) => anyhow::Ok(()),
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+                Err(e) => Err(e.into()),
+            }
+        };
+        if let Err(e) = made.await {
+            tracing::warn!("make the referenced {kind} {ns}: {e:#}");
         }
     }
 
@@ -321,6 +339,9 @@ impl Cell<'_> {
         let body: Namespace = serde_json::from_value(json!({"metadata": {
             "name": ns, "labels": {OWNER_LABEL: self.owner, TRIAL_LABEL: ns}}}))?;
         nss.create(&PostParams::default(), &body).await?;
+        for r in self.references.iter().filter(|r| r.namespaced) {
+            self.make_reference(r, &ns).await;
+        }
         Ok(ns)
     }
 
@@ -373,12 +394,17 @@ impl Cell<'_> {
         // A manager that exited in an earlier trial is running and ready again (its exit was
         // that trial's finding).
         self.installation.revive().await?;
+        let mut phases = Phases::start("namespace");
         let ns = self.namespace(subject).await?;
-        let result = match trial.mode {
+        phases.next("steps");
+        let mut result = match trial.mode {
             Mode::Admission => self.admit(subject, trial, &ns, "x").await,
-            Mode::Behaviour => self.behaviour(subject, trial, &ns).await,
+            Mode::Behaviour => self.behaviour(subject, trial, &ns, &mut phases).await,
         };
         self.drop_namespace(&ns, subject).await;
+        if let Ok(out) = &mut result {
+            out.phases = phases.end();
+        }
         result
     }
 
@@ -497,7 +523,13 @@ impl Cell<'_> {
 
     /// The object made and driven through the steps while the monitor watches; then settled
     /// and judged.
-    async fn behaviour(&self, s: &Subject, trial: &Trial, ns: &str) -> anyhow::Result<Outcome> {
+    async fn behaviour(
+        &self,
+        s: &Subject,
+        trial: &Trial,
+        ns: &str,
+        phases: &mut Phases,
+    ) -> anyhow::Result<Outcome> {
         let mut out = Outcome::default();
         let api = api_for(&self.client, ns, s.api_version, s.kind).await?;
         let name = &scoped_name(&self.client, s, ns, "x").await?;
@@ -640,16 +672,26 @@ impl Cell<'_> {
                 });
             }
         }
+        phases.next("settle");
         let mut differences = vec![];
         if !refused {
             let this = self;
             let (w, wapi, wname) = (&ours.workload, &ours.wapi, ours.wname.as_str());
+            // A policy that writes into pods settles once its content is in them, too.
+            let policy = (s.target.is_some()).then_some((&api, name.as_str()));
+            let all = move || async move {
+                let mut d = this.differences(w, wapi, ns, wname).await;
+                if let Some((api, name)) = policy {
+                    d.extend(this.injection_differences(api, name, ns).await);
+                }
+                d
+            };
             let r = poll(
                 &format!("{} {wname} to settle", w.kind),
                 self.settle,
                 Duration::from_millis(500),
                 move || async move {
-                    let d = this.differences(w, wapi, ns, wname).await;
+                    let d = all().await;
                     if d.is_empty() {
                         Check::Met
                     } else {
@@ -659,9 +701,10 @@ impl Cell<'_> {
             )
             .await;
             if r.is_err() {
-                differences = self.differences(w, wapi, ns, wname).await;
+                differences = all().await;
             }
         }
+        phases.next("twin");
         // O4 on what settles: the same number of live pods as the twin (for kinds that keep
         // their pods: a BroadcastJob runs one on every node where a Job runs its parallelism).
         // A policy's twin is the same policy over another kind of workload, whose pods are
@@ -705,6 +748,7 @@ impl Cell<'_> {
                 });
             }
         }
+        phases.next("judge");
         let served = undo.served.take();
         let served_at = undo.served_at.take();
         self.undo(undo).await;
@@ -966,6 +1010,41 @@ impl Cell<'_> {
         let mut out = oracle::convergence(s, &obj, &views, self.settle.as_secs() as i64);
         out.extend(oracle::revision_history(&obj, &revisions));
         out
+    }
+
+    /// What a policy that declares containers to put into pods (`spec.containers` or
+    /// `spec.initContainers`) has not got into the pods of namespace `ns` it selects
+    /// ([`oracle::injection::injection`]); nothing for a policy that declares none.
+    async fn injection_differences(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+        ns: &str,
+    ) -> Vec<String> {
+        let policy = match api.get(name).await {
+            Ok(o) => serde_json::to_value(o).unwrap_or_default(),
+            Err(e) => return vec![format!("get {name}: {e}")],
+        };
+        let declares = ["containers", "initContainers"]
+            .iter()
+            .any(|k| policy["spec"][k].as_array().is_some_and(|c| !c.is_empty()));
+        if !declares {
+            return vec![];
+        }
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let pods: Vec<Value> = match pods.list(&ListParams::default()).await {
+            Ok(l) => l
+                .items
+                .into_iter()
+                .filter_map(|p| serde_json::to_value(p).ok())
+                .collect(),
+            Err(e) => return vec![format!("list pods: {e}")],
+        };
+        let namespaces = match self.namespaces().await {
+            Ok(n) => n,
+            Err(e) => return vec![format!("list namespaces: {e:#}")],
+        };
+        oracle::injection::injection(&policy, &pods, &namespaces)
     }
 
     /// The pods `uid` owns, itself or through objects of the kinds `via` (from the top).

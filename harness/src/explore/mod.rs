@@ -2,8 +2,9 @@
 //! per-trial assertion. Start with [`explore`]: on one cell (a cluster with the controller
 //! installed) it runs, for every [`subject::Subject`],
 //!
-//! 1. **admission trials**: every value of every leaf of the CRD's schema ([`schema`]) and of
-//!    the pod template's union members, alone, at create and at update, then the rows of a
+//! 1. **admission trials**: every value of every leaf of the CRD's schema ([`schema`]) and
+//!    values of the leaves of its pod template, walked from the cell's OpenAPI ([`openapi`];
+//!    bounded, see [`TEMPLATE_SINGLES`]), alone, at create and at update, then the rows of a
 //!    pairwise covering array over the values admitted alone ([`trial::covering_rows`]) —
 //!    sent as dry runs to the subject and to its native twin;
 //! 2. **behaviour trials** until the budget ends: an object created with admitted values, then
@@ -17,8 +18,10 @@
 
 pub mod exec;
 pub mod minimize;
+pub mod openapi;
 pub mod oracle;
 pub mod output;
+pub mod pace;
 pub mod schema;
 pub mod subject;
 pub mod trial;
@@ -249,6 +252,9 @@ pub struct Summary {
     /// The gates of the cell.
     #[serde(default, skip_serializing_if = "Gates::is_empty")]
     pub gates: Gates,
+    /// Where the time went.
+    #[serde(default)]
+    pub pace: pace::Pace,
 }
 
 impl Summary {
@@ -269,48 +275,201 @@ async fn crds(client: &kube::Client) -> anyhow::Result<BTreeMap<String, Value>> 
     Ok(out)
 }
 
-/// The single values tried on `s`: each leaf of its schema with each of its values, then the
-/// template fields with theirs.
-pub fn singles(s: &Subject, crd: &Value) -> Vec<(String, Value)> {
+/// The most single values tried on a subject's pod template, and on a policy's target's.
+///
+/// How admission trials are bounded: a pod template walked from the cell's OpenAPI has
+/// hundreds of leaves ([`schema`] bounds the walk by depth and by lists), and each single is
+/// two dry runs on the subject and two on its twin, for each of about twenty subjects. Every
+/// template leaf gets its first value (the typical one: the first member, the first word,
+/// the object the cell makes); further values are drawn with the run's seed until the
+/// template has [`TEMPLATE_SINGLES`] singles (a policy's target, [`TARGET_SINGLES`]: it
+/// explores the policy, not the template, which its own subject explores). So one run
+/// tries every template leaf, and another seed tries other values of them. The CRD's own
+/// leaves are not bounded: they are the subject's, and a few hundred values at most.
+pub const TEMPLATE_SINGLES: usize = 150;
+
+/// The most values of one field that covering rows pair with the others' (see
+/// [`Explorer::admission`]).
+const ROW_VALUES: usize = 12;
+
+/// The most single values tried on a policy's target's template (see [`TEMPLATE_SINGLES`]).
+pub const TARGET_SINGLES: usize = 50;
+
+/// The single values tried on `s`, each a field set: each leaf of its schema with each of its
+/// values, its pod template's leaves walked from the cell's core types in `doc` (bounded, see
+/// [`TEMPLATE_SINGLES`], drawn with `seed`), and a policy's target's. A field of a list's item
+/// where the seed has no item is set through a minimal item: the set holds the list with
+/// that item (the field set in it) and the field itself, so that findings name the field.
+pub fn singles(s: &Subject, crd: &Value, doc: &openapi::Doc, seed: u64) -> Vec<Fields> {
     let version = s.api_version.rsplit('/').next().unwrap_or_default();
-    let seed = (s.seed)("x");
+    let obj = (s.seed)("x");
     let reselect = s.reselect();
-    let mut out: Vec<(String, Value)> = vec![];
-    for l in schema::leaves(crd, version) {
-        if l.path == "spec.replicas" && !s.replicated {
-            continue;
-        }
-        // A field of a list's item, where the seed has no item to set it on.
-        if let Some((list, _)) = l.path.rsplit_once("[0]")
-            && subject::get(&seed, list)
-                .as_array()
-                .is_none_or(Vec::is_empty)
-        {
-            continue;
-        }
+    let w = s.workload();
+    let wseed = (w.seed)("x");
+    let pod = subject::get(&wseed, w.template).clone();
+    let walk = schema::Walk {
+        doc: Some(doc),
+        template: s.template,
+        seed: &obj,
+        pod: &pod,
+    };
+    let mut leaves = schema::leaves_with(crd, version, &walk);
+    twin_words(s, doc, &mut leaves);
+    let in_template = |l: &schema::Leaf| {
+        !s.template.is_empty() && l.path.starts_with(&format!("{}.", s.template))
+    };
+    let (template, own): (Vec<_>, Vec<_>) = leaves.into_iter().partition(in_template);
+    let own: Vec<_> = own
+        .into_iter()
+        .filter(|l| l.path != "spec.replicas" || s.replicated)
+        .collect();
+    let mut out = leaf_sets(&own, &obj, &reselect, false, "");
+    let sets = leaf_sets(&template, &obj, &reselect, true, "");
+    out.extend(bounded(sets, TEMPLATE_SINGLES, seed, s.name));
+    // A policy meets its target's template fields.
+    if let Some(t) = s.target {
+        let tseed = (t.seed)("x");
+        let tl = schema::template_leaves(doc, t.template, &tseed);
+        let sets = leaf_sets(&tl, &tseed, &reselect, true, subject::TARGET);
+        out.extend(bounded(sets, TARGET_SINGLES, seed, s.name));
+    }
+    out
+}
+
+/// The field sets of `leaves` of `seed` (keys prefixed with `prefix`), each value alone: a
+/// selector also as `reselect`; absent only where `seed` has the field, when
+/// `absent_if_set` (else absence is the seed itself); a field of a list item the seed lacks
+/// through the list's minimal item. A value that cannot be set on the seed is left out.
+fn leaf_sets(
+    leaves: &[schema::Leaf],
+    seed: &Value,
+    reselect: &Value,
+    absent_if_set: bool,
+    prefix: &str,
+) -> Vec<Fields> {
+    let minimal = |list: &str| {
+        leaves.iter().find_map(|l| match &l.shape {
+            schema::Shape::Objects(item) if l.path == list => Some(item.clone()),
+            _ => None,
+        })
+    };
+    let mut out = vec![];
+    for l in leaves {
         let mut values = l.values();
         if l.shape == schema::Shape::Selector {
             values.insert(0, reselect.clone());
         }
-        out.extend(values.into_iter().map(|v| (l.path.clone(), v)));
-    }
-    for f in subject::TEMPLATE_FIELDS
-        .iter()
-        .filter(|_| !s.template.is_empty())
-    {
-        for v in subject::template_values(f) {
-            out.push((format!("{}.{f}", s.template), v));
+        if absent_if_set && subject::get(seed, &l.path).is_null() {
+            values.retain(|v| !v.is_null());
         }
-    }
-    // A policy meets its target's template fields.
-    if let Some(t) = s.target {
-        for f in subject::TEMPLATE_FIELDS {
-            for v in subject::template_values(f) {
-                out.push((format!("{}{}.{f}", subject::TARGET, t.template), v));
-            }
+        // The outermost list on the way with no item in the seed.
+        let missing = l
+            .path
+            .match_indices("[0]")
+            .map(|(i, _)| &l.path[..i])
+            .find(|list| {
+                subject::get(seed, list)
+                    .as_array()
+                    .is_none_or(Vec::is_empty)
+            });
+        for v in values {
+            let set = match missing {
+                None => Fields::from([(format!("{prefix}{}", l.path), v)]),
+                Some(list) => {
+                    let Some(mut item) = minimal(list) else {
+                        continue;
+                    };
+                    let rest = &l.path[list.len() + "[0]".len()..];
+                    if !rest.is_empty()
+                        && subject::set(&mut item, rest.trim_start_matches('.'), v.clone()).is_err()
+                    {
+                        continue;
+                    }
+                    Fields::from([
+                        (format!("{prefix}{list}"), Value::Array(vec![item])),
+                        (format!("{prefix}{}", l.path), v),
+                    ])
+                }
+            };
+            out.push(set);
         }
     }
     out
+}
+
+/// `sets` bounded to `cap`: the first set of each field (the innermost path of the set), then
+/// others drawn with `seed` (and `name`), in their order. With more fields than `cap`, the
+/// fields are drawn too.
+fn bounded(sets: Vec<Fields>, cap: usize, seed: u64, name: &str) -> Vec<Fields> {
+    if sets.len() <= cap {
+        return sets;
+    }
+    let stream = name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3)
+    });
+    let mut rng = Rng::new(seed, stream);
+    let field = |f: &Fields| f.keys().last().cloned().unwrap_or_default();
+    let mut firsts = vec![];
+    let mut others = vec![];
+    for (i, f) in sets.iter().enumerate() {
+        match i == 0 || field(&sets[i - 1]) != field(f) {
+            true => firsts.push(i),
+            false => others.push(i),
+        }
+    }
+    rng.shuffle(&mut firsts);
+    rng.shuffle(&mut others);
+    let mut keep: Vec<usize> = firsts.into_iter().chain(others).take(cap).collect();
+    keep.sort_unstable();
+    let mut sets: Vec<Option<Fields>> = sets.into_iter().map(Some).collect();
+    keep.into_iter().filter_map(|i| sets[i].take()).collect()
+}
+
+/// Adds to each string leaf of `s` without an enum the enum of the same field in its native
+/// twin's schema, as the cell serves it, before the words of its description.
+fn twin_words(s: &Subject, doc: &openapi::Doc, leaves: &mut [schema::Leaf]) {
+    let Some(t) = s.twin else { return };
+    let Some(root) = doc.kind_schema(t.api_version, t.kind) else {
+        return;
+    };
+    for l in leaves {
+        let schema::Shape::String(words) = &mut l.shape else {
+            continue;
+        };
+        let Some(path) = s.twin_path(&l.path) else {
+            continue;
+        };
+        let members = doc
+            .at(root, &path)
+            .and_then(|n| n["enum"].as_array().cloned())
+            .unwrap_or_default();
+        let mut all: Vec<String> = members
+            .iter()
+            .filter_map(|m| m.as_str().map(String::from))
+            .collect();
+        for w in words.drain(..) {
+            if !all.contains(&w) {
+                all.push(w);
+            }
+        }
+        *words = all;
+    }
+}
+
+/// The fields of `set` that no other field of it holds: a list set with an item, beside a
+/// field of that item, is the list (whose item has the field).
+fn outermost(set: Vec<(&str, &Value)>) -> Vec<(String, Value)> {
+    let paths: Vec<&str> = set.iter().map(|(k, _)| *k).collect();
+    set.iter()
+        .filter(|(k, _)| {
+            !paths.iter().any(|p| {
+                k.len() > p.len()
+                    && k.starts_with(p)
+                    && matches!(k.as_bytes()[p.len()], b'.' | b'[')
+            })
+        })
+        .map(|(k, v)| (k.to_string(), (*v).clone()))
+        .collect()
 }
 
 /// A row without the fields that hold another of its fields (a list beside its item's
@@ -426,6 +585,7 @@ impl Explorer<'_> {
         // Shrinking stops with the budget (a behaviour candidate that fires takes the whole
         // settle bound); the confirming runs are made in any case.
         let deadline = self.started + self.options.budget;
+        let shrinking = Instant::now();
         let minimized = minimize::minimize(trial.clone(), runs, deadline, |t| {
             let target = target.clone();
             async move {
@@ -435,6 +595,8 @@ impl Explorer<'_> {
             }
         })
         .await;
+        self.summary.pace.shrinking += shrinking.elapsed().as_secs_f64();
+        let confirming = Instant::now();
         let mut reproduced = 0;
         let mut last = None;
         for _ in 0..self.options.confirm {
@@ -445,6 +607,7 @@ impl Explorer<'_> {
                 last = Some(hit);
             }
         }
+        self.summary.pace.confirming += confirming.elapsed().as_secs_f64();
         let (finding, manager_log) = match last {
             Some((f, log)) => (f, log),
             None => (finding, String::new()),
@@ -502,8 +665,9 @@ impl Explorer<'_> {
         &mut self,
         s: &Subject,
         crd: &Value,
+        doc: &openapi::Doc,
     ) -> anyhow::Result<Vec<(String, Value)>> {
-        let singles = singles(s, crd);
+        let singles = singles(s, crd, doc, self.options.seed);
         let mut trials: Vec<Trial> = vec![];
         let mut index = 0;
         let seed = self.options.seed;
@@ -517,11 +681,13 @@ impl Explorer<'_> {
                 steps,
             }
         };
-        for (k, v) in &singles {
-            let set = Fields::from([(k.clone(), v.clone())]);
+        for set in singles {
             trials.push(next(vec![Step::Create { set: set.clone() }]));
-            // A target's template is the target's to admit once it changes.
-            if k.starts_with(subject::TARGET) {
+            // A target's template is the target's to admit once it changes; a field through
+            // a minimal item is tried at create (at update, the list's own values add and
+            // remove its item: the update of each of the item's fields would be the same
+            // trial of the list again, under another name).
+            if set.len() > 1 || set.keys().any(|k| k.starts_with(subject::TARGET)) {
                 continue;
             }
             trials.push(next(vec![
@@ -535,11 +701,7 @@ impl Explorer<'_> {
         for (t, out) in trials.iter().zip(&results) {
             let single = matches!(t.steps.as_slice(), [Step::Create { .. }]);
             if single && out.answers.last() == Some(&Answer::Admitted) {
-                admitted.extend(
-                    t.fields()
-                        .into_iter()
-                        .map(|(k, v)| (k.to_string(), v.clone())),
-                );
+                admitted.extend(outermost(t.fields()));
             }
         }
         for (t, out) in trials.iter().zip(results) {
@@ -554,7 +716,20 @@ impl Explorer<'_> {
                 by_field.entry(k.clone()).or_default().push(v.clone());
             }
         }
-        let fields: Vec<(String, Vec<Value>)> = by_field.into_iter().collect();
+        // A list whose item's fields were each admitted through a minimal item has as many
+        // values as the item has fields: pairs with them would outnumber all other rows. A
+        // field takes part with [`ROW_VALUES`] of its values at most, drawn with the seed.
+        let mut draw = Rng::new(self.options.seed, u64::MAX - 1);
+        let fields: Vec<(String, Vec<Value>)> = by_field
+            .into_iter()
+            .map(|(k, mut v)| {
+                if v.len() > ROW_VALUES {
+                    draw.shuffle(&mut v);
+                    v.truncate(ROW_VALUES);
+                }
+                (k, v)
+            })
+            .collect();
         let rows = trial::covering_rows(&fields, &mut Rng::new(self.options.seed, u64::MAX));
         let row_trials: Vec<Trial> = rows
             .into_iter()
@@ -724,8 +899,31 @@ pub async fn cell<'a>(
     session: &'a Session,
     settle: Duration,
 ) -> anyhow::Result<Cell<'a>> {
+    Ok(cell_reading(name, session, settle).await?.0)
+}
+
+/// As [`cell`], with what the cell serves: its OpenAPI and its CRDs (see [`crds`]).
+async fn cell_reading<'a>(
+    name: &str,
+    session: &'a Session,
+    settle: Duration,
+) -> anyhow::Result<(Cell<'a>, openapi::Doc, BTreeMap<String, Value>)> {
+    let client = session.cluster.client().await?;
+    let doc = openapi::fetch(&client)
+        .await
+        .context("read the cell's OpenAPI")?;
+    let crds = crds(&client).await?;
+    let mut doc = doc;
+    // An object the API refuses (a required field its schema cannot say how to fill) is not
+    // made: a reference to its kind is then a string as any other.
+    for r in references(&doc, &crds) {
+        if let Err(e) = dry_make(&client, &r).await {
+            tracing::info!("not made for references: {e:#}");
+            doc.unmade(r.object["kind"].as_str().unwrap_or_default());
+        }
+    }
     let cell = Cell {
-        client: session.cluster.client().await?,
+        client,
         installation: session
             .installation
             .as_ref()
@@ -734,9 +932,68 @@ pub async fn cell<'a>(
         owner: name.to_string(),
         settle,
         made: Default::default(),
+        references: references(&doc, &crds),
     };
     cell.prepare().await?;
-    Ok(cell)
+    Ok((cell, doc, crds))
+}
+
+/// Whether the API admits the object `r` (a dry run, in the namespace `default` for a
+/// namespaced kind).
+async fn dry_make(client: &kube::Client, r: &openapi::Made) -> anyhow::Result<()> {
+    let (api_version, kind) = (
+        r.object["apiVersion"].as_str().unwrap_or_default(),
+        r.object["kind"].as_str().unwrap_or_default(),
+    );
+    let (ar, _) = crate::scenario::pinned(client, api_version, kind).await?;
+    let api: Api<kube::api::DynamicObject> = match r.namespaced {
+        true => Api::namespaced_with(client.clone(), "default", &ar),
+        false => Api::all_with(client.clone(), &ar),
+    };
+    let o: kube::api::DynamicObject = serde_json::from_value(r.object.clone())?;
+    let params = kube::api::PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    match api.create(&params, &o).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(anyhow::anyhow!("{kind} {}: {e}", openapi::REFERENCED)),
+    }
+}
+
+/// The objects the references among every subject's leaves name, made by the cell
+/// ([`openapi::Doc::referenced`]), a kind each.
+fn references(doc: &openapi::Doc, crds: &BTreeMap<String, Value>) -> Vec<openapi::Made> {
+    let mut kinds = std::collections::BTreeSet::new();
+    for s in subject::subjects() {
+        let group = s.api_version.split('/').next().unwrap_or_default();
+        let Some(crd) = crds.get(&format!("{group}/{}", s.kind)) else {
+            continue;
+        };
+        let version = s.api_version.rsplit('/').next().unwrap_or_default();
+        let seed = (s.seed)("x");
+        let walk = schema::Walk {
+            doc: Some(doc),
+            template: s.template,
+            seed: &seed,
+            pod: &Value::Null,
+        };
+        let mut leaves = schema::leaves_with(crd, version, &walk);
+        if let Some(t) = s.target {
+            leaves.extend(schema::template_leaves(doc, t.template, &(t.seed)("x")));
+        }
+        for l in leaves {
+            if let schema::Shape::Reference(k) = l.shape {
+                kinds.insert(k);
+            }
+        }
+    }
+    kinds
+        .iter()
+        .filter_map(|k| doc.served(k))
+        .filter_map(|k| doc.referenced(k))
+        .collect()
 }
 
 /// Explores the controller of `options` on a cell of its own (made with `provider`, removed
@@ -774,8 +1031,7 @@ pub async fn explore(
         None => None,
     };
     say(format!("cell ready in {:.0} s", t0.elapsed().as_secs_f64()));
-    let ours = cell(&name, &session, options.settle).await?;
-    let crds = crds(&ours.client).await?;
+    let (ours, doc, crds) = cell_reading(&name, &session, options.settle).await?;
     let baseline = match &base_session {
         Some((n, s)) => Some(cell(n, s, options.settle).await?),
         None => None,
@@ -795,6 +1051,8 @@ pub async fn explore(
         },
         say,
     };
+    x.summary.pace.bring_up = t0.elapsed().as_secs_f64();
+    let admitting = Instant::now();
     let mut materials = vec![];
     for s in &subjects {
         let group = s.api_version.split('/').next().unwrap_or_default();
@@ -817,7 +1075,7 @@ pub async fn explore(
             continue;
         };
         say(format!("{}: admission trials", s.name));
-        let admitted = x.admission(s, crd).await?;
+        let admitted = x.admission(s, crd, &doc).await?;
         materials.push((*s, admitted));
         if x.left().is_zero() {
             break;
@@ -846,6 +1104,8 @@ pub async fn explore(
         .into_iter()
         .map(|(s, admitted)| prepare(s, admitted, options.seed))
         .collect();
+    x.summary.pace.admission = admitting.elapsed().as_secs_f64();
+    let behaving = Instant::now();
     let mut next = 0u64;
     let behave = options.modes.contains(&Mode::Behaviour);
     'outer: while behave && !prepared.is_empty() && !x.left().is_zero() {
@@ -876,21 +1136,28 @@ pub async fn explore(
         // Trials that act on the whole controller or cluster (a restart, a stale view, a node
         // gone NotReady) run alone, after the others of the batch: every trial running beside
         // one would see it too.
+        let timed = |s, t| async move {
+            let at = Instant::now();
+            let out = run_compared(cell, compared, s, t).await;
+            (out, at.elapsed().as_secs_f64())
+        };
         let mut outs: Vec<_> = futures::future::join_all(batch.iter().map(|(s, t)| async move {
             match t.global() {
                 true => None,
-                false => Some(run_compared(cell, compared, s, t).await),
+                false => Some(timed(s, t).await),
             }
         }))
         .await;
         for ((s, t), out) in batch.iter().zip(outs.iter_mut()) {
             if out.is_none() {
-                *out = Some(run_compared(cell, compared, s, t).await);
+                *out = Some(timed(s, t).await);
             }
         }
         let outs = outs.into_iter().flatten();
-        for ((s, t), out) in batch.iter().zip(outs) {
+        for ((s, t), (out, seconds)) in batch.iter().zip(outs) {
             x.count(format!("behaviour {}", s.name), 1);
+            let phases = out.as_ref().map_or(&[][..], |o| &o.phases[..]);
+            x.summary.pace.behaviour_trial(t, seconds, phases);
             match out {
                 Ok(out) => x.judge(s, t, out.findings).await?,
                 Err(e) => say(format!("{}: trial {} did not run: {e:#}", s.name, t.index)),
@@ -899,6 +1166,9 @@ pub async fn explore(
                 break 'outer;
             }
         }
+    }
+    if behave {
+        x.summary.pace.behaviour = behaving.elapsed().as_secs_f64();
     }
     x.summary.seconds = t0.elapsed().as_secs_f64();
     output::write_summary(&options.dir, &x.summary)?;
@@ -1257,6 +1527,86 @@ mod tests {
     }
 
     #[test]
+    fn a_templates_singles_come_from_the_cells_openapi_bounded_with_list_items_made_whole() {
+        let doc = openapi::Doc::new(&[serde_json::from_str(include_str!(
+            "../../tests/fixtures/openapi-core.json"
+        ))
+        .unwrap()]);
+        let cloneset = select(&["CloneSet".to_string()]).unwrap()[0];
+        let crd = json!({"spec": {"versions": [{"name": "v1alpha1", "served": true,
+            "schema": {"openAPIV3Schema": {"properties": {"spec": {"type": "object",
+                "properties": {"template": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}}}}}]}});
+        let all = singles(&cloneset, &crd, &doc, 1);
+        let fields: Vec<&String> = all.iter().flat_map(|f| f.keys()).collect();
+        assert!(all.len() <= TEMPLATE_SINGLES, "{}", all.len());
+        assert!(
+            fields.iter().all(|k| k.starts_with("spec.template.")),
+            "{fields:?}"
+        );
+        // Every leaf is tried with its first value when the leaves fit the bound.
+        let leaves = schema::template_leaves(&doc, "spec.template", &(cloneset.seed)("x"));
+        assert!(leaves.len() < TEMPLATE_SINGLES);
+        for l in &leaves {
+            assert!(fields.contains(&&l.path), "{} is tried", l.path);
+        }
+        // A field of an item the seed lacks: the list with a minimal item holding it, and it.
+        let tol = all
+            .iter()
+            .find(|f| f.contains_key("spec.template.spec.tolerations[0].effect"))
+            .expect("a toleration's effect is tried");
+        let v = &tol["spec.template.spec.tolerations[0].effect"];
+        assert_eq!(tol["spec.template.spec.tolerations"][0]["effect"], *v);
+        assert_eq!(
+            outermost(tol.iter().map(|(k, v)| (k.as_str(), v)).collect()).len(),
+            1
+        );
+        // The seed lacks the field: absent is the seed itself, not a trial.
+        assert!(
+            !all.iter()
+                .any(|f| f.get("spec.template.spec.priorityClassName") == Some(&Value::Null))
+        );
+        // Another seed draws other values, as many.
+        let other = singles(&cloneset, &crd, &doc, 2);
+        assert_eq!(other.len(), all.len());
+        // A policy meets its target's template, bounded apart.
+        let ws = select(&["WorkloadSpread.CloneSet".to_string()]).unwrap()[0];
+        let target = singles(&ws, &json!({}), &doc, 1);
+        assert!(!target.is_empty() && target.len() <= TARGET_SINGLES);
+        assert!(
+            target
+                .iter()
+                .flat_map(|f| f.keys())
+                .all(|k| k.starts_with(subject::TARGET))
+        );
+    }
+
+    #[test]
+    fn a_string_without_an_enum_takes_the_enum_of_its_twins_field() {
+        let doc = openapi::Doc::new(&[json!({"components": {"schemas": {
+            "io.k8s.api.apps.v1.Deployment": {
+                "x-kubernetes-group-version-kind": [
+                    {"group": "apps", "version": "v1", "kind": "Deployment"}],
+                "properties": {"spec": {"properties": {"strategy": {"properties": {
+                    "type": {"type": "string", "enum": ["Recreate", "RollingUpdate"]}}}}}}}}}})]);
+        let cloneset = select(&["CloneSet".to_string()]).unwrap()[0];
+        let mut leaves = vec![schema::Leaf {
+            path: "spec.strategy.type".into(),
+            shape: schema::Shape::String(vec!["Recreate".into(), "Other".into()]),
+            required: false,
+        }];
+        twin_words(&cloneset, &doc, &mut leaves);
+        assert_eq!(
+            leaves[0].shape,
+            schema::Shape::String(vec![
+                "Recreate".into(),
+                "RollingUpdate".into(),
+                "Other".into()
+            ])
+        );
+    }
+
+    #[test]
     fn a_copying_kinds_singles_come_from_its_schema_with_the_trials_namespaces_selected() {
         let rd = select(&["ResourceDistribution".to_string()]).unwrap()[0];
         let list = json!({"type": "object", "properties": {"list": {"type": "array",
@@ -1273,12 +1623,12 @@ mod tests {
                     "namespaceLabelSelector": {"type": "object", "properties": {
                         "matchLabels": {"type": "object"},
                         "matchExpressions": {"type": "array"}}}}}}}}}}}]}});
-        let singles = singles(&rd, &crd);
+        let singles = singles(&rd, &crd, &openapi::Doc::default(), 1);
         let of = |path: &str| -> Vec<&Value> {
             singles
                 .iter()
-                .filter(|(k, _)| k == path)
-                .map(|(_, v)| v)
+                .filter(|f| f.len() == 1 && f.contains_key(path))
+                .filter_map(|f| f.get(path))
                 .collect()
         };
         assert_eq!(
@@ -1299,6 +1649,11 @@ mod tests {
             [&json!({}), &json!({schema::MAP_KEY: "v"}), &Value::Null]
         );
         assert_eq!(of("spec.resource.metadata.annotations").len(), 3);
-        assert!(singles.iter().all(|(k, _)| !k.contains("template")));
+        assert!(
+            singles
+                .iter()
+                .flat_map(|f| f.keys())
+                .all(|k| !k.contains("template"))
+        );
     }
 }

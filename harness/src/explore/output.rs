@@ -124,7 +124,7 @@ pub fn chainsaw_test(s: &Subject, r: &Reported, controller: &ControllerRef) -> S
     // pods until the policy exists.
     let mut cell = vec![json!({"apply": {"resource": {
         "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-        "metadata": {"name": super::subject::PRIORITY_CLASS}, "value": 1000}}})];
+        "metadata": {"name": super::openapi::REFERENCED}, "value": 1000}}})];
     // The test's namespace is labelled as a trial's are (a selector of the trial's namespaces
     // names the label).
     if s.makes == Makes::Copies {

@@ -1,16 +1,35 @@
 //! The leaves of a CRD's `spec` that a trial can set, each with its [`Shape`], and the values
 //! each shape is tried with ([`Shape::values`]). Start with [`leaves`].
 //!
-//! The walk follows the field coverage's rules ([`crate::scenario::coverage`]): templates (pod,
-//! claim and workload templates) and embedded Kubernetes types (label selectors, tolerations,
-//! object metadata) are not walked into; a template's own fields come from the template
-//! vocabulary ([`super::subject::TEMPLATE_FIELDS`]) instead. Fields inside a list of objects
-//! are not leaves: the list itself is (tried empty).
+//! The walk follows the field coverage's rules ([`crate::scenario::coverage`]) for what a
+//! template is. The subject's own pod template, and every claim template, are walked from
+//! the core types the cell serves ([`super::openapi`]: `PodTemplateSpec`, `PodSpec`,
+//! `Container`, … and `PersistentVolumeClaim`), as the CRD's own fields are, with the same
+//! values per shape; another template (a nested workload's) gives only its metadata.
+//!
+//! How far the walk goes, so that a pod template's hundreds of leaves stay a bounded number
+//! of admission trials: an object more than [`MAX_DEPTH`] fields below the template is one
+//! leaf (its minimal value); a list of objects is a leaf (empty, and one minimal item) whose
+//! item's fields are walked when the seed has an item (the seed's container) or, through a
+//! minimal item, for one such list on a path (the second is not walked into), and a type
+//! walked through a list's item once (or one holding all its fields, an extension of it) is
+//! not walked through a minimal item again (the fields of init and ephemeral containers are
+//! those of the seed's container). Deprecated fields are
+//! not walked. [`super::singles`] then bounds the values tried per subject.
+
+use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::openapi::{Doc, REFERENCED, quoted};
 use crate::scenario::coverage;
+
+/// The depth (fields below a template's root) past which an object is one leaf.
+pub const MAX_DEPTH: usize = 6;
+
+/// The most words of a description a string is tried with.
+const MAX_WORDS: usize = 6;
 
 /// What a leaf holds, as far as the values tried on it go.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,22 +46,31 @@ pub enum Shape {
     },
     /// `x-kubernetes-int-or-string`.
     IntOrString,
+    /// A number or a string (a quantity).
+    Quantity,
     /// A string with an `enum`.
     Enum(Vec<String>),
-    /// Any other string.
-    String,
+    /// Any other string, with the words the API uses for it: the enum of the same field in
+    /// the native twin's schema, and the literals its description quotes.
+    String(Vec<String>),
+    /// A string that names an object of this kind ([`Doc::reference`]), which the cell makes
+    /// ([`Doc::referenced`]).
+    Reference(String),
     /// A list of scalars.
     List(Box<Shape>),
-    /// A list of objects.
-    Objects,
+    /// A list of objects, with a minimal item (its required fields at their first values).
+    Objects(Value),
+    /// An object not walked into (past [`MAX_DEPTH`], or a union tried with no member):
+    /// tried as this value.
+    Object(Value),
     /// A string map (`additionalProperties`).
     Map,
     /// A label selector: tried with another selector that still selects the object's pods
     /// (see [`super::singles`]), and absent.
     Selector,
-    /// An object that keeps unknown fields and declares none (a patch): tried as patches of
-    /// a pod ([`super::subject::pod_patches`]).
-    Free,
+    /// An object that keeps unknown fields and declares none (a patch of a pod): tried as
+    /// these patches ([`pod_patches`]).
+    Free(Vec<Value>),
     /// A whole object of some kind (`x-kubernetes-embedded-resource`): tried as each of the
     /// core objects that hold data ([`super::subject::embedded_values`]).
     Embedded,
@@ -59,9 +87,38 @@ pub struct Leaf {
     pub required: bool,
 }
 
-/// The settable leaves of version `version` of `crd` (a `CustomResourceDefinition` as JSON), in
-/// path order; empty when that version is not served or has no `spec`.
+/// What a walk reads besides the CRD: the cell's core types, where the subject's pod template
+/// is, and the seed (which lists have an item to walk through).
+#[derive(Debug, Clone, Copy)]
+pub struct Walk<'a> {
+    /// The cell's OpenAPI; none walks no template.
+    pub doc: Option<&'a Doc>,
+    /// The path of the subject's pod template (`spec.template`); empty for none.
+    pub template: &'a str,
+    /// The seed object.
+    pub seed: &'a Value,
+    /// The pod template free-form patches ([`Shape::Free`]) patch.
+    pub pod: &'a Value,
+}
+
+/// The settable leaves of version `version` of `crd` (a `CustomResourceDefinition` as JSON),
+/// no template walked, in path order; empty when that version is not served or has no `spec`.
 pub fn leaves(crd: &Value, version: &str) -> Vec<Leaf> {
+    let none = Value::Null;
+    leaves_with(
+        crd,
+        version,
+        &Walk {
+            doc: None,
+            template: "",
+            seed: &none,
+            pod: &none,
+        },
+    )
+}
+
+/// As [`leaves`], with the templates `w` says walked from its core types.
+pub fn leaves_with(crd: &Value, version: &str, w: &Walk<'_>) -> Vec<Leaf> {
     let Some(v) = crd["spec"]["versions"]
         .as_array()
         .into_iter()
@@ -71,106 +128,399 @@ pub fn leaves(crd: &Value, version: &str) -> Vec<Leaf> {
         return vec![];
     };
     let spec = &v["schema"]["openAPIV3Schema"]["properties"]["spec"];
-    let mut out = vec![];
+    let mut walker = Walker::new(w);
     if spec.is_object() {
-        walk(spec, "spec", "spec", false, &mut out);
+        walker.walk(spec, At::root("spec"));
     }
-    out.sort_by(|a, b| a.path.cmp(&b.path));
-    out
+    walker.done()
 }
 
-fn walk(s: &Value, path: &str, name: &str, required: bool, out: &mut Vec<Leaf>) {
-    let leaf = |shape| Leaf {
-        path: path.into(),
-        shape,
-        required,
+/// The leaves of a pod template at `path` of `seed`, walked from the core
+/// `PodTemplateSpec` of `doc`, in path order.
+pub fn template_leaves(doc: &Doc, path: &str, seed: &Value) -> Vec<Leaf> {
+    let w = Walk {
+        doc: Some(doc),
+        template: path,
+        seed,
+        pod: &Value::Null,
     };
-    match coverage::template(s, name) {
-        // A nested workload's template: its metadata is the spec's to set.
-        Some(coverage::Template::Workload) => {
-            for m in ["labels", "annotations"] {
-                out.push(Leaf {
-                    path: format!("{path}.metadata.{m}"),
-                    shape: Shape::Map,
-                    required: false,
-                });
+    let mut walker = Walker::new(&w);
+    if let Some(s) = doc.schema(POD_TEMPLATE) {
+        walker.node(s, At::root(path).typed(Some(POD_TEMPLATE)));
+    }
+    walker.done()
+}
+
+const POD_TEMPLATE: &str = "io.k8s.api.core.v1.PodTemplateSpec";
+const CLAIM: &str = "io.k8s.api.core.v1.PersistentVolumeClaim";
+
+/// Where a walk is: a node's path, its field name, whether its object requires it, the type
+/// and field that hold it (for references), the minimal-item lists on its path, and its
+/// depth below a template (none outside one).
+#[derive(Debug, Clone)]
+struct At {
+    path: String,
+    name: String,
+    required: bool,
+    holder_type: Option<String>,
+    holder: String,
+    fresh: usize,
+    depth: Option<usize>,
+}
+
+impl At {
+    fn root(path: &str) -> At {
+        At {
+            path: path.into(),
+            name: path.rsplit('.').next().unwrap_or(path).into(),
+            required: false,
+            holder_type: None,
+            holder: String::new(),
+            fresh: 0,
+            depth: None,
+        }
+    }
+
+    fn typed(mut self, t: Option<&str>) -> At {
+        self.depth = Some(0);
+        self.holder_type = t.map(String::from);
+        self
+    }
+
+    fn field(&self, name: &str, required: bool, holder_type: Option<&str>) -> At {
+        At {
+            path: format!("{}.{name}", self.path),
+            name: name.into(),
+            required,
+            holder_type: holder_type.map(String::from).or(self.holder_type.clone()),
+            holder: self.name.clone(),
+            fresh: self.fresh,
+            depth: self.depth.map(|d| d + 1),
+        }
+    }
+}
+
+struct Walker<'a> {
+    w: &'a Walk<'a>,
+    out: Vec<Leaf>,
+    /// The fields of the types walked through a list's item.
+    item_types: Vec<BTreeSet<String>>,
+}
+
+impl<'a> Walker<'a> {
+    fn new(w: &'a Walk<'a>) -> Self {
+        Walker {
+            w,
+            out: vec![],
+            item_types: vec![],
+        }
+    }
+
+    fn done(mut self) -> Vec<Leaf> {
+        self.out.sort_by(|a, b| a.path.cmp(&b.path));
+        self.out.dedup_by(|a, b| a.path == b.path);
+        self.out
+    }
+
+    /// The minimal value of schema node `s` ([`Doc::minimal`]).
+    fn minimal(&self, s: &Value) -> Value {
+        match self.w.doc {
+            Some(d) => d.minimal(s, 0),
+            None => Doc::default().minimal(s, 0),
+        }
+    }
+
+    fn push(&mut self, at: &At, shape: Shape) {
+        self.out.push(Leaf {
+            path: at.path.clone(),
+            shape,
+            required: at.required,
+        });
+    }
+
+    fn metadata(&mut self, at: &At) {
+        for m in ["labels", "annotations"] {
+            self.out.push(Leaf {
+                path: format!("{}.metadata.{m}", at.path),
+                shape: Shape::Map,
+                required: false,
+            });
+        }
+    }
+
+    /// A node of a CRD's schema.
+    fn walk(&mut self, s: &Value, at: At) {
+        let template = coverage::template(s, &at.name);
+        // The subject's pod template, whatever the CRD declares of it.
+        let pod = template == Some(coverage::Template::Pod)
+            || (template.is_some() && !self.w.template.is_empty() && at.path == self.w.template);
+        match template {
+            Some(_) if pod => {
+                if let Some(doc) = self.w.doc
+                    && at.path == self.w.template
+                    && let Some(t) = doc.schema(POD_TEMPLATE)
+                {
+                    self.node(t, at.typed(Some(POD_TEMPLATE)));
+                }
+                return;
+            }
+            // A nested workload's template: its metadata is the spec's to set.
+            Some(coverage::Template::Workload) => return self.metadata(&at),
+            Some(coverage::Template::Claim) => {
+                if let Some(doc) = self.w.doc
+                    && doc.schema(CLAIM).is_some()
+                {
+                    let claims = json!({"type": "array", "items": {"$ref":
+                        format!("#/components/schemas/{CLAIM}")}});
+                    self.node(&claims, at.typed(None));
+                }
+                return;
+            }
+            Some(_) => return,
+            None => {}
+        }
+        self.node(s, at);
+    }
+
+    fn node(&mut self, s: &Value, at: At) {
+        let doc = self.w.doc;
+        let (type_name, s) = match doc {
+            Some(d) => d.resolve(s),
+            None => (None, s),
+        };
+        let type_name = type_name.map(String::from);
+        let description = s["description"].as_str().unwrap_or_default();
+        if s["x-kubernetes-int-or-string"] == true || s["format"] == "int-or-string" {
+            return self.push(&at, Shape::IntOrString);
+        }
+        let one_of = s["oneOf"].as_array().or(s["anyOf"].as_array());
+        if s["type"].is_null() && one_of.is_some() {
+            return self.push(&at, Shape::Quantity);
+        }
+        match s["type"].as_str() {
+            Some("boolean") => self.push(&at, Shape::Bool),
+            Some("integer") | Some("number") => self.push(
+                &at,
+                Shape::Integer {
+                    minimum: s["minimum"].as_i64(),
+                    maximum: s["maximum"].as_i64(),
+                },
+            ),
+            Some("string") => {
+                let shape = match s["enum"].as_array() {
+                    Some(e) => Shape::Enum(
+                        e.iter()
+                            .filter_map(|v| v.as_str().map(String::from))
+                            .collect(),
+                    ),
+                    None => self.string(&at, description),
+                };
+                self.push(&at, shape)
+            }
+            Some("array") => self.list(s, at),
+            Some("object") | None => self.object(s, at, type_name.as_deref(), description),
+            Some(_) => {}
+        }
+    }
+
+    /// A string's shape: a reference, or a string with the words its description quotes.
+    fn string(&self, at: &At, description: &str) -> Shape {
+        if let Some(doc) = self.w.doc
+            && let Some(k) =
+                doc.reference(&at.name, description, at.holder_type.as_deref(), &at.holder)
+            && doc.referenced(k).is_some()
+        {
+            return Shape::Reference(k.kind.clone());
+        }
+        let mut words = quoted(description);
+        words.truncate(MAX_WORDS);
+        Shape::String(words)
+    }
+
+    fn list(&mut self, s: &Value, at: At) {
+        let (item_type, items) = match self.w.doc {
+            Some(d) => d.resolve(&s["items"]),
+            None => (None, &s["items"]),
+        };
+        let scalar = items["x-kubernetes-int-or-string"] == true
+            || items["format"] == "int-or-string"
+            || matches!(
+                items["type"].as_str(),
+                Some("string" | "integer" | "number" | "boolean")
+            );
+        if scalar {
+            let mut inner = Walker::new(self.w);
+            inner.node(&s["items"], at.clone());
+            if let Some(first) = inner.out.into_iter().next() {
+                self.push(&at, Shape::List(Box::new(first.shape)));
             }
             return;
         }
-        Some(_) => return,
-        None => {}
+        let minimal = self.minimal(items);
+        self.push(&at, Shape::Objects(minimal));
+        // The fields of an item, through the first: the seed's, or a minimal one.
+        let seeded = super::subject::get(self.w.seed, at.path.trim_start_matches('.'))
+            .as_array()
+            .is_some_and(|a| !a.is_empty());
+        let mut item = At {
+            path: format!("{}[0]", at.path),
+            required: false,
+            ..at.clone()
+        };
+        // A type walked already, or one that holds every field of one walked already and
+        // less as many again (an extension of it), is not walked again through a minimal item.
+        let fields = |s: &Value| -> BTreeSet<String> {
+            s["properties"]
+                .as_object()
+                .map(|p| p.keys().cloned().collect())
+                .unwrap_or_default()
+        };
+        let keys = fields(items);
+        let new_type = keys.is_empty()
+            || !self
+                .item_types
+                .iter()
+                .any(|walked| walked.is_subset(&keys) && walked.len() * 2 > keys.len());
+        self.item_types.push(keys);
+        if !seeded && at.depth.is_some() {
+            if at.fresh >= 1 || !new_type {
+                return;
+            }
+            item.fresh += 1;
+        }
+        item.holder_type = item_type.map(String::from).or(item.holder_type);
+        self.node(&s["items"], item);
     }
-    if s["x-kubernetes-int-or-string"] == true {
-        return out.push(leaf(Shape::IntOrString));
-    }
-    match s["type"].as_str() {
-        Some("boolean") => out.push(leaf(Shape::Bool)),
-        Some("integer") => out.push(leaf(Shape::Integer {
-            minimum: s["minimum"].as_i64(),
-            maximum: s["maximum"].as_i64(),
-        })),
-        Some("string") => match s["enum"].as_array() {
-            Some(e) => out.push(leaf(Shape::Enum(
-                e.iter()
-                    .filter_map(|v| v.as_str().map(String::from))
-                    .collect(),
-            ))),
-            None => out.push(leaf(Shape::String)),
-        },
-        Some("array") => {
-            let items = &s["items"];
-            match items["type"].as_str() {
-                Some("object") | None => {
-                    out.push(leaf(Shape::Objects));
-                    // The fields of an item, through the first (tried where the seed has one).
-                    walk(items, &format!("{path}[0]"), name, false, out);
+
+    fn object(&mut self, s: &Value, at: At, type_name: Option<&str>, description: &str) {
+        let props = s["properties"].as_object();
+        let in_core = at.depth.is_some();
+        match props {
+            Some(p) if p.contains_key("matchLabels") => self.push(&at, Shape::Selector),
+            // Object metadata: its maps are the spec's to set.
+            Some(p) if in_core && coverage::embedded(p) && p.contains_key("labels") => {
+                let parent = At {
+                    path: at.path.rsplit_once('.').map_or("", |(h, _)| h).to_string(),
+                    ..at.clone()
+                };
+                self.metadata(&parent)
+            }
+            Some(p) if !p.is_empty() && (in_core || !coverage::embedded(p)) => {
+                if at.depth.is_some_and(|d| d > MAX_DEPTH) {
+                    let minimal = self.minimal(s);
+                    return self.push(&at, Shape::Object(minimal));
                 }
-                Some(_) => {
-                    let mut inner = vec![];
-                    walk(items, path, name, false, &mut inner);
-                    if let Some(first) = inner.into_iter().next() {
-                        out.push(leaf(Shape::List(Box::new(first.shape))));
+                // A union: also tried with no member.
+                if in_core && union(description) {
+                    self.push(&at, Shape::Object(json!({})));
+                }
+                let req: Vec<&str> = s["required"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                let kind = s["x-kubernetes-group-version-kind"].is_array();
+                for (k, v) in p {
+                    let own = self.w.doc.map_or(v, |d| d.resolve(v).1);
+                    let words = format!(
+                        "{} {}",
+                        v["description"].as_str().unwrap_or_default(),
+                        own["description"].as_str().unwrap_or_default()
+                    );
+                    if in_core
+                        && (deprecated(&words)
+                            || (kind && matches!(k.as_str(), "status" | "apiVersion" | "kind")))
+                    {
+                        continue;
+                    }
+                    let next = at.field(k, req.contains(&k.as_str()), type_name);
+                    match in_core {
+                        true => self.node(v, next),
+                        false => self.walk(v, next),
                     }
                 }
             }
-        }
-        Some("object") | None => {
-            let props = s["properties"].as_object();
-            match props {
-                Some(p) if !p.is_empty() && !coverage::embedded(p) => {
-                    let req: Vec<&str> = s["required"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(Value::as_str)
-                        .collect();
-                    for (k, v) in p {
-                        walk(v, &format!("{path}.{k}"), k, req.contains(&k.as_str()), out);
-                    }
-                }
-                Some(p) if p.contains_key("matchLabels") => out.push(leaf(Shape::Selector)),
-                Some(p) if !p.is_empty() => {}
-                _ if s["additionalProperties"]["type"] == "string" => out.push(leaf(Shape::Map)),
-                // A whole object: its metadata is the spec's to set, as a nested template's.
-                _ if s["x-kubernetes-embedded-resource"] == true => {
-                    out.push(leaf(Shape::Embedded));
-                    for m in ["labels", "annotations"] {
-                        out.push(Leaf {
-                            path: format!("{path}.metadata.{m}"),
-                            shape: Shape::Map,
-                            required: false,
-                        });
-                    }
-                }
-                _ if s["x-kubernetes-preserve-unknown-fields"] == true => {
-                    out.push(leaf(Shape::Free))
-                }
-                _ => {}
+            Some(p) if !p.is_empty() => {}
+            _ if s["additionalProperties"]["type"] == "string"
+                || (in_core && s["additionalProperties"].is_object()) =>
+            {
+                self.push(&at, Shape::Map)
             }
+            // A whole object: its metadata is the spec's to set, as a nested template's.
+            _ if s["x-kubernetes-embedded-resource"] == true => {
+                self.push(&at, Shape::Embedded);
+                self.metadata(&at);
+            }
+            _ if s["x-kubernetes-preserve-unknown-fields"] == true => {
+                let patches = match self.w.doc {
+                    Some(d) => pod_patches(d, self.w.pod),
+                    None => vec![],
+                };
+                self.push(&at, Shape::Free(patches))
+            }
+            // An object the API describes no further (an empty action): itself.
+            _ if in_core => self.push(&at, Shape::Object(json!({}))),
+            _ => {}
         }
-        Some(_) => {}
     }
 }
+
+/// Whether a description says its fields are a union (one of them set).
+fn union(description: &str) -> bool {
+    let d = description.to_lowercase();
+    d.contains("one and only one of") || d.contains("only one of") || d.contains("exactly one of")
+}
+
+/// Whether a description says its field is deprecated.
+fn deprecated(description: &str) -> bool {
+    description.trim_start().starts_with("Deprecated")
+        || description.contains("Deprecated:")
+        || description.contains("deprecated alias")
+}
+
+/// The values of a free-form object that patches pods (a subset's patch): strategic merge
+/// patches of the pod template `pod`, each setting one leaf of the core pod template to its
+/// first value (a container field on `pod`'s first container, by its name), spread over the
+/// template's leaves, [`MAX_PATCHES`] at most; and invalid ones, as an enum gets a word that
+/// is not a member: a union with no member, a reference to nothing.
+pub fn pod_patches(doc: &Doc, pod: &Value) -> Vec<Value> {
+    let leaves = template_leaves(doc, "", pod);
+    let container = pod["spec"]["containers"][0]["name"].clone();
+    let patch = |path: &str, v: Value| -> Option<Value> {
+        let path = path.trim_start_matches('.');
+        let mut patch = json!({});
+        match path.strip_prefix("spec.containers[0].") {
+            Some(rest) => {
+                let mut c = json!({"name": container});
+                super::subject::set(&mut c, rest, v).ok()?;
+                patch = json!({"spec": {"containers": [c]}});
+            }
+            None if path.contains('[') => return None,
+            None => super::subject::set(&mut patch, path, v).ok()?,
+        }
+        Some(patch)
+    };
+    let mut valid: Vec<Value> = leaves
+        .iter()
+        .filter(|l| !matches!(l.shape, Shape::Object(ref o) if o == &json!({})))
+        .filter_map(|l| patch(&l.path, l.shape.values().into_iter().next()?))
+        .collect();
+    let step = valid.len().div_ceil(MAX_PATCHES).max(1);
+    valid = valid.into_iter().step_by(step).collect();
+    let invalid = leaves.iter().filter_map(|l| match &l.shape {
+        Shape::Object(o) if o == &json!({}) => patch(&l.path, json!({})),
+        Shape::Reference(_) => patch(&l.path, json!(format!("{REFERENCED}-none"))),
+        _ => None,
+    });
+    let invalid: Vec<Value> = invalid.collect();
+    let step = invalid.len().div_ceil(MAX_PATCHES / 2).max(1);
+    valid.extend(invalid.into_iter().step_by(step));
+    valid
+}
+
+/// The most valid patches a free-form object is tried with (and half as many invalid ones).
+pub const MAX_PATCHES: usize = 12;
 
 /// A string no enum of the controller's lists.
 pub const NOT_A_MEMBER: &str = "NotAMember";
@@ -178,13 +528,19 @@ pub const NOT_A_MEMBER: &str = "NotAMember";
 /// A key set in a map by the values tried.
 pub const MAP_KEY: &str = "explore.harness.io/key";
 
+/// The word a string is tried with that means nothing to the API.
+pub const NONSENSE: &str = "x";
+
 impl Shape {
     /// The values this shape is tried with, typical ones first: booleans both ways; integers
     /// at 0, 1, 2, 10, -1, a large value and the schema's bounds and their neighbours;
     /// int-or-strings as ints, as percentages (0 %, 1 %, 50 %, 100 %, over 100 %) and as
-    /// numeric strings; each enum member and one that is not; lists empty, with one item and
-    /// with two; maps empty and with one key. `Value::Null` (absent) is not among them: an
-    /// optional leaf is also tried absent, see [`Leaf::values`].
+    /// numeric strings; quantities whole, in milli-units, binary-suffixed, zero and negative;
+    /// each enum member and one that is not; a string's words, a nonsense word and empty; a
+    /// reference as the object the cell makes and empty; lists empty, with one item and with
+    /// two; lists of objects empty and with a minimal item; maps empty and with one key.
+    /// `Value::Null` (absent) is not among them: an optional leaf is also tried absent, see
+    /// [`Leaf::values`].
     pub fn values(&self) -> Vec<Value> {
         let mut v: Vec<Value> = match self {
             Shape::Bool => vec![json!(true), json!(false)],
@@ -207,22 +563,35 @@ impl Shape {
                 json!("1"),
                 json!(-1),
             ],
+            Shape::Quantity => vec![
+                json!("1"),
+                json!("100m"),
+                json!("1Gi"),
+                json!("0"),
+                json!("-1"),
+            ],
             Shape::Enum(members) => members
                 .iter()
                 .map(|m| json!(m))
                 .chain([json!(NOT_A_MEMBER)])
                 .collect(),
-            Shape::String => vec![json!("x"), json!("")],
+            Shape::String(words) => words
+                .iter()
+                .map(|w| json!(w))
+                .chain([json!(NONSENSE), json!("")])
+                .collect(),
+            Shape::Reference(_) => vec![json!(REFERENCED), json!("")],
             Shape::List(item) => {
                 let items = item.values();
-                let one = items.first().cloned().unwrap_or(json!("x"));
+                let one = items.first().cloned().unwrap_or(json!(NONSENSE));
                 let two = items.get(1).cloned().unwrap_or(json!("y"));
                 vec![json!([]), json!([one.clone()]), json!([one, two])]
             }
-            Shape::Objects => vec![json!([])],
+            Shape::Objects(item) => vec![json!([]), json!([item])],
+            Shape::Object(o) => vec![o.clone()],
             Shape::Map => vec![json!({}), json!({MAP_KEY: "v"})],
             Shape::Selector => vec![],
-            Shape::Free => super::subject::pod_patches(),
+            Shape::Free(patches) => patches.clone(),
             Shape::Embedded => super::subject::embedded_values(),
         };
         let mut seen = vec![];
@@ -302,7 +671,7 @@ mod tests {
                 ("spec.selector".into(), Shape::Selector, false),
                 (
                     "spec.updateStrategy.finalizers".into(),
-                    Shape::List(Box::new(Shape::String)),
+                    Shape::List(Box::new(Shape::String(vec![]))),
                     false
                 ),
                 ("spec.updateStrategy.labels".into(), Shape::Map, false),
@@ -313,12 +682,12 @@ mod tests {
                 ),
                 (
                     "spec.updateStrategy.priorities".into(),
-                    Shape::Objects,
+                    Shape::Objects(json!({})),
                     false
                 ),
                 (
                     "spec.updateStrategy.priorities[0].patch".into(),
-                    Shape::Free,
+                    Shape::Free(vec![]),
                     false
                 ),
                 (
@@ -337,6 +706,126 @@ mod tests {
             ]
         );
         assert!(leaves(&c, "v2").is_empty());
+    }
+
+    fn fixture() -> Doc {
+        let text = include_str!("../../tests/fixtures/openapi-core.json");
+        Doc::new(&[serde_json::from_str(text).expect("the fixture is JSON")])
+    }
+
+    #[test]
+    fn a_pod_template_is_walked_from_the_cells_core_types() {
+        let doc = fixture();
+        let seed = json!({"spec": {"template": {"metadata": {"labels": {"app": "x"}},
+            "spec": {"containers": [{"name": "main", "image": "i"}]}}}});
+        let leaves = template_leaves(&doc, "spec.template", &seed);
+        let shape = |p: &str| {
+            leaves
+                .iter()
+                .find(|l| l.path == format!("spec.template.{p}"))
+                .map(|l| l.shape.clone())
+        };
+        // The seed's container is walked through; a union is also tried with no member.
+        assert_eq!(
+            shape("spec.containers[0].lifecycle.postStart"),
+            Some(Shape::Object(json!({})))
+        );
+        assert!(matches!(
+            shape("spec.containers[0].lifecycle.postStart.sleep.seconds"),
+            Some(Shape::Integer { .. })
+        ));
+        assert_eq!(
+            shape("spec.containers[0].lifecycle.postStart.httpGet.port"),
+            Some(Shape::IntOrString)
+        );
+        assert_eq!(
+            shape("spec.dnsPolicy"),
+            Some(Shape::Enum(vec![
+                "ClusterFirst".into(),
+                "ClusterFirstWithHostNet".into(),
+                "Default".into(),
+                "None".into()
+            ]))
+        );
+        assert_eq!(shape("metadata.labels"), Some(Shape::Map));
+        assert_eq!(shape("metadata.name"), None, "metadata gives only its maps");
+        // References name a kind the cell makes; a kind with a spec is not made bare.
+        for (p, kind) in [
+            ("spec.priorityClassName", "PriorityClass"),
+            ("spec.imagePullSecrets[0].name", "Secret"),
+            (
+                "spec.containers[0].env[0].valueFrom.configMapKeyRef.name",
+                "ConfigMap",
+            ),
+            ("spec.volumes[0].configMap.name", "ConfigMap"),
+        ] {
+            assert_eq!(shape(p), Some(Shape::Reference(kind.into())), "{p}");
+        }
+        assert!(matches!(
+            shape("spec.volumes[0].persistentVolumeClaim.claimName"),
+            Some(Shape::String(_))
+        ));
+        // A list of objects: empty and a minimal item; a second minimal item is not walked.
+        assert_eq!(
+            shape("spec.volumes"),
+            Some(Shape::Objects(json!({"name": "x"})))
+        );
+        assert!(matches!(
+            shape("spec.volumes[0].configMap.items"),
+            Some(Shape::Objects(_))
+        ));
+        assert_eq!(shape("spec.volumes[0].configMap.items[0].key"), None);
+        assert_eq!(
+            shape("spec.serviceAccount"),
+            None,
+            "a deprecated field is not walked"
+        );
+        assert!(matches!(
+            shape("spec.tolerations[0].effect"),
+            Some(Shape::Enum(_))
+        ));
+        let v = Shape::Reference("ConfigMap".into()).values();
+        assert_eq!(v, [json!(REFERENCED), json!("")]);
+        // Free-form patches of a pod: valid ones on the seed's container, and invalid ones.
+        let patches = pod_patches(&doc, &seed["spec"]["template"]);
+        assert!(
+            patches.len() <= MAX_PATCHES + MAX_PATCHES / 2,
+            "{}",
+            patches.len()
+        );
+        assert!(
+            patches
+                .iter()
+                .any(|p| p["spec"]["containers"][0]["name"] == "main")
+        );
+        assert!(
+            patches.contains(
+                &json!({"spec": {"containers": [{"name": "main", "lifecycle": {"postStart": {}}}]}})
+            ) || patches
+                .iter()
+                .any(|p| p.to_string().contains(&format!("{REFERENCED}-none")))
+        );
+    }
+
+    #[test]
+    fn a_strings_words_are_the_literals_its_description_quotes() {
+        let c = crd(json!({"type": "object", "properties": {
+            "policy": {"type": "string", "description": "One of 'Always' or \"Never\"."},
+            "ports": {"type": "array", "items": {"x-kubernetes-int-or-string": true}}}}));
+        let l = leaves(&c, "v1");
+        assert_eq!(
+            l[0].shape,
+            Shape::String(vec!["Always".into(), "Never".into()])
+        );
+        assert_eq!(
+            l[0].shape.values(),
+            [json!("Always"), json!("Never"), json!(NONSENSE), json!("")]
+        );
+        assert_eq!(
+            l[1].shape,
+            Shape::List(Box::new(Shape::IntOrString)),
+            "int-or-string items are scalars"
+        );
     }
 
     #[test]

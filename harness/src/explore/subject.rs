@@ -2,9 +2,9 @@
 //! API, a valid seed object, its native twin if it has one, and where its spec keeps the
 //! knobs the semantic operations turn. Start with [`subjects`].
 //!
-//! Nothing here names a case to try: the values come from the CRD schema
-//! ([`super::schema`]), from [`TEMPLATE_FIELDS`], the members of the pod template's union
-//! types, and from [`embedded_values`], the core objects that hold data, each tried alike.
+//! Nothing here names a case to try: the values come from the CRD schema and the cell's core
+//! types ([`super::schema`], [`super::openapi`]), and from [`embedded_values`], the core
+//! objects that hold data, each tried alike.
 
 use std::collections::BTreeMap;
 
@@ -935,8 +935,8 @@ pub fn embedded_values() -> Vec<Value> {
 }
 
 /// The prefix of a field of a policy's target among the policy's own: a policy is tried over
-/// targets whose templates set each of [`TEMPLATE_FIELDS`], as a workload is, so that a
-/// policy's fields meet the template's (see [`Target`]). The rest of the path is the field's
+/// targets whose templates set the leaves of the core pod template, as a workload is, so that
+/// a policy's fields meet the template's (see [`Target`]). The rest of the path is the field's
 /// in the target.
 pub const TARGET: &str = "target:";
 
@@ -953,82 +953,6 @@ pub fn split_target(
         };
     }
     (own, target)
-}
-
-/// The pod template fields tried on every subject, relative to its pod template: each member
-/// of the core pod spec's union types (lifecycle handlers, probe handlers) and of its common
-/// scalars, alike for every subject and every twin.
-pub const TEMPLATE_FIELDS: &[&str] = &[
-    "spec.containers[0].lifecycle.preStop",
-    "spec.containers[0].lifecycle.postStart",
-    "spec.containers[0].readinessProbe",
-    "spec.containers[0].livenessProbe",
-    "spec.containers[0].resources",
-    "spec.terminationGracePeriodSeconds",
-    "spec.priorityClassName",
-    "metadata.labels",
-    "metadata.annotations",
-];
-
-/// The values tried on a [`TEMPLATE_FIELDS`] entry.
-pub fn template_values(field: &str) -> Vec<Value> {
-    let handlers = || {
-        vec![
-            json!({"exec": {"command": ["sh", "-c", "true"]}}),
-            json!({"httpGet": {"path": "/", "port": 8080}}),
-            json!({"tcpSocket": {"port": 8080}}),
-            json!({"sleep": {"seconds": 1}}),
-        ]
-    };
-    let probes = || {
-        vec![
-            json!({"exec": {"command": ["true"]}}),
-            json!({"httpGet": {"path": "/", "port": 8080}}),
-            json!({"tcpSocket": {"port": 8080}}),
-            json!({"grpc": {"port": 8080}}),
-        ]
-    };
-    let last = field.rsplit('.').next().unwrap_or(field);
-    match last {
-        "preStop" | "postStart" => handlers(),
-        "readinessProbe" | "livenessProbe" => probes(),
-        "resources" => vec![
-            json!({"requests": {"cpu": "10m", "memory": "16Mi"}}),
-            json!({"limits": {"cpu": "100m", "memory": "64Mi"}}),
-            json!({"requests": {"cpu": "10m"}, "limits": {"cpu": "100m"}}),
-        ],
-        "terminationGracePeriodSeconds" => vec![json!(0), json!(1), json!(30)],
-        // A reference names an object the cell has ([`PRIORITY_CLASS`]).
-        "priorityClassName" => vec![json!(PRIORITY_CLASS)],
-        "labels" | "annotations" => vec![json!({"explore.harness.io/template": "v"})],
-        _ => vec![],
-    }
-}
-
-/// The PriorityClass every cell of an exploration has (with a value other than the default),
-/// that a template's `priorityClassName` names.
-pub const PRIORITY_CLASS: &str = "explore-priority";
-
-/// The values of a free-form object (one that keeps unknown fields, as a patch of a pod
-/// does): for each [`TEMPLATE_FIELDS`] entry, a strategic merge patch of a pod that sets it
-/// to its first value (a container field on the seed's container, by its name).
-pub fn pod_patches() -> Vec<Value> {
-    TEMPLATE_FIELDS
-        .iter()
-        .filter_map(|f| {
-            let v = template_values(f).into_iter().next()?;
-            let mut patch = json!({});
-            match f.strip_prefix("spec.containers[0].") {
-                Some(rest) => {
-                    let mut c = json!({"name": "main"});
-                    set(&mut c, rest, v).ok()?;
-                    patch = json!({"spec": {"containers": [c]}});
-                }
-                None => set(&mut patch, f, v).ok()?,
-            }
-            Some(patch)
-        })
-        .collect()
 }
 
 /// Sets `path` (dot-separated, `name[i]` for a list item) in `obj` to `value`, making the
@@ -1137,18 +1061,6 @@ mod tests {
             json!({"spec": {"paused": null}}),
             "a patch keeps its removals"
         );
-    }
-
-    #[test]
-    fn pod_patches_set_each_template_field_on_the_seed_container_by_name() {
-        let patches = pod_patches();
-        assert_eq!(patches.len(), TEMPLATE_FIELDS.len());
-        assert_eq!(
-            patches[0]["spec"]["containers"][0]["name"], "main",
-            "a container field is patched on the seed's container"
-        );
-        assert!(patches.contains(&json!({"spec": {"priorityClassName": PRIORITY_CLASS}})));
-        assert!(patches.iter().any(|p| p["metadata"]["labels"].is_object()));
     }
 
     #[test]

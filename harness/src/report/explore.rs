@@ -170,6 +170,7 @@ mod tests {
                 cluster: [("InPlacePodVerticalScaling".to_string(), true)].into(),
                 controller: Default::default(),
             },
+            pace: Default::default(),
         };
         let page = html(&summary, Path::new("/r/run"));
         assert!(page.contains("cluster InPlacePodVerticalScaling=true"));

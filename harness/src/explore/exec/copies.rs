@@ -32,7 +32,7 @@ const REWRITTEN: &str = "dg==";
 
 impl Cell<'_> {
     /// Every namespace of the cluster, as the copy oracle sees it.
-    async fn namespaces(&self) -> anyhow::Result<Vec<NamespaceView>> {
+    pub(super) async fn namespaces(&self) -> anyhow::Result<Vec<NamespaceView>> {
         let api: Api<Namespace> = Api::all(self.client.clone());
         Ok(api
             .list(&ListParams::default())
