@@ -186,16 +186,55 @@ impl ProcRecord {
     }
 }
 
+/// A `/proc/<pid>/stat` line, the fields the harness reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat {
+    /// The command name (field 2; at most 15 bytes, may hold spaces and parentheses).
+    pub comm: String,
+    /// The state (field 3): `Z` a zombie, `X` dead.
+    pub state: String,
+    /// The parent's pid (field 4).
+    pub ppid: u32,
+    /// The process group (field 5).
+    pub pgrp: u32,
+    /// User and system CPU time, in clock ticks (fields 14 and 15).
+    pub ticks: u64,
+    /// Start time in clock ticks since boot (field 22).
+    pub start_time: u64,
+}
+
+impl Stat {
+    /// Parses a stat line: the name is what lies between the first `(` and the last `)`; the
+    /// fields after it are plain.
+    pub fn parse(line: &str) -> Option<Self> {
+        let open = line.find('(')?;
+        let close = line.rfind(')')?;
+        let f: Vec<&str> = line.get(close + 2..)?.split_whitespace().collect();
+        let num = |i: usize| f.get(i)?.parse::<u64>().ok();
+        Some(Self {
+            comm: line.get(open + 1..close)?.to_string(),
+            state: f.first()?.to_string(),
+            ppid: u32::try_from(num(1)?).ok()?,
+            pgrp: u32::try_from(num(2)?).ok()?,
+            ticks: num(11)? + num(12)?,
+            start_time: num(19)?,
+        })
+    }
+
+    /// The stat of `pid` now, if it exists.
+    pub fn of(pid: u32) -> Option<Self> {
+        Self::parse(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    }
+
+    /// Whether it is alive: neither a zombie nor dead.
+    pub fn alive(&self) -> bool {
+        self.state != "Z" && self.state != "X"
+    }
+}
+
 /// Kernel start time of `pid`, or `None` if it does not exist or is a zombie.
 pub fn start_time(pid: u32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may contain spaces; fields after the closing paren are plain.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    if fields.first() == Some(&"Z") || fields.first() == Some(&"X") {
-        return None;
-    }
-    fields.get(19)?.parse().ok()
+    Stat::of(pid).filter(Stat::alive).map(|s| s.start_time)
 }
 
 impl Process {

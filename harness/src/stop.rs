@@ -168,13 +168,7 @@ pub fn group_members(group: u32) -> Vec<u32> {
 /// Whether a `/proc/<pid>/stat` line is of a live process of group `group` (its name may hold
 /// spaces and parentheses: the fields after the last `)` are state, parent, group).
 fn in_group(stat: &str, group: u32) -> bool {
-    let Some((_, rest)) = stat.rsplit_once(')') else {
-        return false;
-    };
-    let mut fields = rest.split_whitespace();
-    let state = fields.next();
-    let pgrp = fields.nth(1).and_then(|g| g.parse::<u32>().ok());
-    state != Some("Z") && pgrp == Some(group)
+    crate::process::Stat::parse(stat).is_some_and(|s| s.state != "Z" && s.pgrp == group)
 }
 
 /// Kills what is left of process group `group` and waits, up to `timeout`, until none of its
@@ -199,7 +193,8 @@ mod tests {
 
     #[test]
     fn a_stat_line_tells_a_live_member_of_a_group() {
-        let line = "4242 (fixture.test (x) y) S 1 4200 4200 0 -1 4194560 0";
+        let line =
+            "4242 (fixture.test (x) y) S 1 4200 4200 0 -1 4194560 0 0 0 0 7 3 0 0 20 0 1 0 555 0 0";
         assert!(in_group(line, 4200));
         assert!(!in_group(line, 4201));
         assert!(!in_group(&line.replace(") S ", ") Z "), 4200));

@@ -20,6 +20,7 @@ use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
 use crate::explore::Summary;
+use crate::process::Stat;
 
 /// What to compare (the flags of `harness bench explore`).
 #[derive(Debug, Clone, Default)]
@@ -92,29 +93,11 @@ pub fn class(comm: &str) -> &'static str {
 /// architecture the harness runs on.
 const TICKS: f64 = 100.0;
 
-/// A process seen in `/proc`: its parent, command name, start time and CPU ticks.
+/// A process seen in `/proc`.
 #[derive(Debug, Clone, PartialEq)]
 struct Proc {
     pid: u32,
-    ppid: u32,
-    comm: String,
-    start: u64,
-    ticks: u64,
-}
-
-/// A `/proc/<pid>/stat` line read: user and system ticks summed.
-fn parse_stat(pid: u32, stat: &str) -> Option<Proc> {
-    let open = stat.find('(')?;
-    let close = stat.rfind(')')?;
-    let comm = stat.get(open + 1..close)?.to_string();
-    let f: Vec<&str> = stat.get(close + 2..)?.split_whitespace().collect();
-    Some(Proc {
-        pid,
-        ppid: f.get(1)?.parse().ok()?,
-        comm,
-        start: f.get(19)?.parse().ok()?,
-        ticks: f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?,
-    })
+    stat: Stat,
 }
 
 /// Every process now.
@@ -125,10 +108,10 @@ fn processes() -> Vec<Proc> {
     dir.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter_map(|pid| {
-            parse_stat(
+            Some(Proc {
                 pid,
-                &std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?,
-            )
+                stat: Stat::of(pid)?,
+            })
         })
         .collect()
 }
@@ -137,7 +120,7 @@ fn processes() -> Vec<Proc> {
 fn descendants(root: u32, all: &[Proc]) -> Vec<&Proc> {
     let mut children: HashMap<u32, Vec<&Proc>> = HashMap::new();
     for p in all {
-        children.entry(p.ppid).or_default().push(p);
+        children.entry(p.stat.ppid).or_default().push(p);
     }
     let mut out: Vec<&Proc> = all.iter().filter(|p| p.pid == root).collect();
     let mut i = 0;
@@ -166,7 +149,10 @@ impl Sampler {
             while !flag.load(Ordering::Relaxed) {
                 let all = processes();
                 for p in descendants(root, &all) {
-                    seen.insert((p.pid, p.start), (p.comm.clone(), p.ticks));
+                    seen.insert(
+                        (p.pid, p.stat.start_time),
+                        (p.stat.comm.clone(), p.stat.ticks),
+                    );
                 }
                 std::thread::sleep(Duration::from_secs(1));
             }
@@ -550,22 +536,26 @@ mod tests {
         // utime stime cutime cstime priority nice threads itrealvalue starttime ...
         let line =
             "42 (kube apiserver) S 7 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 9 0 12345 0 0";
-        let p = parse_stat(42, line).unwrap();
+        let p = Stat::parse(line).unwrap();
         assert_eq!(p.ppid, 7);
         assert_eq!(p.comm, "kube apiserver");
         assert_eq!(p.ticks, 300);
-        assert_eq!(p.start, 12345);
-        assert_eq!(parse_stat(1, "garbage"), None);
+        assert_eq!(p.start_time, 12345);
+        assert_eq!(Stat::parse("garbage"), None);
     }
 
     #[test]
     fn the_tree_under_a_process_is_its_children_and_theirs_and_nothing_else() {
         let p = |pid, ppid| Proc {
             pid,
-            ppid,
-            comm: String::new(),
-            start: 0,
-            ticks: 0,
+            stat: Stat {
+                comm: String::new(),
+                state: "S".into(),
+                ppid,
+                pgrp: 0,
+                ticks: 0,
+                start_time: 0,
+            },
         };
         let all = [p(1, 0), p(10, 1), p(11, 10), p(12, 11), p(20, 1), p(13, 10)];
         let mut under: Vec<u32> = descendants(10, &all).iter().map(|p| p.pid).collect();

@@ -620,7 +620,8 @@ mod tests {
     use crate::explore::subject::subjects;
     use serde_json::json;
 
-    fn cloneset() -> Subject {
+    /// The CloneSet subject (the oracle modules' tests share it).
+    pub(super) fn cloneset() -> Subject {
         subjects()
             .into_iter()
             .find(|s| s.name == "CloneSet")

@@ -177,13 +177,24 @@ impl Cli {
     /// Starts `cluster up --name <name> <extra>` attached and returns it once it printed the
     /// kubeconfig path.
     pub fn up_attached(&self, name: &str, extra: &[&str]) -> std::process::Child {
+        self.up_attached_with(name, extra, std::process::Stdio::inherit())
+    }
+
+    /// As [`Cli::up_attached`], its stderr going to `stderr` (piped: the child keeps its
+    /// reader in `stderr`).
+    pub fn up_attached_with(
+        &self,
+        name: &str,
+        extra: &[&str],
+        stderr: std::process::Stdio,
+    ) -> std::process::Child {
         use std::io::BufRead;
         let mut child = self
             .cmd()
             .args(["cluster", "up", "--name", name])
             .args(extra)
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let mut line = String::new();

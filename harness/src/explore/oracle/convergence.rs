@@ -136,15 +136,8 @@ mod tests {
     use super::*;
     use crate::explore::oracle::convergence_key;
     use crate::explore::oracle::holds::LIFECYCLE_STATE_LABEL;
-    use crate::explore::subject::subjects;
+    use crate::explore::oracle::tests::cloneset;
     use serde_json::json;
-
-    fn cloneset() -> Subject {
-        subjects()
-            .into_iter()
-            .find(|s| s.name == "CloneSet")
-            .unwrap()
-    }
 
     #[test]
     fn convergence_wants_the_pods_its_strategy_lets_through_at_the_template() {
