@@ -671,7 +671,12 @@ async fn run_upstream_on(
         // What every spec waits for when it starts is served before the first one does.
         upstream::await_suite_needs(&binary, &cell.client, crate::up::SETTLE_TIMEOUT).await?;
         let planned = upstream::planned(&binary, suite, &work).await?;
-        let unservable = upstream::unservable(&planned, caps, node_kinds);
+        let modcache = upstream::module_cache();
+        let checked = upstream::unservable(&planned, caps, node_kinds, &modcache);
+        if let Some(w) = checked.warning(&modcache) {
+            tracing::warn!("{w}");
+        }
+        let unservable = checked.unservable;
         let runnable = upstream::skipping(suite, &unservable);
         let skipped: std::collections::BTreeSet<&str> =
             unservable.iter().map(|u| u.name.as_str()).collect();

@@ -403,20 +403,52 @@ pub async fn planned(
         .collect())
 }
 
+/// What [`unservable`] found: the specs a cell cannot serve, and the source files it could
+/// not read (their specs run unchecked).
+#[derive(Debug, Default)]
+pub struct Checked {
+    /// The specs the cell cannot serve.
+    pub unservable: Vec<Unservable>,
+    /// The files, as the suite names them, whose specs could not be checked.
+    pub unread: std::collections::BTreeSet<String>,
+}
+
+impl Checked {
+    /// A warning for the specs that could not be checked, if any: they run whatever the cell
+    /// lacks, so a skip the user expects may silently not happen.
+    pub fn warning(&self, modcache: &Path) -> Option<String> {
+        let first = self.unread.first()?;
+        Some(format!(
+            "the source of {} file(s) of the suite's specs could not be read (first: {first}; \
+             looked there and under {}): their specs run without the check for what the cell \
+             lacks. A suite built with -trimpath from the module cache names them as \
+             <module>@<version>/<file>; set GOMODCACHE if the cache is elsewhere",
+            self.unread.len(),
+            modcache.display()
+        ))
+    }
+}
+
+/// The Go module cache the suite's sources are read from: `GOMODCACHE`, else `~/go/pkg/mod`.
+pub fn module_cache() -> PathBuf {
+    std::env::var("GOMODCACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join("go/pkg/mod")
+        })
+}
+
 /// The specs of `planned` that a cell with `caps` cannot serve, decided from each spec's own
-/// source in the module it was built from.
+/// source in the module it was built from (under `modcache`), and the files that could not be
+/// read.
 pub fn unservable(
     planned: &[ginkgo::Spec],
     caps: Capabilities,
     daemon_kinds: &[&str],
-) -> Vec<Unservable> {
-    let modcache = std::env::var("GOMODCACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join("go/pkg/mod")
-        });
+    modcache: &Path,
+) -> Checked {
     let mut sources: std::collections::BTreeMap<String, Option<String>> = Default::default();
-    let mut found = vec![];
+    let mut checked = Checked::default();
     for spec in planned {
         let Some((file, line)) = &spec.location else {
             continue;
@@ -428,18 +460,22 @@ pub fn unservable(
                 .or_else(|_| std::fs::read_to_string(modcache.join(p)))
                 .ok()
         });
-        let Some(body) = source.as_deref().and_then(|s| spec_body(s, *line)) else {
+        let Some(source) = source.as_deref() else {
+            checked.unread.insert(file.clone());
+            continue;
+        };
+        let Some(body) = spec_body(source, *line) else {
             continue;
         };
         if let Some(reason) = unmet(body, caps, daemon_kinds) {
-            found.push(Unservable {
+            checked.unservable.push(Unservable {
                 name: spec.name.clone(),
                 text: spec.text.clone(),
                 reason,
             });
         }
     }
-    found
+    checked
 }
 
 /// `suite` with the specs in `unservable` skipped. Ginkgo matches a skip regex against the
@@ -972,6 +1008,46 @@ mod tests {
             p.push("..");
         }
         p.join(dir.strip_prefix("/").unwrap())
+    }
+
+    #[test]
+    fn specs_whose_source_cannot_be_read_are_named_not_silently_passed() {
+        let cache = tempfile::tempdir().unwrap();
+        let module = cache.path().join("example.com/suite@v1.0.0");
+        std::fs::create_dir_all(&module).unwrap();
+        let src = "package e2e\n\nvar _ = Describe(\"x\", func() {\n\tIt(\"recreates\", func() {\n\t\tcrr := &appsv1alpha1.ContainerRecreateRequest{}\n\t})\n})\n";
+        std::fs::write(module.join("a.go"), src).unwrap();
+        let spec = |file: &str| ginkgo::Spec {
+            name: format!("x recreates [{file}]"),
+            text: "x recreates".into(),
+            area: "x".into(),
+            state: SpecState::Passed,
+            seconds: 0.0,
+            message: None,
+            location: Some((file.into(), 4)),
+        };
+        let planned = [
+            spec("example.com/suite@v1.0.0/a.go"),
+            // A build that names its files without the module's version.
+            spec("example.com/suite/a.go"),
+        ];
+        let caps = Capabilities {
+            node_daemon: false,
+            node_containers: false,
+        };
+        let checked = unservable(&planned, caps, &["ContainerRecreateRequest"], cache.path());
+        assert_eq!(checked.unservable.len(), 1, "{checked:?}");
+        assert_eq!(
+            checked.unread.iter().collect::<Vec<_>>(),
+            ["example.com/suite/a.go"]
+        );
+        let w = checked.warning(cache.path()).unwrap();
+        assert!(
+            w.contains("1 file(s)") && w.contains("example.com/suite/a.go"),
+            "{w}"
+        );
+        let all_read = unservable(&planned[..1], caps, &[], cache.path());
+        assert_eq!(all_read.warning(cache.path()), None);
     }
 
     #[test]
