@@ -26,6 +26,8 @@ use serde_json::json;
 
 const NS: &str = "default";
 const LONG: Duration = Duration::from_secs(600);
+/// The verbs the tests use on ConfigMaps through the proxy.
+const VERBS: [&str; 4] = ["create", "get", "list", "watch"];
 
 /// A client of `cluster` through `proxy`, authenticated with a token of a ServiceAccount that
 /// may edit namespace `default` and nothing else.
@@ -80,28 +82,38 @@ async fn client_through(
     let path = dir.join("through-proxy.kubeconfig");
     std::fs::write(&path, text).unwrap();
     let client = harness::cluster::admin_client(&path).await.unwrap();
-    // `edit` is an aggregated ClusterRole that the controller manager fills in after start,
-    // and the authorizer learns of a new binding from its cache: wait until the token may
-    // create a ConfigMap, as the apiserver itself answers.
+    // `edit` is an aggregated ClusterRole that the controller manager fills in after start, in
+    // steps: its own rules (create, patch) come from `system:aggregate-to-edit`, its read rules
+    // (get, list, watch) from `view`, itself aggregated from `system:aggregate-to-view` — so
+    // `edit` may allow a create before it allows a watch. And the authorizer learns of a new
+    // binding from its cache. Wait until the apiserver answers yes for every verb the tests
+    // use on ConfigMaps.
     let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
-    let review: SelfSubjectAccessReview = serde_json::from_value(json!({
-        "spec": {"resourceAttributes": {
-            "namespace": NS, "verb": "create", "resource": "configmaps"}}
-    }))
-    .unwrap();
     wait::poll(
-        "the token's binding to take effect",
+        "the token's binding to take effect for every verb the tests use",
         Duration::from_secs(60),
         Duration::from_millis(200),
         || {
             let reviews = reviews.clone();
-            let review = review.clone();
             async move {
-                let allowed = match reviews.create(&PostParams::default(), &review).await {
-                    Ok(r) => r.status.is_some_and(|s| s.allowed),
-                    Err(_) => false,
-                };
-                Check::when(allowed, || "not allowed yet".to_string())
+                let mut denied = Vec::new();
+                for verb in VERBS {
+                    let review: SelfSubjectAccessReview = serde_json::from_value(json!({
+                        "spec": {"resourceAttributes": {
+                            "namespace": NS, "verb": verb, "resource": "configmaps"}}
+                    }))
+                    .unwrap();
+                    let allowed = match reviews.create(&PostParams::default(), &review).await {
+                        Ok(r) => r.status.is_some_and(|s| s.allowed),
+                        Err(_) => false,
+                    };
+                    if !allowed {
+                        denied.push(verb);
+                    }
+                }
+                Check::when(denied.is_empty(), || {
+                    format!("not allowed yet: {}", denied.join(", "))
+                })
             }
         },
     )
