@@ -106,6 +106,9 @@ fn http_get(addr: &str, path: &str) -> String {
 
 #[tokio::test]
 async fn a_real_node_runs_real_containers_and_destroy_removes_everything() {
+    if !common::real_nodes_possible() {
+        return;
+    }
     let (p, _root) = provider();
     let started = Instant::now();
     let c = p.create("r", &profile()).await.unwrap();
@@ -192,6 +195,9 @@ async fn a_real_node_runs_real_containers_and_destroy_removes_everything() {
 
 #[tokio::test]
 async fn a_panic_in_the_test_body_still_removes_the_real_node() {
+    if !common::real_nodes_possible() {
+        return;
+    }
     let (p, _root) = provider();
     let (tx, rx) = tokio::sync::oneshot::channel();
     let task = tokio::spawn(async move {
@@ -207,6 +213,9 @@ async fn a_panic_in_the_test_body_still_removes_the_real_node() {
 
 #[test]
 fn ctrl_c_removes_the_real_node() {
+    if !common::real_nodes_possible() {
+        return;
+    }
     let cli = Cli::new();
     let mut child = cli.up_attached("c", REAL);
     let dir = cli.dir("c");
@@ -222,6 +231,9 @@ fn ctrl_c_removes_the_real_node() {
 
 #[test]
 fn gc_removes_the_real_node_of_a_killed_run() {
+    if !common::real_nodes_possible() {
+        return;
+    }
     let cli = Cli::new();
     let mut child = cli.up_attached("k", REAL);
     let dir = cli.dir("k");

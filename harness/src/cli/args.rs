@@ -170,6 +170,14 @@ pub struct ExploreArgs {
     /// --replay, default: the finding's).
     #[arg(long = "controller-gates", value_name = "GATE=BOOL")]
     pub controller_gates: Vec<String>,
+    /// Explore the release's own feature gates too: `pairwise` explores, after a cell at the
+    /// release's default gates (half the budget), cells that turn on gates the release keeps
+    /// off by default (read from its sources, less those its CI pins off and those set with
+    /// --controller-gates), so that every pair of two gates' settings meets in a cell; each
+    /// cell gets an equal share of the other half (at least 3 minutes; sets that do not fit
+    /// are listed). `none`: one cell at the default gates
+    #[arg(long, default_value = "none", value_parser = ["none", "pairwise"])]
+    pub gate_sets: String,
     /// Exit 1 when a stable finding was reported (default: 0 once the exploration ran, the
     /// findings being its report).
     #[arg(long)]

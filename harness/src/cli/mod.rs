@@ -183,6 +183,32 @@ async fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
         dir.display()
     );
     let say = |line: String| eprintln!("{line}");
+    if args.gate_sets == "pairwise" {
+        let cells =
+            crate::explore::gates::explore_gate_sets(&options, &provider, &toolchain(), &say)
+                .await?;
+        for c in &cells.cells {
+            if let Some(summary) = &c.summary {
+                let cell_dir = dir.join(&c.dir);
+                let page = cell_dir.join("report.html");
+                crate::report::atomic_write(
+                    &page,
+                    crate::report::explore::html(summary, &cell_dir).as_bytes(),
+                )
+                .map_err(|e| anyhow::anyhow!("write {}: {e}", page.display()))?;
+                print!("{}", crate::explore::output::markdown(summary));
+            }
+        }
+        print!("{}", cells.markdown());
+        eprintln!("cells: {}", dir.join("cells.md").display());
+        return Ok(
+            if args.fail_on_findings && cells.stable().next().is_some() {
+                ExitCode::from(EXIT_REGRESSION)
+            } else {
+                ExitCode::SUCCESS
+            },
+        );
+    }
     let summary = crate::explore::explore(&options, &provider, &toolchain(), &say).await?;
     let page = dir.join("report.html");
     crate::report::atomic_write(

@@ -1038,6 +1038,18 @@ pub trait Family: Send + Sync {
         reference: &'a ControllerRef,
     ) -> BoxFuture<'a, Result<Vec<String>, ControllerError>>;
 
+    /// The feature gates `reference` registers, each with its default, read from its sources
+    /// (the umbrella gates `AllAlpha` and `AllBeta` left out). A family that does not say has
+    /// none that can be varied.
+    fn gate_defaults<'a>(
+        &'a self,
+        go: &'a GoEnv,
+        reference: &'a ControllerRef,
+    ) -> BoxFuture<'a, Result<BTreeMap<String, bool>, ControllerError>> {
+        let _ = (go, reference);
+        Box::pin(async { Ok(BTreeMap::new()) })
+    }
+
     /// The implementation of `reference`; with `behind_proxy`, its manager talks to the
     /// apiserver through a proxy ([`crate::cluster::proxy`], exposed by
     /// [`Installation::proxy`]) when installed on the local provider.
@@ -1246,6 +1258,14 @@ impl ControllerRef {
     /// The feature gates this version knows, read from its sources (sorted).
     pub async fn known_gates(&self, go: &GoEnv) -> Result<Vec<String>, ControllerError> {
         self.family().known_gates(go, self).await
+    }
+
+    /// The feature gates this version registers, each with its default, read from its sources.
+    pub async fn gate_defaults(
+        &self,
+        go: &GoEnv,
+    ) -> Result<BTreeMap<String, bool>, ControllerError> {
+        self.family().gate_defaults(go, self).await
     }
 
     /// Its implementation.

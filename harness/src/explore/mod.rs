@@ -17,6 +17,7 @@
 //! replayed exactly from its YAML ([`replay`]), or regenerated from the seed.
 
 pub mod exec;
+pub mod gates;
 pub mod minimize;
 pub mod openapi;
 pub mod oracle;

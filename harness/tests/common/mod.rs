@@ -227,6 +227,20 @@ pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
+/// Whether a test that starts real nodes can run: as root (a real node mounts, makes network
+/// devices and cgroups); otherwise says so ([`missing_prerequisite`]: a skip here, a failure in
+/// CI).
+pub fn real_nodes_possible() -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    missing_prerequisite(
+        "root (a real node mounts, makes network devices and cgroups)",
+        "run the tests as root, as CI does",
+    );
+    false
+}
+
 /// Whether a test of the harness's private Docker daemon can run: as root, and with no
 /// `DOCKER_HOST` (the test checks that daemon's teardown); otherwise says what is missing
 /// ([`missing_prerequisite`]).

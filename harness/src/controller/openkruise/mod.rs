@@ -120,6 +120,14 @@ impl Family for OpenKruiseFamily {
         Box::pin(gates(go, reference))
     }
 
+    fn gate_defaults<'a>(
+        &'a self,
+        go: &'a GoEnv,
+        reference: &'a ControllerRef,
+    ) -> BoxFuture<'a, Result<BTreeMap<String, bool>, ControllerError>> {
+        Box::pin(gate_defaults(go, reference))
+    }
+
     fn controller(&self, reference: &ControllerRef, behind_proxy: bool) -> Box<dyn Controller> {
         let mut c = OpenKruise::new(reference.clone());
         c.proxy = behind_proxy;
@@ -165,6 +173,35 @@ pub const FEATURES: &str = "pkg/features/kruise_features.go";
 /// module (downloaded into the Go module cache if needed) by [`gates_in`]; `AllAlpha` and
 /// `AllBeta`, which every Kubernetes feature gate set knows, included. Sorted.
 pub async fn gates(go: &GoEnv, reference: &ControllerRef) -> Result<Vec<String>, ControllerError> {
+    let (file, source) = features(go, reference).await?;
+    let mut gates = gates_in(&source);
+    if gates.is_empty() {
+        return Err(ControllerError::NoGates { file });
+    }
+    gates.extend(["AllAlpha".to_string(), "AllBeta".to_string()]);
+    gates.sort();
+    Ok(gates)
+}
+
+/// The manager feature gates `reference` knows, each with its default, read from [`FEATURES`]
+/// as [`gates`] reads them (by [`gate_defaults_in`]; `AllAlpha` and `AllBeta` left out).
+pub async fn gate_defaults(
+    go: &GoEnv,
+    reference: &ControllerRef,
+) -> Result<BTreeMap<String, bool>, ControllerError> {
+    let (file, source) = features(go, reference).await?;
+    let defaults = gate_defaults_in(&source);
+    if defaults.is_empty() {
+        return Err(ControllerError::NoGates { file });
+    }
+    Ok(defaults)
+}
+
+/// [`FEATURES`] of `reference`'s checkout or module: its path and text.
+async fn features(
+    go: &GoEnv,
+    reference: &ControllerRef,
+) -> Result<(PathBuf, String), ControllerError> {
     let root = match &reference.checkout {
         Some(dir) => dir.clone(),
         None => {
@@ -181,13 +218,31 @@ pub async fn gates(go: &GoEnv, reference: &ControllerRef) -> Result<Vec<String>,
     };
     let file = root.join(FEATURES);
     let source = std::fs::read_to_string(&file).map_err(|e| ControllerError::io(&file, e))?;
-    let mut gates = gates_in(&source);
-    if gates.is_empty() {
-        return Err(ControllerError::NoGates { file });
-    }
-    gates.extend(["AllAlpha".to_string(), "AllBeta".to_string()]);
-    gates.sort();
-    Ok(gates)
+    Ok((file, source))
+}
+
+/// The gates a `kruise_features.go` registers with their defaults: each key of its
+/// `defaultFeatureGates` map (named as [`gates_in`] names it) with the `Default:` of its spec.
+/// A gate whose default the source does not spell as `true` or `false` is left out.
+pub fn gate_defaults_in(source: &str) -> BTreeMap<String, bool> {
+    use std::sync::LazyLock;
+    static ENTRY: LazyLock<regex::Regex> = LazyLock::new(|| {
+        regex::Regex::new(r"(?m)^\s*(\w+)\s*:\s*\{\s*Default:\s*(true|false)\b").expect("valid")
+    });
+    let names = gates_in(source);
+    let defaults = source
+        .split_once("defaultFeatureGates")
+        .map(|(_, rest)| rest.split_once("\n}").map_or(rest, |(map, _)| map))
+        .unwrap_or_default();
+    let constants = gates_in_constants(source);
+    ENTRY
+        .captures_iter(defaults)
+        .filter_map(|c| {
+            let (_, [key, default]) = c.extract();
+            let name = constants.get(key).copied().unwrap_or(key).to_string();
+            names.contains(&name).then(|| (name, default == "true"))
+        })
+        .collect()
 }
 
 /// The gates a `kruise_features.go` registers: the keys of its `defaultFeatureGates` map,
@@ -195,19 +250,9 @@ pub async fn gates(go: &GoEnv, reference: &ControllerRef) -> Result<Vec<String>,
 /// `"EnhancedLivenessProbe"`). Sorted.
 pub fn gates_in(source: &str) -> Vec<String> {
     use std::sync::LazyLock;
-    static CONSTANT: LazyLock<regex::Regex> = LazyLock::new(|| {
-        regex::Regex::new(r#"(?m)^\s*(\w+)\s+(?:featuregate\.Feature\s*)?=\s*"([^"]+)""#)
-            .expect("valid")
-    });
     static KEY: LazyLock<regex::Regex> =
         LazyLock::new(|| regex::Regex::new(r"(?m)^\s*(\w+)\s*:\s*\{").expect("valid"));
-    let constants: BTreeMap<&str, &str> = CONSTANT
-        .captures_iter(source)
-        .map(|c| {
-            let (_, [name, value]) = c.extract();
-            (name, value)
-        })
-        .collect();
+    let constants = gates_in_constants(source);
     let defaults = source
         .split_once("defaultFeatureGates")
         .map(|(_, rest)| rest.split_once("\n}").map_or(rest, |(map, _)| map))
@@ -222,6 +267,23 @@ pub fn gates_in(source: &str) -> Vec<String> {
     gates.sort();
     gates.dedup();
     gates
+}
+
+/// The string constants a Go source declares (`EnhancedLivenessProbeGate featuregate.Feature =
+/// "EnhancedLivenessProbe"`): name to value.
+fn gates_in_constants(source: &str) -> BTreeMap<&str, &str> {
+    use std::sync::LazyLock;
+    static CONSTANT: LazyLock<regex::Regex> = LazyLock::new(|| {
+        regex::Regex::new(r#"(?m)^\s*(\w+)\s+(?:featuregate\.Feature\s*)?=\s*"([^"]+)""#)
+            .expect("valid")
+    });
+    CONSTANT
+        .captures_iter(source)
+        .map(|c| {
+            let (_, [name, value]) = c.extract();
+            (name, value)
+        })
+        .collect()
 }
 
 /// Whether release `tag` is `first` or a later one (a pre-release of `first` is earlier).
@@ -516,6 +578,15 @@ mod tests {
             ]
         );
         assert!(gates_in("package features\n").is_empty());
+        let defaults = gate_defaults_in(source);
+        assert_eq!(
+            defaults.into_iter().collect::<Vec<_>>(),
+            [
+                ("EnhancedLivenessProbe".to_string(), false),
+                ("ForceDeleteTimeoutExpectationGate".to_string(), false),
+                ("KruiseDaemon".to_string(), true)
+            ]
+        );
     }
 
     #[test]

@@ -1,0 +1,402 @@
+//! The release's own feature gates as a dimension of exploration (`--gate-sets pairwise`).
+//!
+//! What a release keeps behind a gate that is off by default is never reached by a cell at
+//! its default gates. The gates come from the release itself: every gate it registers with
+//! its default ([`crate::controller::ControllerRef::gate_defaults`]), less those its own CI pins
+//! off (it does not run with them: [`crate::controller::Controller::ci_gates`]) and those the
+//! user set. Over the rest, each either at its default or turned on, the cells cover every
+//! pair of two gates' settings ([`super::trial::covering_rows`]); the default cell comes
+//! first. The cells run one after another, each with its share of the budget
+//! ([`shares`]), each into a directory of its own; a cell that does not start is a result
+//! of its own (the gates it had and why), and the others go on.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::trial::{Rng, covering_rows};
+use super::{Options, Summary};
+use crate::cluster::any::Provider;
+use crate::toolchain::Toolchain;
+
+/// The least budget a cell with gates on is given: less would end in its bring-up and
+/// admission trials. Cells that would get less are left out, last first, and listed.
+pub const MIN_CELL: Duration = Duration::from_secs(180);
+
+/// The gates every Kubernetes-style gate set knows that turn many others on at once: not a
+/// gate of the release's own.
+const META_GATES: &[&str] = &["AllAlpha", "AllBeta"];
+
+/// The gates of the dimension: those off by default in `defaults`, neither pinned off by the
+/// release's CI (`ci`) nor set by the user (`user`). Sorted.
+pub fn factors(
+    defaults: &BTreeMap<String, bool>,
+    ci: &BTreeMap<String, bool>,
+    user: &BTreeMap<String, bool>,
+) -> Vec<String> {
+    defaults
+        .iter()
+        .filter(|(g, on)| !**on && !META_GATES.contains(&g.as_str()))
+        .filter(|(g, _)| ci.get(*g) != Some(&false) && !user.contains_key(*g))
+        .map(|(g, _)| g.clone())
+        .collect()
+}
+
+/// The gate sets to explore: first none (the default cell), then rows of a pairwise covering
+/// of `factors`, each gate at its default or on, that turn at least one on; each the gates it
+/// turns on. Drawn with `seed`; no set twice.
+pub fn sets(factors: &[String], seed: u64) -> Vec<BTreeSet<String>> {
+    let values = vec![Value::Bool(true), Value::Bool(false)];
+    let fields: Vec<(String, Vec<Value>)> = factors
+        .iter()
+        .map(|g| (g.clone(), values.clone()))
+        .collect();
+    let mut out = vec![BTreeSet::new()];
+    for row in covering_rows(&fields, &mut Rng::new(seed, u64::MAX - 2)) {
+        let on: BTreeSet<String> = row
+            .into_iter()
+            .filter(|(_, v)| v == &Value::Bool(true))
+            .map(|(g, _)| g)
+            .collect();
+        if !out.contains(&on) {
+            out.push(on);
+        }
+    }
+    out
+}
+
+/// How `budget` is shared among `cells` cells, the default one first: it gets half (all of it
+/// alone), the others share the rest evenly, none under [`MIN_CELL`] — cells that would be
+/// are left out (the result is shorter than `cells`).
+pub fn shares(budget: Duration, cells: usize) -> Vec<Duration> {
+    if cells <= 1 {
+        return vec![budget; cells];
+    }
+    let first = budget / 2;
+    let rest = budget - first;
+    let others = ((rest.as_secs_f64() / MIN_CELL.as_secs_f64()) as usize).min(cells - 1);
+    if others == 0 {
+        return vec![budget];
+    }
+    let mut out = vec![first];
+    out.extend(std::iter::repeat_n(rest / others as u32, others));
+    out
+}
+
+/// One cell of a gate-set exploration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CellRun {
+    /// The gates it turned on beyond the options' own (none: the default cell).
+    pub on: BTreeSet<String>,
+    /// Its budget, in seconds.
+    pub budget: f64,
+    /// Its directory, relative to the run's.
+    pub dir: PathBuf,
+    /// What it found and did, if it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<Summary>,
+    /// Why it did not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What a gate-set exploration did: the dimension and each cell.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Cells {
+    /// The gates of the dimension ([`factors`]).
+    pub factors: Vec<String>,
+    /// The cells that ran or failed to, in order.
+    pub cells: Vec<CellRun>,
+    /// The gate sets the budget left out.
+    pub left_out: Vec<BTreeSet<String>>,
+}
+
+impl Cells {
+    /// Every stable finding of every cell.
+    pub fn stable(&self) -> impl Iterator<Item = &super::Reported> {
+        self.cells
+            .iter()
+            .filter_map(|c| c.summary.as_ref())
+            .flat_map(|s| s.stable())
+    }
+
+    /// A Markdown table of the cells: gates on, budget, trials, findings (stable), or the
+    /// reason a cell did not run.
+    pub fn markdown(&self) -> String {
+        let mut out = format!(
+            "## Gate sets\n\nThe release's gates off by default ({}): {}.\n\n\
+             | cell | gates on | budget | trials | findings (stable) | directory |\n\
+             |---|---|---|---|---|---|\n",
+            self.factors.len(),
+            if self.factors.is_empty() {
+                "none".to_string()
+            } else {
+                self.factors.join(", ")
+            }
+        );
+        for (i, c) in self.cells.iter().enumerate() {
+            let on = match c.on.is_empty() {
+                true => "(defaults)".to_string(),
+                false => c.on.iter().cloned().collect::<Vec<_>>().join(", "),
+            };
+            let (trials, findings) = match (&c.summary, &c.error) {
+                (Some(s), _) => (
+                    s.trials.values().sum::<usize>().to_string(),
+                    format!("{} ({})", s.findings.len(), s.stable().count()),
+                ),
+                (None, Some(e)) => ("did not run".to_string(), e.replace('|', "\\|")),
+                (None, None) => ("-".into(), "-".into()),
+            };
+            out.push_str(&format!(
+                "| {} | {on} | {:.0} s | {trials} | {findings} | {} |\n",
+                i + 1,
+                c.budget,
+                c.dir.display()
+            ));
+        }
+        if !self.left_out.is_empty() {
+            out.push_str(&format!(
+                "\n{} gate set(s) left out for the budget (each needs {} s): {}\n",
+                self.left_out.len(),
+                MIN_CELL.as_secs(),
+                self.left_out
+                    .iter()
+                    .map(|s| s.iter().cloned().collect::<Vec<_>>().join("+"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ));
+        }
+        out
+    }
+}
+
+/// The release's gates with their defaults, and the ones its CI pins.
+async fn release_gates(
+    options: &Options,
+) -> anyhow::Result<(BTreeMap<String, bool>, BTreeMap<String, bool>)> {
+    use anyhow::Context;
+    let reference = &options.controller;
+    let go = crate::toolchain::GoEnv::detect().await?;
+    let defaults = reference
+        .gate_defaults(&go)
+        .await
+        .with_context(|| format!("read the feature gates of {reference}"))?;
+    // A release without an e2e suite of its own has no CI gates to read.
+    let ci = match reference.controller().e2e_suite() {
+        Some(suite) => {
+            suite
+                .ci_gates(reference)
+                .await
+                .with_context(|| format!("read the gates {reference}'s CI runs with"))?
+                .controller
+        }
+        None => BTreeMap::new(),
+    };
+    Ok((defaults, ci))
+}
+
+/// Explores the cells of the release's gate sets (see the module's documentation), each into
+/// `<options.dir>/cells/<n>-…`, and writes `cells.json` and `cells.md` into `options.dir`.
+pub async fn explore_gate_sets(
+    options: &Options,
+    provider: &Provider,
+    toolchain: &Toolchain,
+    say: &(dyn Fn(String) + Sync),
+) -> anyhow::Result<Cells> {
+    let (defaults, ci) = release_gates(options).await?;
+    let factors = factors(&defaults, &ci, &options.gates.controller);
+    let all = sets(&factors, options.seed);
+    let budgets = shares(options.budget, all.len());
+    say(format!(
+        "gate sets: {} of the release's gates are off by default and free ({}); {} cell(s) \
+         cover every pair, {} fit the budget",
+        factors.len(),
+        factors.join(", "),
+        all.len(),
+        budgets.len()
+    ));
+    let mut cells = Cells {
+        factors,
+        left_out: all[budgets.len()..].to_vec(),
+        ..Default::default()
+    };
+    for (i, (on, budget)) in all.iter().zip(&budgets).enumerate() {
+        let dir = Path::new("cells").join(cell_dir(i, on));
+        let mut o = options.clone();
+        o.budget = *budget;
+        o.dir = options.dir.join(&dir);
+        for g in on {
+            o.gates.controller.insert(g.clone(), true);
+        }
+        say(format!(
+            "cell {}/{}: {} for {:.0} s",
+            i + 1,
+            budgets.len(),
+            match on.is_empty() {
+                true => "the release's default gates".to_string(),
+                false => format!(
+                    "gates on: {}",
+                    on.iter().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            },
+            budget.as_secs_f64()
+        ));
+        let (summary, error) = match super::explore(&o, provider, toolchain, say).await {
+            Ok(s) => (Some(s), None),
+            Err(e) => {
+                say(format!("cell {}: did not run: {e:#}", i + 1));
+                (None, Some(format!("{e:#}")))
+            }
+        };
+        cells.cells.push(CellRun {
+            on: on.clone(),
+            budget: budget.as_secs_f64(),
+            dir,
+            summary,
+            error,
+        });
+        write(&options.dir, &cells)?;
+        if crate::stop::is_requested() {
+            break;
+        }
+    }
+    Ok(cells)
+}
+
+/// A cell's directory name: its position and the gates it turns on (`02-GateA+GateB`), the
+/// default cell `01-defaults`.
+fn cell_dir(i: usize, on: &BTreeSet<String>) -> String {
+    let what = match on.is_empty() {
+        true => "defaults".to_string(),
+        false => on.iter().cloned().collect::<Vec<_>>().join("+"),
+    };
+    // A long set is named by its size: the directory name stays within a file name's length.
+    let what = match what.len() > 120 {
+        true => format!("{}-gates", on.len()),
+        false => what,
+    };
+    format!("{:02}-{what}", i + 1)
+}
+
+/// Writes `cells.json` and `cells.md` into `dir`.
+pub fn write(dir: &Path, cells: &Cells) -> anyhow::Result<()> {
+    use anyhow::Context;
+    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    let json = dir.join("cells.json");
+    std::fs::write(&json, serde_json::to_string_pretty(cells)?)
+        .with_context(|| format!("write {}", json.display()))?;
+    let md = dir.join("cells.md");
+    std::fs::write(&md, cells.markdown()).with_context(|| format!("write {}", md.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gates(entries: &[(&str, bool)]) -> BTreeMap<String, bool> {
+        entries.iter().map(|(g, v)| (g.to_string(), *v)).collect()
+    }
+
+    #[test]
+    fn the_dimension_is_the_gates_off_by_default_that_neither_ci_nor_user_pins() {
+        let defaults = gates(&[
+            ("A", false),
+            ("B", false),
+            ("C", true),
+            ("D", false),
+            ("E", false),
+            ("AllAlpha", false),
+        ]);
+        let ci = gates(&[("AllAlpha", true), ("D", false), ("B", true)]);
+        let user = gates(&[("E", false)]);
+        assert_eq!(factors(&defaults, &ci, &user), ["A", "B"]);
+    }
+
+    #[test]
+    fn gate_sets_start_with_the_defaults_and_cover_every_pair() {
+        let factors: Vec<String> = (0..9).map(|i| format!("G{i}")).collect();
+        let all = sets(&factors, 3);
+        assert!(all[0].is_empty(), "the default cell first: {all:?}");
+        assert!(all[1..].iter().all(|s| !s.is_empty()));
+        let distinct: BTreeSet<_> = all.iter().collect();
+        assert_eq!(distinct.len(), all.len(), "no set twice");
+        // Every pair of two gates' settings (on or default) is met by a cell.
+        for a in &factors {
+            for b in &factors {
+                if a >= b {
+                    continue;
+                }
+                for (x, y) in [(true, true), (true, false), (false, true), (false, false)] {
+                    assert!(
+                        all.iter().any(|s| s.contains(a) == x && s.contains(b) == y),
+                        "{a}={x} {b}={y} in no cell: {all:?}"
+                    );
+                }
+            }
+        }
+        // Far fewer cells than gate combinations.
+        assert!(all.len() < 16, "{}", all.len());
+        assert_eq!(sets(&[], 3), vec![BTreeSet::new()]);
+    }
+
+    #[test]
+    fn the_default_cell_gets_half_the_budget_and_no_cell_less_than_the_least() {
+        let m = |s: u64| Duration::from_secs(s * 60);
+        assert_eq!(shares(m(20), 1), [m(20)]);
+        assert_eq!(shares(m(20), 3), [m(10), m(5), m(5)]);
+        // 10 minutes for the others: three cells of 3 min 20 s, the rest left out.
+        let s = shares(m(20), 9);
+        assert_eq!(s.len(), 4);
+        assert_eq!(s[0], m(10));
+        assert!(s[1..].iter().all(|d| *d >= MIN_CELL));
+        // Too short for any other cell: the default cell alone, with all of it.
+        assert_eq!(shares(m(4), 5), [m(4)]);
+        assert!(shares(m(4), 0).is_empty());
+    }
+
+    #[test]
+    fn the_cells_table_names_each_cell_s_gates_and_what_came_of_it() {
+        let cells = Cells {
+            factors: vec!["A".into(), "B".into()],
+            cells: vec![
+                CellRun {
+                    on: BTreeSet::new(),
+                    budget: 600.0,
+                    dir: "cells/01-defaults".into(),
+                    summary: Some(Summary::default()),
+                    error: None,
+                },
+                CellRun {
+                    on: ["A".to_string()].into(),
+                    budget: 300.0,
+                    dir: "cells/02-A".into(),
+                    summary: None,
+                    error: Some("the manager exited | at start".into()),
+                },
+            ],
+            left_out: vec![["A".to_string(), "B".to_string()].into()],
+        };
+        let md = cells.markdown();
+        assert!(
+            md.contains("| 1 | (defaults) | 600 s | 0 | 0 (0) |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 2 | A | 300 s | did not run | the manager exited \\| at start |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("1 gate set(s) left out") && md.contains("A+B"),
+            "{md}"
+        );
+        assert_eq!(
+            cell_dir(1, &["A".to_string(), "B".to_string()].into()),
+            "02-A+B"
+        );
+        assert_eq!(cell_dir(0, &BTreeSet::new()), "01-defaults");
+    }
+}
