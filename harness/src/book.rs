@@ -545,8 +545,10 @@ pub fn layers() -> String {
     let _ = writeln!(
         out,
         "The library's top-level modules by layer, from the bottom. A module uses only modules \
-         of its own layer or of a layer below: `harness/tests/layers.rs` fails on any import of \
-         a layer above. How the layers work together is told in \
+         of its own layer or of a layer below, and imports go one way: \
+         `harness/tests/layers.rs` fails on any import of a layer above, and on any circle of \
+         imports between modules of one layer or between the parts (files or directories side \
+         by side) of one module. How the layers work together is told in \
          [Inside the harness](../architecture.md).\n"
     );
     let _ = writeln!(out, "| layer | module | what it holds |\n|---|---|---|");

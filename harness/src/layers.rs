@@ -1,6 +1,8 @@
 //! The library's layers, as data: [`MODULES`] gives every top-level module its layer, from the
-//! bottom, and what it holds. A module uses only modules of its own layer or of a layer below;
-//! `harness/tests/layers.rs` enforces that with a scan of the sources, and the book's layers
+//! bottom, and what it holds. A module uses only modules of its own layer or of a layer below,
+//! and no imports go round: neither two modules of one layer nor two parts (files or
+//! directories side by side) of one module import each other, directly or through others.
+//! `harness/tests/layers.rs` enforces both with a scan of the sources, and the book's layers
 //! page (`docs/reference/layers.md`, [`crate::book::layers`]) is generated from this table.
 
 /// A top-level module of the library and its place among the layers.

@@ -111,9 +111,7 @@ impl Request {
     }
 }
 
-/// How long a new installation may take to settle ([`Installation::settled`]): OpenKruise's
-/// NodeImages come 30 s after their nodes turned Ready by default.
-pub const SETTLE_TIMEOUT: Duration = Duration::from_secs(180);
+pub use crate::controller::SETTLE_TIMEOUT;
 
 /// What [`Session::start_with`] does beyond making the cluster and installing the controller.
 #[derive(Debug, Clone, Copy, Default)]

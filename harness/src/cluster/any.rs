@@ -11,6 +11,8 @@ use super::local::{LocalCluster, LocalProvider};
 use super::{Cluster, ClusterProvider, Profile};
 use crate::toolchain::Toolchain;
 
+pub use super::local::state::providers_root;
+
 /// A provider chosen at run time.
 #[derive(Debug, Clone)]
 pub enum Provider {
@@ -502,14 +504,6 @@ fn k3s_provider() -> Result<Provider, ProviderError> {
 #[cfg(not(feature = "k3s"))]
 fn k3s_provider() -> Result<Provider, ProviderError> {
     Err(ProviderError::NoK3s)
-}
-
-/// Where non-local providers keep their cluster directories.
-pub fn providers_root() -> PathBuf {
-    super::local::state::default_clusters_root()
-        .parent()
-        .map(|p| p.join("providers"))
-        .unwrap_or_else(|| PathBuf::from("harness-providers"))
 }
 
 /// What a refusal for want of Docker offers besides starting it: for kind, `--kind-offline`,

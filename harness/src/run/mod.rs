@@ -643,7 +643,7 @@ async fn run_upstream_on(
         cell.installation
             .read()
             .await
-            .settled(&cell.client, crate::up::SETTLE_TIMEOUT)
+            .settled(&cell.client, crate::controller::SETTLE_TIMEOUT)
             .await?;
         if !pc.profile.real_nodes.is_empty() || cell.cluster.lock().await.pulls_only_from_harness()
         {
@@ -669,7 +669,8 @@ async fn run_upstream_on(
         };
         let node_kinds = plan.controller.controller().node_kinds();
         // What every spec waits for when it starts is served before the first one does.
-        upstream::await_suite_needs(&binary, &cell.client, crate::up::SETTLE_TIMEOUT).await?;
+        upstream::await_suite_needs(&binary, &cell.client, crate::controller::SETTLE_TIMEOUT)
+            .await?;
         let planned = upstream::planned(&binary, suite, &work).await?;
         let modcache = upstream::module_cache();
         let checked = upstream::unservable(&planned, caps, node_kinds, &modcache);

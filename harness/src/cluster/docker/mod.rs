@@ -187,7 +187,7 @@ impl DockerOptions {
 
 /// Where the harness keeps its private daemons (and where [`gc`] looks by default).
 pub fn default_root() -> PathBuf {
-    super::any::providers_root().join("docker")
+    super::local::state::providers_root().join("docker")
 }
 
 /// A running private Docker daemon (see the module documentation). [`PrivateDocker::stop`]

@@ -10,7 +10,15 @@
 //! known transient failures, logs exported before every delete, delete on every exit path) is
 //! tested without Docker by a fake runner.
 
+//!
+//! Where each part is: the config and the pinned node images in `config`, the commands and
+//! their runner in `command`, a created [`KindCluster`] in `cluster`; the nodes' network on an
+//! offline image in [`cni`], their image registry in [`registry`].
+
+mod cluster;
 pub mod cni;
+mod command;
+mod config;
 pub mod registry;
 
 use std::path::{Path, PathBuf};
@@ -19,38 +27,18 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Cluster, ClusterProvider, Profile};
-use crate::toolchain::{KubeVersion, Toolchain, ToolchainError};
+use super::{ClusterProvider, Profile};
+use crate::toolchain::{Toolchain, ToolchainError};
 
-/// A kind node image, pinned by digest, and the kind release it belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NodeImage {
-    /// Kubernetes minor, `1.32`.
-    pub minor: &'static str,
-    /// The kind release that built the image, `v0.29.0`.
-    pub kind_release: &'static str,
-    /// The image, tag and digest.
-    pub image: &'static str,
-}
-
-/// Node images per Kubernetes minor, taken from the kind release notes.
-pub const NODE_IMAGES: &[NodeImage] = &[
-    NodeImage {
-        minor: "1.29",
-        kind_release: "v0.27.0",
-        image: "kindest/node:v1.29.14@sha256:8703bd94ee24e51b778d5556ae310c6c0fa67d761fae6379c8e0bb480e6fea29",
-    },
-    NodeImage {
-        minor: "1.32",
-        kind_release: "v0.29.0",
-        image: "kindest/node:v1.32.5@sha256:e3b2327e3a5ab8c76f5ece68936e4cafaa82edf58486b769727ab0b3b97a5b0d",
-    },
-    NodeImage {
-        minor: "1.37",
-        kind_release: "v0.33.0",
-        image: "kindest/node:v1.37.0@sha256:a1ed56cfb0e7b93589bdf97c8cd566405a265939e3620fc4f5de89adff580ae5",
-    },
-];
+pub use cluster::{KindCluster, OFFLINE_VOLUMES};
+use command::teardown_commands;
+pub use command::{CommandLine, CommandOutput, CommandRunner, KindPlan, ProcessRunner};
+use command::{tail, without_stacks};
+use config::merge;
+pub use config::{
+    ConfigSync, NODE_IMAGES, NodeImage, REAL_NODE_JOIN_PATCH, config, config_with, config_yaml,
+    config_yaml_with, node_image, sync_configs,
+};
 
 /// How many times `kind create cluster` is tried when it fails in a known transient way.
 pub const CREATE_ATTEMPTS: usize = 3;
@@ -76,7 +64,7 @@ pub enum KindError {
     /// No pinned image for the version.
     #[error(
         "kind has no pinned node image for Kubernetes {given}; known: {known} (add a line to \
-         NODE_IMAGES in harness/src/cluster/kind/mod.rs with the digest from that kind release's notes)"
+         NODE_IMAGES in harness/src/cluster/kind/config.rs with the digest from that kind release's notes)"
     )]
     UnknownVersion {
         /// The version asked for.
@@ -157,69 +145,6 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> KindError + '_ {
     }
 }
 
-/// The pinned image for `version`'s minor.
-pub fn node_image(version: KubeVersion) -> Result<&'static NodeImage, KindError> {
-    let minor = format!("{}.{}", version.major, version.minor);
-    NODE_IMAGES
-        .iter()
-        .find(|i| i.minor == minor)
-        .ok_or_else(|| KindError::UnknownVersion {
-            given: minor,
-            known: NODE_IMAGES
-                .iter()
-                .map(|i| format!("{} (kind {})", i.minor, i.kind_release))
-                .collect::<Vec<_>>()
-                .join(", "),
-        })
-}
-
-/// The kind config for `profile`: gates, runtime-config, the API server on 127.0.0.1, one
-/// control-plane node and one labelled worker per profile node, all on the pinned image.
-pub fn config(profile: &Profile) -> Result<Value, KindError> {
-    config_with(profile, &NodeSource::Pinned)
-}
-
-/// [`config`] on the node image of `node`, with what that image needs beside the profile.
-pub fn config_with(profile: &Profile, node: &NodeSource) -> Result<Value, KindError> {
-    let image = match node {
-        NodeSource::Pinned => node_image(profile.kubernetes)?.image,
-        NodeSource::Assemble { .. } => "harness.local/kind-node (assembled at create)",
-        NodeSource::Offline { image, .. } => image.as_str(),
-    };
-    let mut nodes = vec![json!({"role": "control-plane", "image": image})];
-    for n in &profile.nodes {
-        nodes.push(json!({"role": "worker", "image": image, "labels": n.labels}));
-    }
-    // A kind node is as real as the local provider's real nodes: those the profile asks for
-    // carry the same label, and the same taint unless the profile has no other nodes.
-    use crate::cluster::local::node::REAL_NODE_LABEL;
-    for n in &profile.real_nodes {
-        let mut labels = n.labels.clone();
-        labels.insert(REAL_NODE_LABEL.0.into(), REAL_NODE_LABEL.1.into());
-        let mut node = json!({"role": "worker", "image": image, "labels": labels});
-        if profile.real_node_taint {
-            node["kubeadmConfigPatches"] = json!([REAL_NODE_JOIN_PATCH]);
-        }
-        nodes.push(node);
-    }
-    let mut c = json!({
-        "kind": "Cluster",
-        "apiVersion": "kind.x-k8s.io/v1alpha4",
-        "networking": {"apiServerAddress": "127.0.0.1"},
-        "nodes": nodes,
-    });
-    if !profile.feature_gates.is_empty() {
-        c["featureGates"] = json!(profile.feature_gates);
-    }
-    if !profile.runtime_config.is_empty() {
-        c["runtimeConfig"] = json!(profile.runtime_config);
-    }
-    if let NodeSource::Offline { config, .. } = node {
-        merge(&mut c, config);
-    }
-    Ok(c)
-}
-
 /// The host's limit on inotify instances per user, which every kind node's systemd, kubelet and
 /// containerd draw from.
 const INOTIFY_INSTANCES: &str = "/proc/sys/fs/inotify/max_user_instances";
@@ -236,105 +161,6 @@ pub fn inotify_warning(instances: u64) -> Option<String> {
              (--clusters-parallel 1)"
         )
     })
-}
-
-/// What kube-proxy's iptables rules say of the apiserver's Service (its comment).
-const KUBERNETES_SERVICE_RULE: &str = "default/kubernetes:https";
-
-/// The kubeadm patch that registers a kind worker with the real nodes' taint (kind's node
-/// config has labels but no taints).
-pub const REAL_NODE_JOIN_PATCH: &str = "kind: JoinConfiguration\nnodeRegistration:\n  taints:\n  - key: harness.io/real-node\n    value: \"true\"\n    effect: NoSchedule\n";
-
-/// Merges `extra` into `c`: objects key by key, arrays appended, anything else replaced.
-fn merge(c: &mut Value, extra: &Value) {
-    match (c, extra) {
-        (Value::Object(c), Value::Object(e)) => {
-            for (k, v) in e {
-                merge(c.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-        (Value::Array(c), Value::Array(e)) => c.extend(e.iter().cloned()),
-        (c, e) => *c = e.clone(),
-    }
-}
-
-/// [`config`] as the YAML file kind reads, with a header naming the profile.
-pub fn config_yaml(profile: &Profile) -> Result<String, KindError> {
-    config_yaml_with(profile, &NodeSource::Pinned)
-}
-
-/// [`config_with`] as the YAML file kind reads, with a header naming the profile.
-pub fn config_yaml_with(profile: &Profile, node: &NodeSource) -> Result<String, KindError> {
-    let c = config_with(profile, node)?;
-    let body = serde_saphyr::to_string(&c).expect("a JSON value serializes");
-    Ok(format!(
-        "# kind config for profile `{}` (Kubernetes {}), generated by `harness cluster configs`.\n\
-         # Do not edit: a test regenerates it and fails on any difference.\n{body}",
-        profile.name, profile.kubernetes
-    ))
-}
-
-/// One command: program and arguments.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommandLine {
-    /// The program.
-    pub program: PathBuf,
-    /// Its arguments.
-    pub args: Vec<String>,
-    /// Environment variables set for it (`DOCKER_HOST` of a private daemon).
-    pub env: Vec<(String, String)>,
-}
-
-impl std::fmt::Display for CommandLine {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for (k, v) in &self.env {
-            write!(f, "{k}={v} ")?;
-        }
-        write!(f, "{}", self.program.display())?;
-        for a in &self.args {
-            write!(f, " {a}")?;
-        }
-        Ok(())
-    }
-}
-
-/// What a finished command left.
-#[derive(Debug, Clone, Default)]
-pub struct CommandOutput {
-    /// Exit status 0.
-    pub success: bool,
-    /// Its standard output (kept out of the run's progress: `kind export logs` and
-    /// `docker load` print there).
-    pub stdout: String,
-    /// Its standard error (kind reports there).
-    pub stderr: String,
-}
-
-/// Runs commands; the real one starts processes, tests use a fake.
-pub trait CommandRunner: Send + Sync {
-    /// Runs `cmd` to completion.
-    fn run(&self, cmd: &CommandLine) -> std::io::Result<CommandOutput>;
-}
-
-/// Runs commands as child processes, their output captured.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct ProcessRunner;
-
-impl CommandRunner for ProcessRunner {
-    fn run(&self, cmd: &CommandLine) -> std::io::Result<CommandOutput> {
-        let out = std::process::Command::new(&cmd.program)
-            .args(&cmd.args)
-            .envs(cmd.env.iter().map(|(k, v)| (k, v)))
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .output()?;
-        Ok(CommandOutput {
-            success: out.status.success(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        })
-    }
 }
 
 /// Where kind comes from.
@@ -420,82 +246,6 @@ impl std::fmt::Debug for KindProvider {
             .field("binary", &self.binary)
             .field("root", &self.options.root)
             .finish()
-    }
-}
-
-/// The commands for one cluster, in the order the provider runs them on success.
-#[derive(Debug, Clone)]
-pub struct KindPlan {
-    /// The config file's contents.
-    pub config: String,
-    /// `kind create cluster ...`
-    pub create: CommandLine,
-    /// `kind export logs ...`
-    pub export_logs: CommandLine,
-    /// `kind delete cluster ...`
-    pub delete: CommandLine,
-}
-
-impl CommandLine {
-    fn kind(kind: &Path, args: &[&str]) -> Self {
-        Self {
-            program: kind.to_path_buf(),
-            args: args.iter().map(|s| s.to_string()).collect(),
-            env: vec![],
-        }
-    }
-
-    /// The same command with `env` set.
-    pub fn with_env(mut self, env: &[(String, String)]) -> Self {
-        self.env.extend(env.iter().cloned());
-        self
-    }
-}
-
-/// `kind export logs` and `kind delete cluster` for cluster `name` in `dir`.
-fn teardown_commands(
-    kind: &Path,
-    name: &str,
-    dir: &Path,
-    logs: &Path,
-) -> (CommandLine, CommandLine) {
-    let kubeconfig = dir.join("kubeconfig").display().to_string();
-    (
-        CommandLine::kind(
-            kind,
-            &[
-                "export",
-                "logs",
-                &logs.join(name).display().to_string(),
-                "--name",
-                name,
-            ],
-        ),
-        CommandLine::kind(
-            kind,
-            &[
-                "delete",
-                "cluster",
-                "--name",
-                name,
-                "--kubeconfig",
-                &kubeconfig,
-            ],
-        ),
-    )
-}
-
-impl std::fmt::Display for KindPlan {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "# kind-config.yaml")?;
-        write!(f, "{}", self.config)?;
-        writeln!(
-            f,
-            "# commands (export logs and delete also run after a failed create)"
-        )?;
-        writeln!(f, "{}", self.create)?;
-        writeln!(f, "{}", self.export_logs)?;
-        writeln!(f, "{}", self.delete)
     }
 }
 
@@ -823,27 +573,6 @@ impl KindProvider {
     }
 }
 
-/// `s` without the frames of Go stack traces (a function line, then its tab-indented file
-/// line), which would fill a tail with no cause in it.
-fn without_stacks(s: &str) -> String {
-    let lines: Vec<&str> = s.lines().collect();
-    let frame = |i: usize| {
-        let l = lines[i];
-        l.starts_with('\t')
-            || (!l.contains(' ') && lines.get(i + 1).is_some_and(|next| next.starts_with('\t')))
-    };
-    (0..lines.len())
-        .filter(|&i| !frame(i))
-        .map(|i| lines[i])
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn tail(s: &str, n: usize) -> String {
-    let lines: Vec<&str> = s.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
 impl ClusterProvider for KindProvider {
     type Cluster = KindCluster;
     type Error = KindError;
@@ -882,357 +611,9 @@ impl ClusterProvider for KindProvider {
     }
 }
 
-/// Where the volumes of the `standard` class go on a node of an offline image.
-pub const OFFLINE_VOLUMES: &str = "/var/lib/harness-volumes";
-
-impl KindCluster {
-    /// What kindnetd and local-path-provisioner would do on a kind node image, for a cluster
-    /// on an offline image that has neither: once every one of the `nodes` nodes has its pod
-    /// range, each gets its pod network by `docker exec` ([`cni::commands`]); then the nodes
-    /// must turn Ready, and the harness's provisioner serves the `standard` class.
-    async fn offline_setup(&mut self, nodes: usize) -> Result<(), KindError> {
-        use k8s_openapi::api::core::v1::Node;
-        let fail = |detail: String| KindError::Network {
-            name: self.name.clone(),
-            detail,
-        };
-        let client = self.client().await.map_err(|e| fail(format!("{e:#}")))?;
-        let api: kube::Api<Node> = kube::Api::all(client.clone());
-        let list = |api: kube::Api<Node>| async move {
-            api.list(&Default::default())
-                .await
-                .map(|l| serde_json::to_value(l).expect("serializes"))
-                .map_err(|e| format!("list nodes: {e}"))
-        };
-        crate::wait::poll(
-            "every node to have its pod range",
-            Duration::from_secs(300),
-            Duration::from_secs(1),
-            || {
-                let api = api.clone();
-                async move {
-                    match list(api).await.and_then(|l| cni::nodes(&l)) {
-                        Ok(n) if n.len() == nodes => crate::wait::Check::Met,
-                        Ok(n) => crate::wait::Check::Pending(format!(
-                            "{} of {nodes} nodes registered",
-                            n.len()
-                        )),
-                        Err(e) => crate::wait::Check::Pending(e),
-                    }
-                }
-            },
-        )
-        .await
-        .map_err(|e| fail(e.to_string()))?;
-        // Pod ranges, once given, do not change.
-        let found = list(api.clone())
-            .await
-            .and_then(|l| cni::nodes(&l))
-            .map_err(fail)?;
-        for node in &found {
-            for cmd in cni::commands(node, &found) {
-                let line = self.provider.docker(
-                    ["exec".to_string(), node.name.clone()]
-                        .into_iter()
-                        .chain(cmd),
-                );
-                let provider = self.provider.clone();
-                let out =
-                    tokio::task::spawn_blocking(move || provider.run(&line).map(|o| (line, o)))
-                        .await
-                        .expect("docker exec does not panic")?;
-                if !out.1.success {
-                    return Err(fail(format!("`{}`: {}", out.0, tail(&out.1.stderr, 5))));
-                }
-            }
-        }
-        crate::wait::poll(
-            "every node Ready",
-            Duration::from_secs(300),
-            Duration::from_secs(1),
-            || {
-                let api = api.clone();
-                async move {
-                    let Ok(l) = api.list(&Default::default()).await else {
-                        return crate::wait::Check::Pending("list nodes".into());
-                    };
-                    let not_ready: Vec<String> = l
-                        .items
-                        .iter()
-                        .filter(|n| {
-                            !n.status
-                                .as_ref()
-                                .and_then(|s| s.conditions.as_ref())
-                                .is_some_and(|c| {
-                                    c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-                                })
-                        })
-                        .filter_map(|n| n.metadata.name.clone())
-                        .collect();
-                    crate::wait::Check::when(not_ready.is_empty(), || {
-                        format!("not Ready: {}", not_ready.join(", "))
-                    })
-                }
-            },
-        )
-        .await
-        .map_err(|e| fail(e.to_string()))?;
-        // A pod that starts before its node's kube-proxy has written the Service rules cannot
-        // reach the apiserver by its Service address (a controller then exits and restarts):
-        // ready means every node has the rules of the `kubernetes` Service.
-        let names: Vec<String> = found.iter().map(|n| n.name.clone()).collect();
-        crate::wait::poll(
-            "every node's kube-proxy serves the kubernetes Service",
-            Duration::from_secs(300),
-            Duration::from_secs(1),
-            || {
-                let (names, provider) = (names.clone(), self.provider.clone());
-                async move {
-                    let missing = tokio::task::spawn_blocking(move || {
-                        names
-                            .into_iter()
-                            .filter(|node| {
-                                let line =
-                                    provider.docker(["exec", node, "iptables-save", "-t", "nat"]);
-                                !provider.run(&line).is_ok_and(|o| {
-                                    o.success && o.stdout.contains(KUBERNETES_SERVICE_RULE)
-                                })
-                            })
-                            .collect::<Vec<_>>()
-                    })
-                    .await
-                    .unwrap_or_default();
-                    crate::wait::Check::when(missing.is_empty(), || {
-                        format!("no Service rules yet on {}", missing.join(", "))
-                    })
-                }
-            },
-        )
-        .await
-        .map_err(|e| fail(e.to_string()))?;
-        let provisioner = tokio::spawn(async move {
-            if let Err(e) =
-                super::local::provisioner::run(client, PathBuf::from(OFFLINE_VOLUMES)).await
-            {
-                tracing::warn!("provisioner: {e:#}");
-            }
-        });
-        self.provisioner = Some(provisioner.abort_handle());
-        Ok(())
-    }
-}
-
-/// A kind cluster the harness created; deleted (logs exported first) when destroyed or
-/// dropped.
-pub struct KindCluster {
-    name: String,
-    dir: PathBuf,
-    kubeconfig: PathBuf,
-    plan: KindPlan,
-    provider: KindProvider,
-    done: bool,
-    /// The volume provisioner of a cluster on an offline image, stopped at teardown.
-    provisioner: Option<tokio::task::AbortHandle>,
-    /// The nodes' image registry ([`registry`]), in the control-plane node.
-    registry: Option<std::net::SocketAddr>,
-}
-
-impl std::fmt::Debug for KindCluster {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KindCluster")
-            .field("name", &self.name)
-            .field("kubeconfig", &self.kubeconfig)
-            .finish()
-    }
-}
-
-impl KindCluster {
-    /// The commands this cluster was made with and will be removed with.
-    pub fn plan(&self) -> &KindPlan {
-        &self.plan
-    }
-
-    /// The environment a `docker` command needs to reach the daemon the cluster's nodes run
-    /// in (`DOCKER_HOST` of a private daemon; nothing for the user's default one).
-    pub fn docker_env(&self) -> Vec<(String, String)> {
-        self.provider.env()
-    }
-
-    /// Loads an image archive (docker or OCI) into every node, as `kind load image-archive`.
-    pub fn load_image_archive(&self, archive: &Path) -> Result<(), KindError> {
-        let cmd = CommandLine {
-            program: self.plan.create.program.clone(),
-            args: vec![
-                "load".into(),
-                "image-archive".into(),
-                archive.display().to_string(),
-                "--name".into(),
-                self.name.clone(),
-            ],
-            env: self.provider.env(),
-        };
-        let out = self.provider.run(&cmd)?;
-        match out.success {
-            true => Ok(()),
-            false => Err(KindError::Command {
-                command: cmd.to_string(),
-                tail: tail(&out.stderr, 5),
-            }),
-        }
-    }
-
-    /// A client with the cluster's admin kubeconfig.
-    pub async fn client(&self) -> Result<kube::Client, super::client::KubeconfigError> {
-        super::admin_client(&self.kubeconfig).await
-    }
-
-    fn teardown(&mut self) -> Result<(), KindError> {
-        if self.done {
-            return Ok(());
-        }
-        self.done = true;
-        if let Some(p) = self.provisioner.take() {
-            p.abort();
-        }
-        let mut errors = self
-            .provider
-            .export_then_delete(&self.plan.export_logs, &self.plan.delete);
-        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
-            errors.push(format!("remove {}: {e}", self.dir.display()));
-        }
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(KindError::Teardown {
-                name: self.name.clone(),
-                errors,
-            })
-        }
-    }
-}
-
-impl Cluster for KindCluster {
-    type Error = KindError;
-
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn kubeconfig(&self) -> &Path {
-        &self.kubeconfig
-    }
-
-    fn export_logs(&self, dest: &Path) -> Result<(), KindError> {
-        let mut cmd = self.plan.export_logs.clone();
-        cmd.args[2] = dest.display().to_string();
-        let out = self.provider.run(&cmd)?;
-        if out.success {
-            Ok(())
-        } else {
-            Err(KindError::Command {
-                command: cmd.to_string(),
-                tail: tail(&out.stderr, 5),
-            })
-        }
-    }
-
-    fn destroy(mut self) -> Result<(), KindError> {
-        self.teardown()
-    }
-}
-
-impl Drop for KindCluster {
-    fn drop(&mut self) {
-        if let Err(e) = self.teardown() {
-            eprintln!("warning: {e}");
-        }
-    }
-}
-
-/// What [`sync_configs`] did.
-#[derive(Debug, Default)]
-pub struct ConfigSync {
-    /// Files (re)written.
-    pub written: Vec<std::path::PathBuf>,
-    /// Files that differ from what the profiles generate (when only checking).
-    pub stale: Vec<std::path::PathBuf>,
-}
-
-/// Brings `dir` in line with `files` (name, text): with `check`, only lists the files that
-/// differ; otherwise rewrites them, each atomically.
-pub fn sync_configs(
-    dir: &Path,
-    files: &[(String, String)],
-    check: bool,
-) -> std::io::Result<ConfigSync> {
-    let mut out = ConfigSync::default();
-    if !check {
-        std::fs::create_dir_all(dir)?;
-    }
-    for (name, text) in files {
-        let path = dir.join(name);
-        if std::fs::read_to_string(&path).ok().as_deref() == Some(text.as_str()) {
-            continue;
-        }
-        if check {
-            out.stale.push(path);
-        } else {
-            let tmp = dir.join(format!(".{name}.tmp"));
-            std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, &path))?;
-            out.written.push(path);
-        }
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_supported_version_has_a_pinned_image() {
-        for v in KubeVersion::supported() {
-            let i = node_image(v).unwrap();
-            assert!(i.image.contains("@sha256:"), "{i:?}");
-            assert!(
-                i.image.contains(&format!(":v{}.{}.", v.major, v.minor)),
-                "{i:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn an_unknown_version_names_the_known_ones() {
-        let v = KubeVersion {
-            major: 1,
-            minor: 30,
-            patch: 0,
-        };
-        let e = node_image(v).unwrap_err().to_string();
-        assert!(e.contains("Kubernetes 1.30"), "{e}");
-        assert!(e.contains("1.32 (kind v0.29.0)"), "{e}");
-    }
-
-    #[test]
-    fn the_config_carries_gates_runtime_config_and_labelled_workers() {
-        let mut p = Profile::new(KubeVersion::default_version());
-        p.add_gates(&["InPlacePodVerticalScaling=true"]).unwrap();
-        p.add_runtime_config(&["api/all=true"]).unwrap();
-        let c = config(&p).unwrap();
-        assert_eq!(c["featureGates"]["InPlacePodVerticalScaling"], json!(true));
-        assert_eq!(c["runtimeConfig"]["api/all"], json!("true"));
-        assert_eq!(c["networking"]["apiServerAddress"], json!("127.0.0.1"));
-        let nodes = c["nodes"].as_array().unwrap();
-        assert_eq!(nodes.len(), 5);
-        assert_eq!(nodes[0]["role"], json!("control-plane"));
-        assert_eq!(
-            nodes[2]["labels"][super::super::ZONE_LABEL],
-            json!("zone-b")
-        );
-        let yaml = config_yaml(&p).unwrap();
-        let back: Value = serde_saphyr::from_str(&yaml).unwrap();
-        assert_eq!(back, c, "the YAML reads back as the config");
-    }
 
     #[test]
     fn a_low_inotify_limit_is_named_with_the_fix() {
@@ -1242,40 +623,5 @@ mod tests {
             "{w}"
         );
         assert_eq!(inotify_warning(8192), None);
-    }
-
-    #[test]
-    fn a_failure_tail_leaves_out_go_stack_frames() {
-        let out = "I0 starting\nerror execution phase kubelet-start: timed out\n\
-                   k8s.io/kubernetes/cmd/kubeadm/app/cmd/phases/workflow.(*Runner).Run\n\
-                   \tk8s.io/kubernetes@v1.32.5/cmd/kubeadm/app/cmd/phases/workflow/runner.go:234\n\
-                   main.main\n\tk8s.io/kubernetes@v1.32.5/cmd/kubeadm/kubeadm.go:25\n";
-        assert_eq!(
-            without_stacks(out),
-            "I0 starting\nerror execution phase kubelet-start: timed out"
-        );
-    }
-
-    #[test]
-    fn real_nodes_are_workers_with_the_real_node_label_and_taint() {
-        use crate::cluster::local::node::{REAL_NODE_LABEL, REAL_NODE_TAINT};
-        let mut p = Profile::new(KubeVersion::default_version());
-        p.set_real_nodes(1, &["zone-a"], &Default::default())
-            .unwrap();
-        let c = config(&p).unwrap();
-        let nodes = c["nodes"].as_array().unwrap();
-        assert_eq!(nodes.len(), 6, "control plane, 4 workers, 1 real");
-        let real = &nodes[5];
-        assert_eq!(real["labels"][REAL_NODE_LABEL.0], json!(REAL_NODE_LABEL.1));
-        let patch: Value =
-            serde_saphyr::from_str(real["kubeadmConfigPatches"][0].as_str().unwrap()).unwrap();
-        let taint = &patch["nodeRegistration"]["taints"][0];
-        let (key, rest) = REAL_NODE_TAINT.split_once('=').unwrap();
-        let (value, effect) = rest.split_once(':').unwrap();
-        assert_eq!(
-            (&taint["key"], &taint["value"], &taint["effect"]),
-            (&json!(key), &json!(value), &json!(effect))
-        );
-        assert!(nodes[1].get("kubeadmConfigPatches").is_none());
     }
 }

@@ -109,3 +109,12 @@ pub fn state_root() -> PathBuf {
 pub fn default_clusters_root() -> PathBuf {
     state_root().join("clusters")
 }
+
+/// Where non-local providers keep their cluster directories (kind's, k3s's, the private Docker
+/// daemons'): beside [`default_clusters_root`].
+pub fn providers_root() -> PathBuf {
+    default_clusters_root()
+        .parent()
+        .map(|p| p.join("providers"))
+        .unwrap_or_else(|| PathBuf::from("harness-providers"))
+}

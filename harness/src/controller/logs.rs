@@ -1,0 +1,309 @@
+//! What a component's log says: start with [`Window`], the part of its life a check reads (a
+//! scenario's time and namespace); [`forbidden_lines`] and [`panics`] find RBAC denials and
+//! panics in it, and [`panic_in`] a recovered panic naming a scenario's namespace, as it is
+//! logged.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::ControllerError;
+
+/// The complete lines a log file gains, read from where the last read ended.
+pub(super) struct LogTail {
+    path: PathBuf,
+    offset: u64,
+    partial: Vec<u8>,
+}
+
+impl LogTail {
+    /// From the file's end now.
+    pub(super) fn at_end(path: &Path) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            offset: std::fs::metadata(path).map_or(0, |m| m.len()),
+            partial: vec![],
+        }
+    }
+
+    /// The lines completed since the last call (a line still being written waits).
+    pub(super) fn next_lines(&mut self) -> String {
+        use std::io::{Read, Seek, SeekFrom};
+        let Ok(mut f) = std::fs::File::open(&self.path) else {
+            return String::new();
+        };
+        if f.seek(SeekFrom::Start(self.offset)).is_err() {
+            return String::new();
+        }
+        let mut new = vec![];
+        let Ok(n) = f.read_to_end(&mut new) else {
+            return String::new();
+        };
+        self.offset += n as u64;
+        self.partial.extend_from_slice(&new);
+        let Some(end) = self.partial.iter().rposition(|b| *b == b'\n') else {
+            return String::new();
+        };
+        let lines: Vec<u8> = self.partial.drain(..=end).collect();
+        String::from_utf8_lossy(&lines).into_owned()
+    }
+}
+
+/// The first recovered panic (`Observed a panic`) of `lines` that names `namespace`, as a
+/// step's error: the line, up to 1,000 characters. A panic naming another namespace is
+/// another scenario's; one naming none (an unrecovered `panic:`) is left to the invariants.
+pub fn panic_in(lines: &str, namespace: &str) -> Option<String> {
+    lines
+        .lines()
+        .find(|l| {
+            l.contains("Observed a panic") && named_namespace(l).as_deref() == Some(namespace)
+        })
+        .map(|l| {
+            format!(
+                "the controller panicked in this scenario's namespace: {}",
+                l.chars().take(1000).collect::<String>()
+            )
+        })
+}
+
+/// The part of a component's life a check looks at: all of it ([`Window::all`]), or a
+/// scenario's time and namespace ([`Window::opening`]).
+#[derive(Debug, Clone, Default)]
+pub struct Window {
+    /// Where local log files stood when the window opened (bytes; absent: from the start).
+    offsets: BTreeMap<PathBuf, u64>,
+    /// When it opened (for logs read from the cluster; None: the whole log).
+    opened: Option<std::time::Instant>,
+    /// A log line naming another namespace than this one belongs to another scenario.
+    namespace: Option<String>,
+}
+
+impl Window {
+    /// The whole life of a component.
+    pub fn all() -> Self {
+        Self::default()
+    }
+
+    /// A window opening now: the log files as long as they are, lines naming a namespace
+    /// other than `namespace` left out.
+    pub fn opening(logs: &[&Path], namespace: Option<&str>) -> Self {
+        Self {
+            offsets: logs
+                .iter()
+                .map(|l| (l.to_path_buf(), std::fs::metadata(l).map_or(0, |m| m.len())))
+                .collect(),
+            opened: Some(std::time::Instant::now()),
+            namespace: namespace.map(String::from),
+        }
+    }
+
+    /// The part of log file `path` inside the window.
+    pub fn read(&self, path: &Path) -> String {
+        let bytes = std::fs::read(path).unwrap_or_default();
+        let start = self
+            .offsets
+            .get(path)
+            .map_or(0, |o| (*o as usize).min(bytes.len()));
+        String::from_utf8_lossy(&bytes[start..]).into_owned()
+    }
+
+    /// How many seconds back a log read from the cluster should reach.
+    pub(super) fn since_seconds(&self) -> Option<i64> {
+        self.opened.map(|t| t.elapsed().as_secs() as i64 + 1)
+    }
+
+    /// Whether a log line belongs to the window's namespace (a line naming no namespace does).
+    pub fn keeps(&self, line: &str) -> bool {
+        let (Some(ns), Some(named)) = (&self.namespace, named_namespace(line)) else {
+            return true;
+        };
+        *ns == named
+    }
+}
+
+/// The namespace an API error in a log line names (`... in the namespace "x"`, quotes possibly
+/// escaped).
+fn named_namespace(line: &str) -> Option<String> {
+    // An API error's words, then controller-runtime's structured key and klog's key=value.
+    let start = ["in the namespace ", "\"namespace\"=", " namespace="]
+        .iter()
+        .find_map(|key| line.find(key).map(|at| at + key.len()))?;
+    let rest = line[start..].trim_start_matches(['\\', '"']);
+    let end = rest.find(['\\', '"', ' ']).unwrap_or(rest.len());
+    Some(rest[..end].to_string())
+}
+
+/// The denials and panics a manager's log shows, the first as the error.
+pub(super) fn log_findings(
+    name: &str,
+    version: &str,
+    log: &str,
+    window: &Window,
+) -> Result<(), ControllerError> {
+    let denials = forbidden_lines(log, window);
+    if let Some(first) = denials.first() {
+        return Err(ControllerError::ManagerForbidden {
+            name: name.into(),
+            version: version.into(),
+            count: denials.len(),
+            first: first.clone(),
+        });
+    }
+    let panics: Vec<String> = panics(log)
+        .into_iter()
+        .filter(|p| window.keeps(p.lines().next().unwrap_or_default()))
+        .collect();
+    if let Some(first) = panics.first() {
+        return Err(ControllerError::ManagerPanicked {
+            name: name.into(),
+            version: version.into(),
+            count: panics.len(),
+            first: first.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// Panics in a Go program's log: controller-runtime's and apimachinery's "Observed a panic"
+/// (recovered), and an unrecovered `panic:` followed by a `goroutine N [...]` stack; each with
+/// up to 8 lines after it.
+pub fn panics(log: &str) -> Vec<String> {
+    let lines: Vec<&str> = log.lines().collect();
+    let goroutine = |l: &str| l.starts_with("goroutine ") && l.trim_end().ends_with("]:");
+    lines
+        .iter()
+        .enumerate()
+        .filter(|(i, l)| {
+            l.contains("Observed a panic")
+                || (l.starts_with("panic: ") && lines[*i..].iter().take(40).any(|l| goroutine(l)))
+        })
+        .map(|(i, _)| {
+            lines[i..(i + 9).min(lines.len())]
+                .iter()
+                .map(|l| l.chars().take(300).collect::<String>())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .collect()
+}
+
+/// Log lines where the API server refused the manager's ServiceAccount, of `window`'s
+/// namespace.
+pub fn forbidden_lines(log: &str, window: &Window) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.contains("forbidden") && l.contains("system:serviceaccount:"))
+        .filter(|l| window.keeps(l))
+        .map(|l| l.chars().take(400).collect())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_keeps_its_own_namespace_and_its_own_time() {
+        let line = |ns: &str| {
+            format!(
+                "E1123 x.go:1] \"Failed\" err=\"daemonsets.apps \\\"a\\\" is forbidden: User \\\"system:serviceaccount:kruise-system:m\\\" cannot get resource \\\"daemonsets\\\" in API group \\\"apps\\\" in the namespace \\\"{ns}\\\"\""
+            )
+        };
+        assert_eq!(named_namespace(&line("h-one")).as_deref(), Some("h-one"));
+        assert_eq!(
+            named_namespace("is forbidden ... in the namespace \"plain\"").as_deref(),
+            Some("plain")
+        );
+        let structured = "E1126 x.go:434] \"msg\"=\"Observed a panic\" \"controller\"=\"c\" \"name\"=\"x\" \"namespace\"=\"h-two\" \"panic\"=\"p\"";
+        assert_eq!(named_namespace(structured).as_deref(), Some("h-two"));
+        assert_eq!(
+            named_namespace("I1126 x.go:1] \"Sync\" namespace=\"h-three\" name=\"x\"").as_deref(),
+            Some("h-three")
+        );
+        let w = Window {
+            namespace: Some("h-one".into()),
+            ..Window::all()
+        };
+        assert!(
+            log_findings("m", "v", structured, &w).is_ok(),
+            "another namespace's panic is not this window's"
+        );
+        assert!(log_findings("m", "v", structured, &Window::all()).is_err());
+        let cluster = "E1123 forbidden: User \"system:serviceaccount:k:m\" cannot list resource \"nodes\" at the cluster scope";
+        assert_eq!(named_namespace(cluster), None);
+        let log = format!("{}\n{}\n{cluster}\n", line("h-one"), line("h-two"));
+        let w = Window {
+            namespace: Some("h-one".into()),
+            ..Window::all()
+        };
+        let kept = forbidden_lines(&log, &w);
+        assert_eq!(
+            kept.len(),
+            2,
+            "its own namespace and the cluster scope: {kept:?}"
+        );
+        assert!(kept[0].contains("h-one") && kept[1].contains("cluster scope"));
+        assert_eq!(forbidden_lines(&log, &Window::all()).len(), 3);
+
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("m.log");
+        std::fs::write(&file, format!("{}\n", line("h-one"))).unwrap();
+        let w = Window::opening(&[file.as_path()], Some("h-one"));
+        assert!(
+            forbidden_lines(&w.read(&file), &w).is_empty(),
+            "written before it opened"
+        );
+        std::fs::write(&file, format!("{}\n{}\n", line("h-one"), line("h-one"))).unwrap();
+        assert_eq!(forbidden_lines(&w.read(&file), &w).len(), 1);
+    }
+
+    #[test]
+    fn a_tripwire_trips_on_a_panic_naming_its_namespace_logged_after_it_was_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("manager.log");
+        let panic = |ns: &str| {
+            format!(
+                "E1127 1 controller.go:1] \"Observed a panic\" controller=\"c\" namespace=\"{ns}\" panic=\"runtime error: index out of range\"\n"
+            )
+        };
+        // Before the scenario: not its business.
+        std::fs::write(&log, panic("h-one")).unwrap();
+        let mut tail = LogTail::at_end(&log);
+        assert_eq!(tail.next_lines(), "");
+        let append = |text: &str| {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+            f.write_all(text.as_bytes()).unwrap();
+        };
+        append(&panic("h-two"));
+        append("I1127 reconcile, no newline yet");
+        let lines = tail.next_lines();
+        assert!(panic_in(&lines, "h-one").is_none(), "another namespace's");
+        let tripped = panic_in(&lines, "h-two").unwrap();
+        assert!(tripped.contains("index out of range"), "{tripped}");
+        // The unfinished line waits for its end.
+        append(" ... done\n");
+        assert_eq!(
+            tail.next_lines(),
+            "I1127 reconcile, no newline yet ... done\n"
+        );
+    }
+
+    #[test]
+    fn panics_are_found_recovered_or_not_and_quiet_logs_pass() {
+        let recovered = "I1122 reconcile\nE1122 12:00:00 runtime.go:79] Observed a panic: \"invalid memory address\" (runtime error)\ngoroutine 412 [running]:\nk8s.io/apimachinery/pkg/util/runtime.logPanic(...)\n";
+        let found = panics(recovered);
+        assert_eq!(found.len(), 1);
+        assert!(found[0].contains("Observed a panic") && found[0].contains("goroutine 412"));
+        let fatal = "I1122 started\npanic: assignment to entry in nil map\n\ngoroutine 1 [running]:\nmain.main()\n";
+        assert_eq!(panics(fatal).len(), 1);
+        let err = log_findings("kruise-manager", "v1.9.0", fatal, &Window::all()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("kruise-manager v1.9.0 panicked (1 times)"),
+            "{err}"
+        );
+        let quiet =
+            "I1122 reconcile CloneSet\nI1122 panic: mentioned in a message without a stack\n";
+        assert!(panics(quiet).is_empty());
+        assert!(log_findings("kruise-manager", "v1.9.0", quiet, &Window::all()).is_ok());
+    }
+}
