@@ -1,8 +1,10 @@
 //! Benchmarks run by `harness bench`: each measures the harness against a peer in the same run,
-//! interleaved run by run, and reports medians; [`flakes`] counts the test suite's flaky tests.
+//! interleaved run by run, and reports medians; [`flakes`] counts the test suite's flaky tests;
+//! [`rediscovery`] explores releases with known bugs and says which it finds.
 
 pub mod explore;
 pub mod flakes;
+pub mod rediscovery;
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};

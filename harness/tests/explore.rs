@@ -192,7 +192,9 @@ async fn a_trial_crashes_the_manager_after_a_write_and_makes_its_view_stale() {
     let cell = harness::explore::cell("stale", &session, std::time::Duration::from_secs(90))
         .await
         .unwrap();
-    let subject = harness::explore::select(&["CloneSet".to_string()]).unwrap()[0];
+    let subject = harness::explore::select(&["CloneSet".to_string()])
+        .unwrap()
+        .remove(0);
     let trial = Trial {
         subject: "CloneSet".into(),
         mode: Mode::Behaviour,
@@ -285,7 +287,9 @@ async fn a_trial_takes_a_node_away_and_crashes_the_apiserver() {
     let cell = harness::explore::cell("outage", &session, std::time::Duration::from_secs(90))
         .await
         .unwrap();
-    let subject = harness::explore::select(&["CloneSet".to_string()]).unwrap()[0];
+    let subject = harness::explore::select(&["CloneSet".to_string()])
+        .unwrap()
+        .remove(0);
     let trial = Trial {
         subject: "CloneSet".into(),
         mode: Mode::Behaviour,
@@ -353,7 +357,9 @@ async fn a_copying_kind_follows_its_targets_and_makes_a_deleted_copy_again() {
     use harness::explore::trial::{Fields, Mode, Op, Perturbation, Step, Trial};
     use k8s_openapi::api::core::v1::Namespace;
 
-    let subject = harness::explore::select(&["ResourceDistribution".to_string()]).unwrap()[0];
+    let subject = harness::explore::select(&["ResourceDistribution".to_string()])
+        .unwrap()
+        .remove(0);
     let gates = subject
         .gates
         .iter()
@@ -365,7 +371,7 @@ async fn a_copying_kind_follows_its_targets_and_makes_a_deleted_copy_again() {
         .unwrap();
     let by_label = serde_json::json!({"matchLabels": {TRIAL_LABEL: NAMESPACE}});
     let trial = Trial {
-        subject: subject.name.into(),
+        subject: subject.name.clone(),
         mode: Mode::Behaviour,
         seed: 0,
         index: 0,

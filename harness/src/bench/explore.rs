@@ -174,7 +174,7 @@ impl Sampler {
 }
 
 /// The one directory `explore` made under `dir`.
-fn run_dir(dir: &Path) -> anyhow::Result<PathBuf> {
+pub(super) fn run_dir(dir: &Path) -> anyhow::Result<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("read {}", dir.display()))?
         .flatten()

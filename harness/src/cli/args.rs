@@ -138,7 +138,9 @@ pub struct ExploreArgs {
     /// controller or cluster).
     #[arg(long, default_value = "default", value_name = "CLASSES")]
     pub perturbations: String,
-    /// Behaviour trials at once.
+    /// Behaviour trials at once to start with; the number then adapts between 1 and 8 (or
+    /// this, if more) to what the cell sustains: narrower when the apiserver's latency, the
+    /// harness's CPU or the trials' settle times rise, wider while they stay low.
     #[arg(long, default_value_t = crate::explore::DEFAULT_PARALLEL)]
     pub parallel: usize,
     /// How long a behaviour trial may take to settle.
@@ -983,6 +985,13 @@ pub enum BenchCommand {
     /// run's processes by class (apiserver, etcd, manager, harness, ...). Exit 1 when a run
     /// failed.
     Explore(ExploreBenchArgs),
+    /// The rediscovery benchmark: explore each release of the list (suites/rediscovery.yaml:
+    /// known bugs, the release that has each and the one that fixed it, the finding that
+    /// counts) with `explore`'s defaults, the same budget and seed, one after another; print
+    /// and write rediscovery.md/.json with each bug found or not on its bad release (after how
+    /// long) and whether its fixed release is clean. Exit 1 when an exploration failed or a
+    /// fixed release showed its bug.
+    Rediscovery(RediscoveryArgs),
     /// Time from a ready cluster to a ready controller bundle (CRDs established, webhooks
     /// patched and answering, smoke CloneSet reconciled).
     Bundle {
@@ -1031,6 +1040,50 @@ impl ExploreBenchArgs {
             seed: self.seed,
             explore_args: self.explore_args,
             out: self.out,
+        }
+    }
+}
+
+/// The flags of `bench rediscovery`.
+#[derive(Debug, Args)]
+pub struct RediscoveryArgs {
+    /// The list of known bugs [default: suites/rediscovery.yaml, built in].
+    #[arg(long, value_name = "FILE")]
+    pub list: Option<PathBuf>,
+    /// Each exploration's budget.
+    #[arg(long, default_value = crate::bench::rediscovery::DEFAULT_BUDGET, value_parser = parse_duration)]
+    pub budget: Duration,
+    /// Each exploration's seed.
+    #[arg(long, default_value_t = crate::bench::rediscovery::DEFAULT_SEED)]
+    pub seed: u64,
+    /// Only these releases (comma-separated; default: every release the list names).
+    #[arg(long, value_delimiter = ',', value_name = "TAGS")]
+    pub releases: Vec<String>,
+    /// Where the report and each exploration and its log go [default:
+    /// reports/rediscovery-<time>].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print the plan (each release's command, the bugs to find and to miss there) and run
+    /// nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// More flags of `explore` after `--`, the same for every exploration (e.g. `-- --profile
+    /// InPlacePodVerticalScaling`).
+    #[arg(last = true, value_name = "EXPLORE_FLAGS")]
+    pub explore_args: Vec<String>,
+}
+
+impl RediscoveryArgs {
+    /// The bench's request.
+    pub fn request(self) -> crate::bench::rediscovery::Request {
+        crate::bench::rediscovery::Request {
+            list: self.list,
+            budget: self.budget,
+            seed: self.seed,
+            releases: self.releases,
+            out: self.out,
+            dry_run: self.dry_run,
+            explore_args: self.explore_args,
         }
     }
 }
@@ -1313,5 +1366,27 @@ mod tests {
         assert_eq!(r.provider.kind, any::ProviderKind::Kind);
         assert_eq!(r.provider.kind_binary, Some(PathBuf::from("/opt/kind")));
         assert!(r.validate().is_ok());
+    }
+
+    #[test]
+    fn rediscovery_flags_become_a_request() {
+        let Command::Bench(BenchCommand::Rediscovery(args)) = parse(&[
+            "bench",
+            "rediscovery",
+            "--releases",
+            "v1.7.0,v1.8.0",
+            "--dry-run",
+            "--",
+            "--kinds",
+            "CloneSet",
+        ]) else {
+            panic!("bench rediscovery");
+        };
+        let r = args.request();
+        assert_eq!(r.releases, ["v1.7.0", "v1.8.0"]);
+        assert_eq!(r.budget, Duration::from_secs(1800));
+        assert_eq!(r.seed, crate::bench::rediscovery::DEFAULT_SEED);
+        assert!(r.dry_run && r.list.is_none());
+        assert_eq!(r.explore_args, ["--kinds", "CloneSet"]);
     }
 }

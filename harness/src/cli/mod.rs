@@ -366,6 +366,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(BenchCommand::Flakes(args)) => {
             Ok(crate::bench::flakes::run(args.request()).await?)
         }
+        Command::Bench(BenchCommand::Rediscovery(args)) => {
+            Ok(crate::bench::rediscovery::run(args.request()).await?)
+        }
         Command::Bench(BenchCommand::Bundle { runs, controller }) => {
             crate::bench::bundle(runs, controller.parse()?).await
         }

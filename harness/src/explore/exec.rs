@@ -16,7 +16,7 @@ mod copies;
 use super::oracle::{self, Answer, Finding, Oracle, PodView};
 use super::pace::Phases;
 use super::subject::{
-    IMAGE_V2, Makes, Subject, TRIAL_LABEL, Target, get, resolve, set, split_target,
+    IMAGE_V2, Makes, Subject, TRIAL_LABEL, get, resolve, set, split_target, target_name,
 };
 use super::trial::{Fields, Mode, Op, Perturbation, Step, Trial, Watched, Which};
 use crate::cluster::OWNER_LABEL;
@@ -175,7 +175,7 @@ async fn scoped_name(
     ns: &str,
     name: &str,
 ) -> anyhow::Result<String> {
-    let (_, cluster) = resource(client, s.api_version, s.kind).await?;
+    let (_, cluster) = resource(client, &s.api_version, s.kind).await?;
     Ok(match cluster {
         true => format!("{ns}-{name}"),
         false => name.to_string(),
@@ -236,11 +236,11 @@ impl Side {
     async fn new(client: &kube::Client, ns: &str, s: &Subject, name: &str) -> anyhow::Result<Self> {
         let workload = s.workload();
         Ok(Side {
-            subject: *s,
-            api: api_for(client, ns, s.api_version, s.kind).await?,
-            wapi: api_for(client, ns, workload.api_version, workload.kind).await?,
+            subject: s.clone(),
+            api: api_for(client, ns, &s.api_version, s.kind).await?,
+            wapi: api_for(client, ns, &workload.api_version, workload.kind).await?,
             wname: match s.target {
-                Some(_) => Target::name(name),
+                Some(_) => target_name(name),
                 None => name.to_string(),
             },
             workload,
@@ -283,7 +283,7 @@ impl Cell<'_> {
     }
 
     /// Makes the target of the policy object `name` of `s` (none for a workload subject),
-    /// with no pods.
+    /// kept from making pods ([`Subject::idle`]).
     /// `set` holds the target's fields of the trial's create ([`super::subject::TARGET`]).
     async fn make_target(
         &self,
@@ -292,16 +292,16 @@ impl Cell<'_> {
         name: &str,
         set: &Fields,
     ) -> anyhow::Result<Option<String>> {
-        let Some(t) = s.target else {
+        let Some(t) = &s.target else {
             return Ok(None);
         };
-        let api = api_for(&self.client, ns, t.api_version, t.kind).await?;
-        let target = Target::name(name);
-        let (_, fields) = split_target(set);
-        let Some(mut o) = object((t.seed)(&target), &fields, |k| Some(k.to_string())) else {
+        let api = api_for(&self.client, ns, &t.api_version, t.kind).await?;
+        let target = target_name(name);
+        let (_, mut fields) = split_target(set);
+        fields.extend(t.idle());
+        let Some(o) = object(t.seed.make(&target), &fields, |k| Some(k.to_string())) else {
             anyhow::bail!("set {fields:?} on the target {} {target}", t.kind);
         };
-        o["spec"]["replicas"] = json!(0);
         match api.patch(&target, &strict(), &Patch::Apply(&o)).await {
             Ok(_) => Ok(None),
             // The target's template is the target kind's to admit (its own subject explores
@@ -313,13 +313,13 @@ impl Cell<'_> {
         }
     }
 
-    /// Scales a policy's target to its seed's replicas, once the policy exists.
-    async fn scale_target(&self, side: &Side) -> anyhow::Result<()> {
+    /// Lets a policy's target make its pods once the policy exists ([`Subject::wake`]), as
+    /// the trial's create `set` has it.
+    async fn scale_target(&self, side: &Side, set: &Fields) -> anyhow::Result<()> {
         if side.subject.target.is_none() {
             return Ok(());
         }
-        let replicas = (side.workload.seed)(&side.wname)["spec"]["replicas"].clone();
-        let patch = json!({"spec": {"replicas": replicas}});
+        let patch = side.workload.wake(&side.wname, &split_target(set).1);
         side.wapi
             .patch(&side.wname, &strict(), &Patch::Merge(&patch))
             .await
@@ -330,11 +330,7 @@ impl Cell<'_> {
     /// Makes a namespace of the trials' own, removed by [`Cell::drop_namespace`].
     pub async fn namespace(&self, subject: &Subject) -> anyhow::Result<String> {
         let n = self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let ns = format!(
-            "x-{}-{n}-{:04x}",
-            subject.name.to_lowercase().replace('.', "-"),
-            rand::random::<u16>()
-        );
+        let ns = format!("x-{}-{n}-{:04x}", subject.slug(), rand::random::<u16>());
         let nss: Api<Namespace> = Api::all(self.client.clone());
         let body: Namespace = serde_json::from_value(json!({"metadata": {
             "name": ns, "labels": {OWNER_LABEL: self.owner, TRIAL_LABEL: ns}}}))?;
@@ -349,9 +345,9 @@ impl Cell<'_> {
     /// trials added ([`Op::AddNamespace`]), and the objects of a cluster-scoped subject (or
     /// twin) those trials named after it.
     pub async fn drop_namespace(&self, ns: &str, subject: &Subject) {
-        let kinds = std::iter::once(*subject).chain(subject.twin_subject());
+        let kinds = std::iter::once(subject.clone()).chain(subject.twin_subject());
         for k in kinds {
-            let Ok((ar, true)) = resource(&self.client, k.api_version, k.kind).await else {
+            let Ok((ar, true)) = resource(&self.client, &k.api_version, k.kind).await else {
                 continue;
             };
             let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
@@ -420,13 +416,13 @@ impl Cell<'_> {
     ) -> anyhow::Result<Outcome> {
         let mut out = Outcome::default();
         let name = &scoped_name(&self.client, s, ns, name).await?;
-        let ours = api_for(&self.client, ns, s.api_version, s.kind).await?;
-        let twin = match s.twin {
-            Some(t) => Some((t, api_for(&self.client, ns, t.api_version, t.kind).await?)),
+        let ours = api_for(&self.client, ns, &s.api_version, s.kind).await?;
+        let twin = match s.twin.as_deref() {
+            Some(t) => Some((t, api_for(&self.client, ns, &t.api_version, t.kind).await?)),
             None => None,
         };
         // A twin of the subject's own kind (a policy over another target) is named apart.
-        let tname = match s.twin {
+        let tname = match s.twin.as_deref() {
             Some(t) if t.kind == s.kind && t.api_version == s.api_version => format!("{name}-t"),
             _ => name.to_string(),
         };
@@ -439,7 +435,7 @@ impl Cell<'_> {
             let (verb, fields, mine, theirs) = match step {
                 Step::Create { set } => {
                     let (own, _) = split_target(&resolved(set, ns, name));
-                    let seed = resolve(&(s.seed)(name), ns, name);
+                    let seed = resolve(&s.seed.make(name), ns, name);
                     let Some(o) = object(seed, &own, |k| Some(k.to_string())) else {
                         anyhow::bail!("set {set:?} on the seed object");
                     };
@@ -458,7 +454,7 @@ impl Cell<'_> {
                     let mine = answer(r);
                     let theirs = match &twin {
                         Some((t, api)) => {
-                            match object(resolve(&(t.seed)(tname), ns, tname), &own, |k| {
+                            match object(resolve(&t.seed.make(tname), ns, tname), &own, |k| {
                                 s.twin_path(k)
                             }) {
                                 Some(o) => {
@@ -531,7 +527,7 @@ impl Cell<'_> {
         phases: &mut Phases,
     ) -> anyhow::Result<Outcome> {
         let mut out = Outcome::default();
-        let api = api_for(&self.client, ns, s.api_version, s.kind).await?;
+        let api = api_for(&self.client, ns, &s.api_version, s.kind).await?;
         let name = &scoped_name(&self.client, s, ns, "x").await?;
         let tname = &match s.twin_subject() {
             Some(t) => scoped_name(&self.client, &t, ns, TWIN).await?,
@@ -555,7 +551,7 @@ impl Cell<'_> {
             let line = match step {
                 Step::Create { set } => {
                     let (own, _) = split_target(&resolved(set, ns, name));
-                    let seed = resolve(&(s.seed)(name), ns, name);
+                    let seed = resolve(&s.seed.make(name), ns, name);
                     let Some(o) = object(seed, &own, |k| Some(k.to_string())) else {
                         anyhow::bail!("set {set:?} on the seed object");
                     };
@@ -570,11 +566,11 @@ impl Cell<'_> {
                     let a = answer(api.patch(name, &strict(), &Patch::Apply(&o)).await);
                     refused = a != Answer::Admitted;
                     if !refused {
-                        self.scale_target(&ours).await?;
+                        self.scale_target(&ours, set).await?;
                     }
                     out.answers.push(a.clone());
                     if let Some(side) = &twin {
-                        let seed = resolve(&(side.subject.seed)(tname), ns, tname);
+                        let seed = resolve(&side.subject.seed.make(tname), ns, tname);
                         let o = object(seed, &own, |k| s.twin_path(k));
                         let ok = match o {
                             Some(o) => {
@@ -586,7 +582,7 @@ impl Cell<'_> {
                                         .patch(tname, &strict(), &Patch::Apply(&o))
                                         .await
                                         .is_ok()
-                                    && self.scale_target(side).await.is_ok()
+                                    && self.scale_target(side, set).await.is_ok()
                             }
                             None => false,
                         };
@@ -738,7 +734,10 @@ impl Cell<'_> {
                 self.live(w, wapi, ns, wname).await,
             );
             if settled && mine != theirs {
-                let twin = s.twin.map_or_else(|| t.kind.to_string(), |t| t.describe());
+                let twin = s
+                    .twin
+                    .as_ref()
+                    .map_or_else(|| t.kind.to_string(), |t| t.describe());
                 out.findings.push(Finding {
                     oracle: Oracle::Native,
                     subject: s.name.to_string(),
@@ -933,7 +932,7 @@ impl Cell<'_> {
             return 0;
         };
         let uid = o.metadata.uid.unwrap_or_default();
-        self.pods(ns, &uid, s.via)
+        self.pods(ns, &uid, &s.via)
             .await
             .map(|p| {
                 p.iter()
@@ -975,7 +974,7 @@ impl Cell<'_> {
             .as_str()
             .unwrap_or_default()
             .to_string();
-        let pods = match self.pods(ns, &uid, s.via).await {
+        let pods = match self.pods(ns, &uid, &s.via).await {
             Ok(p) => p,
             Err(e) => return vec![format!("list pods: {e:#}")],
         };
@@ -1117,7 +1116,7 @@ impl Cell<'_> {
         }
         let obj = serde_json::to_value(api.get(name).await?)?;
         let mut patch = json!({});
-        let t = s.template;
+        let t = s.template.as_str();
         match op {
             Op::Rollout => {
                 let image = if get(&obj, t)["spec"]["containers"][0]["image"] == IMAGE_V2 {
@@ -1203,7 +1202,7 @@ impl Cell<'_> {
         node: &str,
     ) -> anyhow::Result<String> {
         let count = || async {
-            let pods = self.pods(ns, uid, s.via).await?;
+            let pods = self.pods(ns, uid, &s.via).await?;
             let on: Vec<&Pod> = pods
                 .iter()
                 .filter(|p| p.metadata.deletion_timestamp.is_none())
@@ -1253,7 +1252,7 @@ impl Cell<'_> {
                 Watched::Pods => return anyhow::Ok("pods".to_string()),
                 Watched::Own => &side.subject,
             };
-            Ok(resource(&self.client, kind.api_version, kind.kind)
+            Ok(resource(&self.client, &kind.api_version, kind.kind)
                 .await?
                 .0
                 .plural)
@@ -1319,12 +1318,12 @@ impl Cell<'_> {
         }
         let obj = serde_json::to_value(api.get(name).await?)?;
         let uid = obj["metadata"]["uid"].as_str().unwrap_or_default();
-        let image = get(&obj, s.template)["spec"]["containers"][0]["image"]
+        let image = get(&obj, &s.template)["spec"]["containers"][0]["image"]
             .as_str()
             .unwrap_or_default()
             .to_string();
         let mut pods: Vec<Pod> = self
-            .pods(ns, uid, s.via)
+            .pods(ns, uid, &s.via)
             .await?
             .into_iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
@@ -1393,7 +1392,7 @@ impl Cell<'_> {
                         Duration::from_secs(30),
                         Duration::from_millis(500),
                         || async {
-                            let pods = self.pods(ns, uid, s.via).await.unwrap_or_default();
+                            let pods = self.pods(ns, uid, &s.via).await.unwrap_or_default();
                             let on = pods.into_iter().find_map(|p| {
                                 p.metadata.deletion_timestamp.is_none().then_some(())?;
                                 p.spec.and_then(|s| s.node_name)

@@ -1,6 +1,8 @@
 //! Shrinking a finding's trial while it still reproduces. Start with [`minimize`]: delta
 //! debugging (ddmin) over the steps after the create, then over the fields of each step that
-//! sets fields; every candidate is checked by running it, at most a given number of times.
+//! sets fields; every candidate is checked by running it, at most a given number of times,
+//! a few side by side: the first of them in ddmin's order that reproduces is taken, so the
+//! result is the one running them one at a time gives, sooner.
 
 use std::future::Future;
 
@@ -16,12 +18,13 @@ pub struct Minimized {
 }
 
 /// Shrinks `trial` (which reproduces) with `reproduces`, running at most `max_runs`
-/// candidates and none after `deadline`: first whole steps (the create stays), then the
-/// fields of each create or update.
+/// candidates, `side_by_side` at once (at least one), and none after `deadline`: first whole
+/// steps (the create stays), then the fields of each create or update.
 pub async fn minimize<F, Fut>(
     trial: Trial,
     max_runs: usize,
     deadline: std::time::Instant,
+    side_by_side: usize,
     mut reproduces: F,
 ) -> Minimized
 where
@@ -33,7 +36,11 @@ where
     // Steps after the first.
     let rest: Vec<Step> = best.steps[1..].to_vec();
     let head = best.steps[0].clone();
-    let budget = Budget { max_runs, deadline };
+    let budget = Budget {
+        max_runs,
+        deadline,
+        side_by_side: side_by_side.max(1),
+    };
     let kept = ddmin(rest, &mut runs, budget, |steps| {
         let mut t = best.clone();
         t.steps = std::iter::once(head.clone()).chain(steps).collect();
@@ -70,17 +77,49 @@ where
     Minimized { trial: best, runs }
 }
 
-/// How many candidates a shrinking may run, and until when.
+/// How many candidates a shrinking may run, how many at once, and until when.
 #[derive(Debug, Clone, Copy)]
 struct Budget {
     max_runs: usize,
     deadline: std::time::Instant,
+    side_by_side: usize,
 }
 
 impl Budget {
     fn left(&self, runs: usize) -> bool {
         runs < self.max_runs && std::time::Instant::now() < self.deadline
     }
+}
+
+/// The position of the first of `candidates` (in order) for which `test` holds, running them
+/// [`Budget::side_by_side`] at a time while the budget lasts; `runs` counts each one run.
+/// Those run beside the first that holds are run for nothing: the price of the time saved.
+async fn first<T, F, Fut>(
+    candidates: &[Vec<T>],
+    runs: &mut usize,
+    budget: Budget,
+    test: &mut F,
+) -> Option<usize>
+where
+    T: Clone,
+    F: FnMut(Vec<T>) -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let mut at = 0;
+    while at < candidates.len() && budget.left(*runs) {
+        let n = budget
+            .side_by_side
+            .min(budget.max_runs - *runs)
+            .min(candidates.len() - at);
+        *runs += n;
+        let held =
+            futures::future::join_all(candidates[at..at + n].iter().map(|c| test(c.clone()))).await;
+        if let Some(i) = held.iter().position(|h| *h) {
+            return Some(at + i);
+        }
+        at += n;
+    }
+    None
 }
 
 /// The classic ddmin: a 1-minimal subset of `items` for which `test` holds (it is taken to
@@ -106,47 +145,34 @@ where
     while items.len() >= 2 && budget.left(*runs) {
         let chunk = items.len().div_ceil(n);
         let parts: Vec<Vec<T>> = items.chunks(chunk).map(<[T]>::to_vec).collect();
-        let mut reduced = false;
         // A part alone.
-        for p in &parts {
-            if !budget.left(*runs) {
-                break;
-            }
-            *runs += 1;
-            if test(p.clone()).await {
-                items = p.clone();
-                n = 2;
-                reduced = true;
-                break;
-            }
+        if let Some(i) = first(&parts, runs, budget, &mut test).await {
+            items = parts[i].clone();
+            n = 2;
+            continue;
         }
         // Everything but a part.
-        if !reduced && parts.len() > 2 {
-            for i in 0..parts.len() {
-                if !budget.left(*runs) {
-                    break;
-                }
-                let complement: Vec<T> = parts
-                    .iter()
-                    .enumerate()
-                    .filter(|(j, _)| *j != i)
-                    .flat_map(|(_, p)| p.clone())
-                    .collect();
-                *runs += 1;
-                if test(complement.clone()).await {
-                    items = complement;
-                    n = (n - 1).max(2);
-                    reduced = true;
-                    break;
-                }
+        if parts.len() > 2 {
+            let complements: Vec<Vec<T>> = (0..parts.len())
+                .map(|i| {
+                    parts
+                        .iter()
+                        .enumerate()
+                        .filter(|(j, _)| *j != i)
+                        .flat_map(|(_, p)| p.clone())
+                        .collect()
+                })
+                .collect();
+            if let Some(i) = first(&complements, runs, budget, &mut test).await {
+                items = complements[i].clone();
+                n = (n - 1).max(2);
+                continue;
             }
         }
-        if !reduced {
-            if n >= items.len() {
-                break;
-            }
-            n = (n * 2).min(items.len());
+        if n >= items.len() {
+            break;
         }
+        n = (n * 2).min(items.len());
     }
     items
 }
@@ -181,7 +207,7 @@ mod tests {
             has("spec.f3") && has("spec.f6") && t.steps.contains(&Step::Operate { op: Op::Rollout })
         };
         let later = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        let m = minimize(trial, 100, later, fails).await;
+        let m = minimize(trial, 100, later, 1, fails).await;
         assert_eq!(
             m.trial.steps,
             vec![
@@ -202,6 +228,66 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn candidates_side_by_side_shrink_to_what_one_at_a_time_gives_within_the_budget() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let set: Fields = (0..12)
+            .map(|i| (format!("spec.f{i:02}"), json!(i)))
+            .collect::<Fields>();
+        let trial = Trial {
+            subject: "CloneSet".into(),
+            mode: Mode::Behaviour,
+            seed: 1,
+            index: 0,
+            steps: std::iter::once(Step::Create { set })
+                .chain((0..6).map(|_| Step::Operate { op: Op::ScaleUp }))
+                .chain([Step::Operate { op: Op::Rollout }])
+                .collect(),
+        };
+        let later = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let shrink = |side_by_side: usize, max_runs: usize| {
+            let trial = trial.clone();
+            async move {
+                let (now, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+                let (now, most) = (&now, &most);
+                let m = minimize(
+                    trial,
+                    max_runs,
+                    later,
+                    side_by_side,
+                    |t: Trial| async move {
+                        let at_once = now.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(at_once, Ordering::SeqCst);
+                        // Every candidate of a round starts before any ends.
+                        tokio::task::yield_now().await;
+                        now.fetch_sub(1, Ordering::SeqCst);
+                        let fields = t.fields();
+                        let has = |k: &str| fields.iter().any(|(p, _)| *p == k);
+                        has("spec.f02")
+                            && has("spec.f09")
+                            && t.steps.contains(&Step::Operate { op: Op::Rollout })
+                    },
+                )
+                .await;
+                (m, most.load(Ordering::SeqCst))
+            }
+        };
+        let (alone, most) = shrink(1, 200).await;
+        assert_eq!(most, 1);
+        assert_eq!(alone.trial.steps.len(), 2);
+        assert_eq!(alone.trial.fields().len(), 2);
+        let (beside, most) = shrink(3, 200).await;
+        assert_eq!(most, 3, "three candidates at once, no more");
+        assert_eq!(
+            beside.trial, alone.trial,
+            "the same trial, one at a time or not"
+        );
+        assert!(beside.runs >= alone.runs);
+        // The run budget counts every candidate run beside another.
+        let (cut, _) = shrink(4, 7).await;
+        assert_eq!(cut.runs, 7);
+    }
+
+    #[tokio::test]
     async fn the_run_budget_bounds_the_search() {
         let steps = (0..16)
             .map(|_| Step::Operate { op: Op::ScaleUp })
@@ -216,10 +302,17 @@ mod tests {
                 .collect(),
         };
         let later = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        let m = minimize(trial, 3, later, |t: Trial| async move { t.steps.len() > 4 }).await;
+        let m = minimize(
+            trial,
+            3,
+            later,
+            1,
+            |t: Trial| async move { t.steps.len() > 4 },
+        )
+        .await;
         assert_eq!(m.runs, 3);
         let past = std::time::Instant::now();
-        let m = minimize(m.trial, 100, past, |_| async { true }).await;
+        let m = minimize(m.trial, 100, past, 1, |_| async { true }).await;
         assert_eq!(m.runs, 0, "nothing runs past the deadline");
     }
 }

@@ -9,12 +9,18 @@
 //!    sent as dry runs to the subject and to its native twin;
 //! 2. **behaviour trials** until the budget ends: an object created with admitted values, then
 //!    updates, semantic operations and perturbations ([`trial::behaviour`]), watched by the
-//!    monitor and judged once it settles ([`exec`]).
+//!    monitor and judged once it settles ([`exec`]). They run on a pool ([`pool`]): up to a
+//!    width of them at once, the next starting as soon as one ends, the width adapting to
+//!    what the cell sustains ([`pace::Pacer`]); a trial that acts on the whole controller or
+//!    cluster runs alone.
 //!
-//! Each new finding ([`oracle::Finding`], one per oracle, subject and key) is shrunk
-//! ([`minimize`]), run again three times (a finding that does not fire every time is
-//! reported as unstable) and written as a reproduction ([`output`]). Every trial is data:
-//! replayed exactly from its YAML ([`replay`]), or regenerated from the seed.
+//! Each new finding ([`oracle::Finding`], one per oracle, subject and key; another trial
+//! firing it again is counted, not shrunk again) is shrunk ([`minimize`]), run again three
+//! times at once (a finding that does not fire every time is reported as unstable) and
+//! written as a reproduction ([`output`]) — while shrinking and confirming have used less
+//! than their share of the budget ([`SHRINK_SHARE`]); past it, it is written as it fired,
+//! for `--replay` to shrink and confirm. Every trial is data: replayed exactly from its YAML
+//! ([`replay`]), or regenerated from the seed.
 
 pub mod exec;
 pub mod gates;
@@ -23,6 +29,7 @@ pub mod openapi;
 pub mod oracle;
 pub mod output;
 pub mod pace;
+pub mod path;
 pub mod schema;
 pub mod subject;
 pub mod trial;
@@ -32,7 +39,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
 use serde::{Deserialize, Serialize};
@@ -65,7 +72,8 @@ pub struct Options {
     pub modes: Vec<Mode>,
     /// The classes of perturbation behaviour trials draw from (none: they perturb nothing).
     pub perturbations: Vec<trial::Class>,
-    /// Behaviour trials at once.
+    /// Behaviour trials at once to start with: the pool's width then adapts between 1 and
+    /// the larger of this and [`pace::MAX_WIDTH`] ([`pace::Pacer`]).
     pub parallel: usize,
     /// How long a behaviour trial may take to settle.
     pub settle: Duration,
@@ -85,8 +93,8 @@ pub struct Options {
 impl Options {
     /// The options `harness explore` takes by default, for `controller` on Kubernetes
     /// `kubernetes`, with `seed` and `budget`, into `dir`: every kind, both modes, the
-    /// default perturbations, two behaviour trials at once settling within 60 s, 12 shrinking
-    /// runs, three confirming runs, no baseline, default gates.
+    /// default perturbations, two behaviour trials at once to start with settling within 60 s,
+    /// 12 shrinking runs, three confirming runs, no baseline, default gates.
     pub fn new(
         kubernetes: KubeVersion,
         controller: ControllerRef,
@@ -113,8 +121,22 @@ impl Options {
     }
 }
 
-/// Behaviour trials at once, unless told (`--parallel`).
+/// Behaviour trials at once to start with, unless told (`--parallel`).
 pub const DEFAULT_PARALLEL: usize = 2;
+/// The share of the budget that shrinking and confirming findings (of either mode) may take
+/// together. Past it, a new finding is written as it fired, neither shrunk nor confirmed,
+/// and `harness explore --replay <its directory>` shrinks and confirms it.
+pub const SHRINK_SHARE: f64 = 0.25;
+/// The most candidates of one shrinking run side by side (with an admission finding, where
+/// nothing else runs, that many; with a behaviour finding, half the pool's width at most).
+const SIDE_BY_SIDE: usize = 4;
+/// What an admission trial's run is taken to last when its finding's shrinking is planned
+/// (admission trials run eight at a time, not timed one by one): a namespace made, dry runs,
+/// the namespace deleted.
+const ADMISSION_RUN: Duration = Duration::from_secs(5);
+/// The latency counted for an apiserver read that failed: a strained apiserver answers errors
+/// too, and the pool narrows.
+const PROBE_FAILED: f64 = 2.0;
 /// How long a behaviour trial may take to settle, unless told (`--settle`).
 pub const DEFAULT_SETTLE: Duration = Duration::from_secs(60);
 /// Candidates minimizing one behaviour finding may run, unless told (`--shrink-runs`).
@@ -163,42 +185,61 @@ impl std::fmt::Display for Gates {
     }
 }
 
-/// The names of the known subjects.
+/// The names `--kinds` takes for a kind ([`subject::catalog::families`]).
 pub fn subject_names() -> Vec<&'static str> {
-    subject::subjects().iter().map(|s| s.name).collect()
+    subject::catalog::families()
 }
 
-/// The subjects `kinds` names (all when empty); an unknown name is an error naming the known.
+/// The subjects `kinds` names among those known without a cell ([`subject::subjects`]; all
+/// when empty), in their order: those each name selects ([`Subject::selected_by`]). A name
+/// only a cell tells of (another served version, a union member, claim templates:
+/// `CloneSet@v1beta1`) selects the known subjects of its kind, which say what the cell needs
+/// (their gates); [`select_served`] picks the subjects once the cell is read. A name of no
+/// kind is an error naming the kinds.
 pub fn select(kinds: &[String]) -> anyhow::Result<Vec<Subject>> {
     let all = subject::subjects();
-    if kinds.is_empty() {
-        return Ok(all);
-    }
-    let mut out: Vec<Subject> = vec![];
+    let mut families = vec![];
     for k in kinds {
-        // A kind's name selects it and every subject of its members (`Kind.member`).
-        let found: Vec<Subject> = all
-            .iter()
-            .filter(|s| {
-                s.name.eq_ignore_ascii_case(k)
-                    || s.name
-                        .split_once('.')
-                        .is_some_and(|(kind, _)| kind.eq_ignore_ascii_case(k))
-            })
-            .copied()
-            .collect();
-        anyhow::ensure!(
-            !found.is_empty(),
-            "no kind `{k}` to explore; the kinds are: {}",
-            subject_names().join(", ")
-        );
-        for s in found {
-            if !out.iter().any(|o| o.name == s.name) {
-                out.push(s);
-            }
+        if !all.iter().any(|s| s.selected_by(k)) {
+            let family = subject::derive::family_of(k);
+            anyhow::ensure!(
+                family.is_some(),
+                "no kind `{k}` to explore; the kinds are: {} (each also as `Kind@version` for \
+                 another version the cell serves, a policy as `Policy.Target`)",
+                subject_names().join(", ")
+            );
+            families.extend(family);
         }
     }
-    Ok(out)
+    Ok(all
+        .into_iter()
+        .filter(|s| {
+            kinds.is_empty()
+                || kinds.iter().any(|k| s.selected_by(k))
+                || families.contains(&s.family)
+        })
+        .collect())
+}
+
+/// The subjects `kinds` names (all when empty) among those the cell serves, derived from its
+/// CRDs and OpenAPI ([`subject::served`]), in their order; and the names that select none
+/// of them (not served by the cell's release).
+pub fn select_served(
+    kinds: &[String],
+    crds: &BTreeMap<String, Value>,
+    doc: &openapi::Doc,
+) -> (Vec<Subject>, Vec<String>) {
+    let all = subject::served(crds, doc);
+    let unserved = kinds
+        .iter()
+        .filter(|k| !all.iter().any(|s| s.selected_by(k)))
+        .cloned()
+        .collect();
+    let chosen = all
+        .into_iter()
+        .filter(|s| kinds.is_empty() || kinds.iter().any(|k| s.selected_by(k)))
+        .collect();
+    (chosen, unserved)
 }
 
 /// A finding as reported: shrunk, confirmed, written.
@@ -303,14 +344,14 @@ pub const TARGET_SINGLES: usize = 50;
 /// that item (the field set in it) and the field itself, so that findings name the field.
 pub fn singles(s: &Subject, crd: &Value, doc: &openapi::Doc, seed: u64) -> Vec<Fields> {
     let version = s.api_version.rsplit('/').next().unwrap_or_default();
-    let obj = (s.seed)("x");
+    let obj = s.seed.make("x");
     let reselect = s.reselect();
     let w = s.workload();
-    let wseed = (w.seed)("x");
-    let pod = subject::get(&wseed, w.template).clone();
+    let wseed = w.seed.make("x");
+    let pod = subject::get(&wseed, &w.template).clone();
     let walk = schema::Walk {
         doc: Some(doc),
-        template: s.template,
+        template: &s.template,
         seed: &obj,
         pod: &pod,
     };
@@ -326,13 +367,13 @@ pub fn singles(s: &Subject, crd: &Value, doc: &openapi::Doc, seed: u64) -> Vec<F
         .collect();
     let mut out = leaf_sets(&own, &obj, &reselect, false, "");
     let sets = leaf_sets(&template, &obj, &reselect, true, "");
-    out.extend(bounded(sets, TEMPLATE_SINGLES, seed, s.name));
+    out.extend(bounded(sets, TEMPLATE_SINGLES, seed, &s.name));
     // A policy meets its target's template fields.
-    if let Some(t) = s.target {
-        let tseed = (t.seed)("x");
-        let tl = schema::template_leaves(doc, t.template, &tseed);
+    if let Some(t) = &s.target {
+        let tseed = t.seed.make("x");
+        let tl = schema::template_leaves(doc, &t.template, &tseed);
         let sets = leaf_sets(&tl, &tseed, &reselect, true, subject::TARGET);
-        out.extend(bounded(sets, TARGET_SINGLES, seed, s.name));
+        out.extend(bounded(sets, TARGET_SINGLES, seed, &s.name));
     }
     out
 }
@@ -429,8 +470,8 @@ fn bounded(sets: Vec<Fields>, cap: usize, seed: u64, name: &str) -> Vec<Fields> 
 /// Adds to each string leaf of `s` without an enum the enum of the same field in its native
 /// twin's schema, as the cell serves it, before the words of its description.
 fn twin_words(s: &Subject, doc: &openapi::Doc, leaves: &mut [schema::Leaf]) {
-    let Some(t) = s.twin else { return };
-    let Some(root) = doc.kind_schema(t.api_version, t.kind) else {
+    let Some(t) = s.twin.as_deref() else { return };
+    let Some(root) = doc.kind_schema(&t.api_version, t.kind) else {
         return;
     };
     for l in leaves {
@@ -493,10 +534,6 @@ fn small(v: &Value) -> bool {
     v.as_i64().is_none_or(|i| (-1..=10).contains(&i))
 }
 
-/// How many times a finding that does not reproduce every time is shrunk and confirmed again
-/// when another trial fires it.
-const UNSTABLE_TRIES: usize = 3;
-
 /// A subject with the field sets its behaviour trials create objects with, and the single
 /// values its updates set.
 type Prepared = (Subject, Vec<Fields>, Vec<(String, Value)>);
@@ -512,7 +549,7 @@ fn prepare(s: Subject, admitted: Vec<(String, Value)>, seed: u64) -> Prepared {
         .filter(|(_, v)| !v.is_null())
         .map(|(k, v)| Fields::from([(k.clone(), v.clone())]))
         .collect();
-    let creates = trial::create_order(&creates, seed, s.name);
+    let creates = s.vary(trial::create_order(&creates, seed, &s.name), seed);
     (s, creates, updates)
 }
 
@@ -536,16 +573,223 @@ fn schedule(next: u64, parallel: usize, subjects: usize) -> Vec<(usize, u64)> {
         .collect()
 }
 
-struct Explorer<'a> {
+/// Jobs for [`pool`]: where they come from, what they need, and where their results go.
+trait Jobs {
+    /// A job to start.
+    type Job;
+    /// What a job gives when it ends.
+    type Done;
+    /// The next job to start, if one may start now.
+    fn next(&mut self) -> anyhow::Result<Option<Self::Job>>;
+    /// A job that waited for room: itself if it may still start, else none (the jobs take it
+    /// back).
+    fn keep(&mut self, job: Self::Job) -> anyhow::Result<Option<Self::Job>>;
+    /// How many of the pool's places `job` takes (at least one).
+    fn places(&self, job: &Self::Job) -> usize;
+    /// Whether `job` runs alone: once nothing else runs, and nothing beside it.
+    fn alone(&self, job: &Self::Job) -> bool;
+    /// The pool's places now.
+    fn width(&self) -> usize;
+    /// Takes the result of a job that ended, `full` whether every place was taken as it did.
+    async fn done(&mut self, done: Self::Done, full: bool) -> anyhow::Result<()>;
+}
+
+/// Runs the jobs of `jobs`, each started with `start`, keeping up to [`Jobs::width`] places
+/// taken: when a job ends, its result goes to [`Jobs::done`] at once and the next job starts,
+/// so that no job waits for a slower one. A job that runs alone waits until nothing runs and
+/// nothing starts beside it; a job that needs more places than are free waits for them
+/// (nothing starts before it meanwhile). Ends once nothing runs and nothing may start.
+async fn pool<'f, J: Jobs>(
+    jobs: &mut J,
+    start: impl Fn(J::Job) -> futures::future::LocalBoxFuture<'f, J::Done>,
+) -> anyhow::Result<()> {
+    let mut running = futures::stream::FuturesUnordered::new();
+    let (mut taken, mut alone) = (0usize, false);
+    let mut waiting: Option<J::Job> = None;
+    loop {
+        while !alone {
+            let job = match waiting.take() {
+                Some(job) => match jobs.keep(job)? {
+                    Some(job) => job,
+                    None => continue,
+                },
+                None if taken < jobs.width() => match jobs.next()? {
+                    Some(job) => job,
+                    None => break,
+                },
+                None => break,
+            };
+            let (places, by_itself) = (jobs.places(&job).max(1), jobs.alone(&job));
+            let fits = taken == 0 || (!by_itself && taken + places <= jobs.width());
+            if !fits {
+                waiting = Some(job);
+                break;
+            }
+            taken += places;
+            alone = by_itself;
+            let run = start(job);
+            running.push(async move { (places, by_itself, run.await) });
+        }
+        let Some((places, by_itself, done)) = running.next().await else {
+            return Ok(());
+        };
+        let full = taken >= jobs.width();
+        taken -= places;
+        alone &= !by_itself;
+        jobs.done(done, full).await?;
+    }
+}
+
+/// A new finding waiting to be shrunk and confirmed.
+#[derive(Debug, Clone)]
+struct Pending {
+    subject: Subject,
+    finding: Finding,
+    /// The trial that fired it.
+    trial: Trial,
+    /// How long that trial took: what a candidate or a confirming run may take.
+    seconds: Duration,
+    /// Seconds into the exploration when it was first seen.
+    first_seen: f64,
+    /// The controller's log window of the trial that fired it.
+    manager_log: String,
+}
+
+/// How a finding's shrinking and confirming fit in the time left for them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Plan {
+    /// How long after the shrinking starts a candidate may still start.
+    shrink_for: Duration,
+    /// Candidates at once.
+    side_by_side: usize,
+    /// Whether the confirming runs run at once (else one after another).
+    confirm_at_once: bool,
+}
+
+/// How a finding whose trial took `trial` is shrunk and confirmed (`confirm` runs) with `left`
+/// of the time for both: the confirming runs come last and, all at once, take about one
+/// trial; candidates (`side_by_side` at once) may start while a candidate and the confirming
+/// runs still fit. A trial that acts on the whole controller or cluster ([`Trial::global`])
+/// runs alone: its candidates and confirming runs one after another. None when not even the
+/// confirming runs fit: the finding is then written as it fired.
+fn plan(
+    left: Duration,
+    trial: Duration,
+    confirm: usize,
+    side_by_side: usize,
+    global: bool,
+) -> Option<Plan> {
+    let (side_by_side, rounds) = match global {
+        true => (1, confirm.max(1)),
+        false => (side_by_side.max(1), 1),
+    };
+    let confirming = trial * u32::try_from(rounds).unwrap_or(u32::MAX);
+    if left.is_zero() || left < confirming {
+        return None;
+    }
+    Some(Plan {
+        shrink_for: (left - confirming).saturating_sub(trial),
+        side_by_side,
+        confirm_at_once: !global,
+    })
+}
+
+/// The cells a finding's trial runs on again: the cell, and for an O5 finding the baseline's
+/// with its release's name.
+#[derive(Clone, Copy)]
+struct Cells<'c> {
+    cell: &'c Cell<'c>,
+    baseline: Option<(&'c Cell<'c>, &'c str)>,
+}
+
+/// What shrinking and confirming a finding gave.
+#[derive(Debug)]
+struct Shrunk {
+    pending: Pending,
+    /// The smallest trial found that still fires it (the one that fired it, unshrunk).
+    trial: Trial,
+    /// Candidates run.
+    candidates: usize,
+    /// Confirming runs made (none: not confirmed), and of them those that fired it.
+    confirm_runs: usize,
+    reproduced: usize,
+    /// What the last confirming run that fired it saw, with the controller's log window.
+    hit: Option<(Finding, String)>,
+    /// Seconds of shrinking and of confirming.
+    shrinking: f64,
+    confirming: f64,
+}
+
+impl Shrunk {
+    /// `p` as it fired: neither shrunk nor confirmed.
+    fn not(p: Pending) -> Self {
+        Shrunk {
+            trial: p.trial.clone(),
+            pending: p,
+            candidates: 0,
+            confirm_runs: 0,
+            reproduced: 0,
+            hit: None,
+            shrinking: 0.0,
+            confirming: 0.0,
+        }
+    }
+}
+
+/// Shrinks `p`'s trial on `cells` as `plan` says (at most `runs` candidates), then runs the
+/// smallest trial found `confirm` times.
+async fn shrink(cells: Cells<'_>, p: Pending, plan: Plan, runs: usize, confirm: usize) -> Shrunk {
+    let started = Instant::now();
+    let (s, target) = (&p.subject, &p.finding);
+    let deadline = started + plan.shrink_for;
+    let minimized = minimize::minimize(
+        p.trial.clone(),
+        runs,
+        deadline,
+        plan.side_by_side,
+        |t| async move { fires(cells, s, &t, target).await.is_some() },
+    )
+    .await;
+    let shrinking = started.elapsed().as_secs_f64();
+    let confirming = Instant::now();
+    let run = || fires(cells, s, &minimized.trial, target);
+    let hits = match plan.confirm_at_once {
+        true => futures::future::join_all((0..confirm).map(|_| run())).await,
+        false => {
+            let mut hits = vec![];
+            for _ in 0..confirm {
+                hits.push(run().await);
+            }
+            hits
+        }
+    };
+    let reproduced = hits.iter().filter(|h| h.is_some()).count();
+    let hit = hits.into_iter().flatten().last();
+    Shrunk {
+        pending: p,
+        trial: minimized.trial,
+        candidates: minimized.runs,
+        confirm_runs: confirm,
+        reproduced,
+        hit,
+        shrinking,
+        confirming: confirming.elapsed().as_secs_f64(),
+    }
+}
+
+/// What an exploration keeps as it goes: the summary it writes (counts, findings, pace), the
+/// findings seen and not written yet, its clock, and who hears progress.
+struct Book<'a> {
     options: &'a Options,
-    cell: Cell<'a>,
-    baseline: Option<Cell<'a>>,
     started: Instant,
     summary: Summary,
+    /// Findings seen and not written yet (waiting to be shrunk, or being shrunk), each with
+    /// the times other trials fired it again.
+    held: Vec<(Finding, usize)>,
     say: &'a (dyn Fn(String) + Sync),
 }
 
-impl Explorer<'_> {
+impl Book<'_> {
     fn left(&self) -> Duration {
         self.options.budget.saturating_sub(self.started.elapsed())
     }
@@ -554,109 +798,185 @@ impl Explorer<'_> {
         *self.summary.trials.entry(what).or_default() += n;
     }
 
-    /// Whether `f` was reported already: stably, or unstably [`UNSTABLE_TRIES`] times (an
-    /// unstable finding does not hide another trial firing the same rule, which may be a
-    /// cause of its own that reproduces).
-    fn known(&self, f: &Finding) -> bool {
-        let alike = |r: &&Reported| same(&r.finding, f) || same_origin(r, f);
-        let reported: Vec<&Reported> = self.summary.findings.iter().filter(alike).collect();
-        reported.iter().any(|r| r.stable) || reported.len() >= UNSTABLE_TRIES
+    /// The time shrinking and confirming may still take: what is left of their share, and of
+    /// the budget.
+    fn shrink_left(&self) -> Duration {
+        Duration::from_secs_f64(self.summary.pace.shrink_left()).min(self.left())
     }
 
-    /// Shrinks, confirms and writes a new finding fired by `trial`.
-    async fn report(&mut self, s: &Subject, finding: Finding, trial: Trial) -> anyhow::Result<()> {
-        let first_seen = self.started.elapsed().as_secs_f64();
-        (self.say)(format!(
-            "[{:>5.0}s] {} {} {}: {} — shrinking",
-            first_seen,
-            finding.oracle.short(),
-            s.name,
-            finding.key,
-            finding.observed.lines().next().unwrap_or_default()
-        ));
-        let runs = match trial.mode {
-            Mode::Admission => self.options.shrink_runs.max(1) * 4,
-            Mode::Behaviour => self.options.shrink_runs,
-        };
-        let cell = &self.cell;
-        let baseline = self.baseline.as_ref();
-        let base_name = self.options.baseline.as_ref().map(ToString::to_string);
-        let base_name = base_name.as_deref();
-        let target = finding.clone();
-        // Shrinking stops with the budget (a behaviour candidate that fires takes the whole
-        // settle bound); the confirming runs are made in any case.
-        let deadline = self.started + self.options.budget;
-        let shrinking = Instant::now();
-        let minimized = minimize::minimize(trial.clone(), runs, deadline, |t| {
-            let target = target.clone();
-            async move {
-                fires(cell, baseline.zip(base_name), s, &t, &target)
-                    .await
-                    .is_some()
+    /// Of `findings`, fired by `trial` of `s` (which took `seconds`, with the controller's log
+    /// window `manager_log`), the new ones, to shrink; each other is counted as a repeat of
+    /// the one it is alike ([`alike`]), written or held.
+    fn sort(
+        &mut self,
+        s: &Subject,
+        trial: &Trial,
+        seconds: Duration,
+        findings: Vec<Finding>,
+        manager_log: &str,
+    ) -> Vec<Pending> {
+        let mut new = vec![];
+        for f in findings {
+            if self.repeat(&f) {
+                continue;
             }
-        })
-        .await;
-        self.summary.pace.shrinking += shrinking.elapsed().as_secs_f64();
-        let confirming = Instant::now();
-        let mut reproduced = 0;
-        let mut last = None;
-        for _ in 0..self.options.confirm {
-            if let Some(hit) =
-                fires(cell, baseline.zip(base_name), s, &minimized.trial, &target).await
-            {
-                reproduced += 1;
-                last = Some(hit);
-            }
+            let first_seen = self.started.elapsed().as_secs_f64();
+            (self.say)(format!(
+                "[{:>5.0}s] {} {} {}: {}",
+                first_seen,
+                f.oracle.short(),
+                s.name,
+                f.key,
+                f.observed.lines().next().unwrap_or_default()
+            ));
+            self.held.push((f.clone(), 0));
+            new.push(Pending {
+                subject: s.clone(),
+                finding: f,
+                trial: trial.clone(),
+                seconds,
+                first_seen,
+                manager_log: manager_log.to_string(),
+            });
         }
-        self.summary.pace.confirming += confirming.elapsed().as_secs_f64();
-        let (finding, manager_log) = match last {
-            Some((f, log)) => (f, log),
-            None => (finding, String::new()),
-        };
+        new
+    }
+
+    /// Whether `f` is alike a finding written or held: then counted as its repeat.
+    fn repeat(&mut self, f: &Finding) -> bool {
+        let written = self.summary.findings.iter().find(|r| alike(&r.finding, f));
+        if let Some(r) = written {
+            let name = r.dir.file_name().unwrap_or_default().to_string_lossy();
+            let record = self.summary.pace.findings.entry(name.into_owned());
+            record.or_default().repeats += 1;
+            return true;
+        }
+        match self.held.iter_mut().find(|(h, _)| alike(h, f)) {
+            Some((_, repeats)) => {
+                *repeats += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Writes a finding as shrinking and confirming left it (see [`output`]), and counts what
+    /// they cost.
+    fn write(&mut self, done: Shrunk) -> anyhow::Result<()> {
+        let p = done.pending;
+        let at = self.held.iter().position(|(h, _)| alike(h, &p.finding));
+        let repeats = at.map_or(0, |i| self.held.remove(i).1);
+        let (finding, manager_log) = done.hit.unwrap_or((p.finding, p.manager_log));
+        let s = p.subject;
         let n = self.summary.findings.len() + 1;
-        let dir = self.options.dir.join("findings").join(format!(
+        let name = format!(
             "{n:02}-{}-{}",
             finding.oracle.short(),
             s.name.to_lowercase()
-        ));
+        );
+        let dir = self.options.dir.join("findings").join(&name);
+        let confirmed = done.confirm_runs > 0;
         let r = Reported {
             finding,
-            original: trial,
-            trial: minimized.trial,
-            reproduced,
-            confirm_runs: self.options.confirm,
-            stable: reproduced == self.options.confirm,
-            first_seen,
+            original: p.trial,
+            trial: done.trial,
+            reproduced: done.reproduced,
+            confirm_runs: done.confirm_runs,
+            stable: confirmed && done.reproduced == done.confirm_runs,
+            first_seen: p.first_seen,
             dir: dir.clone(),
             controller: self.options.controller.to_string(),
             kubernetes: self.options.kubernetes.to_string(),
             baseline: self.options.baseline.as_ref().map(ToString::to_string),
             gates: self.options.gates.clone(),
         };
-        output::write_finding(&dir, s, &r, &self.options.controller, &manager_log)?;
-        (self.say)(format!(
-            "         shrunk to {} step(s), {} field(s) in {} runs; reproduced {}/{} → {}",
-            r.trial.steps.len(),
-            r.trial.fields().len(),
-            minimized.runs,
-            reproduced,
-            self.options.confirm,
-            dir.display()
-        ));
+        output::write_finding(&dir, &s, &r, &self.options.controller, &manager_log)?;
+        let shrunk = done.candidates > 0;
+        (self.say)(match (shrunk, confirmed) {
+            (_, false) => format!(
+                "         written as it fired, neither shrunk nor confirmed: its confirming runs \
+                 (about {:.0} s, as long as its trial) do not fit in what is left of the budget \
+                 and of shrinking's share of it ({:.0} s); `harness explore --replay {}` does \
+                 both",
+                p.seconds.as_secs_f64(),
+                self.shrink_left().as_secs_f64(),
+                dir.display()
+            ),
+            (true, true) => format!(
+                "         shrunk to {} step(s), {} field(s) in {} runs; reproduced {}/{} → {}",
+                r.trial.steps.len(),
+                r.trial.fields().len(),
+                done.candidates,
+                r.reproduced,
+                r.confirm_runs,
+                dir.display()
+            ),
+            (false, true) => format!(
+                "         not shrunk (no time left for candidates); reproduced {}/{} → {}",
+                r.reproduced,
+                r.confirm_runs,
+                dir.display()
+            ),
+        });
+        let pace = &mut self.summary.pace;
+        pace.shrinking += done.shrinking;
+        pace.confirming += done.confirming;
+        pace.findings.insert(
+            name,
+            pace::FindingPace {
+                shrinking: done.shrinking,
+                confirming: done.confirming,
+                candidates: done.candidates,
+                shrunk,
+                confirmed,
+                repeats,
+            },
+        );
         self.summary.findings.push(r);
         Ok(())
     }
+}
 
-    async fn judge(
+struct Explorer<'a> {
+    options: &'a Options,
+    cell: Cell<'a>,
+    baseline: Option<Cell<'a>>,
+    /// The baseline's release, named.
+    base_name: Option<String>,
+    book: Book<'a>,
+}
+
+impl Explorer<'_> {
+    fn cells(&self) -> Cells<'_> {
+        Cells {
+            cell: &self.cell,
+            baseline: self.baseline.as_ref().zip(self.base_name.as_deref()),
+        }
+    }
+
+    /// Judges an admission trial's findings: each new one shrunk and confirmed now while the
+    /// share lasts (nothing else runs meanwhile: its candidates run side by side), else
+    /// written as it fired.
+    async fn judge_now(
         &mut self,
         s: &Subject,
         trial: &Trial,
         findings: Vec<Finding>,
     ) -> anyhow::Result<()> {
-        for f in findings {
-            if !self.known(&f) && !self.left().is_zero() {
-                self.report(s, f, trial.clone()).await?;
-            }
+        let (runs, confirm) = (self.options.shrink_runs.max(1) * 4, self.options.confirm);
+        for p in self.book.sort(s, trial, ADMISSION_RUN, findings, "") {
+            let planned = plan(
+                self.book.shrink_left(),
+                p.seconds,
+                confirm,
+                SIDE_BY_SIDE,
+                false,
+            );
+            let done = match planned {
+                Some(plan) => shrink(self.cells(), p, plan, runs, confirm).await,
+                None => Shrunk::not(p),
+            };
+            self.book.write(done)?;
         }
         Ok(())
     }
@@ -707,7 +1027,7 @@ impl Explorer<'_> {
         }
         for (t, out) in trials.iter().zip(results) {
             if self.options.modes.contains(&Mode::Admission) {
-                self.judge(s, t, out.findings).await?;
+                self.judge_now(s, t, out.findings).await?;
             }
         }
         // Pairs of values admitted alone.
@@ -744,10 +1064,10 @@ impl Explorer<'_> {
         self.compare(s, &row_trials, &mut results).await?;
         for (t, out) in row_trials.iter().zip(results) {
             if self.options.modes.contains(&Mode::Admission) {
-                self.judge(s, t, out.findings).await?;
+                self.judge_now(s, t, out.findings).await?;
             }
         }
-        self.count(
+        self.book.count(
             format!("admission {}", s.name),
             trials.len() + row_trials.len(),
         );
@@ -800,17 +1120,238 @@ impl Explorer<'_> {
     }
 }
 
-/// Whether `trial` fires a finding like `target` (same oracle and key); with it and the
-/// controller's log window. An O5 finding runs the trial on the baseline cell too.
+/// A behaviour job of [`pool`]: a trial of a subject, or the shrinking of a finding.
+enum Job {
+    Trial(Box<(Subject, Trial)>),
+    Shrink(Box<Pending>, Plan),
+}
+
+/// What a behaviour job gave.
+enum Done {
+    Trial(Box<Ran>),
+    Shrunk(Box<Shrunk>),
+}
+
+/// A behaviour trial `t` of `s` that ran: what it saw, in how many seconds.
+struct Ran {
+    s: Subject,
+    t: Trial,
+    out: anyhow::Result<exec::Outcome>,
+    seconds: f64,
+}
+
+/// Behaviour trials, the subjects taking turns ([`schedule`]), and the shrinking of their
+/// findings, as jobs of [`pool`]: a finding's shrinking starts before any new trial, one at a
+/// time (so that the share of the budget is not spent twice), its candidates side by side
+/// (half the width at most, [`SIDE_BY_SIDE`]) beside the trials; a finding the share cannot
+/// hold any more is written as it fired. The width is the [`pace::Pacer`]'s.
+struct Behaviour<'b, 'a> {
+    book: &'b mut Book<'a>,
+    prepared: &'b [Prepared],
+    perturbations: &'b [Perturbation],
+    /// The cell's client, to take the apiserver's latency with.
+    client: kube::Client,
+    pacer: pace::Pacer,
+    /// The run's next behaviour trial.
+    next: u64,
+    /// When the behaviour trials started.
+    started: Instant,
+    /// New findings waiting to be shrunk.
+    queue: std::collections::VecDeque<Pending>,
+    /// Whether a finding is being shrunk.
+    shrinking: bool,
+}
+
+impl Behaviour<'_, '_> {
+    /// Trial `number` of the subject at `at` of the prepared ones.
+    fn trial(&self, at: usize, number: u64) -> (Subject, Trial) {
+        let (s, creates, updates) = &self.prepared[at];
+        let ops = s.ops();
+        let perturbations: Vec<Perturbation> = self
+            .perturbations
+            .iter()
+            .copied()
+            .filter(|p| s.perturbed_by(*p))
+            .collect();
+        let m = Material {
+            subject: &s.name,
+            creates,
+            updates,
+            ops: &ops,
+            perturbations: &perturbations,
+        };
+        (
+            s.clone(),
+            trial::behaviour(&m, self.book.options.seed, number),
+        )
+    }
+
+    /// Decides the width again, when a decision is due, the pool `full` or not.
+    async fn pace(&mut self, full: bool) {
+        if !self.pacer.due() {
+            return;
+        }
+        let latency = latency(&self.client).await;
+        let cpu = self.pacer.cpu();
+        let at = self.started.elapsed().as_secs_f64();
+        if let Some(c) = self.pacer.decide(latency, cpu, full, at) {
+            (self.book.say)(format!(
+                "[{:>5.0}s] {} → {} trials at once: {} (apiserver {:.0} ms, harness CPU {:.0} %)",
+                self.book.started.elapsed().as_secs_f64(),
+                c.from,
+                c.to,
+                c.why,
+                latency * 1000.0,
+                cpu * 100.0
+            ));
+            self.book.summary.pace.widths.changes.push(c);
+        }
+    }
+}
+
+impl Jobs for Behaviour<'_, '_> {
+    type Job = Job;
+    type Done = Done;
+
+    fn next(&mut self) -> anyhow::Result<Option<Job>> {
+        if !self.shrinking {
+            while let Some(p) = self.queue.pop_front() {
+                let side_by_side = (self.pacer.width() / 2).clamp(1, SIDE_BY_SIDE);
+                let (left, confirm) = (self.book.shrink_left(), self.book.options.confirm);
+                match plan(left, p.seconds, confirm, side_by_side, p.trial.global()) {
+                    Some(plan) => {
+                        self.shrinking = true;
+                        return Ok(Some(Job::Shrink(Box::new(p), plan)));
+                    }
+                    None => self.book.write(Shrunk::not(p))?,
+                }
+            }
+        }
+        if self.book.left().is_zero() || self.prepared.is_empty() {
+            return Ok(None);
+        }
+        let (at, number) = schedule(self.next, 1, self.prepared.len())[0];
+        self.next += 1;
+        self.book.summary.pace.widths.start(self.pacer.width());
+        let (s, t) = self.trial(at, number);
+        Ok(Some(Job::Trial(Box::new((s, t)))))
+    }
+
+    fn keep(&mut self, job: Job) -> anyhow::Result<Option<Job>> {
+        if !self.book.left().is_zero() {
+            return Ok(Some(job));
+        }
+        if let Job::Shrink(p, _) = job {
+            self.shrinking = false;
+            self.book.write(Shrunk::not(*p))?;
+        }
+        Ok(None)
+    }
+
+    fn places(&self, job: &Job) -> usize {
+        match job {
+            Job::Trial(_) => 1,
+            Job::Shrink(_, plan) => {
+                let confirm = if plan.confirm_at_once {
+                    self.book.options.confirm
+                } else {
+                    1
+                };
+                plan.side_by_side.max(confirm).min(self.pacer.width())
+            }
+        }
+    }
+
+    fn alone(&self, job: &Job) -> bool {
+        match job {
+            Job::Trial(st) => st.1.global(),
+            Job::Shrink(p, _) => p.trial.global(),
+        }
+    }
+
+    fn width(&self) -> usize {
+        self.pacer.width()
+    }
+
+    async fn done(&mut self, done: Done, full: bool) -> anyhow::Result<()> {
+        match done {
+            Done::Trial(ran) => {
+                let Ran { s, t, out, seconds } = *ran;
+                self.book.count(format!("behaviour {}", s.name), 1);
+                let phases = out.as_ref().map_or(&[][..], |o| &o.phases[..]);
+                self.book.summary.pace.behaviour_trial(&t, seconds, phases);
+                match out {
+                    Ok(out) => {
+                        if let Some(settle) = settled(&out) {
+                            self.pacer.settled(settle);
+                        }
+                        let took = Duration::from_secs_f64(seconds);
+                        let new = self.book.sort(&s, &t, took, out.findings, &out.manager_log);
+                        self.queue.extend(new);
+                    }
+                    Err(e) => {
+                        (self.book.say)(format!("{}: trial {} did not run: {e:#}", s.name, t.index))
+                    }
+                }
+                self.pace(full).await;
+            }
+            Done::Shrunk(d) => {
+                self.shrinking = false;
+                self.book.write(*d)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The seconds a behaviour trial took to settle, if it settled: created, and every difference
+/// from the declared state gone.
+fn settled(out: &exec::Outcome) -> Option<f64> {
+    let settled = out.end.admitted.first() == Some(&true) && out.end.unsettled.is_empty();
+    settled.then(|| {
+        out.phases
+            .iter()
+            .filter(|(p, _)| *p == "settle")
+            .map(|(_, d)| d.as_secs_f64())
+            .sum()
+    })
+}
+
+/// The apiserver's latency now, seconds: the median of three reads of one namespace's
+/// metadata (cheap, and through the apiserver's storage); a read that fails counts as
+/// [`PROBE_FAILED`], and is logged.
+async fn latency(client: &kube::Client) -> f64 {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let mut seconds = vec![];
+    for _ in 0..3 {
+        let at = Instant::now();
+        match api
+            .list_metadata(&kube::api::ListParams::default().limit(1))
+            .await
+        {
+            Ok(_) => seconds.push(at.elapsed().as_secs_f64()),
+            Err(e) => {
+                tracing::warn!("read the apiserver's latency: {e}");
+                seconds.push(PROBE_FAILED);
+            }
+        }
+    }
+    pace::median(&mut seconds)
+}
+
+/// Whether `trial` fires a finding like `target` (same oracle and key) on `cells`; with it and
+/// the controller's log window. An O5 finding runs the trial on the baseline cell too.
 async fn fires(
-    cell: &Cell<'_>,
-    baseline: Option<(&Cell<'_>, &str)>,
+    cells: Cells<'_>,
     s: &Subject,
     trial: &Trial,
     target: &Finding,
 ) -> Option<(Finding, String)> {
-    let baseline = baseline.filter(|_| target.oracle == Oracle::Release);
-    let out = match run_compared(cell, baseline, s, trial).await {
+    let cells = Cells {
+        baseline: cells.baseline.filter(|_| target.oracle == Oracle::Release),
+        ..cells
+    };
+    let out = match run_compared(cells, s, trial).await {
         Ok(out) => out,
         Err(e) => {
             tracing::warn!("trial run: {e:#}");
@@ -823,18 +1364,17 @@ async fn fires(
         .map(|f| (f, out.manager_log))
 }
 
-/// Runs `trial` on `cell`, and with a baseline (cell and release name) on it too, adding the
-/// O5 finding of an end that differs.
+/// Runs `trial` on the cell of `cells`, and with a baseline on it too, adding the O5 finding
+/// of an end that differs.
 async fn run_compared(
-    cell: &Cell<'_>,
-    baseline: Option<(&Cell<'_>, &str)>,
+    cells: Cells<'_>,
     s: &Subject,
     trial: &Trial,
 ) -> anyhow::Result<exec::Outcome> {
-    let Some((base, name)) = baseline else {
-        return cell.run(s, trial).await;
+    let Some((base, name)) = cells.baseline else {
+        return cells.cell.run(s, trial).await;
     };
-    let (ours, theirs) = futures::join!(cell.run(s, trial), base.run(s, trial));
+    let (ours, theirs) = futures::join!(cells.cell.run(s, trial), base.run(s, trial));
     let mut ours = ours?;
     if let Ok(theirs) = theirs {
         ours.findings.extend(oracle::release(
@@ -852,13 +1392,12 @@ fn same(a: &Finding, b: &Finding) -> bool {
     a.oracle == b.oracle && a.subject == b.subject && a.key == b.key
 }
 
-/// An admission finding already reported at the other verb: the same field and form of
-/// value refused or admitted alike at create and at update is one finding.
-fn same_origin(r: &Reported, f: &Finding) -> bool {
+/// Whether two findings are one: the same oracle, subject and key, the verb of an admission
+/// finding's key aside (the same field and form of value refused or admitted alike at create
+/// and at update is one finding).
+fn alike(a: &Finding, b: &Finding) -> bool {
     let verbless = |k: &str| k.replace(" on update of ", " on create of ");
-    r.finding.oracle == f.oracle
-        && r.finding.subject == f.subject
-        && verbless(&r.finding.key) == verbless(&f.key)
+    a.oracle == b.oracle && a.subject == b.subject && verbless(&a.key) == verbless(&b.key)
 }
 
 /// `options` with the controller's gates `subjects` need turned on, unless the options set
@@ -967,22 +1506,28 @@ async fn dry_make(client: &kube::Client, r: &openapi::Made) -> anyhow::Result<()
 /// ([`openapi::Doc::referenced`]), a kind each.
 fn references(doc: &openapi::Doc, crds: &BTreeMap<String, Value>) -> Vec<openapi::Made> {
     let mut kinds = std::collections::BTreeSet::new();
-    for s in subject::subjects() {
+    let mut walked = std::collections::BTreeSet::new();
+    for s in subject::served(crds, doc) {
+        // A policy's own leaves are the same over every target, and its target's template is
+        // a pod template as the first one walked: the references they name are the same.
+        if !walked.insert((s.api_version.clone(), s.kind, s.template.clone())) {
+            continue;
+        }
         let group = s.api_version.split('/').next().unwrap_or_default();
         let Some(crd) = crds.get(&format!("{group}/{}", s.kind)) else {
             continue;
         };
         let version = s.api_version.rsplit('/').next().unwrap_or_default();
-        let seed = (s.seed)("x");
+        let seed = s.seed.make("x");
         let walk = schema::Walk {
             doc: Some(doc),
-            template: s.template,
+            template: &s.template,
             seed: &seed,
             pod: &Value::Null,
         };
         let mut leaves = schema::leaves_with(crd, version, &walk);
-        if let Some(t) = s.target {
-            leaves.extend(schema::template_leaves(doc, t.template, &(t.seed)("x")));
+        if let Some(t) = &s.target {
+            leaves.extend(schema::template_leaves(doc, &t.template, &t.seed.make("x")));
         }
         for l in leaves {
             if let schema::Shape::Reference(k) = l.shape {
@@ -1033,6 +1578,14 @@ pub async fn explore(
     };
     say(format!("cell ready in {:.0} s", t0.elapsed().as_secs_f64()));
     let (ours, doc, crds) = cell_reading(&name, &session, options.settle).await?;
+    // The subjects themselves, derived from what the cell serves.
+    let (subjects, unserved) = select_served(&options.kinds, &crds, &doc);
+    for k in unserved {
+        say(format!(
+            "{k}: not served by {}; skipped",
+            options.controller
+        ));
+    }
     let baseline = match &base_session {
         Some((n, s)) => Some(cell(n, s, options.settle).await?),
         None => None,
@@ -1041,18 +1594,26 @@ pub async fn explore(
         options,
         cell: ours,
         baseline,
-        started: Instant::now(),
-        summary: Summary {
-            controller: options.controller.to_string(),
-            kubernetes: options.kubernetes.to_string(),
-            seed: options.seed,
-            baseline: options.baseline.as_ref().map(ToString::to_string),
-            gates: options.gates.clone(),
-            ..Summary::default()
+        base_name: options.baseline.as_ref().map(ToString::to_string),
+        book: Book {
+            options,
+            started: Instant::now(),
+            summary: Summary {
+                controller: options.controller.to_string(),
+                kubernetes: options.kubernetes.to_string(),
+                seed: options.seed,
+                baseline: options.baseline.as_ref().map(ToString::to_string),
+                gates: options.gates.clone(),
+                ..Summary::default()
+            },
+            held: vec![],
+            say,
         },
-        say,
     };
-    x.summary.pace.bring_up = t0.elapsed().as_secs_f64();
+    let pace = &mut x.book.summary.pace;
+    pace.bring_up = t0.elapsed().as_secs_f64();
+    pace.budget = options.budget.as_secs_f64();
+    pace.shrink_share = SHRINK_SHARE;
     let admitting = Instant::now();
     let mut materials = vec![];
     for s in &subjects {
@@ -1077,8 +1638,8 @@ pub async fn explore(
         };
         say(format!("{}: admission trials", s.name));
         let admitted = x.admission(s, crd, &doc).await?;
-        materials.push((*s, admitted));
-        if x.left().is_zero() {
+        materials.push((s.clone(), admitted));
+        if x.book.left().is_zero() {
             break;
         }
     }
@@ -1099,81 +1660,61 @@ pub async fn explore(
         })
         .flat_map(|c| c.perturbations())
         .collect();
-    // Behaviour trials, the subjects taking turns (see `schedule`), `parallel` at once, until
-    // the budget.
+    // Behaviour trials, the subjects taking turns (see `schedule`), on a pool whose width
+    // adapts (see `pool`, `pace::Pacer`), until the budget.
     let prepared: Vec<Prepared> = materials
         .into_iter()
         .map(|(s, admitted)| prepare(s, admitted, options.seed))
         .collect();
-    x.summary.pace.admission = admitting.elapsed().as_secs_f64();
+    x.book.summary.pace.admission = admitting.elapsed().as_secs_f64();
     let behaving = Instant::now();
-    let mut next = 0u64;
     let behave = options.modes.contains(&Mode::Behaviour);
-    'outer: while behave && !prepared.is_empty() && !x.left().is_zero() {
-        let batch: Vec<(Subject, Trial)> = schedule(next, options.parallel, prepared.len())
-            .into_iter()
-            .map(|(at, number)| {
-                let (s, creates, updates) = &prepared[at];
-                let ops = s.ops();
-                let perturbations: Vec<Perturbation> = perturbations
-                    .iter()
-                    .copied()
-                    .filter(|p| s.perturbed_by(*p))
-                    .collect();
-                let m = Material {
-                    subject: s.name,
-                    creates,
-                    updates,
-                    ops: &ops,
-                    perturbations: &perturbations,
-                };
-                (*s, trial::behaviour(&m, options.seed, number))
-            })
-            .collect();
-        next += batch.len() as u64;
-        let cell = &x.cell;
-        let base_name = options.baseline.as_ref().map(ToString::to_string);
-        let compared = x.baseline.as_ref().zip(base_name.as_deref());
-        // Trials that act on the whole controller or cluster (a restart, a stale view, a node
-        // gone NotReady) run alone, after the others of the batch: every trial running beside
-        // one would see it too.
-        let timed = |s, t| async move {
-            let at = Instant::now();
-            let out = run_compared(cell, compared, s, t).await;
-            (out, at.elapsed().as_secs_f64())
+    if behave && !prepared.is_empty() && !x.book.left().is_zero() {
+        let cells = Cells {
+            cell: &x.cell,
+            baseline: x.baseline.as_ref().zip(x.base_name.as_deref()),
         };
-        let mut outs: Vec<_> = futures::future::join_all(batch.iter().map(|(s, t)| async move {
-            match t.global() {
-                true => None,
-                false => Some(timed(s, t).await),
+        let calm = latency(&x.cell.client).await;
+        let cap = options.parallel.max(pace::MAX_WIDTH);
+        let mut jobs = Behaviour {
+            book: &mut x.book,
+            prepared: &prepared,
+            perturbations: &perturbations,
+            client: x.cell.client.clone(),
+            pacer: pace::Pacer::new(options.parallel, cap, calm),
+            next: 0,
+            started: behaving,
+            queue: Default::default(),
+            shrinking: false,
+        };
+        let (runs, confirm) = (options.shrink_runs, options.confirm);
+        pool(&mut jobs, |job| match job {
+            Job::Trial(st) => async move {
+                let (s, t) = *st;
+                let at = Instant::now();
+                let out = run_compared(cells, &s, &t).await;
+                let seconds = at.elapsed().as_secs_f64();
+                Done::Trial(Box::new(Ran { s, t, out, seconds }))
             }
-        }))
-        .await;
-        for ((s, t), out) in batch.iter().zip(outs.iter_mut()) {
-            if out.is_none() {
-                *out = Some(timed(s, t).await);
+            .boxed_local(),
+            Job::Shrink(p, plan) => {
+                async move { Done::Shrunk(Box::new(shrink(cells, *p, plan, runs, confirm).await)) }
+                    .boxed_local()
             }
+        })
+        .await?;
+        // What the budget's end left waiting.
+        while let Some(p) = jobs.queue.pop_front() {
+            jobs.book.write(Shrunk::not(p))?;
         }
-        let outs = outs.into_iter().flatten();
-        for ((s, t), (out, seconds)) in batch.iter().zip(outs) {
-            x.count(format!("behaviour {}", s.name), 1);
-            let phases = out.as_ref().map_or(&[][..], |o| &o.phases[..]);
-            x.summary.pace.behaviour_trial(t, seconds, phases);
-            match out {
-                Ok(out) => x.judge(s, t, out.findings).await?,
-                Err(e) => say(format!("{}: trial {} did not run: {e:#}", s.name, t.index)),
-            }
-            if x.left().is_zero() {
-                break 'outer;
-            }
-        }
+        x.book.summary.pace.behaviour = behaving.elapsed().as_secs_f64();
     }
-    if behave {
-        x.summary.pace.behaviour = behaving.elapsed().as_secs_f64();
+    x.book.summary.seconds = t0.elapsed().as_secs_f64();
+    for line in x.book.summary.pace.lines() {
+        say(line);
     }
-    x.summary.seconds = t0.elapsed().as_secs_f64();
-    output::write_summary(&options.dir, &x.summary)?;
-    let summary = x.summary;
+    output::write_summary(&options.dir, &x.book.summary)?;
+    let summary = x.book.summary;
     drop(x.cell);
     drop(x.baseline);
     drop(base_session);
@@ -1252,8 +1793,8 @@ pub async fn replay(
     toolchain: &Toolchain,
 ) -> anyhow::Result<(Reported, Vec<Finding>)> {
     let r = output::read_finding(dir)?;
-    let s = select(std::slice::from_ref(&r.trial.subject))?[0];
-    let options = &with_gates_of(options, &[s]);
+    let known = select(std::slice::from_ref(&r.trial.subject))?;
+    let options = &with_gates_of(options, &known);
     let proxy = r.trial.needs_proxy();
     let (name, session) = start_cell(
         "replay",
@@ -1264,7 +1805,16 @@ pub async fn replay(
         toolchain,
     )
     .await?;
-    let ours = cell(&name, &session, options.settle).await?;
+    let (ours, doc, crds) = cell_reading(&name, &session, options.settle).await?;
+    let s = subject::served(&crds, &doc)
+        .into_iter()
+        .find(|s| s.name == r.trial.subject)
+        .with_context(|| {
+            format!(
+                "{} is not served by {}",
+                r.trial.subject, options.controller
+            )
+        })?;
     // An O5 finding runs on its baseline too (the one given, or the finding's).
     let baseline: Option<ControllerRef> = match (&options.baseline, &r.baseline) {
         _ if r.finding.oracle != Oracle::Release => None,
@@ -1283,14 +1833,65 @@ pub async fn replay(
         None => None,
     };
     let base_name = baseline.as_ref().map(ToString::to_string);
-    let fired = match (&base, &base_name) {
-        (Some(b), Some(n)) => fires(&ours, Some((b, n.as_str())), &s, &r.trial, &r.finding)
+    let cells = Cells {
+        cell: &ours,
+        baseline: base.as_ref().zip(base_name.as_deref()),
+    };
+    if r.confirm_runs == 0 {
+        return shrink_written(dir, cells, s, r, options).await;
+    }
+    let fired = match cells.baseline {
+        Some(_) => fires(cells, &s, &r.trial, &r.finding)
             .await
             .map(|(f, _)| vec![f])
             .unwrap_or_default(),
-        _ => ours.run(&s, &r.trial).await?.findings,
+        None => ours.run(&s, &r.trial).await?.findings,
     };
     Ok((r, fired))
+}
+
+/// Shrinks and confirms finding `r` of `s`, written in `dir` as it fired (shrinking's share
+/// of its run's budget was used up), on `cells` within `options`' budget and shrinking runs,
+/// its candidates side by side unless its trial runs alone; then writes it again in `dir`,
+/// shrunk and confirmed: it, and what its confirming runs fired.
+async fn shrink_written(
+    dir: &std::path::Path,
+    cells: Cells<'_>,
+    s: Subject,
+    r: Reported,
+    options: &Options,
+) -> anyhow::Result<(Reported, Vec<Finding>)> {
+    let runs = match r.trial.mode {
+        Mode::Admission => options.shrink_runs.max(1) * 4,
+        Mode::Behaviour => options.shrink_runs,
+    };
+    let global = r.trial.global();
+    let p = Pending {
+        subject: s.clone(),
+        finding: r.finding.clone(),
+        trial: r.trial.clone(),
+        seconds: options.settle,
+        first_seen: r.first_seen,
+        manager_log: String::new(),
+    };
+    let plan = Plan {
+        shrink_for: options.budget,
+        side_by_side: if global { 1 } else { SIDE_BY_SIDE },
+        confirm_at_once: !global,
+    };
+    let done = shrink(cells, p, plan, runs, options.confirm).await;
+    let fired: Vec<Finding> = done.hit.iter().map(|(f, _)| f.clone()).collect();
+    let (finding, manager_log) = done.hit.unwrap_or((r.finding.clone(), String::new()));
+    let again = Reported {
+        finding,
+        trial: done.trial,
+        reproduced: done.reproduced,
+        confirm_runs: done.confirm_runs,
+        stable: done.confirm_runs > 0 && done.reproduced == done.confirm_runs,
+        ..r
+    };
+    output::write_finding(dir, &s, &again, &options.controller, &manager_log)?;
+    Ok((again, fired))
 }
 
 /// The oracle names, for help texts.
@@ -1323,6 +1924,248 @@ mod tests {
             kept,
             ["spec.paused", "spec.subsetsLimit", "spec.subsets[0].name"]
         );
+    }
+
+    /// A job of a [`pool`] test: its number, seconds, whether it runs alone, its places.
+    type FakeJob = (usize, u64, bool, usize);
+
+    /// When a [`pool`] test's job ran: its number, start and end (seconds), places, alone.
+    type Ran = (usize, f64, f64, usize, bool);
+
+    /// Jobs of a [`pool`] test: each lasts its seconds on tokio's paused clock; after the
+    /// `n`-th ends, the width becomes `w` (`widen`).
+    struct Fake {
+        jobs: std::collections::VecDeque<FakeJob>,
+        width: usize,
+        widen: Option<(usize, usize)>,
+        ended: usize,
+    }
+
+    impl Jobs for Fake {
+        type Job = FakeJob;
+        type Done = usize;
+        fn next(&mut self) -> anyhow::Result<Option<FakeJob>> {
+            Ok(self.jobs.pop_front())
+        }
+        fn keep(&mut self, job: FakeJob) -> anyhow::Result<Option<FakeJob>> {
+            Ok(Some(job))
+        }
+        fn places(&self, job: &FakeJob) -> usize {
+            job.3
+        }
+        fn alone(&self, job: &FakeJob) -> bool {
+            job.2
+        }
+        fn width(&self) -> usize {
+            self.width
+        }
+        async fn done(&mut self, _: usize, _: bool) -> anyhow::Result<()> {
+            self.ended += 1;
+            if let Some((n, w)) = self.widen
+                && n == self.ended
+            {
+                self.width = w;
+            }
+            Ok(())
+        }
+    }
+
+    /// Runs `jobs` on a pool `width` wide (changed as `widen` says): when each ran, by number.
+    async fn run_fake(jobs: &[FakeJob], width: usize, widen: Option<(usize, usize)>) -> Vec<Ran> {
+        let t0 = tokio::time::Instant::now();
+        let ran = std::cell::RefCell::new(vec![]);
+        let mut fake = Fake {
+            jobs: jobs.iter().copied().collect(),
+            width,
+            widen,
+            ended: 0,
+        };
+        pool(&mut fake, |(n, seconds, alone, places)| {
+            let ran = &ran;
+            async move {
+                let start = t0.elapsed().as_secs_f64();
+                tokio::time::sleep(Duration::from_secs(seconds)).await;
+                let end = t0.elapsed().as_secs_f64();
+                ran.borrow_mut().push((n, start, end, places, alone));
+                n
+            }
+            .boxed_local()
+        })
+        .await
+        .unwrap();
+        let mut ran = ran.into_inner();
+        ran.sort_by_key(|r| r.0);
+        ran
+    }
+
+    /// The places taken at second `at` by the jobs of `ran` running then.
+    fn taken_at(ran: &[Ran], at: f64) -> usize {
+        ran.iter()
+            .filter(|r| r.1 <= at && at < r.2)
+            .map(|r| r.3)
+            .sum()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pool_starts_the_next_job_as_one_ends_without_waiting_for_the_slowest() {
+        let mut jobs = vec![(0, 10, false, 1)];
+        jobs.extend((1..10).map(|n| (n, 1, false, 1)));
+        let ran = run_fake(&jobs, 2, None).await;
+        assert_eq!(ran.len(), 10);
+        // The slow one holds one place; the other runs the quick ones back to back.
+        assert_eq!(ran[0].2, 10.0);
+        for (n, r) in ran.iter().enumerate().skip(1) {
+            assert_eq!(
+                r.1,
+                (n - 1) as f64,
+                "job {n} starts as the one before it ends"
+            );
+        }
+        assert!((0..10).all(|t| taken_at(&ran, t as f64 + 0.5) <= 2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_job_that_runs_alone_waits_for_an_empty_pool_and_nothing_runs_beside_it() {
+        let jobs = [
+            (0, 3, false, 1),
+            (1, 2, false, 1),
+            (2, 1, true, 1),
+            (3, 2, false, 1),
+            (4, 2, false, 1),
+        ];
+        let ran = run_fake(&jobs, 3, None).await;
+        let alone = ran[2];
+        assert_eq!(
+            (alone.1, alone.2),
+            (3.0, 4.0),
+            "it starts once both have ended"
+        );
+        for r in ran.iter().filter(|r| r.0 != 2) {
+            assert!(r.2 <= alone.1 || r.1 >= alone.2, "{r:?} ran beside it");
+        }
+        // Nothing started while it waited, though a place was free; after it, the pool refills.
+        assert_eq!((ran[3].1, ran[4].1), (4.0, 4.0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pool_follows_its_width_and_a_job_waits_for_the_places_it_needs() {
+        let jobs = [
+            (0, 1, false, 1),
+            (1, 1, false, 1),
+            (2, 1, false, 1),
+            (3, 1, false, 1),
+            (4, 1, false, 3),
+            (5, 1, false, 1),
+        ];
+        let ran = run_fake(&jobs, 1, Some((1, 3))).await;
+        // One at a time until the first ends, then three.
+        assert_eq!(ran[1].1, 1.0);
+        assert_eq!((ran[2].1, ran[3].1), (1.0, 1.0));
+        // The job of three places waits for all three, and the next for it.
+        assert_eq!(ran[4].1, 2.0);
+        assert_eq!(
+            ran[5].1, 3.0,
+            "and the next waits for it: it takes the three places"
+        );
+        assert!((0..4).all(|t| taken_at(&ran, t as f64 + 0.5) <= 3));
+    }
+
+    #[test]
+    fn shrinking_starts_only_where_its_confirming_runs_still_fit() {
+        let s = Duration::from_secs;
+        let plain = |shrink_for| {
+            Some(Plan {
+                shrink_for,
+                side_by_side: 2,
+                confirm_at_once: true,
+            })
+        };
+        // The confirming runs, at once, take a trial; candidates start while one more fits.
+        assert_eq!(plan(s(100), s(20), 3, 2, false), plain(s(60)));
+        assert_eq!(
+            plan(s(30), s(20), 3, 2, false),
+            plain(s(0)),
+            "confirmed, not shrunk"
+        );
+        assert_eq!(plan(s(10), s(20), 3, 2, false), None, "written as it fired");
+        assert_eq!(plan(Duration::ZERO, s(1), 3, 2, false), None);
+        // A trial that runs alone: its runs one after another.
+        assert_eq!(
+            plan(s(100), s(20), 3, 4, true),
+            Some(Plan {
+                shrink_for: s(20),
+                side_by_side: 1,
+                confirm_at_once: false,
+            })
+        );
+        assert_eq!(plan(s(50), s(20), 3, 4, true), None);
+    }
+
+    #[test]
+    fn a_finding_fired_again_is_counted_as_a_repeat_not_shrunk_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options::new(
+            crate::toolchain::versions::DEFAULT_KUBERNETES
+                .parse()
+                .unwrap(),
+            "openkruise@v1.9.0".parse().unwrap(),
+            1,
+            Duration::from_secs(100),
+            dir.path().to_path_buf(),
+        );
+        let heard = std::sync::Mutex::new(vec![]);
+        let say = |line: String| heard.lock().unwrap().push(line);
+        let mut book = Book {
+            options: &options,
+            started: Instant::now(),
+            summary: Summary::default(),
+            held: vec![],
+            say: &say,
+        };
+        let s = select(&["CloneSet".to_string()]).unwrap().remove(0);
+        let trial = Trial {
+            subject: s.name.to_string(),
+            mode: Mode::Admission,
+            seed: 1,
+            index: 0,
+            steps: vec![Step::Create { set: Fields::new() }],
+        };
+        let finding = |key: &str| Finding {
+            oracle: Oracle::Native,
+            subject: s.name.to_string(),
+            key: key.into(),
+            observed: "o".into(),
+            expected: "e".into(),
+        };
+        let second = Duration::from_secs(1);
+        let new = book.sort(
+            &s,
+            &trial,
+            second,
+            vec![finding("admits x on create of a")],
+            "",
+        );
+        assert_eq!(new.len(), 1);
+        // Fired again while it waits, at the other verb too: counted, not new.
+        let again = vec![
+            finding("admits x on create of a"),
+            finding("admits x on update of a"),
+        ];
+        assert!(book.sort(&s, &trial, second, again, "").is_empty());
+        let p = new.into_iter().next().unwrap();
+        book.write(Shrunk::not(p)).unwrap();
+        assert!(book.held.is_empty());
+        // And once written.
+        let more = vec![finding("admits x on create of a"), finding("admits y")];
+        assert_eq!(book.sort(&s, &trial, second, more, "").len(), 1);
+        let r = &book.summary.findings[0];
+        assert_eq!((r.confirm_runs, r.stable), (0, false));
+        let record = &book.summary.pace.findings["01-O4-cloneset"];
+        assert_eq!(record.repeats, 3);
+        assert!(!record.shrunk && !record.confirmed);
+        assert!(r.dir.join("trial.yaml").exists());
+        let heard = heard.lock().unwrap().join("\n");
+        assert!(heard.contains("harness explore --replay"), "{heard}");
     }
 
     #[test]
@@ -1371,7 +2214,7 @@ mod tests {
 
     #[test]
     fn creates_reach_fields_from_across_the_schema_in_an_order_drawn_from_the_seed() {
-        let cloneset = select(&["CloneSet".to_string()]).unwrap()[0];
+        let cloneset = select(&["CloneSet".to_string()]).unwrap().remove(0);
         let schema: Vec<String> = (0..20).map(|f| format!("spec.f{f:02}")).collect();
         // What admission admitted, in schema order: a few values of each field, and absent.
         let admitted: Vec<(String, Value)> = schema
@@ -1386,9 +2229,9 @@ mod tests {
             .map(|(k, _)| k.as_str())
             .collect();
         let tried = |seed: u64| -> Vec<Fields> {
-            let (s, creates, updates) = prepare(cloneset, admitted.clone(), seed);
+            let (s, creates, updates) = prepare(cloneset.clone(), admitted.clone(), seed);
             let m = Material {
-                subject: s.name,
+                subject: &s.name,
                 creates: &creates,
                 updates: &updates,
                 ops: &[],
@@ -1420,7 +2263,7 @@ mod tests {
         assert_eq!(tried(7), a, "the same seed, the same creates");
         assert_ne!(tried(8), a, "another seed, other creates");
         // Every admitted create is kept, each once.
-        let (_, mut creates, _) = prepare(cloneset, admitted.clone(), 7);
+        let (_, mut creates, _) = prepare(cloneset.clone(), admitted.clone(), 7);
         let mut all: Vec<Fields> = admitted
             .iter()
             .filter(|(_, v)| !v.is_null())
@@ -1433,8 +2276,8 @@ mod tests {
     }
 
     #[test]
-    fn a_kind_selects_the_subjects_of_its_members() {
-        let names = |k: &str| -> Vec<&str> {
+    fn a_kind_selects_its_subjects_and_a_policy_every_target() {
+        let names = |k: &str| -> Vec<String> {
             select(&[k.to_string()])
                 .unwrap()
                 .into_iter()
@@ -1442,18 +2285,44 @@ mod tests {
                 .collect()
         };
         assert_eq!(names("cloneset"), ["CloneSet"]);
-        assert_eq!(names("UnitedDeployment").len(), 4);
+        assert_eq!(names("AdvancedCronJob"), ["AdvancedCronJob"]);
+        // A policy's name selects it over every target, each once.
+        let all = subject::subjects();
+        let spreads = names("WorkloadSpread");
+        let over: Vec<&str> = all
+            .iter()
+            .filter(|s| s.family == "WorkloadSpread")
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(spreads, over);
+        for t in all
+            .iter()
+            .filter(|s| s.target.is_none() && s.makes == subject::Makes::Pods)
+        {
+            let name = format!("WorkloadSpread.{}", t.name);
+            assert!(spreads.contains(&name), "{name} in {spreads:?}");
+        }
+        for target in ["Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob"] {
+            assert!(spreads.contains(&format!("WorkloadSpread.{target}")));
+        }
         assert_eq!(
-            names("AdvancedCronJob"),
-            ["AdvancedCronJob", "AdvancedCronJob.broadcastJobTemplate"]
+            names("WorkloadSpread.CloneSet"),
+            ["WorkloadSpread.CloneSet"]
         );
+        // A name only a cell tells of selects its kind's known subjects (their gates); a
+        // name of no kind is an error.
+        assert_eq!(names("CloneSet@v1beta1"), ["CloneSet"]);
+        assert!(names("UnitedDeployment.cloneSetTemplate").is_empty());
         assert!(select(&["Nothing".to_string()]).is_err());
+        assert!(select(&["Deployment".to_string()]).is_err());
     }
 
     #[test]
     fn a_kind_that_copies_draws_its_own_operations_and_perturbations_and_gets_its_gate() {
-        let rd = select(&["ResourceDistribution".to_string()]).unwrap()[0];
-        let cloneset = select(&["CloneSet".to_string()]).unwrap()[0];
+        let rd = select(&["ResourceDistribution".to_string()])
+            .unwrap()
+            .remove(0);
+        let cloneset = select(&["CloneSet".to_string()]).unwrap().remove(0);
         let all: Vec<Perturbation> = trial::Class::ALL
             .into_iter()
             .flat_map(trial::Class::perturbations)
@@ -1474,7 +2343,7 @@ mod tests {
         let ops = rd.ops();
         let creates = vec![Fields::new()];
         let m = Material {
-            subject: rd.name,
+            subject: &rd.name,
             creates: &creates,
             updates: &[],
             ops: &ops,
@@ -1510,7 +2379,7 @@ mod tests {
             baseline: None,
             gates: Gates::default(),
         };
-        let on = with_gates_of(&options, &[rd, cloneset]);
+        let on = with_gates_of(&options, &[rd.clone(), cloneset]);
         assert_eq!(
             on.gates.controller.get("ResourceDistributionGate"),
             Some(&true)
@@ -1533,7 +2402,7 @@ mod tests {
             "../../tests/fixtures/openapi-core.json"
         ))
         .unwrap()]);
-        let cloneset = select(&["CloneSet".to_string()]).unwrap()[0];
+        let cloneset = select(&["CloneSet".to_string()]).unwrap().remove(0);
         let crd = json!({"spec": {"versions": [{"name": "v1alpha1", "served": true,
             "schema": {"openAPIV3Schema": {"properties": {"spec": {"type": "object",
                 "properties": {"template": {"type": "object",
@@ -1546,7 +2415,7 @@ mod tests {
             "{fields:?}"
         );
         // Every leaf is tried with its first value when the leaves fit the bound.
-        let leaves = schema::template_leaves(&doc, "spec.template", &(cloneset.seed)("x"));
+        let leaves = schema::template_leaves(&doc, "spec.template", &cloneset.seed.make("x"));
         assert!(leaves.len() < TEMPLATE_SINGLES);
         for l in &leaves {
             assert!(fields.contains(&&l.path), "{} is tried", l.path);
@@ -1571,7 +2440,9 @@ mod tests {
         let other = singles(&cloneset, &crd, &doc, 2);
         assert_eq!(other.len(), all.len());
         // A policy meets its target's template, bounded apart.
-        let ws = select(&["WorkloadSpread.CloneSet".to_string()]).unwrap()[0];
+        let ws = select(&["WorkloadSpread.CloneSet".to_string()])
+            .unwrap()
+            .remove(0);
         let target = singles(&ws, &json!({}), &doc, 1);
         assert!(!target.is_empty() && target.len() <= TARGET_SINGLES);
         assert!(
@@ -1590,7 +2461,7 @@ mod tests {
                     {"group": "apps", "version": "v1", "kind": "Deployment"}],
                 "properties": {"spec": {"properties": {"strategy": {"properties": {
                     "type": {"type": "string", "enum": ["Recreate", "RollingUpdate"]}}}}}}}}}})]);
-        let cloneset = select(&["CloneSet".to_string()]).unwrap()[0];
+        let cloneset = select(&["CloneSet".to_string()]).unwrap().remove(0);
         let mut leaves = vec![schema::Leaf {
             path: "spec.strategy.type".into(),
             shape: schema::Shape::String(vec!["Recreate".into(), "Other".into()]),
@@ -1609,7 +2480,9 @@ mod tests {
 
     #[test]
     fn a_copying_kinds_singles_come_from_its_schema_with_the_trials_namespaces_selected() {
-        let rd = select(&["ResourceDistribution".to_string()]).unwrap()[0];
+        let rd = select(&["ResourceDistribution".to_string()])
+            .unwrap()
+            .remove(0);
         let list = json!({"type": "object", "properties": {"list": {"type": "array",
             "items": {"type": "object", "properties": {"name": {"type": "string"}}}}}});
         let crd = json!({"spec": {"versions": [{"name": "v1alpha1", "served": true,

@@ -174,7 +174,7 @@ pub fn release(
     };
     Some(Finding {
         oracle: Oracle::Release,
-        subject: subject.name.into(),
+        subject: subject.name.clone(),
         key,
         observed: format!("{ours:?}"),
         expected: format!("as on {baseline}: {theirs:?}"),
@@ -207,7 +207,7 @@ pub fn admission(
     {
         out.push(Finding {
             oracle: Oracle::Realizable,
-            subject: subject.name.into(),
+            subject: subject.name.clone(),
             key: format!("{verb} refused without naming a field"),
             observed: format!("{verb} setting {what} refused: {m}"),
             expected: "a refusal that names the field it refuses".into(),
@@ -216,7 +216,7 @@ pub fn admission(
     let Some(twin) = twin else {
         return out;
     };
-    let Some(t) = subject.twin else {
+    let Some(t) = subject.twin.as_deref() else {
         return out;
     };
     let disagree = matches!(
@@ -236,7 +236,7 @@ pub fn admission(
         };
         out.push(Finding {
             oracle: Oracle::Native,
-            subject: subject.name.into(),
+            subject: subject.name.clone(),
             key: format!(
                 "{verdict} on {verb} of {keyed} what {} does not",
                 t.describe()
@@ -275,7 +275,7 @@ pub fn stored(subject: &Subject, set: &BTreeMap<String, Value>, answered: &Value
         .filter(|(k, v)| !within(v, get(answered, k)))
         .map(|(k, v)| Finding {
             oracle: Oracle::Realizable,
-            subject: subject.name.into(),
+            subject: subject.name.clone(),
             key: format!("drops {k} admitted on create"),
             observed: format!("{k} sent as {v}, answered as {}", get(answered, k)),
             expected: "an admitted field is kept as sent (or refused)".into(),
@@ -310,7 +310,7 @@ pub fn repeated_failures(
         .filter(|(_, (n, _))| *n >= 2)
         .map(|(reason, (n, message))| Finding {
             oracle: Oracle::Realizable,
-            subject: subject.name.into(),
+            subject: subject.name.clone(),
             key: format!("repeated {reason}"),
             observed: format!("{n} Warning events {reason}: {message}"),
             expected: "an admitted object is realized without repeated failures".into(),
@@ -370,7 +370,7 @@ pub fn refused_writes(
         .into_iter()
         .map(|(reason, message)| Finding {
             oracle: Oracle::Realizable,
-            subject: subject.name.into(),
+            subject: subject.name.clone(),
             key: format!("{reason} refused by the API"),
             observed: format!("Warning {reason}: {message}"),
             expected: "the objects the controller writes for an admitted object are admitted"

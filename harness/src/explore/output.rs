@@ -70,7 +70,7 @@ pub fn read_finding(dir: &Path) -> anyhow::Result<Reported> {
 
 /// The object a create step makes, named `name`.
 fn created(s: &Subject, fields: &super::trial::Fields, name: &str) -> Value {
-    let mut o = (s.seed)(name);
+    let mut o = s.seed.make(name);
     for (k, v) in fields {
         let _ = set(&mut o, k, v.clone());
     }
@@ -117,11 +117,11 @@ pub fn chainsaw_test(s: &Subject, r: &Reported, controller: &ControllerRef) -> S
     let name = "x";
     let w = s.workload();
     let wname = match s.target {
-        Some(_) => super::subject::Target::name(name),
+        Some(_) => super::subject::target_name(name),
         None => name.to_string(),
     };
-    // What every trial may refer to (see `Cell::prepare`), and a policy's target, with no
-    // pods until the policy exists.
+    // What every trial may refer to (see `Cell::prepare`), and a policy's target, kept from
+    // making pods until the policy exists.
     let mut cell = vec![json!({"apply": {"resource": {
         "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
         "metadata": {"name": super::openapi::REFERENCED}, "value": 1000}}})];
@@ -133,14 +133,16 @@ pub fn chainsaw_test(s: &Subject, r: &Reported, controller: &ControllerRef) -> S
     }
     let mut steps = vec![json!({"name": "the cell's objects", "try": cell})];
     if s.target.is_some() {
-        let mut target = (w.seed)(&wname);
+        let mut target = w.seed.make(&wname);
         // With the target's fields of the trial's create.
-        if let Some(Step::Create { set }) = r.trial.steps.first() {
-            for (k, v) in super::subject::split_target(set).1 {
-                let _ = super::subject::set(&mut target, &k, v);
-            }
+        let mut fields = match r.trial.steps.first() {
+            Some(Step::Create { set }) => super::subject::split_target(set).1,
+            _ => Default::default(),
+        };
+        fields.extend(w.idle());
+        for (k, v) in fields {
+            let _ = super::subject::set(&mut target, &k, v);
         }
-        target["spec"]["replicas"] = json!(0);
         steps.push(json!({"name": "the target", "try": [{"apply": {"resource": target}}]}));
     }
     let refuse = r.finding.key.starts_with("admits");
@@ -156,8 +158,8 @@ pub fn chainsaw_test(s: &Subject, r: &Reported, controller: &ControllerRef) -> S
                 // A policy's update of its target's fields changes the target.
                 let (own, target) = super::subject::split_target(set);
                 let (kind, n, set) = match own.is_empty() {
-                    false => ((s.api_version, s.kind), name, own),
-                    true => ((w.api_version, w.kind), wname.as_str(), target),
+                    false => ((s.api_version.as_str(), s.kind), name, own),
+                    true => ((w.api_version.as_str(), w.kind), wname.as_str(), target),
                 };
                 let mut patch = json!({"apiVersion": kind.0, "kind": kind.1,
                     "metadata": {"name": n}});
@@ -177,7 +179,10 @@ pub fn chainsaw_test(s: &Subject, r: &Reported, controller: &ControllerRef) -> S
                 json!({"script": {"content": kubectl_perturb(*perturbation, &wname, deployment)}})
             }
         };
-        let scale = s.target.is_some() && matches!(step, Step::Create { .. }) && !judged;
+        let scale = match step {
+            Step::Create { set } if s.target.is_some() && !judged => Some(set),
+            _ => None,
+        };
         if judged && refuse {
             let verb = op
                 .as_object()
@@ -186,12 +191,12 @@ pub fn chainsaw_test(s: &Subject, r: &Reported, controller: &ControllerRef) -> S
             op[&verb]["expect"] = json!([{"check": {"($error != null)": true}}]);
         }
         let mut ops = vec![op];
-        if scale {
-            ops.push(
-                json!({"patch": {"resource": {"apiVersion": w.api_version, "kind": w.kind,
-                "metadata": {"name": wname},
-                "spec": {"replicas": (w.seed)(&wname)["spec"]["replicas"]}}}}),
-            );
+        if let Some(set) = scale {
+            let mut wake = w.wake(&wname, &super::subject::split_target(set).1);
+            wake["apiVersion"] = json!(w.api_version);
+            wake["kind"] = json!(w.kind);
+            wake["metadata"] = json!({"name": wname});
+            ops.push(json!({"patch": {"resource": wake}}));
         }
         steps.push(json!({"name": format!("step {}", i + 1), "try": ops}));
     }
@@ -205,7 +210,7 @@ pub fn chainsaw_test(s: &Subject, r: &Reported, controller: &ControllerRef) -> S
     let test = json!({
         "apiVersion": "chainsaw.kyverno.io/v1alpha1",
         "kind": "Test",
-        "metadata": {"name": format!("explore-{}-{}", r.finding.oracle.short().to_lowercase(), s.name.to_lowercase()),
+        "metadata": {"name": format!("explore-{}-{}", r.finding.oracle.short().to_lowercase(), s.slug()),
             "annotations": {"explore.harness.io/oracle": format!("{:?}", r.finding.oracle),
                 "explore.harness.io/expected": r.finding.expected}},
         "spec": {"steps": steps},
@@ -421,9 +426,11 @@ mod tests {
 
     #[test]
     fn a_copying_kinds_chainsaw_test_labels_its_namespace_and_names_no_placeholder() {
-        let s = crate::explore::select(&["ResourceDistribution".to_string()]).unwrap()[0];
+        let s = crate::explore::select(&["ResourceDistribution".to_string()])
+            .unwrap()
+            .remove(0);
         let trial = Trial {
-            subject: s.name.into(),
+            subject: s.name.clone(),
             mode: Mode::Behaviour,
             seed: 1,
             index: 0,
@@ -441,7 +448,7 @@ mod tests {
         let r = Reported {
             finding: Finding {
                 oracle: Oracle::Convergence,
-                subject: s.name.into(),
+                subject: s.name.clone(),
                 key: "does not converge: copy data".into(),
                 observed: "o".into(),
                 expected: "e".into(),

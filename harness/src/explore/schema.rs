@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::openapi::{Doc, REFERENCED, quoted};
+use super::path::NAME;
 use crate::scenario::coverage;
 
 /// The depth (fields below a template's root) past which an object is one leaf.
@@ -72,8 +73,34 @@ pub enum Shape {
     /// these patches ([`pod_patches`]).
     Free(Vec<Value>),
     /// A whole object of some kind (`x-kubernetes-embedded-resource`): tried as each of the
-    /// core objects that hold data ([`super::subject::embedded_values`]).
+    /// core objects that hold data ([`embedded_values`]).
     Embedded,
+}
+
+/// The label of each of [`embedded_values`] (so of their copies).
+pub const COPIED_LABEL: &str = "explore.harness.io/copied";
+
+/// The values of an embedded object (`x-kubernetes-embedded-resource`): the objects of the
+/// core API that hold data, in each of the ways they hold it — a ConfigMap with `data`, with
+/// `binaryData`, immutable; a Secret with `data`, with `stringData`, immutable — and an object
+/// that holds none (a ServiceAccount). Each is named after the trial's object ([`super::path::NAME`]), so
+/// that copies of trials at once never meet.
+pub fn embedded_values() -> Vec<Value> {
+    let meta = json!({"name": NAME, "labels": {COPIED_LABEL: "v"}});
+    vec![
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"k": "v"}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
+               "binaryData": {"k": "dg=="}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"k": "v"},
+               "immutable": true}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque",
+               "data": {"k": "dg=="}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta,
+               "stringData": {"k": "v"}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": {"k": "dg=="},
+               "immutable": true}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}),
+    ]
 }
 
 /// One settable leaf of a spec.
@@ -359,7 +386,7 @@ impl<'a> Walker<'a> {
         let minimal = self.minimal(items);
         self.push(&at, Shape::Objects(minimal));
         // The fields of an item, through the first: the seed's, or a minimal one.
-        let seeded = super::subject::get(self.w.seed, at.path.trim_start_matches('.'))
+        let seeded = super::path::get(self.w.seed, at.path.trim_start_matches('.'))
             .as_array()
             .is_some_and(|a| !a.is_empty());
         let mut item = At {
@@ -493,11 +520,11 @@ pub fn pod_patches(doc: &Doc, pod: &Value) -> Vec<Value> {
         match path.strip_prefix("spec.containers[0].") {
             Some(rest) => {
                 let mut c = json!({"name": container});
-                super::subject::set(&mut c, rest, v).ok()?;
+                super::path::set(&mut c, rest, v).ok()?;
                 patch = json!({"spec": {"containers": [c]}});
             }
             None if path.contains('[') => return None,
-            None => super::subject::set(&mut patch, path, v).ok()?,
+            None => super::path::set(&mut patch, path, v).ok()?,
         }
         Some(patch)
     };
@@ -592,7 +619,7 @@ impl Shape {
             Shape::Map => vec![json!({}), json!({MAP_KEY: "v"})],
             Shape::Selector => vec![],
             Shape::Free(patches) => patches.clone(),
-            Shape::Embedded => super::subject::embedded_values(),
+            Shape::Embedded => embedded_values(),
         };
         let mut seen = vec![];
         v.retain(|x| {

@@ -78,7 +78,7 @@ pub fn convergence(subject: &Subject, obj: &Value, pods: &[PodView], bound: i64)
     }
     // While a lifecycle hook holds a pod, the others may be waiting behind it: none is judged.
     if subject.rolls_out && hooked.is_empty() {
-        let template = get(obj, subject.template);
+        let template = get(obj, &subject.template);
         let image = template["spec"]["containers"][0]["image"]
             .as_str()
             .unwrap_or_default();
