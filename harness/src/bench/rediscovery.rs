@@ -685,10 +685,10 @@ pub fn markdown(r: &Report) -> String {
         let b = &row.bug;
         let (found, after) = match &row.found {
             Found::Found(s) => (
-                if s.stable {
-                    "**yes**".to_string()
-                } else {
-                    format!("**yes** (unstable, {}/{})", s.reproduced, s.confirm_runs)
+                match (s.confirm_runs, s.stable) {
+                    (0, _) => "**yes** (not confirmed)".to_string(),
+                    (_, true) => "**yes**".to_string(),
+                    _ => format!("**yes** (unstable, {}/{})", s.reproduced, s.confirm_runs),
                 },
                 format!("{:.0} s", s.after),
             ),

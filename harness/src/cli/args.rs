@@ -150,6 +150,11 @@ pub struct ExploreArgs {
     /// many).
     #[arg(long, default_value_t = crate::explore::DEFAULT_SHRINK_RUNS)]
     pub shrink_runs: usize,
+    /// The share of the budget that shrinking and confirming findings may take together (0 to
+    /// 1); past it, a new finding is written as it fired, and `--replay <its directory>`
+    /// shrinks and confirms it.
+    #[arg(long, default_value_t = crate::explore::SHRINK_SHARE, value_parser = parse_share)]
+    pub shrink_share: f64,
     /// Run one finding's trial again (a findings/<n>-... directory) and say whether it still
     /// fires its oracle.
     #[arg(long, value_name = "DIR")]
@@ -262,6 +267,7 @@ impl ExploreArgs {
             settle: self.settle,
             confirm: 3,
             shrink_runs: self.shrink_runs,
+            shrink_share: self.shrink_share,
             dir,
             baseline: match self.baseline.as_deref() {
                 Some(b) if b.contains('@') => Some(b.parse()?),
@@ -275,6 +281,20 @@ impl ExploreArgs {
 }
 
 /// Parses `90s`, `30m`, `1h` or plain seconds.
+/// A share between 0 and 1 (`0.25`), or a percentage (`25%`).
+pub fn parse_share(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let share = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|p| p / 100.0),
+        None => t.parse::<f64>(),
+    }
+    .map_err(|_| format!("`{s}` is not a share like 0.25 or 25%"))?;
+    if !(0.0..=1.0).contains(&share) {
+        return Err(format!("`{s}` is not between 0 and 1 (0% and 100%)"));
+    }
+    Ok(share)
+}
+
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let (n, unit) = s.trim().split_at(
         s.trim()
@@ -1366,6 +1386,20 @@ mod tests {
         assert_eq!(r.provider.kind, any::ProviderKind::Kind);
         assert_eq!(r.provider.kind_binary, Some(PathBuf::from("/opt/kind")));
         assert!(r.validate().is_ok());
+    }
+
+    #[test]
+    fn a_share_is_a_fraction_or_a_percentage_between_none_and_all() {
+        assert_eq!(parse_share("0.25"), Ok(0.25));
+        assert_eq!(parse_share("50%"), Ok(0.5));
+        assert_eq!(parse_share("0"), Ok(0.0));
+        assert!(parse_share("1.5").unwrap_err().contains("between 0 and 1"));
+        assert!(parse_share("-0.1").is_err());
+        assert!(
+            parse_share("a quarter")
+                .unwrap_err()
+                .contains("0.25 or 25%")
+        );
     }
 
     #[test]

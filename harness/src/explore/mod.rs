@@ -18,7 +18,7 @@
 //! firing it again is counted, not shrunk again) is shrunk ([`minimize`]), run again three
 //! times at once (a finding that does not fire every time is reported as unstable) and
 //! written as a reproduction ([`output`]) — while shrinking and confirming have used less
-//! than their share of the budget ([`SHRINK_SHARE`]); past it, it is written as it fired,
+//! than their share of the budget ([`SHRINK_SHARE`] by default); past it, it is written as it fired,
 //! for `--replay` to shrink and confirm. Every trial is data: replayed exactly from its YAML
 //! ([`replay`]), or regenerated from the seed.
 
@@ -81,6 +81,9 @@ pub struct Options {
     pub confirm: usize,
     /// Candidates minimizing one finding may run.
     pub shrink_runs: usize,
+    /// The share of the budget shrinking and confirming findings may take together (0 to 1):
+    /// past it, a new finding is written as it fired, for `--replay` to shrink and confirm.
+    pub shrink_share: f64,
     /// Where findings are written (`<dir>/findings/<n>-<oracle>-<subject>/`).
     pub dir: PathBuf,
     /// A baseline release: every trial also runs on a cell of it, and where the controller
@@ -114,6 +117,7 @@ impl Options {
             settle: DEFAULT_SETTLE,
             confirm: 3,
             shrink_runs: DEFAULT_SHRINK_RUNS,
+            shrink_share: SHRINK_SHARE,
             dir,
             baseline: None,
             gates: Gates::default(),
@@ -124,7 +128,7 @@ impl Options {
 /// Behaviour trials at once to start with, unless told (`--parallel`).
 pub const DEFAULT_PARALLEL: usize = 2;
 /// The share of the budget that shrinking and confirming findings (of either mode) may take
-/// together. Past it, a new finding is written as it fired, neither shrunk nor confirmed,
+/// together, unless told (`--shrink-share`). Past it, a new finding is written as it fired, neither shrunk nor confirmed,
 /// and `harness explore --replay <its directory>` shrinks and confirms it.
 pub const SHRINK_SHARE: f64 = 0.25;
 /// The most candidates of one shrinking run side by side (with an admission finding, where
@@ -271,6 +275,24 @@ pub struct Reported {
     /// The gates of the cell it was found on.
     #[serde(default, skip_serializing_if = "Gates::is_empty")]
     pub gates: Gates,
+}
+
+impl Reported {
+    /// Whether it was confirmed at all (a finding written as it fired, past shrinking's share
+    /// of the budget, was not: `--replay` confirms it).
+    pub fn confirmed(&self) -> bool {
+        self.confirm_runs > 0
+    }
+
+    /// How often its confirming runs fired it: `3/3`, `1/3 (unstable)`, or that it was not
+    /// confirmed.
+    pub fn reproduction(&self) -> String {
+        match (self.confirmed(), self.stable) {
+            (false, _) => "not confirmed (`--replay` confirms it)".to_string(),
+            (true, true) => format!("{}/{}", self.reproduced, self.confirm_runs),
+            (true, false) => format!("{}/{} (unstable)", self.reproduced, self.confirm_runs),
+        }
+    }
 }
 
 /// What an exploration did.
@@ -1613,7 +1635,7 @@ pub async fn explore(
     let pace = &mut x.book.summary.pace;
     pace.bring_up = t0.elapsed().as_secs_f64();
     pace.budget = options.budget.as_secs_f64();
-    pace.shrink_share = SHRINK_SHARE;
+    pace.shrink_share = options.shrink_share;
     let admitting = Instant::now();
     let mut materials = vec![];
     for s in &subjects {
@@ -2375,6 +2397,7 @@ mod tests {
             settle: Duration::from_secs(1),
             confirm: 1,
             shrink_runs: 1,
+            shrink_share: SHRINK_SHARE,
             dir: PathBuf::new(),
             baseline: None,
             gates: Gates::default(),

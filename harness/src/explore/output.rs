@@ -386,14 +386,12 @@ pub fn markdown(summary: &Summary) -> String {
     for r in rows {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {:.0} s | {}/{}{} | {} | `{}` |",
+            "| {} | {} | {} | {:.0} s | {} | {} | `{}` |",
             r.finding.oracle.short(),
             r.finding.subject,
             r.finding.key.replace('|', "\\|"),
             r.first_seen,
-            r.reproduced,
-            r.confirm_runs,
-            if r.stable { "" } else { " (unstable)" },
+            r.reproduction(),
             r.trial.steps.len(),
             r.dir
                 .file_name()

@@ -402,13 +402,11 @@ pub async fn explore_into(
             .iter()
             .map(|r| {
                 format!(
-                    "{} {}: {} ({}/{}{})",
+                    "{} {}: {} ({})",
                     r.finding.oracle.short(),
                     r.finding.subject,
                     r.finding.key,
-                    r.reproduced,
-                    r.confirm_runs,
-                    if r.stable { "" } else { ", unstable" }
+                    r.reproduction()
                 )
             })
             .collect(),

@@ -15,7 +15,8 @@ use crate::explore::{Reported, Summary};
 pub fn html(summary: &Summary, dir: &Path) -> String {
     let total: usize = summary.trials.values().sum();
     let stable = summary.stable().count();
-    let unstable = summary.findings.len() - stable;
+    let unstable = summary.findings.iter().filter(|r| r.confirmed()).count() - stable;
+    let unconfirmed = summary.findings.iter().filter(|r| !r.confirmed()).count();
     let mut by_oracle: BTreeMap<Oracle, BTreeMap<&str, Vec<&Reported>>> = BTreeMap::new();
     for r in &summary.findings {
         by_oracle
@@ -59,7 +60,7 @@ body{{font-family:sans-serif;margin:2em;max-width:80em}}
 dt{{font-weight:bold}}pre{{background:#f6f6f6;padding:8px;overflow:auto;max-height:30em}}
 </style></head><body>
 <h1>Exploration of {controller} on Kubernetes {kubernetes}{against}</h1>
-<p class=\"strip\"><span>seed {seed}</span><span>{total} trials in {seconds:.0} s</span><span class=\"stable\">{stable} stable finding(s)</span><span class=\"unstable\">{unstable} unstable</span></p>
+<p class=\"strip\"><span>seed {seed}</span><span>{total} trials in {seconds:.0} s</span><span class=\"stable\">{stable} stable finding(s)</span><span class=\"unstable\">{unstable} unstable</span><span class=\"unstable\">{unconfirmed} not confirmed</span></p>
 <p>{trials}</p>
 <ul>{toc}</ul>
 {body}</body></html>\n",
@@ -91,16 +92,14 @@ fn finding(r: &Reported, dir: &Path) -> String {
     format!(
         "<div class=\"finding{unstable}\"><p><b>{key}</b></p><dl>
 <dt>observed</dt><dd>{observed}</dd><dt>expected</dt><dd>{expected}</dd>
-<dt>reproduced</dt><dd>{n}/{of}{note}, first seen after {seen:.0} s on {controller}, Kubernetes {kubernetes}</dd></dl>
+<dt>reproduced</dt><dd>{reproduction}, first seen after {seen:.0} s on {controller}, Kubernetes {kubernetes}</dd></dl>
 <details><summary>shrunk trial: {steps} step(s)</summary><pre>{trial}</pre></details>
 <p>{chainsaw} · {trial_file} · {log} · {ledger} · replay: <code>harness explore --replay {at}</code></p></div>\n",
         unstable = if r.stable { "" } else { " unstable" },
         key = esc(&r.finding.key),
         observed = esc(&r.finding.observed),
         expected = esc(&r.finding.expected),
-        n = r.reproduced,
-        of = r.confirm_runs,
-        note = if r.stable { "" } else { " (unstable)" },
+        reproduction = esc(&r.reproduction()),
         seen = r.first_seen,
         controller = esc(&r.controller),
         kubernetes = esc(&r.kubernetes),
@@ -185,5 +184,28 @@ mod tests {
         assert!(!page.contains("<script>") && page.contains("&lt;script&gt;"));
         assert!(page.contains("40 trials in 60 s"));
         assert!(page.contains("against openkruise@v1.8.0"));
+    }
+
+    #[test]
+    fn a_finding_written_unconfirmed_is_said_so_not_counted_unstable() {
+        let mut unconfirmed = reported(Oracle::Native, "CloneSet", "admits a", false);
+        (unconfirmed.reproduced, unconfirmed.confirm_runs) = (0, 0);
+        assert_eq!(
+            unconfirmed.reproduction(),
+            "not confirmed (`--replay` confirms it)"
+        );
+        let unstable = reported(Oracle::Native, "CloneSet", "admits b", false);
+        assert_eq!(unstable.reproduction(), "1/3 (unstable)");
+        let stable = reported(Oracle::Native, "CloneSet", "admits c", true);
+        assert_eq!(stable.reproduction(), "3/3");
+        let summary = Summary {
+            findings: vec![unconfirmed, unstable, stable],
+            ..Summary::default()
+        };
+        let page = html(&summary, Path::new("/r/run"));
+        assert!(page.contains("1 stable finding(s)"), "{page}");
+        assert!(page.contains(">1 unstable<"), "{page}");
+        assert!(page.contains(">1 not confirmed<"), "{page}");
+        assert!(!page.contains("0/0"), "{page}");
     }
 }
