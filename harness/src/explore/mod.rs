@@ -30,6 +30,7 @@ pub mod oracle;
 pub mod output;
 pub mod pace;
 pub mod path;
+pub mod reach;
 pub mod schema;
 pub mod subject;
 pub mod trial;
@@ -319,6 +320,9 @@ pub struct Summary {
     /// Where the time went.
     #[serde(default)]
     pub pace: pace::Pace,
+    /// What it reached of what the API offers, by subject.
+    #[serde(default)]
+    pub reach: reach::Reach,
 }
 
 impl Summary {
@@ -1011,6 +1015,7 @@ impl Explorer<'_> {
         doc: &openapi::Doc,
     ) -> anyhow::Result<Vec<(String, Value)>> {
         let singles = singles(s, crd, doc, self.options.seed);
+        self.book.summary.reach.offer(&s.name, &singles);
         let mut trials: Vec<Trial> = vec![];
         let mut index = 0;
         let seed = self.options.seed;
@@ -1040,6 +1045,9 @@ impl Explorer<'_> {
         }
         let mut results = self.admit_all(&self.cell, s, &trials).await?;
         self.compare(s, &trials, &mut results).await?;
+        for t in &trials {
+            self.book.summary.reach.tried(t);
+        }
         let mut admitted = vec![];
         for (t, out) in trials.iter().zip(&results) {
             let single = matches!(t.steps.as_slice(), [Step::Create { .. }]);
@@ -1084,6 +1092,10 @@ impl Explorer<'_> {
             .collect();
         let mut results = self.admit_all(&self.cell, s, &row_trials).await?;
         self.compare(s, &row_trials, &mut results).await?;
+        self.book.summary.reach.rows(&s.name, row_trials.len());
+        for t in &row_trials {
+            self.book.summary.reach.tried(t);
+        }
         for (t, out) in row_trials.iter().zip(results) {
             if self.options.modes.contains(&Mode::Admission) {
                 self.judge_now(s, t, out.findings).await?;
@@ -1300,6 +1312,7 @@ impl Jobs for Behaviour<'_, '_> {
             Done::Trial(ran) => {
                 let Ran { s, t, out, seconds } = *ran;
                 self.book.count(format!("behaviour {}", s.name), 1);
+                self.book.summary.reach.tried(&t);
                 let phases = out.as_ref().map_or(&[][..], |o| &o.phases[..]);
                 self.book.summary.pace.behaviour_trial(&t, seconds, phases);
                 match out {

@@ -339,7 +339,11 @@ pub fn write_summary(dir: &Path, summary: &Summary) -> anyhow::Result<()> {
         &dir.join("explore.json"),
         &serde_json::to_string_pretty(summary)?,
     )?;
-    write(&dir.join("findings.md"), &markdown(summary))
+    write(&dir.join("findings.md"), &markdown(summary))?;
+    write(
+        &dir.join("reach.md"),
+        &super::reach::markdown(&summary.reach, &summary.gates.to_string()),
+    )
 }
 
 /// The findings as a Markdown table, by oracle and kind.

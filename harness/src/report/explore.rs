@@ -44,6 +44,9 @@ pub fn html(summary: &Summary, dir: &Path) -> String {
             }
         }
     }
+    if !summary.reach.subjects.is_empty() {
+        body.push_str(&reach(summary));
+    }
     let trials = summary
         .trials
         .iter()
@@ -79,6 +82,44 @@ dt{{font-weight:bold}}pre{{background:#f6f6f6;padding:8px;overflow:auto;max-heig
                 format!(", {}", esc(&summary.gates.to_string()))
             },
     )
+}
+
+/// The reach table ([`crate::explore::reach`]): a row per subject.
+fn reach(summary: &Summary) -> String {
+    let mut out = String::from(
+        "<h2 id=\"reach\">Reach</h2><p>Of what each subject's schema offers, what some trial \
+         set; rows tried at create (behaviour creates of two or more fields); steps by kind; \
+         trials (distinct) by mode.</p><table><tr><th>subject</th><th>fields</th><th>values</th>\
+         <th>beyond</th><th>rows</th><th>steps</th><th>trials</th></tr>",
+    );
+    for (name, r) in &summary.reach.subjects {
+        let steps = r
+            .steps
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let trials = r
+            .trials
+            .iter()
+            .map(|(m, n)| format!("{m} {n} ({})", r.distinct.get(m).copied().unwrap_or(0)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} ({})</td><td>{}</td><td>{}</td></tr>",
+            esc(name),
+            r.fields.show(),
+            r.values.show(),
+            r.beyond,
+            r.rows,
+            r.row_creates,
+            esc(&steps),
+            esc(&trials)
+        );
+    }
+    out.push_str("</table>");
+    out
 }
 
 fn finding(r: &Reported, dir: &Path) -> String {
@@ -170,6 +211,7 @@ mod tests {
                 controller: Default::default(),
             },
             pace: Default::default(),
+            reach: Default::default(),
         };
         let page = html(&summary, Path::new("/r/run"));
         assert!(page.contains("cluster InPlacePodVerticalScaling=true"));
@@ -207,5 +249,16 @@ mod tests {
         assert!(page.contains(">1 unstable<"), "{page}");
         assert!(page.contains(">1 not confirmed<"), "{page}");
         assert!(!page.contains("0/0"), "{page}");
+        assert!(!page.contains("id=\"reach\""), "no reach, no table: {page}");
+        let mut summary = summary;
+        summary.reach.offer(
+            "CloneSet",
+            &[[("spec.replicas".to_string(), serde_json::json!(0))].into()],
+        );
+        let page = html(&summary, Path::new("/r/run"));
+        assert!(
+            page.contains("<td>CloneSet</td><td>0/1 (0 %)</td><td>0/1 (0 %)</td>"),
+            "{page}"
+        );
     }
 }
