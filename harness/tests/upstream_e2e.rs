@@ -295,9 +295,8 @@ fn a_stopped_run_keeps_its_specs_results_and_leaves_none_of_the_suite_s_processe
     )
     .unwrap();
     let results = report["results"].as_array().unwrap();
-    // A suite process that died (a panic in its client's reflector has been seen, about one run
-    // in eight with both cores loaded) wrote no report: what it printed from its first panic
-    // on, with every goroutine (the suite runs with GOTRACEBACK=all), says where it was.
+    // A suite process that died wrote no report: what it printed from its first panic on, with
+    // every goroutine (the suite runs with GOTRACEBACK=all), says where it was.
     let crash = || {
         let log = std::fs::read_to_string(
             reports
@@ -310,10 +309,14 @@ fn a_stopped_run_keeps_its_specs_results_and_leaves_none_of_the_suite_s_processe
             log[at..].lines().take(600).collect::<Vec<_>>().join("\n")
         })
     };
-    // What the harness controls, when a suite process died before anything could report
-    // (upstream's: OpenKruise's suite panics now and then in its client's reflector within a
-    // second of starting, about one run in eight with both cores loaded): the run keeps the
-    // crash as a result with its lines, beside the specs its output showed. Said on stderr.
+    // What the harness controls, when a suite process died before anything could report: the
+    // run keeps the crash as a result with its lines, beside the specs its output showed. Said
+    // on stderr. Upstream's suite dies so when the stop lands while a spec's BeforeEach waits
+    // for its namespace's ServiceAccount, as here it often does (the stop comes once each
+    // process has made its namespace; about one run in eight with both cores loaded): Ginkgo
+    // runs the AfterEach at once, which sets the framework's ClientSet to nil, while the
+    // interrupted BeforeEach goes on and hands that nil to the wait's reflector, whose list
+    // dereferences it (the book's Findings: "The upstream suite's crash on a stop").
     if let Some(suite) = results
         .iter()
         .find(|r| r["scenario"].as_str() == Some("upstream/suite"))

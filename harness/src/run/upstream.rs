@@ -354,77 +354,20 @@ pub async fn await_suite_needs(
     let name = ns.metadata.name.unwrap_or_default();
     let accounts: kube::Api<ServiceAccount> = kube::Api::namespaced(client.clone(), &name);
     let waited = crate::wait::poll(
-        &format!("the default ServiceAccount of a new namespace ({name}), which every spec of the suite waits for, as a reflector sees it"),
+        &format!("the default ServiceAccount of a new namespace ({name}), which every spec of the suite waits for"),
         timeout,
         std::time::Duration::from_millis(200),
         || async {
             match accounts.get_opt("default").await {
-                Ok(Some(_)) => {}
-                Ok(None) => {
-                    return crate::wait::Check::Pending("no ServiceAccount default yet".into());
-                }
-                Err(e) => {
-                    return crate::wait::Check::Failed(format!("get ServiceAccount default: {e}"));
-                }
-            }
-            // What each spec's reflector asks next: the list from the apiserver's cache
-            // (resource version 0) with the spec's field selector, then a watch from there.
-            // An apiserver in its first seconds may answer either otherwise than later.
-            match reflected(&accounts).await {
-                Ok(()) => crate::wait::Check::Met,
-                Err(e) => {
-                    tracing::info!("the suite's reflector would see: {e}");
-                    crate::wait::Check::Pending(e)
-                }
+                Ok(Some(_)) => crate::wait::Check::Met,
+                Ok(None) => crate::wait::Check::Pending("no ServiceAccount default yet".into()),
+                Err(e) => crate::wait::Check::Failed(format!("get ServiceAccount default: {e}")),
             }
         },
     )
     .await;
     let _ = namespaces.delete(&name, &Default::default()).await;
     Ok(waited?)
-}
-
-/// Lists the ServiceAccount `default` of `accounts`' namespace as a reflector does (resource
-/// version 0, a field selector on its name) and watches from the list's resource version
-/// (for a second): fine when the list has it and the watch opens.
-async fn reflected(
-    accounts: &kube::Api<k8s_openapi::api::core::v1::ServiceAccount>,
-) -> Result<(), String> {
-    use futures::StreamExt;
-    let selector = "metadata.name=default";
-    let listed = accounts
-        .list(
-            &kube::api::ListParams::default()
-                .fields(selector)
-                .match_any(),
-        )
-        .await
-        .map_err(|e| format!("list ServiceAccounts (resourceVersion 0, {selector}): {e}"))?;
-    if listed.items.len() != 1 {
-        return Err(format!(
-            "list ServiceAccounts (resourceVersion 0, {selector}): {} item(s), not the one a get found",
-            listed.items.len()
-        ));
-    }
-    let rv = listed.metadata.resource_version.unwrap_or_default();
-    let params = kube::api::WatchParams::default()
-        .fields(selector)
-        .timeout(1);
-    let mut events = accounts
-        .watch(&params, &rv)
-        .await
-        .map_err(|e| format!("watch ServiceAccounts from {rv}: {e}"))?
-        .boxed();
-    while let Some(event) = events.next().await {
-        match event {
-            Err(e) => return Err(format!("watch ServiceAccounts from {rv}: {e}")),
-            Ok(kube::api::WatchEvent::Error(e)) => {
-                return Err(format!("watch ServiceAccounts from {rv}: {}", e.message));
-            }
-            Ok(_) => {}
-        }
-    }
-    Ok(())
 }
 
 /// The specs `suite` would run (a dry run of `binary` in `work`: nothing runs), with their
