@@ -877,36 +877,43 @@ impl Cell<'_> {
         out.findings
             .extend(oracle::refused_writes(s, name, &events));
         if let Err(e) = self.installation.check(&window).await {
-            let text = format!("{e:#}");
-            let key = if text.contains("panicked") {
-                "panicked"
-            } else if text.contains("denied") || text.contains("forbidden") {
-                "denied by its RBAC"
-            } else {
-                "exited or restarted"
+            // After a restart of the apiserver, a new apiserver denies requests until its
+            // authorizer has read the roles and bindings, and a manager that could not renew
+            // its leader-election lease while it was down exits by design (controller-runtime's
+            // "leader election lost") and is started again: the trial's doing, not the
+            // controller's. Such a trial's manager is judged from when the apiserver served
+            // again (what came before, those two aside, is judged as any).
+            let whole = format!("{e:#}");
+            let lost_lease = |t: &str| {
+                health_key(t) == "exited or restarted" && t.contains("leader election lost")
             };
-            // A manager that could not renew its leader-election lease while the trial's
-            // apiserver was down exits by design (controller-runtime's "leader election
-            // lost") and is started again: the trial's doing, not the controller's.
-            // And a new apiserver denies requests until its authorizer has read the roles and
-            // bindings: RBAC denials are judged from when it served again.
-            let denied_meanwhile = key == "denied by its RBAC"
-                && match &served {
-                    Some(w) => self.installation.check(w).await.is_ok(),
-                    None => false,
-                };
-            if restarted && key == "exited or restarted" && text.contains("leader election lost") {
-                out.log
-                    .push("the manager lost its lease while the apiserver was down: exited by design, started again".into());
-            } else if denied_meanwhile {
-                out.log.push(format!(
-                    "the manager was denied while the restarted apiserver had not read its roles yet (none since it served): {text}"
-                ));
-            } else {
+            let outage = |t: &str| health_key(t) == "denied by its RBAC" || lost_lease(t);
+            let judged = match &served {
+                None => Some(whole),
+                Some(_) if !outage(&whole) => Some(whole),
+                Some(w) => match self.installation.check(w).await {
+                    Ok(()) => {
+                        out.log.push(format!(
+                            "the manager was denied or lost its lease only while the restarted \
+                             apiserver was not serving yet (nothing since it served): {whole}"
+                        ));
+                        None
+                    }
+                    Err(since) if lost_lease(&format!("{since:#}")) => {
+                        out.log.push(format!(
+                            "the manager lost its lease while the apiserver was down: exited by \
+                             design, started again: {since:#}"
+                        ));
+                        None
+                    }
+                    Err(since) => Some(format!("{since:#} (since the restarted apiserver served)")),
+                },
+            };
+            if let Some(text) = judged {
                 out.findings.push(Finding {
                     oracle: Oracle::Health,
                     subject: s.name.to_string(),
-                    key: format!("controller {key}"),
+                    key: format!("controller {}", health_key(&text)),
                     observed: text,
                     expected: "the controller neither exits, restarts, panics nor is denied".into(),
                 });
@@ -1434,6 +1441,17 @@ impl Cell<'_> {
             | Perturbation::CloseWatches { .. }
             | Perturbation::DeleteCopy => unreachable!("handled above"),
         }
+    }
+}
+
+/// The key of a Health finding whose error reads `text`.
+fn health_key(text: &str) -> &'static str {
+    if text.contains("panicked") {
+        "panicked"
+    } else if text.contains("denied") || text.contains("forbidden") {
+        "denied by its RBAC"
+    } else {
+        "exited or restarted"
     }
 }
 
