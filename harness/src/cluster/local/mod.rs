@@ -712,7 +712,29 @@ impl BringUp<'_> {
                     }
                 })
                 .await?;
+            // Every kubelet of a host binds the same device-plugin socket, whatever its
+            // `--root-dir` (kubelet's `pluginapi.KubeletSocket`): one that starts while another
+            // removes the stale sockets there and binds fails with "address already in use".
+            // So kubelets start one at a time host-wide, each holding the turn until it has
+            // bound that socket (or exited: the readiness check below says so).
+            let _turn = node::kubelet_turn().await?;
+            let before = node::device_plugin_socket();
             cluster.spawn(&n.kubelet_spec(&real.kubelet))?;
+            let _ = cluster
+                .wait_until(
+                    &format!("the kubelet of {} to bind its device-plugin socket", n.name),
+                    Duration::from_secs(60),
+                    || {
+                        let now = node::device_plugin_socket();
+                        async move {
+                            match now.is_some() && now != before {
+                                true => Ok(()),
+                                false => Err("not bound yet".to_string()),
+                            }
+                        }
+                    },
+                )
+                .await;
         }
         Ok(())
     }

@@ -462,6 +462,49 @@ pub(crate) fn host_path() -> String {
     p
 }
 
+/// Where every kubelet of a host binds its device-plugin registration socket, whatever its
+/// `--root-dir` (kubelet's `pluginapi.KubeletSocket`).
+pub const DEVICE_PLUGIN_SOCKET: &str = "/var/lib/kubelet/device-plugins/kubelet.sock";
+
+/// Which socket file [`DEVICE_PLUGIN_SOCKET`] is now (inode and change time), if any: a
+/// kubelet that bound it anew makes another.
+pub fn device_plugin_socket() -> Option<(u64, i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(DEVICE_PLUGIN_SOCKET)
+        .ok()
+        .map(|m| (m.ino(), m.ctime(), m.ctime_nsec()))
+}
+
+/// The file under [`RUN_ROOT`] whose lock is the turn to start a kubelet ([`kubelet_turn`]),
+/// removed with the host's last real node.
+pub const KUBELET_TURN: &str = "kubelet-start.lock";
+
+/// The host-wide turn to start a kubelet (an exclusive lock on a file under [`RUN_ROOT`],
+/// waited for), released when dropped: kubelets that start at once race for
+/// [`DEVICE_PLUGIN_SOCKET`].
+pub async fn kubelet_turn() -> Result<std::fs::File, LocalError> {
+    let dir = Path::new(RUN_ROOT);
+    std::fs::create_dir_all(dir).map_err(|e| LocalError::io(dir, e))?;
+    let path = dir.join(KUBELET_TURN);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| LocalError::io(&path, e))?;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(LocalError::io(&path, e));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::probe::cgroup_hierarchies;
-use super::{RUN_ROOT, RUNTIME_DIR_LINK, RealNode, ip, run_host};
+use super::{KUBELET_TURN, RUN_ROOT, RUNTIME_DIR_LINK, RealNode, ip, run_host};
 
 /// Whether `path` is a symlink to `/run`.
 fn links_to_run(path: &Path) -> bool {
@@ -44,7 +44,16 @@ impl RealNode {
         {
             errors.push(format!("remove {}: {e}", self.run_dir.display()));
         }
-        // The shared parent and link go with the host's last real node.
+        // The shared parent (with the kubelets' start lock) and link go with the host's last
+        // real node.
+        let others = fs::read_dir(RUN_ROOT).map_or(0, |d| {
+            d.flatten()
+                .filter(|e| e.file_name() != KUBELET_TURN)
+                .count()
+        });
+        if others == 0 {
+            let _ = fs::remove_file(Path::new(RUN_ROOT).join(KUBELET_TURN));
+        }
         let _ = fs::remove_dir(RUN_ROOT);
         let link = Path::new(RUNTIME_DIR_LINK);
         if !Path::new(RUN_ROOT).exists()
