@@ -91,6 +91,24 @@ fn kind(step: &Step) -> String {
 }
 
 impl SubjectReach {
+    /// The steps tried, by kind: `create 3, operate:rollout 2`.
+    pub fn steps_text(&self) -> String {
+        self.steps
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The trials by mode, each with its distinct ones: `admission 4 (4), behaviour 2 (1)`.
+    pub fn trials_text(&self) -> String {
+        self.trials
+            .iter()
+            .map(|(m, n)| format!("{m} {n} ({})", self.distinct.get(m).copied().unwrap_or(0)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     fn recount(&mut self) {
         let fields = |s: &BTreeSet<(String, String)>| -> BTreeSet<String> {
             s.iter().map(|(k, _)| k.clone()).collect()
@@ -166,26 +184,16 @@ pub fn markdown(reach: &Reach, gates: &str) -> String {
          (distinct) |\n|---|---|---|--:|---|---|---|"
     );
     for (name, r) in &reach.subjects {
-        let steps = r
-            .steps
-            .iter()
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let trials = r
-            .trials
-            .iter()
-            .map(|(m, n)| format!("{m} {n} ({})", r.distinct.get(m).copied().unwrap_or(0)))
-            .collect::<Vec<_>>()
-            .join(", ");
         let _ = writeln!(
             out,
-            "| {name} | {} | {} | {} | {} ({}) | {steps} | {trials} |",
+            "| {name} | {} | {} | {} | {} ({}) | {} | {} |",
             r.fields.show(),
             r.values.show(),
             r.beyond,
             r.rows,
             r.row_creates,
+            r.steps_text(),
+            r.trials_text(),
         );
     }
     out

@@ -93,18 +93,6 @@ fn reach(summary: &Summary) -> String {
          <th>beyond</th><th>rows</th><th>steps</th><th>trials</th></tr>",
     );
     for (name, r) in &summary.reach.subjects {
-        let steps = r
-            .steps
-            .iter()
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let trials = r
-            .trials
-            .iter()
-            .map(|(m, n)| format!("{m} {n} ({})", r.distinct.get(m).copied().unwrap_or(0)))
-            .collect::<Vec<_>>()
-            .join(", ");
         let _ = write!(
             out,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} ({})</td><td>{}</td><td>{}</td></tr>",
@@ -114,8 +102,8 @@ fn reach(summary: &Summary) -> String {
             r.beyond,
             r.rows,
             r.row_creates,
-            esc(&steps),
-            esc(&trials)
+            esc(&r.steps_text()),
+            esc(&r.trials_text())
         );
     }
     out.push_str("</table>");
