@@ -631,15 +631,7 @@ pub fn markdown(r: &Report) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let _ = writeln!(out, "## Rediscovery\n");
-    let _ = writeln!(
-        out,
-        "**Date** {} · **commit** `{}` · **machine** {} CPUs, {:.1} GiB memory · **command** `{}`\n",
-        r.date,
-        r.commit,
-        r.machine.cpus,
-        r.machine.memory_kib.unwrap_or(0) as f64 / 1024.0 / 1024.0,
-        r.command
-    );
+    out.push_str(&r.machine.provenance(&r.date, &r.commit, &r.command));
     let judged: Vec<&Row> = r
         .bugs
         .iter()

@@ -35,6 +35,19 @@ pub struct Machine {
     pub memory_kib: Option<u64>,
 }
 
+impl Machine {
+    /// A benchmark report's provenance line: `**Date** ... · **commit** ... · **machine** N
+    /// CPUs, M GiB memory · **command** ...`, then a blank line.
+    pub fn provenance(&self, date: &str, commit: &str, command: &str) -> String {
+        format!(
+            "**Date** {date} · **commit** `{commit}` · **machine** {} CPUs, {:.1} GiB memory · \
+             **command** `{command}`\n\n",
+            self.cpus,
+            self.memory_kib.unwrap_or(0) as f64 / 1024.0 / 1024.0,
+        )
+    }
+}
+
 /// `MemTotal` of a /proc/meminfo text, in KiB.
 pub fn mem_total_kib(meminfo: &str) -> Option<u64> {
     meminfo.lines().find_map(|l| {
