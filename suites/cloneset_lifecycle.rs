@@ -1,8 +1,9 @@
 //! CloneSet lifecycle: the documented contract of `apps.kruise.io/v1alpha1` CloneSet — scaling
 //! (podsToDelete, scaleStrategy.maxUnavailable), update strategies (ReCreate, in-place,
 //! partition as a number and a percentage, paused, maxSurge, priorities, grace period),
-//! lifecycle hooks, revision history, PVCs and status conditions. Start with [`scenarios`];
-//! [`wait_pods`] is the wait over a workload and its pods the other lifecycle suites share.
+//! lifecycle hooks, revision history, PVCs and status conditions. Start with [`scenarios`].
+//! The helpers other suites share live in `suites/common/` (the pod readers and waits in
+//! `pods`, the lifecycle hook cases in `lifecycle`).
 
 use std::collections::BTreeMap;
 
@@ -10,12 +11,15 @@ use anyhow::{Context, ensure};
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{DynamicObject, ListParams};
+use kube::api::DynamicObject;
 use serde_json::{Value, json};
 
+use super::common::lifecycle::{
+    STATE, hook, in_place_update_case, pre_delete_case, pre_normal_case, releasing_finalizers,
+};
 use super::common::*;
 use crate::scenario::wait::{Check, until};
-use crate::scenario::workload::{CloneSet, CloneSetKind, Handle, Kind, same_image};
+use crate::scenario::workload::{CloneSet, CloneSetKind, Handle, same_image};
 use crate::scenario::{Ctx, Scenario, status};
 
 /// The scenarios of this suite.
@@ -144,140 +148,6 @@ pub fn scenarios() -> Vec<Scenario> {
     ]
 }
 
-/// Waits until `check` holds over the object `name` of `api` and the live pods of the
-/// scenario's namespace matching `selector` (listed on every change and every second).
-pub async fn wait_pods<F>(
-    ctx: &Ctx,
-    api: &Api<DynamicObject>,
-    name: &str,
-    selector: &str,
-    what: &str,
-    check: F,
-) -> anyhow::Result<DynamicObject>
-where
-    F: Fn(&DynamicObject, &[Pod]) -> Check + Clone + Send + Sync + 'static,
-{
-    let pods_api: Api<Pod> = ctx.api();
-    let selector = selector.to_string();
-    let found = until(api, name, what, ctx.timeouts.converge, move |o| {
-        let (pods_api, selector, check) = (pods_api.clone(), selector.clone(), check.clone());
-        async move {
-            let Some(o) = o else {
-                return Check::Pending("absent".into());
-            };
-            match pods_api
-                .list(&ListParams::default().labels(&selector))
-                .await
-            {
-                Ok(l) => {
-                    let live: Vec<Pod> = l
-                        .items
-                        .into_iter()
-                        .filter(|p| p.metadata.deletion_timestamp.is_none())
-                        .collect();
-                    check(&o, &live)
-                }
-                Err(e) => Check::Failed(format!("list pods: {e}")),
-            }
-        }
-        .boxed()
-    })
-    .await?;
-    found.ok_or_else(|| anyhow::anyhow!("{name} vanished"))
-}
-
-/// Waits until exactly `want` ControllerRevisions are owned by the object `name` of `api`.
-pub async fn wait_owned_revisions(
-    ctx: &Ctx,
-    api: &Api<DynamicObject>,
-    name: &str,
-    want: usize,
-) -> anyhow::Result<()> {
-    let uid = api.get(name).await?.metadata.uid.unwrap_or_default();
-    let revs = ctx.dyn_api("apps/v1", "ControllerRevision").await?;
-    let what = format!("{want} ControllerRevisions owned by {name}");
-    until(api, name, &what, ctx.timeouts.converge, move |_| {
-        let (revs, uid) = (revs.clone(), uid.clone());
-        async move {
-            match revs.list(&ListParams::default()).await {
-                Ok(l) => {
-                    let owned: Vec<String> = l
-                        .items
-                        .iter()
-                        .filter(|r| {
-                            r.metadata
-                                .owner_references
-                                .iter()
-                                .flatten()
-                                .any(|o| o.uid == uid)
-                        })
-                        .filter_map(|r| r.metadata.name.clone())
-                        .collect();
-                    Check::when(owned.len() == want, || {
-                        format!("owned revisions {owned:?}, want {want}")
-                    })
-                }
-                Err(e) => Check::Failed(format!("list ControllerRevisions: {e}")),
-            }
-        }
-        .boxed()
-    })
-    .await?;
-    Ok(())
-}
-
-/// A pod's name.
-pub fn name_of(p: &Pod) -> String {
-    p.metadata.name.clone().unwrap_or_default()
-}
-
-/// A pod label.
-pub fn label<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {
-    p.metadata.labels.as_ref()?.get(key).map(String::as_str)
-}
-
-/// Whether the pod's Ready condition is True.
-pub fn ready(p: &Pod) -> bool {
-    ready_since(p).is_some()
-}
-
-/// When the pod's Ready condition last turned True, in Unix seconds (None if it is not ready).
-pub fn ready_since(p: &Pod) -> Option<i64> {
-    p.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "Ready" && c.status == "True")
-        .map(|c| {
-            c.last_transition_time
-                .as_ref()
-                .map_or(0, |t| t.0.as_second())
-        })
-}
-
-/// The number of `pods` whose `controller-revision-hash` is `revision`.
-pub fn at_revision(pods: &[Pod], revision: &str) -> usize {
-    pods.iter()
-        .filter(|p| label(p, "controller-revision-hash") == Some(revision))
-        .count()
-}
-
-/// A status field as an integer (0 when absent).
-pub fn count(o: &DynamicObject, field: &str) -> i64 {
-    status(o)[field].as_i64().unwrap_or(0)
-}
-
-/// A status field as a string ("" when absent).
-pub fn text(o: &DynamicObject, field: &str) -> String {
-    status(o)[field].as_str().unwrap_or_default().to_string()
-}
-
-/// Whether the controller has observed the object's latest generation.
-pub fn observed(o: &DynamicObject) -> bool {
-    status(o)["observedGeneration"].as_i64() >= o.metadata.generation
-}
-
 /// A CloneSet `name` of `replicas` pods with `spec` merged into its manifest's spec, created
 /// and rolled out.
 async fn start(
@@ -293,18 +163,6 @@ async fn start(
     cs.wait_rolled_out(replicas, ctx.timeouts.converge, &[])
         .await?;
     Ok(cs)
-}
-
-/// JSON merge of `patch` into `target` (objects merge, everything else replaces).
-pub fn merge(target: &mut Value, patch: Value) {
-    match (target, patch) {
-        (Value::Object(t), Value::Object(p)) => {
-            for (k, v) in p {
-                merge(t.entry(k).or_insert(Value::Null), v);
-            }
-        }
-        (t, p) => *t = p,
-    }
 }
 
 /// Waits until `want` pods of the CloneSet are at its update revision and the rest at another,
@@ -429,11 +287,13 @@ async fn scale_max_unavailable_zero(ctx: Ctx) -> anyhow::Result<()> {
                             "refused without naming the field: {}",
                             e.message
                         );
+                        ctx.passed_by("refused");
                         return Ok(true);
                     }
                     Err(e) => return Err(e.into()),
                     Ok(_) => {}
                 }
+                ctx.passed_by("admitted");
                 Ok(false)
             },
         )
@@ -940,8 +800,6 @@ async fn scatter(ctx: Ctx) -> anyhow::Result<()> {
     })
     .await
 }
-
-const STATE: &str = "lifecycle.apps.kruise.io/state";
 
 async fn pre_delete_hook(ctx: Ctx) -> anyhow::Result<()> {
     let (cs, victim) = ctx
@@ -1464,413 +1322,4 @@ async fn progress_deadline(ctx: Ctx) -> anyhow::Result<()> {
         },
     )
     .await
-}
-
-// Lifecycle hooks on finalizers and markPodNotReady. The cases below are shared with the
-// Advanced StatefulSet suite: both controllers move a pod through the same lifecycle states
-// (the `lifecycle.apps.kruise.io/state` label) under the same hook rules.
-
-/// The label of a hook's labelsHandler (`HOOK_LABEL: on`).
-pub const HOOK_LABEL: &str = "harness-hook";
-/// The finalizer of a hook's finalizersHandler.
-pub const HOOK_FINALIZER: &str = "harness.io/hook";
-/// The readiness gate the webhook injects into every pod a Kruise workload owns; a hook with
-/// markPodNotReady sets it False while the hook holds the pod.
-const KRUISE_POD_READY: &str = "KruisePodReady";
-
-/// A lifecycle hook on `HOOK_LABEL: on` (with `labels`) and [`HOOK_FINALIZER`], with
-/// markPodNotReady.
-pub fn hook(labels: bool) -> Value {
-    let mut h = json!({"finalizersHandler": [HOOK_FINALIZER], "markPodNotReady": true});
-    if labels {
-        h["labelsHandler"] = json!({HOOK_LABEL: "on"});
-    }
-    h
-}
-
-/// The status of a pod condition (`None` when absent).
-pub fn condition<'a>(p: &'a Pod, ty: &str) -> Option<&'a str> {
-    p.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == ty)
-        .map(|c| c.status.as_str())
-}
-
-fn has_finalizer(p: &Pod) -> bool {
-    p.metadata
-        .finalizers
-        .iter()
-        .flatten()
-        .any(|f| f == HOOK_FINALIZER)
-}
-
-/// Merge-patches pod `name`: `label` sets or removes `HOOK_LABEL: on`, `finalizer` adds or
-/// removes [`HOOK_FINALIZER`] (the pods of these cases carry no other finalizer).
-async fn hook_pod(
-    ctx: &Ctx,
-    name: &str,
-    label: Option<bool>,
-    finalizer: Option<bool>,
-) -> anyhow::Result<()> {
-    let mut meta = json!({});
-    if let Some(on) = label {
-        meta["labels"] = json!({HOOK_LABEL: on.then_some("on")});
-    }
-    if let Some(on) = finalizer {
-        meta["finalizers"] = if on {
-            json!([HOOK_FINALIZER])
-        } else {
-            json!([])
-        };
-    }
-    ctx.patch("v1", "Pod", name, json!({"metadata": meta}))
-        .await
-        .map_err(refusal)
-        .with_context(|| format!("set the hook on pod {name}"))?;
-    Ok(())
-}
-
-/// Runs `body`, then takes [`HOOK_FINALIZER`] off every pod of `selector` (terminating ones
-/// too) whatever the outcome, so that no pod outlives the scenario's namespace.
-pub async fn releasing_finalizers(
-    ctx: &Ctx,
-    selector: &str,
-    body: impl std::future::Future<Output = anyhow::Result<()>>,
-) -> anyhow::Result<()> {
-    let outcome = body.await;
-    // The scenario's own failure, if any, is the one reported.
-    outcome.and(release_finalizers(ctx, selector).await)
-}
-
-async fn release_finalizers(ctx: &Ctx, selector: &str) -> anyhow::Result<()> {
-    let all = ctx
-        .api::<Pod>()
-        .list(&ListParams::default().labels(selector))
-        .await
-        .context("list pods to release their finalizers")?;
-    for p in all.items.iter().filter(|p| has_finalizer(p)) {
-        let release = json!({"metadata": {"finalizers": []}});
-        match ctx.patch("v1", "Pod", &name_of(p), release).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => return Err(refusal(e)).context(format!("release pod {}", name_of(p))),
-        }
-    }
-    Ok(())
-}
-
-/// The lifecycle state of each pod, by name.
-fn states(pods: &[Pod]) -> BTreeMap<String, String> {
-    pods.iter()
-        .map(|p| (name_of(p), label(p, STATE).unwrap_or_default().to_string()))
-        .collect()
-}
-
-/// preNormal with labelsHandler and finalizersHandler: the workload `w` was created with 2
-/// replicas and `lifecycle.preNormal` = [`hook`]`(true)`. New pods stay PreparingNormal, ready
-/// but not available, until they carry every handler's label and finalizer; markPodNotReady
-/// does not apply to preNormal (it only acts on the inPlaceUpdate and preDelete hooks).
-pub async fn pre_normal_case<K: Kind>(ctx: &Ctx, w: &Handle<K>) -> anyhow::Result<()> {
-    let held = |o: &DynamicObject, pods: &[Pod]| {
-        let s = states(pods);
-        Check::when(
-            observed(o)
-                && pods.len() == 2
-                && s.values().all(|s| s == "PreparingNormal")
-                && count(o, "readyReplicas") == 2
-                && count(o, "availableReplicas") == 0,
-            || {
-                format!(
-                    "states {s:?}; status ready {} available {}",
-                    count(o, "readyReplicas"),
-                    count(o, "availableReplicas")
-                )
-            },
-        )
-    };
-    let pods = ctx.step("both new pods are held PreparingNormal, ready and not available", async {
-        let what = "2 ready pods held in PreparingNormal, none available";
-        wait_pods(ctx, &w.api(), w.name(), &w.selector(), what, held).await?;
-        let pods = w.pods().await?;
-        for p in &pods {
-            ensure!(
-                condition(p, KRUISE_POD_READY) == Some("True") && ready(p),
-                "pod {} held by preNormal with markPodNotReady: {KRUISE_POD_READY} {:?}, Ready {}; markPodNotReady must not act on preNormal",
-                name_of(p),
-                condition(p, KRUISE_POD_READY),
-                ready(p)
-            );
-        }
-        Ok(pods)
-    })
-    .await?;
-    let (a, b) = (name_of(&pods[0]), name_of(&pods[1]));
-    ctx.step(
-        "a pod with only the finalizer and one with only the label stay held",
-        async {
-            // One pod gets only the finalizer, the other only the label: neither is released.
-            hook_pod(ctx, &a, None, Some(true)).await?;
-            hook_pod(ctx, &b, Some(true), None).await?;
-            // A spec change the pods do not depend on makes the controller sync and report its new
-            // generation after both pod changes were made.
-            w.patch(json!({"spec": {"revisionHistoryLimit": 5}}))
-                .await
-                .map_err(refusal)?;
-            let what = "both pods still held in PreparingNormal after the partial hooks";
-            wait_pods(ctx, &w.api(), w.name(), &w.selector(), what, held).await?;
-            Ok(())
-        },
-    )
-    .await?;
-    ctx.step(
-        "with both the label and the finalizer each pod becomes Normal and available",
-        async {
-            // With both the label and the finalizer, each pod becomes Normal, and available.
-            hook_pod(ctx, &a, Some(true), None).await?;
-            hook_pod(ctx, &b, None, Some(true)).await?;
-            let what = "both pods Normal and available";
-            wait_pods(ctx, &w.api(), w.name(), &w.selector(), what, |o, pods| {
-                let s = states(pods);
-                Check::when(
-                    observed(o)
-                        && s.len() == 2
-                        && s.values().all(|s| s == "Normal")
-                        && count(o, "availableReplicas") == 2,
-                    || {
-                        format!(
-                            "states {s:?}; status available {}",
-                            count(o, "availableReplicas")
-                        )
-                    },
-                )
-            })
-            .await?;
-            Ok(())
-        },
-    )
-    .await
-}
-
-/// preDelete on a finalizer with markPodNotReady: the workload `w` runs 2 pods with
-/// `lifecycle.preDelete` = [`hook`]`(false)`; `scale_in` (a spec patch) removes `victim`.
-/// The victim, given the finalizer, stays in PreparingDelete and is set not ready
-/// (`KruisePodReady` False) until the finalizer goes; then it is deleted.
-pub async fn pre_delete_case<K: Kind>(
-    ctx: &Ctx,
-    w: &Handle<K>,
-    victim: &str,
-    scale_in: Value,
-) -> anyhow::Result<()> {
-    ctx.step(
-        "the scaled-in pod is held PreparingDelete and marked not ready",
-        async {
-            hook_pod(ctx, victim, None, Some(true)).await?;
-            w.patch(scale_in).await.map_err(refusal)?;
-            let v = victim.to_string();
-            let what = format!("pod {victim} held in PreparingDelete and marked not ready");
-            wait_pods(
-                ctx,
-                &w.api(),
-                w.name(),
-                &w.selector(),
-                &what,
-                move |_, pods| {
-                    let p = pods.iter().find(|p| name_of(p) == v);
-                    Check::when(
-                        p.is_some_and(|p| {
-                            label(p, STATE) == Some("PreparingDelete")
-                                && condition(p, KRUISE_POD_READY) == Some("False")
-                                && !ready(p)
-                        }),
-                        || {
-                            format!(
-                                "pod {v}: {:?}",
-                                p.map(|p| (
-                                    label(p, STATE),
-                                    condition(p, KRUISE_POD_READY),
-                                    ready(p)
-                                ))
-                            )
-                        },
-                    )
-                },
-            )
-            .await?;
-            Ok(())
-        },
-    )
-    .await?;
-    ctx.step("released, the pod is deleted", async {
-        hook_pod(ctx, victim, None, Some(false)).await?;
-        let v = victim.to_string();
-        wait_pods(
-            ctx,
-            &w.api(),
-            w.name(),
-            &w.selector(),
-            "the released pod deleted",
-            move |o, pods| {
-                Check::when(
-                    observed(o) && pods.len() == 1 && pods.iter().all(|p| name_of(p) != v),
-                    || format!("pods {:?}", states(pods)),
-                )
-            },
-        )
-        .await?;
-        Ok(())
-    })
-    .await
-}
-
-/// inPlaceUpdate with markPodNotReady: the workload `w` runs 1 pod, updated in place, with
-/// `lifecycle.inPlaceUpdate` = [`hook`]`(labels)`; the pod holds the hook by its template's
-/// label, or (`hold_with_finalizer`) by the finalizer, given here. On an image change the pod
-/// stays PreparingUpdate on its old image and not ready until the hook is removed; it is then
-/// updated, reported Updated and ready again (markPodNotReady restores KruisePodReady), and
-/// only becomes Normal, and available, once every handler's label and finalizer is back.
-pub async fn in_place_update_case<K: Kind>(
-    ctx: &Ctx,
-    w: &Handle<K>,
-    labels: bool,
-    hold_with_finalizer: bool,
-) -> anyhow::Result<()> {
-    let pod = ctx
-        .step("the hooked pod gets a new image", async {
-            let pod = name_of(w.pods().await?.first().context("no pod")?);
-            if hold_with_finalizer {
-                hook_pod(ctx, &pod, None, Some(true)).await?;
-            }
-            w.set_image(IMAGE_V2).await?;
-            Ok(pod)
-        })
-        .await?;
-    let stage = |state: &'static str, image: &'static str, kruise_ready: &'static str| {
-        move |o: &DynamicObject, pods: &[Pod]| {
-            let p = pods.first();
-            let spec_image = p
-                .and_then(|p| p.spec.as_ref())
-                .and_then(|s| s.containers[0].image.clone());
-            let run_image = p.and_then(|p| container_status(p, "main")).map(|s| s.image);
-            let seen = p.map(|p| (label(p, STATE), condition(p, KRUISE_POD_READY), ready(p)));
-            Check::when(
-                observed(o)
-                    && pods.len() == 1
-                    && seen == Some((Some(state), Some(kruise_ready), kruise_ready == "True"))
-                    && spec_image.as_deref() == Some(image)
-                    && run_image.as_deref() == Some(image),
-                || {
-                    format!(
-                        "(state, {KRUISE_POD_READY}, Ready) {seen:?}, spec image {spec_image:?}, running {run_image:?}"
-                    )
-                },
-            )
-        }
-    };
-    let (api, name, sel) = (w.api(), w.name().to_string(), w.selector());
-    let what = "the pod held in PreparingUpdate on its old image, not ready";
-    ctx.step(
-        "the pod is held PreparingUpdate on its old image, not ready",
-        async {
-            wait_pods(
-                ctx,
-                &api,
-                &name,
-                &sel,
-                what,
-                stage("PreparingUpdate", IMAGE_V1, "False"),
-            )
-            .await?;
-            Ok(())
-        },
-    )
-    .await?;
-    let unhook = |on: bool| (labels.then_some(on), Some(on));
-    ctx.step(
-        "released, it is updated in place and ready again, not yet available",
-        async {
-            let (l, f) = unhook(false);
-            hook_pod(ctx, &pod, l, f).await?;
-            let what = "the released pod updated in place, Updated and ready again";
-            let o = wait_pods(
-                ctx,
-                &api,
-                &name,
-                &sel,
-                what,
-                stage("Updated", IMAGE_V2, "True"),
-            )
-            .await?;
-            ensure!(
-                count(&o, "availableReplicas") == 0,
-                "a pod in state Updated counts as available: status {}",
-                status(&o)
-            );
-            Ok(())
-        },
-    )
-    .await?;
-    ctx.step(
-        "hooked again, the same pod is Normal and available",
-        async {
-            let (l, f) = unhook(true);
-            hook_pod(ctx, &pod, l, f).await?;
-            wait_pods(
-                ctx,
-                &api,
-                &name,
-                &sel,
-                "the re-hooked pod Normal and available",
-                |o, pods| {
-                    Check::when(
-                        observed(o)
-                            && states(pods).values().all(|s| s == "Normal")
-                            && count(o, "availableReplicas") == 1,
-                        || format!("states {:?}; status {}", states(pods), status(o)),
-                    )
-                },
-            )
-            .await?;
-            let now = w.pods().await?;
-            ensure!(
-                now.len() == 1 && name_of(&now[0]) == pod,
-                "the pod {pod} was replaced instead of updated in place"
-            );
-            Ok(())
-        },
-    )
-    .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn merge_joins_objects_and_replaces_the_rest() {
-        let mut spec = json!({"updateStrategy": {"type": "ReCreate"}, "replicas": 1});
-        merge(
-            &mut spec,
-            json!({"updateStrategy": {"partition": "50%"}, "replicas": 3}),
-        );
-        assert_eq!(
-            spec,
-            json!({"updateStrategy": {"type": "ReCreate", "partition": "50%"}, "replicas": 3})
-        );
-    }
-
-    #[test]
-    fn pods_are_counted_by_revision_label() {
-        let pod = |rev: &str| -> Pod {
-            serde_json::from_value(
-                json!({"metadata": {"labels": {"controller-revision-hash": rev}}}),
-            )
-            .expect("a pod")
-        };
-        let pods = [pod("a"), pod("b"), pod("b")];
-        assert_eq!(at_revision(&pods, "b"), 2);
-        assert_eq!(at_revision(&pods, "c"), 0);
-    }
 }

@@ -11,9 +11,6 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
-use super::cloneset_lifecycle::{
-    count, label, merge, name_of, observed, text, wait_owned_revisions, wait_pods,
-};
 use super::common::*;
 use crate::cluster::ZONE_LABEL;
 use crate::scenario::wait::Check;
@@ -162,7 +159,7 @@ async fn wait_updated(
     let what = format!("{want} of {total} pods of {} at daemonSetHash", ds.name());
     wait_pods(ctx, &ds.api(), ds.name(), &ds.selector(), &what, move |o, pods| {
         let updated = at_hash(o, pods);
-        let ready_n = pods.iter().filter(|p| super::cloneset_lifecycle::ready(p)).count();
+        let ready_n = pods.iter().filter(|p| super::common::ready(p)).count();
         Check::when(
             observed(o)
                 && pods.len() == total

@@ -1,7 +1,7 @@
 //! PodUnavailableBudget (`policy.kruise.io/v1alpha1`): the pod webhook refuses deletions,
 //! evictions and in-place updates that would take more pods down than the budget allows, over
 //! every target kind, by `targetRef` and by `selector`. Start with [`scenarios`]: one table of
-//! budgets ([`CASES`]) and the in-place update case.
+//! budgets (named [`Case`]s) and the in-place update case.
 
 use std::collections::BTreeMap;
 
@@ -64,54 +64,64 @@ struct Case {
     desired: i64,
 }
 
-/// The table: each target kind by `targetRef`, two by `selector`; int and percent forms of
-/// `maxUnavailable` and `minAvailable` (percentages round up).
-static CASES: [Case; 6] = [
-    Case {
-        target: Target::Deployment,
-        selection: Selection::TargetRef,
-        closed: || json!({"maxUnavailable": 0}),
-        open: || json!({"maxUnavailable": 1}),
-        desired: 2,
-    },
-    Case {
-        target: Target::StatefulSet,
-        selection: Selection::TargetRef,
-        closed: || json!({"maxUnavailable": "0%"}),
-        open: || json!({"maxUnavailable": "30%"}),
-        desired: 2,
-    },
-    Case {
-        target: Target::CloneSet,
-        selection: Selection::TargetRef,
-        closed: || json!({"minAvailable": 3}),
-        open: || json!({"minAvailable": 2}),
-        desired: 2,
-    },
-    Case {
-        target: Target::AdvancedStatefulSet,
-        selection: Selection::TargetRef,
-        closed: || json!({"minAvailable": "100%"}),
-        open: || json!({"minAvailable": "60%"}),
-        desired: 2,
-    },
-    Case {
-        target: Target::CloneSet,
-        selection: Selection::Selector,
-        closed: || json!({"maxUnavailable": 0}),
-        open: || json!({"maxUnavailable": "50%"}),
-        desired: 1,
-    },
-    Case {
-        target: Target::Deployment,
-        selection: Selection::Selector,
-        closed: || json!({"minAvailable": 3}),
-        open: || json!({"minAvailable": null, "maxUnavailable": 1}),
-        desired: 2,
-    },
-];
+// The cases: each target kind by `targetRef`, two by `selector`; int and percent forms of
+// `maxUnavailable` and `minAvailable` (percentages round up).
 
-/// One scenario per row of [`CASES`], then the in-place update case.
+/// A Deployment by `targetRef`: `maxUnavailable` 0, then 1.
+static DEPLOYMENT_BY_TARGET_REF: Case = Case {
+    target: Target::Deployment,
+    selection: Selection::TargetRef,
+    closed: || json!({"maxUnavailable": 0}),
+    open: || json!({"maxUnavailable": 1}),
+    desired: 2,
+};
+
+/// A StatefulSet by `targetRef`: `maxUnavailable` 0%, then 30% (rounded up: 1 of 3).
+static STATEFULSET_BY_TARGET_REF: Case = Case {
+    target: Target::StatefulSet,
+    selection: Selection::TargetRef,
+    closed: || json!({"maxUnavailable": "0%"}),
+    open: || json!({"maxUnavailable": "30%"}),
+    desired: 2,
+};
+
+/// A CloneSet by `targetRef`: `minAvailable` 3 of 3, then 2.
+static CLONESET_BY_TARGET_REF: Case = Case {
+    target: Target::CloneSet,
+    selection: Selection::TargetRef,
+    closed: || json!({"minAvailable": 3}),
+    open: || json!({"minAvailable": 2}),
+    desired: 2,
+};
+
+/// An Advanced StatefulSet by `targetRef`: `minAvailable` 100%, then 60% (rounded up: 2 of 3).
+static ADVANCED_STATEFULSET_BY_TARGET_REF: Case = Case {
+    target: Target::AdvancedStatefulSet,
+    selection: Selection::TargetRef,
+    closed: || json!({"minAvailable": "100%"}),
+    open: || json!({"minAvailable": "60%"}),
+    desired: 2,
+};
+
+/// CloneSet pods by `selector`: `maxUnavailable` 0, then 50% (rounded up: 2 of 3).
+static CLONESET_BY_SELECTOR: Case = Case {
+    target: Target::CloneSet,
+    selection: Selection::Selector,
+    closed: || json!({"maxUnavailable": 0}),
+    open: || json!({"maxUnavailable": "50%"}),
+    desired: 1,
+};
+
+/// Deployment pods by `selector`: `minAvailable` 3, then switched to `maxUnavailable` 1.
+static DEPLOYMENT_BY_SELECTOR: Case = Case {
+    target: Target::Deployment,
+    selection: Selection::Selector,
+    closed: || json!({"minAvailable": 3}),
+    open: || json!({"minAvailable": null, "maxUnavailable": 1}),
+    desired: 2,
+};
+
+/// One scenario per budget [`Case`], then the in-place update case.
 pub fn scenarios() -> Vec<Scenario> {
     // The scenario evicts a pod the budget lets go, beyond what the workload's own rollout
     // strategy would take down at once.
@@ -142,7 +152,7 @@ pub fn scenarios() -> Vec<Scenario> {
                 "target-ref",
                 "eviction",
             ],
-            |ctx| budget_case(ctx, &CASES[0]).boxed(),
+            |ctx| budget_case(ctx, &DEPLOYMENT_BY_TARGET_REF).boxed(),
         ),
         same_name(
             "podunavailablebudget/statefulset-by-target-ref-refuses-then-allows-disruption",
@@ -153,13 +163,13 @@ pub fn scenarios() -> Vec<Scenario> {
                 "target-ref",
                 "eviction",
             ],
-            |ctx| budget_case(ctx, &CASES[1]).boxed(),
+            |ctx| budget_case(ctx, &STATEFULSET_BY_TARGET_REF).boxed(),
         ),
         budget(
             "podunavailablebudget/cloneset-by-target-ref-refuses-then-allows-disruption",
             "minAvailable 3 of 3 over a CloneSet refuses deletion and eviction; minAvailable 2 allows one",
             &["podunavailablebudget", "cloneset", "target-ref", "eviction"],
-            |ctx| budget_case(ctx, &CASES[2]).boxed(),
+            |ctx| budget_case(ctx, &CLONESET_BY_TARGET_REF).boxed(),
         ),
         same_name(
             "podunavailablebudget/advanced-statefulset-by-target-ref-refuses-then-allows-disruption",
@@ -170,19 +180,19 @@ pub fn scenarios() -> Vec<Scenario> {
                 "target-ref",
                 "eviction",
             ],
-            |ctx| budget_case(ctx, &CASES[3]).boxed(),
+            |ctx| budget_case(ctx, &ADVANCED_STATEFULSET_BY_TARGET_REF).boxed(),
         ),
         budget(
             "podunavailablebudget/cloneset-by-selector-refuses-then-allows-disruption",
             "a selector budget over CloneSet pods: maxUnavailable 0 refuses, 50% of 3 (rounded up) allows two",
             &["podunavailablebudget", "cloneset", "selector", "eviction"],
-            |ctx| budget_case(ctx, &CASES[4]).boxed(),
+            |ctx| budget_case(ctx, &CLONESET_BY_SELECTOR).boxed(),
         ),
         budget(
             "podunavailablebudget/deployment-by-selector-switches-min-available-to-max-unavailable",
             "a selector budget over Deployment pods: minAvailable 3 refuses, switching to maxUnavailable 1 allows one",
             &["podunavailablebudget", "deployment", "selector", "eviction"],
-            |ctx| budget_case(ctx, &CASES[5]).boxed(),
+            |ctx| budget_case(ctx, &DEPLOYMENT_BY_SELECTOR).boxed(),
         ),
         Scenario::new(
             "podunavailablebudget/cloneset-in-place-update-waits-for-budget",

@@ -430,7 +430,10 @@ async fn immutable_change(ctx: Ctx) -> anyhow::Result<()> {
                 .patch(API, KIND, &rd, json!({"spec": {"resource": resource("off")}}))
                 .await
             {
-                Err(kube::Error::Api(e)) if e.message.contains("resource") => return Ok(()),
+                Err(kube::Error::Api(e)) if e.message.contains("resource") => {
+                    ctx.passed_by("the change was refused");
+                    return Ok(());
+                }
                 Err(e) => bail!("want the change admitted or refused naming the resource, got {}", refusal(e)),
                 Ok(_) => {}
             }
@@ -447,6 +450,7 @@ async fn immutable_change(ctx: Ctx) -> anyhow::Result<()> {
                 mode.map(String::as_str) == Some("off"),
                 "the distribution observed the change and reports no failure, but the copy's mode is {mode:?}"
             );
+            ctx.passed_by("the change reached the copy");
             Ok(())
         },
     )

@@ -12,7 +12,6 @@ use futures::FutureExt;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
-use super::cloneset_lifecycle::{count, label, name_of, observed, wait_pods};
 use super::common::*;
 use crate::scenario::wait::Check;
 use crate::scenario::workload::{CloneSet, same_image};
@@ -73,7 +72,7 @@ async fn sidecarset(ctx: &Ctx, name: &str, app: &str, spec: Value) -> anyhow::Re
         "namespace": ctx.namespace,
         "containers": [{"name": "logger", "image": SIDECAR_V1, "command": ["sleep", "3600"]}]
     });
-    super::cloneset_lifecycle::merge(&mut s, spec);
+    super::common::merge(&mut s, spec);
     // A null in `spec` removes the default (e.g. `namespace` for a namespaceSelector).
     if let Some(fields) = s.as_object_mut() {
         fields.retain(|_, v| !v.is_null());

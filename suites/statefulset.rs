@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DynamicObject, ListParams};
 use serde_json::{Value, json};
 
-use super::cloneset_lifecycle::{
+use super::common::lifecycle::{
     HOOK_LABEL, hook, in_place_update_case, pre_delete_case, pre_normal_case, releasing_finalizers,
 };
 use super::common::*;
@@ -232,8 +232,7 @@ async fn wait_pods<F>(ctx: &Ctx, sts: &Sts, what: &str, check: F) -> anyhow::Res
 where
     F: Fn(&DynamicObject, &[Pod]) -> Check + Send + Sync + Clone + 'static,
 {
-    super::cloneset_lifecycle::wait_pods(ctx, &sts.api(), sts.name(), &sts.selector(), what, check)
-        .await?;
+    super::common::wait_pods(ctx, &sts.api(), sts.name(), &sts.selector(), what, check).await?;
     sts.pods().await
 }
 

@@ -1,6 +1,6 @@
 //! UnitedDeployment (`apps.kruise.io/v1alpha1`): one workload per subset of nodes, from one
 //! template of each kind. Start with [`scenarios`]: a table over the template kinds and the
-//! forms of subset replicas ([`CASES`]), then manual update partitions per subset.
+//! forms of subset replicas (named [`Case`]s), then manual update partitions per subset.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -73,28 +73,33 @@ impl Template {
     }
 }
 
-static CASES: [Case; 4] = [
-    Case {
-        template: Template::CloneSet,
-        zone_a: || json!({"replicas": 1}),
-        split: (1, 3),
-    },
-    Case {
-        template: Template::AdvancedStatefulSet,
-        zone_a: || json!({"replicas": "75%"}),
-        split: (3, 1),
-    },
-    Case {
-        template: Template::StatefulSet,
-        zone_a: || json!({}),
-        split: (2, 2),
-    },
-    Case {
-        template: Template::Deployment,
-        zone_a: || json!({"minReplicas": 1, "maxReplicas": 1}),
-        split: (1, 3),
-    },
-];
+/// A CloneSet template, zone-a `replicas` 1 of 4.
+static CLONESET_SUBSETS: Case = Case {
+    template: Template::CloneSet,
+    zone_a: || json!({"replicas": 1}),
+    split: (1, 3),
+};
+
+/// An Advanced StatefulSet template, zone-a `replicas` 75% of 4.
+static ADVANCED_STATEFULSET_BY_PERCENT: Case = Case {
+    template: Template::AdvancedStatefulSet,
+    zone_a: || json!({"replicas": "75%"}),
+    split: (3, 1),
+};
+
+/// A StatefulSet template, no replica fields: an even split.
+static STATEFULSET_EVENLY: Case = Case {
+    template: Template::StatefulSet,
+    zone_a: || json!({}),
+    split: (2, 2),
+};
+
+/// A Deployment template, zone-a bounded by `minReplicas` and `maxReplicas` 1.
+static DEPLOYMENT_BOUNDED: Case = Case {
+    template: Template::Deployment,
+    zone_a: || json!({"minReplicas": 1, "maxReplicas": 1}),
+    split: (1, 3),
+};
 
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
@@ -113,7 +118,7 @@ pub fn scenarios() -> Vec<Scenario> {
                 "subsets",
                 "rolling-update",
             ],
-            |ctx| subsets(ctx, &CASES[0]).boxed(),
+            |ctx| subsets(ctx, &CLONESET_SUBSETS).boxed(),
         ),
         s(
             "uniteddeployment/advanced-statefulset-subsets-by-percent",
@@ -124,7 +129,7 @@ pub fn scenarios() -> Vec<Scenario> {
                 "subsets",
                 "rolling-update",
             ],
-            |ctx| subsets(ctx, &CASES[1]).boxed(),
+            |ctx| subsets(ctx, &ADVANCED_STATEFULSET_BY_PERCENT).boxed(),
         )
         // The Advanced StatefulSet adapter shares the StatefulSet adapter's `deleteStuckPods`
         // (below): old-revision pods that are not ready go at once (seen on v1.5.0, v1.5.2).
@@ -138,7 +143,7 @@ pub fn scenarios() -> Vec<Scenario> {
                 "subsets",
                 "rolling-update",
             ],
-            |ctx| subsets(ctx, &CASES[2]).boxed(),
+            |ctx| subsets(ctx, &STATEFULSET_EVENLY).boxed(),
         )
         .expecting(
             // The StatefulSet adapter deletes every pod of the old revision that is not
@@ -159,7 +164,7 @@ pub fn scenarios() -> Vec<Scenario> {
                 "subsets",
                 "rolling-update",
             ],
-            |ctx| subsets(ctx, &CASES[3]).boxed(),
+            |ctx| subsets(ctx, &DEPLOYMENT_BOUNDED).boxed(),
         )
         // Subset minReplicas/maxReplicas (the elastic allocator) came in v1.5.1.
         .since("v1.5.1"),
@@ -224,11 +229,13 @@ async fn negative_history(ctx: Ctx) -> anyhow::Result<()> {
             ud["spec"]["revisionHistoryLimit"] = json!(-1);
             let created = match ctx.create(ud).await {
                 Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 || e.code == 403 => {
+                    ctx.passed_by("refused");
                     return Ok(None);
                 }
                 Err(e) => return Err(e.into()),
                 Ok(o) => o,
             };
+            ctx.passed_by("admitted");
             Ok(Some(created))
         })
         .await?;
@@ -631,10 +638,7 @@ fn schedulable(subset: &Value) -> (String, String) {
 /// Live pods of subset `subset` of the UnitedDeployment: (all, ready).
 async fn subset_pod_counts(ctx: &Ctx, subset: &str) -> anyhow::Result<(usize, usize)> {
     let pods = subset_pods(ctx, subset).await?;
-    let ready = pods
-        .iter()
-        .filter(|p| super::cloneset_lifecycle::ready(p))
-        .count();
+    let ready = pods.iter().filter(|p| super::common::ready(p)).count();
     Ok((pods.len(), ready))
 }
 

@@ -306,11 +306,13 @@ async fn numeric_string(ctx: Ctx) -> anyhow::Result<()> {
         {
             // Refused: the string is not taken, as a CloneSet's maxUnavailable "1" is not.
             Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 || e.code == 403 => {
+                ctx.passed_by("refused");
                 return Ok(None);
             }
             Err(e) => return Err(e.into()),
             Ok(o) => o,
         };
+        ctx.passed_by("admitted");
         Ok(Some(updated))
     })
     .await?;

@@ -579,6 +579,12 @@ fn gc_removes_a_daemon_whose_owner_and_daemons_were_killed() {
 #[ignore = "run by gc_removes_a_daemon_whose_owner_and_daemons_were_killed as its own process"]
 async fn owner_of_a_daemon_killed_with_its_daemons() {
     let Some(dir) = std::env::var_os(CHILD_DIR) else {
+        // Not a test of its own (the nightly tier's `--ignored` runs it too): the child
+        // process of the gc test, which sets the variable.
+        eprintln!(
+            "nothing to do: {CHILD_DIR} is unset; this is the child process of \
+             gc_removes_a_daemon_whose_owner_and_daemons_were_killed, which tests it"
+        );
         return;
     };
     let options = DockerOptions {
@@ -630,4 +636,11 @@ async fn owner_of_a_daemon_killed_with_its_daemons() {
     loop {
         std::thread::sleep(Duration::from_secs(60));
     }
+}
+
+/// As a user that is not root, every other test of this binary skips, saying so (and fails
+/// with `CI` set): what the README says of `cargo test` without root.
+#[test]
+fn without_root_every_test_skips_saying_so_and_fails_in_ci() {
+    common::root_tests_skip_without_root();
 }

@@ -292,3 +292,10 @@ async fn the_daemon_pulls_images_and_recreates_containers(version: &str) {
     assert!(!daemon.record.alive(), "{} still runs", daemon.name);
     assert!(!dir.exists(), "{} removed", dir.display());
 }
+
+/// As a user that is not root, every other test of this binary skips, saying so (and fails
+/// with `CI` set): what the README says of `cargo test` without root.
+#[test]
+fn without_root_every_test_skips_saying_so_and_fails_in_ci() {
+    common::root_tests_skip_without_root();
+}

@@ -249,3 +249,10 @@ fn gc_removes_the_real_node_of_a_killed_run() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("removed cluster `k`"));
     assert_nothing_left(&nodes, &dir);
 }
+
+/// As a user that is not root, every other test of this binary skips, saying so (and fails
+/// with `CI` set): what the README says of `cargo test` without root.
+#[test]
+fn without_root_every_test_skips_saying_so_and_fails_in_ci() {
+    common::root_tests_skip_without_root();
+}

@@ -257,6 +257,7 @@ pub fn steps_of(report: &Report, name: &str, offset: f64) -> Vec<StepRecord> {
                 start: offset + start.unwrap_or(0.0),
                 seconds: seconds_between(s.start_time.as_deref(), s.end_time.as_deref()),
                 failed: s.operations.iter().any(|o| o.failure.is_some()),
+                way: None,
             });
         }
     }

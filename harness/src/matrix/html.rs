@@ -1,13 +1,44 @@
-//! The matrix grid as a self-contained HTML page: [`matrix_html`].
+//! The matrix grid as a self-contained HTML page: [`matrix_html`], which renders the page's
+//! askama template (`matrix/page.html`).
 
 use std::collections::BTreeMap;
 
+use askama::Template;
+
 use super::MatrixReport;
 use crate::controller::ControllerRef;
-use crate::report::{class_of, esc};
+use crate::explore::Explored;
+use crate::report::class_of;
 use crate::results::Outcome;
 use crate::results::Verdict;
 use crate::toolchain::KubeVersion;
+
+/// The page (`matrix/page.html`): every value it shows, as text the template escapes.
+#[derive(Template)]
+#[template(path = "matrix/page.html")]
+struct Page<'a> {
+    id: &'a str,
+    controllers: Vec<ControllerRef>,
+    rows: Vec<Row<'a>>,
+}
+
+/// A Kubernetes version's row: a cell per release, or none where the matrix has no cell.
+struct Row<'a> {
+    kubernetes: KubeVersion,
+    cells: Vec<Option<Cell<'a>>>,
+}
+
+/// One cell: coloured by its worst result, its results by class as one bar, the known bugs
+/// seen there, its exploration if any, linked to its own report.
+struct Cell<'a> {
+    class: &'static str,
+    dir: &'a str,
+    worst: &'a str,
+    bar: Vec<(&'static str, usize)>,
+    counts: String,
+    bugs: Vec<String>,
+    explored: Option<&'a Explored>,
+}
 
 /// The grid: Kubernetes versions down, releases across, each cell coloured by its worst
 /// result, naming the known bugs seen there and linking to its own report.
@@ -21,80 +52,71 @@ pub fn matrix_html(r: &MatrixReport) -> String {
             controllers.push(c.controller.clone());
         }
     }
-    let mut grid = String::from("<tr><th>Kubernetes \\ release</th>");
-    for c in &controllers {
-        grid.push_str(&format!("<th>{}</th>", esc(&c.to_string())));
-    }
-    grid.push_str("</tr>\n");
-    for v in &versions {
-        grid.push_str(&format!("<tr><th>{v}</th>"));
-        for c in &controllers {
-            match r
-                .cells
+    let rows = versions
+        .iter()
+        .map(|v| Row {
+            kubernetes: *v,
+            cells: controllers
                 .iter()
-                .find(|x| x.kubernetes == *v && &x.controller == c)
-            {
-                Some(cell) => {
-                    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-                    let mut classes: BTreeMap<&str, usize> = BTreeMap::new();
-                    let mut bugs: Vec<String> = vec![];
-                    for x in &cell.results {
-                        *counts.entry(x.outcome.label()).or_default() += 1;
-                        *classes.entry(class_of(&x.outcome)).or_default() += 1;
-                        if let Outcome::Judged(Verdict::ExpectedFail { bug }) = &x.outcome {
-                            bugs.push(format!("{} ({})", bug, x.scenario));
-                        }
-                    }
-                    let class = match cell.worst.as_str() {
-                        "pass" => "pass",
-                        "expected-fail" => "xfail",
-                        "FLAKY" => "flaky",
-                        "skipped" | "empty" => "skip",
-                        "INFRA-ERROR" => "infra",
-                        _ => "fail",
-                    };
-                    // The cell's results by class as one bar: how much of it is what.
-                    let bar: String = ["fail", "flaky", "xfail", "pass", "skip"]
+                .map(|c| {
+                    r.cells
                         .iter()
-                        .filter_map(|c| {
-                            let n = classes.get(c)?;
-                            Some(format!(
-                                "<span class=\"seg {c}\" style=\"flex:{n}\"></span>"
-                            ))
-                        })
-                        .collect();
-                    // The cell's exploration (`--explore`): its findings, linked, not judged.
-                    let explored = cell.exploration.as_ref().map_or(String::new(), |e| {
-                        format!(
-                            "<div class=\"explored\"><a href=\"{}/report.html\">explored: {} trials, {} finding(s)</a><ul>{}</ul></div>",
-                            esc(&e.dir.display().to_string()),
-                            e.trials,
-                            e.findings.len(),
-                            e.findings.iter().map(|f| format!("<li>{}</li>", esc(f))).collect::<String>()
-                        )
-                    });
-                    grid.push_str(&format!(
-                        "<td class=\"{class}\"><a href=\"{}/report.html\">{}</a><div class=\"mini\">{bar}</div><small>{}</small><ul>{}</ul>{explored}</td>",
-                        esc(&cell.dir),
-                        esc(&cell.worst),
-                        esc(&counts.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")),
-                        bugs.iter().map(|b| format!("<li>{}</li>", esc(b))).collect::<String>()
-                    ));
-                }
-                None => grid.push_str("<td></td>"),
-            }
+                        .find(|x| x.kubernetes == *v && &x.controller == c)
+                        .map(cell)
+                })
+                .collect(),
+        })
+        .collect();
+    let page = Page {
+        id: &r.id,
+        controllers,
+        rows,
+    };
+    let mut out = page.render().unwrap_or_else(|e| {
+        format!("<!doctype html>\n<p>the matrix page failed to render: {e}</p>")
+    });
+    out.push('\n');
+    out
+}
+
+/// A cell of the grid, from its report.
+fn cell(cell: &super::CellReport) -> Cell<'_> {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut classes: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut bugs: Vec<String> = vec![];
+    for x in &cell.results {
+        *counts.entry(x.outcome.label()).or_default() += 1;
+        *classes.entry(class_of(&x.outcome)).or_default() += 1;
+        if let Outcome::Judged(Verdict::ExpectedFail { bug }) = &x.outcome {
+            bugs.push(format!("{} ({})", bug, x.scenario));
         }
-        grid.push_str("</tr>\n");
     }
-    format!(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>matrix {id}</title><style>
-body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:6px 10px;vertical-align:top}}
-td.pass{{background:#cfc}}td.xfail{{background:#ffd}}td.flaky{{background:#fd9}}td.skip{{background:#eee}}td.fail{{background:#fcc}}td.infra{{background:#fc9}}
-.mini{{display:flex;width:160px;height:8px;margin:4px 0;border:1px solid #fff}}.seg.pass{{background:#7c7}}.seg.fail{{background:#d55}}.seg.flaky{{background:#fa3}}.seg.xfail{{background:#cc5}}.seg.skip{{background:#bbb}}
-</style></head><body><h1>compatibility matrix {id}</h1>
-<table>{grid}</table></body></html>\n",
-        id = esc(&r.id)
-    )
+    let class = match cell.worst.as_str() {
+        "pass" => "pass",
+        "expected-fail" => "xfail",
+        "FLAKY" => "flaky",
+        "skipped" | "empty" => "skip",
+        "INFRA-ERROR" => "infra",
+        _ => "fail",
+    };
+    Cell {
+        class,
+        dir: &cell.dir,
+        worst: &cell.worst,
+        // The cell's results by class as one bar: how much of it is what.
+        bar: ["fail", "flaky", "xfail", "pass", "skip"]
+            .into_iter()
+            .filter_map(|c| Some((c, *classes.get(c)?)))
+            .collect(),
+        counts: counts
+            .iter()
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        bugs,
+        // The cell's exploration (`--explore`): its findings, linked, not judged.
+        explored: cell.exploration.as_ref(),
+    }
 }
 
 #[cfg(test)]
@@ -140,7 +162,7 @@ mod tests {
         );
         // The exploration beside the cell: linked, its findings listed (escaped).
         assert!(
-            page.contains("<a href=\"explore/cells/a/report.html\">explored: 12 trials, 1 finding(s)</a><ul><li>O4 CloneSet: &lt;x&gt; (3/3)</li></ul>"),
+            page.contains("<a href=\"explore/cells/a/report.html\">explored: 12 trials, 1 finding(s)</a><ul><li>O4 CloneSet: &#60;x&#62; (3/3)</li></ul>"),
             "{page}"
         );
     }

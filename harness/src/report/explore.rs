@@ -1,22 +1,76 @@
 //! The page of an exploration: `report.html` beside `explore.json`, one self-contained file
 //! listing the findings by oracle and kind, each with what was seen and wanted, how often it
-//! reproduced, its shrunk trial, and links to its reproduction files. Start with [`html`].
+//! reproduced, its shrunk trial, and links to its reproduction files, then the reach table.
+//! Start with [`html`], which renders the page's askama template (`report/explore.html`).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::Path;
 
-use super::esc;
+use askama::Template;
+
 use crate::explore::oracle::Oracle;
 use crate::explore::{Reported, Summary};
+
+/// The page (`report/explore.html`): every value it shows, as text the template escapes.
+#[derive(Template)]
+#[template(path = "report/explore.html")]
+struct Page<'a> {
+    controller: &'a str,
+    kubernetes: &'a str,
+    against: String,
+    seed: u64,
+    total: usize,
+    seconds: String,
+    stable: usize,
+    unstable: usize,
+    unconfirmed: usize,
+    trials: String,
+    oracles: Vec<OracleSection<'a>>,
+    reach: Vec<ReachRow<'a>>,
+}
+
+/// An oracle's findings, by kind.
+struct OracleSection<'a> {
+    short: &'static str,
+    name: String,
+    count: usize,
+    kinds: Vec<(&'a str, Vec<FindingView<'a>>)>,
+}
+
+/// One finding as the page shows it.
+struct FindingView<'a> {
+    stable: bool,
+    key: &'a str,
+    observed: &'a str,
+    expected: &'a str,
+    reproduction: String,
+    seen: String,
+    controller: &'a str,
+    kubernetes: &'a str,
+    steps: usize,
+    trial: String,
+    /// Its directory relative to the page, for links.
+    at: String,
+    /// Its directory as written, for `--replay`.
+    dir: String,
+}
+
+/// A subject's row of the reach table ([`crate::explore::reach`]).
+struct ReachRow<'a> {
+    subject: &'a str,
+    fields: String,
+    values: String,
+    beyond: usize,
+    rows: usize,
+    row_creates: usize,
+    steps: String,
+    trials: String,
+}
 
 /// The page of `summary`, whose findings' directories are linked relative to `dir` (where
 /// the page is written).
 pub fn html(summary: &Summary, dir: &Path) -> String {
-    let total: usize = summary.trials.values().sum();
     let stable = summary.stable().count();
-    let unstable = summary.findings.iter().filter(|r| r.confirmed()).count() - stable;
-    let unconfirmed = summary.findings.iter().filter(|r| !r.confirmed()).count();
     let mut by_oracle: BTreeMap<Oracle, BTreeMap<&str, Vec<&Reported>>> = BTreeMap::new();
     for r in &summary.findings {
         by_oracle
@@ -26,120 +80,90 @@ pub fn html(summary: &Summary, dir: &Path) -> String {
             .or_default()
             .push(r);
     }
-    let mut toc = String::new();
-    let mut body = String::new();
-    for (oracle, kinds) in &by_oracle {
-        let short = oracle.short();
-        let name = serde_json::to_value(oracle)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from))
-            .unwrap_or_default();
-        let n: usize = kinds.values().map(Vec::len).sum();
-        let _ = write!(toc, "<li><a href=\"#{short}\">{}</a>: {n}</li>", esc(&name));
-        let _ = write!(body, "<h2 id=\"{short}\">{}</h2>", esc(&name));
-        for (kind, findings) in kinds {
-            let _ = write!(body, "<h3>{}</h3>", esc(kind));
-            for r in findings {
-                body.push_str(&finding(r, dir));
-            }
-        }
+    let oracles = by_oracle
+        .into_iter()
+        .map(|(oracle, kinds)| OracleSection {
+            short: oracle.short(),
+            name: serde_json::to_value(oracle)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default(),
+            count: kinds.values().map(Vec::len).sum(),
+            kinds: kinds
+                .into_iter()
+                .map(|(kind, found)| (kind, found.into_iter().map(|r| finding(r, dir)).collect()))
+                .collect(),
+        })
+        .collect();
+    let mut against = summary
+        .baseline
+        .as_ref()
+        .map(|b| format!(", against {b}"))
+        .unwrap_or_default();
+    if !summary.gates.is_empty() {
+        against.push_str(&format!(", {}", summary.gates));
     }
-    if !summary.reach.subjects.is_empty() {
-        body.push_str(&reach(summary));
-    }
-    let trials = summary
-        .trials
-        .iter()
-        .map(|(k, v)| format!("{} {v}", esc(k)))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>exploration of {controller}</title><style>
-body{{font-family:sans-serif;margin:2em;max-width:80em}}
-.strip span{{display:inline-block;padding:4px 10px;margin-right:6px;border-radius:4px;background:#eee}}
-.strip .stable{{background:#fcc}}.strip .unstable{{background:#fd9}}
-.finding{{border:1px solid #ccc;border-radius:4px;padding:8px 12px;margin:8px 0}}
-.finding.unstable{{border-style:dashed}}
-dt{{font-weight:bold}}pre{{background:#f6f6f6;padding:8px;overflow:auto;max-height:30em}}
-</style></head><body>
-<h1>Exploration of {controller} on Kubernetes {kubernetes}{against}</h1>
-<p class=\"strip\"><span>seed {seed}</span><span>{total} trials in {seconds:.0} s</span><span class=\"stable\">{stable} stable finding(s)</span><span class=\"unstable\">{unstable} unstable</span><span class=\"unstable\">{unconfirmed} not confirmed</span></p>
-<p>{trials}</p>
-<ul>{toc}</ul>
-{body}</body></html>\n",
-        controller = esc(&summary.controller),
-        kubernetes = esc(&summary.kubernetes),
-        seed = summary.seed,
-        seconds = summary.seconds,
-        against = summary
-            .baseline
-            .as_ref()
-            .map(|b| format!(", against {}", esc(b)))
-            .unwrap_or_default()
-            + &if summary.gates.is_empty() {
-                String::new()
-            } else {
-                format!(", {}", esc(&summary.gates.to_string()))
-            },
-    )
-}
-
-/// The reach table ([`crate::explore::reach`]): a row per subject.
-fn reach(summary: &Summary) -> String {
-    let mut out = String::from(
-        "<h2 id=\"reach\">Reach</h2><p>Of what each subject's schema offers, what some trial \
-         set; rows tried at create (behaviour creates of two or more fields); steps by kind; \
-         trials (distinct) by mode.</p><table><tr><th>subject</th><th>fields</th><th>values</th>\
-         <th>beyond</th><th>rows</th><th>steps</th><th>trials</th></tr>",
-    );
-    for (name, r) in &summary.reach.subjects {
-        let _ = write!(
-            out,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} ({})</td><td>{}</td><td>{}</td></tr>",
-            esc(name),
-            r.fields.show(),
-            r.values.show(),
-            r.beyond,
-            r.rows,
-            r.row_creates,
-            esc(&r.steps_text()),
-            esc(&r.trials_text())
-        );
-    }
-    out.push_str("</table>");
+    let page = Page {
+        controller: &summary.controller,
+        kubernetes: &summary.kubernetes,
+        against,
+        seed: summary.seed,
+        total: summary.trials.values().sum(),
+        seconds: format!("{:.0}", summary.seconds),
+        stable,
+        unstable: summary.findings.iter().filter(|r| r.confirmed()).count() - stable,
+        unconfirmed: summary.findings.iter().filter(|r| !r.confirmed()).count(),
+        trials: summary
+            .trials
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        oracles,
+        reach: summary
+            .reach
+            .subjects
+            .iter()
+            .map(|(name, r)| ReachRow {
+                subject: name,
+                fields: r.fields.show(),
+                values: r.values.show(),
+                beyond: r.beyond,
+                rows: r.rows,
+                row_creates: r.row_creates,
+                steps: r.steps_text(),
+                trials: r.trials_text(),
+            })
+            .collect(),
+    };
+    let mut out = page.render().unwrap_or_else(|e| {
+        format!("<!doctype html>\n<p>the exploration page failed to render: {e}</p>")
+    });
+    out.push('\n');
     out
 }
 
-fn finding(r: &Reported, dir: &Path) -> String {
-    let at = r
-        .dir
-        .strip_prefix(dir)
-        .unwrap_or(&r.dir)
-        .display()
-        .to_string();
-    let link = |file: &str| format!("<a href=\"{}/{file}\">{file}</a>", esc(&at));
-    format!(
-        "<div class=\"finding{unstable}\"><p><b>{key}</b></p><dl>
-<dt>observed</dt><dd>{observed}</dd><dt>expected</dt><dd>{expected}</dd>
-<dt>reproduced</dt><dd>{reproduction}, first seen after {seen:.0} s on {controller}, Kubernetes {kubernetes}</dd></dl>
-<details><summary>shrunk trial: {steps} step(s)</summary><pre>{trial}</pre></details>
-<p>{chainsaw} · {trial_file} · {log} · {ledger} · replay: <code>harness explore --replay {at}</code></p></div>\n",
-        unstable = if r.stable { "" } else { " unstable" },
-        key = esc(&r.finding.key),
-        observed = esc(&r.finding.observed),
-        expected = esc(&r.finding.expected),
-        reproduction = esc(&r.reproduction()),
-        seen = r.first_seen,
-        controller = esc(&r.controller),
-        kubernetes = esc(&r.kubernetes),
-        steps = r.trial.steps.len(),
-        trial = esc(&r.trial.to_yaml()),
-        chainsaw = link("chainsaw-test.yaml"),
-        trial_file = link("trial.yaml"),
-        log = link("manager.log"),
-        ledger = link("ledger.yaml"),
-        at = esc(&r.dir.display().to_string()),
-    )
+/// Finding `r` as the page shows it, its directory relative to `dir`.
+fn finding<'a>(r: &'a Reported, dir: &Path) -> FindingView<'a> {
+    FindingView {
+        stable: r.stable,
+        key: &r.finding.key,
+        observed: &r.finding.observed,
+        expected: &r.finding.expected,
+        reproduction: r.reproduction(),
+        seen: format!("{:.0}", r.first_seen),
+        controller: &r.controller,
+        kubernetes: &r.kubernetes,
+        steps: r.trial.steps.len(),
+        trial: r.trial.to_yaml(),
+        at: r
+            .dir
+            .strip_prefix(dir)
+            .unwrap_or(&r.dir)
+            .display()
+            .to_string(),
+        dir: r.dir.display().to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -211,7 +235,7 @@ mod tests {
         );
         assert!(page.contains("2 stable finding(s)") && page.contains("1 unstable"));
         assert!(page.contains("href=\"findings/01-O4/chainsaw-test.yaml\""));
-        assert!(!page.contains("<script>") && page.contains("&lt;script&gt;"));
+        assert!(!page.contains("<script>") && page.contains("&#60;script&#62;"));
         assert!(page.contains("40 trials in 60 s"));
         assert!(page.contains("against openkruise@v1.8.0"));
     }

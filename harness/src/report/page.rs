@@ -1,9 +1,12 @@
-//! The single-file HTML report for a person: start with [`html`], which fills the page's
-//! template (`report/page.html`: its markup, style and filter script) with a summary strip,
-//! what needs a look first, a timeline, the filtered results table, field coverage and each
-//! failure's diagnostics. [`esc`] is the one escape of every HTML page the harness writes.
+//! The single-file HTML report for a person: start with [`html`], which renders the page's
+//! template (`report/page.html`, an askama template: its markup, style and filter script) with
+//! a summary strip, what needs a look first, a timeline, the filtered results table, field
+//! coverage and each failure's diagnostics. The template escapes every value it is given;
+//! [`esc`] is the escape of the SVG drawn in code (timeline, plots).
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use askama::Template;
 
 use super::terminal::summary_line;
 use super::{JsonReport, plot, timeline};
@@ -11,41 +14,9 @@ use crate::results::{Diagnostics, Outcome, ScenarioResult, Verdict};
 use crate::run::Plan;
 use crate::scenario::coverage::Coverage;
 
-/// The page: its markup, style and the script of its filters, with a `{{name}}` for each
-/// part [`html`] fills in.
-const PAGE: &str = include_str!("page.html");
-
-/// `template` with each `{{name}}` replaced by the value `parts` gives `name`, in one pass (a
-/// value that holds `{{...}}` stays as it is); a name `parts` lacks is left in place.
-fn fill(template: &str, parts: &[(&str, &str)]) -> String {
-    let mut out =
-        String::with_capacity(template.len() + parts.iter().map(|(_, v)| v.len()).sum::<usize>());
-    let mut rest = template;
-    while let Some(at) = rest.find("{{") {
-        out.push_str(&rest[..at]);
-        let after = &rest[at + 2..];
-        match after.find("}}").and_then(|end| {
-            parts
-                .iter()
-                .find(|(n, _)| *n == &after[..end])
-                .map(|(_, v)| (end, v))
-        }) {
-            Some((end, value)) => {
-                out.push_str(value);
-                rest = &after[end + 2..];
-            }
-            None => {
-                out.push_str("{{");
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// `s` as HTML text or a double-quoted attribute value: `&`, `<`, `>` and `"` escaped. The one
-/// escape of every HTML page the harness writes.
+/// `s` as HTML text or a double-quoted attribute value: `&`, `<`, `>` and `"` escaped. The
+/// escape of markup drawn in code (the SVG of the timeline and the plots); templates escape
+/// their own values.
 pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -75,19 +46,111 @@ const CLASSES: [(&str, &str); 5] = [
     ("skip", "skipped"),
 ];
 
-/// The summary strip: one bar of the results by class, then the cell and the duration.
-fn strip(r: &JsonReport) -> String {
+/// The page (`report/page.html`): every value it shows, as text the template escapes, or as
+/// SVG drawn in code (`timeline`, a detail's `plots`).
+#[derive(Template)]
+#[template(path = "report/page.html")]
+struct Page<'a> {
+    id: &'a str,
+    strip: Strip,
+    counts: String,
+    attention: Vec<Attention<'a>>,
+    timeline: Option<String>,
+    classes: &'static [(&'static str, &'static str)],
+    suites: BTreeSet<&'a str>,
+    rows: Vec<Row<'a>>,
+    coverage: Option<Vec<KindCoverage<'a>>>,
+    details: Vec<Detail<'a>>,
+}
+
+/// The summary strip: one bar of the results by class, then the count, the duration and the
+/// cell.
+struct Strip {
+    segments: Vec<Segment>,
+    results: usize,
+    took: String,
+    cell: String,
+}
+
+/// One class's part of the strip's bar.
+struct Segment {
+    class: &'static str,
+    name: &'static str,
+    count: usize,
+}
+
+/// A failed or flaky result in "Needs a look", linked to its details.
+struct Attention<'a> {
+    index: usize,
+    class: &'static str,
+    scenario: &'a str,
+    label: &'static str,
+    first: String,
+}
+
+/// A row of the results table.
+struct Row<'a> {
+    class: &'static str,
+    suite: &'a str,
+    scenario: &'a str,
+    profile: &'a str,
+    label: &'static str,
+    seconds: String,
+    note: String,
+    details: Option<usize>,
+}
+
+/// One failure's diagnostics: a failed try's, or the last try's.
+struct Detail<'a> {
+    anchor: Option<usize>,
+    scenario: &'a str,
+    title: String,
+    failure: &'a str,
+    plots: Vec<String>,
+    steps: Vec<StepLine<'a>>,
+    again: Option<String>,
+    events: String,
+    objects: String,
+    log_lines: usize,
+    log: String,
+    cluster_logs: Vec<(&'a str, &'a str)>,
+}
+
+/// A named step of a failure's last try: when it started, how long it ran or that it never
+/// ended, failed ones marked.
+struct StepLine<'a> {
+    class: &'static str,
+    name: &'a str,
+    start: String,
+    ran: String,
+}
+
+/// A kind's row of the coverage table.
+struct KindCoverage<'a> {
+    group: &'a str,
+    kind: &'a str,
+    version: &'a str,
+    covered: usize,
+    total: usize,
+    percent: String,
+    uncovered: &'a BTreeSet<String>,
+    templates: Vec<(&'a str, &'a BTreeSet<String>)>,
+}
+
+/// The summary strip of `r`.
+fn strip(r: &JsonReport) -> Strip {
     let mut by: BTreeMap<&str, usize> = BTreeMap::new();
     for x in &r.results {
         *by.entry(class_of(&x.outcome)).or_default() += 1;
     }
-    let parts: String = CLASSES
+    let segments = CLASSES
         .iter()
-        .filter_map(|(c, name)| {
-            let n = *by.get(c)?;
-            Some(format!(
-                "<span class=\"seg {c}\" style=\"flex:{n}\" title=\"{n} {name}\">{n} {name}</span>",
-            ))
+        .filter_map(|(class, name)| {
+            Some(Segment {
+                class,
+                name,
+                count: *by.get(class)?,
+            })
         })
         .collect();
     let cell = r
@@ -106,215 +169,179 @@ fn strip(r: &JsonReport) -> String {
         (true, Some(s)) => format!("{s:.0} s"),
         _ => "in progress".into(),
     };
-    format!(
-        "<div class=\"strip\"><div class=\"bar\">{parts}</div><p>{} results · {took} · {}</p></div>\n",
-        r.results.len(),
-        esc(&cell)
-    )
+    Strip {
+        segments,
+        results: r.results.len(),
+        took,
+        cell,
+    }
 }
 
-/// What needs a look first: the failed and flaky results, each linked to its details.
-fn attention(r: &JsonReport) -> String {
-    let items: String = r
-        .results
+/// What needs a look first: the failed and flaky results.
+fn attention(r: &JsonReport) -> Vec<Attention<'_>> {
+    r.results
         .iter()
         .enumerate()
         .filter(|(_, x)| matches!(class_of(&x.outcome), "fail" | "flaky"))
-        .map(|(i, x)| {
+        .map(|(index, x)| {
             let first = x
                 .failure
                 .as_deref()
                 .or_else(|| x.failed_tries.first().and_then(|t| t.failure.as_deref()))
                 .and_then(|f| f.lines().next())
                 .unwrap_or_default();
-            format!(
-                "<li class=\"{}\"><a href=\"#d{i}\">{}</a> <span class=\"res\">{}</span> {}</li>",
-                class_of(&x.outcome),
-                esc(&x.scenario),
-                x.outcome.label(),
-                esc(&first.chars().take(200).collect::<String>())
+            Attention {
+                index,
+                class: class_of(&x.outcome),
+                scenario: &x.scenario,
+                label: x.outcome.label(),
+                first: first.chars().take(200).collect(),
+            }
+        })
+        .collect()
+}
+
+/// The note of a result in the table: its known bug, why it was skipped or not judged, on
+/// which try a flaky one passed, or which way a pass went.
+fn note(x: &ScenarioResult) -> String {
+    match &x.outcome {
+        Outcome::Judged(Verdict::ExpectedFail { bug })
+        | Outcome::Judged(Verdict::UnexpectedPass { bug }) => bug.clone(),
+        Outcome::Skipped { reason } | Outcome::InfraError { reason } => reason.clone(),
+        Outcome::Flaky { .. } => format!("passed on try {} of {}", x.tries(), x.tries()),
+        Outcome::Judged(Verdict::Pass) => crate::scenario::steps::Steps::ways(&x.steps).join("; "),
+        Outcome::Judged(Verdict::Fail) => String::new(),
+    }
+}
+
+/// The failures of result `x` (the `i`th), the failed tries first, then the last try's.
+fn details<'a>(r: &'a JsonReport, i: usize, x: &'a ScenarioResult) -> Vec<Detail<'a>> {
+    let mut failures: Vec<(String, &str, Diagnostics)> = x
+        .failed_tries
+        .iter()
+        .enumerate()
+        .map(|(n, t)| {
+            (
+                format!(
+                    "try {} of {}: {}",
+                    n + 1,
+                    x.tries(),
+                    Outcome::Judged(t.verdict.clone()).label()
+                ),
+                t.failure.as_deref().unwrap_or("(no failure text)"),
+                t.diagnostics.clone().unwrap_or_default(),
             )
         })
         .collect();
-    if items.is_empty() {
-        return String::new();
+    if let Some(f) = &x.failure {
+        failures.push((
+            x.outcome.label().to_string(),
+            f,
+            x.diagnostics.clone().unwrap_or_default(),
+        ));
     }
-    format!("<h2>Needs a look</h2><ul id=\"attention\">{items}</ul>\n")
-}
-
-/// The filters over the results table: by result, suite and text. Hidden until the script
-/// that runs them shows them: the page reads the same without it.
-fn filters(r: &JsonReport) -> String {
-    let suites: BTreeSet<&str> = r.results.iter().map(|x| x.suite.as_str()).collect();
-    let options: String = suites
-        .iter()
-        .map(|s| format!("<option>{}</option>", esc(s)))
-        .collect();
-    let boxes: String = CLASSES
-        .iter()
-        .map(|(c, name)| {
-            format!("<label><input type=\"checkbox\" value=\"{c}\" checked> {name}</label> ")
+    let cluster_logs: Vec<(&str, &str)> = r
+        .cluster_logs
+        .get(&x.profile)
+        .map(|files| {
+            files
+                .iter()
+                .map(|f| (f.as_str(), f.rsplit('/').next().unwrap_or(f)))
+                .collect()
         })
-        .collect();
-    format!(
-        "<div id=\"filters\" hidden>{boxes}<select><option value=\"\">every suite</option>{options}</select> <input type=\"search\" placeholder=\"search scenarios\"> <span id=\"shown\"></span></div>\n"
-    )
+        .unwrap_or_default();
+    let count = failures.len();
+    failures
+        .into_iter()
+        .enumerate()
+        .map(|(n, (title, failure, d))| {
+            // The named steps of the last try, the failed one marked, and how to run it again.
+            let last = n + 1 == count;
+            Detail {
+                anchor: (n == 0).then_some(i),
+                scenario: &x.scenario,
+                title,
+                failure,
+                plots: d.plots.iter().map(plot::svg).collect(),
+                steps: if last { steps(&x.steps) } else { vec![] },
+                again: r
+                    .plan
+                    .as_ref()
+                    .filter(|_| last)
+                    .and_then(|p| rerun_command(p, x)),
+                events: d.events.join("\n"),
+                log_lines: d.manager_log.lines().count(),
+                objects: d.objects,
+                log: d.manager_log,
+                cluster_logs: cluster_logs.clone(),
+            }
+        })
+        .collect()
 }
 
 /// The single-file HTML report.
 pub fn html(r: &JsonReport) -> String {
-    let mut rows = String::new();
-    let mut details = String::new();
+    let mut rows = vec![];
+    let mut all_details = vec![];
     for (i, x) in r.results.iter().enumerate() {
         let class = class_of(&x.outcome);
-        let note = match &x.outcome {
-            Outcome::Judged(Verdict::ExpectedFail { bug })
-            | Outcome::Judged(Verdict::UnexpectedPass { bug }) => bug.clone(),
-            Outcome::Skipped { reason } | Outcome::InfraError { reason } => reason.clone(),
-            Outcome::Flaky { .. } => format!("passed on try {} of {}", x.tries(), x.tries()),
-            Outcome::Judged(Verdict::Pass | Verdict::Fail) => String::new(),
-        };
-        // The failed tries first, then the last try's failure.
-        let mut failures: Vec<(String, &str, Diagnostics)> = x
-            .failed_tries
-            .iter()
-            .enumerate()
-            .map(|(n, t)| {
-                (
-                    format!(
-                        "try {} of {}: {}",
-                        n + 1,
-                        x.tries(),
-                        Outcome::Judged(t.verdict.clone()).label()
-                    ),
-                    t.failure.as_deref().unwrap_or("(no failure text)"),
-                    t.diagnostics.clone().unwrap_or_default(),
-                )
-            })
-            .collect();
-        if let Some(f) = &x.failure {
-            failures.push((
-                x.outcome.label().to_string(),
-                f,
-                x.diagnostics.clone().unwrap_or_default(),
-            ));
-        }
-        let link = if failures.is_empty() {
-            String::new()
-        } else {
-            format!("<a href=\"#d{i}\">details</a>")
-        };
-        rows.push_str(&format!(
-            "<tr class=\"{class}\" data-result=\"{class}\" data-suite=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td class=\"res\">{}</td><td>{:.1}</td><td>{}</td><td>{link}</td></tr>\n",
-            esc(&x.suite),
-            esc(&x.suite),
-            esc(&x.scenario),
-            esc(&x.profile),
-            x.outcome.label(),
-            x.seconds,
-            esc(&note)
-        ));
-        for (n, (title, f, d)) in failures.iter().enumerate() {
-            let id = if n == 0 {
-                format!(" id=\"d{i}\"")
-            } else {
-                String::new()
-            };
-            // The named steps of the last try, the failed one marked, and how to run it again.
-            let last = n + 1 == failures.len();
-            let steps = if last && !x.steps.is_empty() {
-                steps_html(&x.steps)
-            } else {
-                String::new()
-            };
-            let again = match (last, r.plan.as_ref()) {
-                (true, Some(p)) => rerun_html(p, x),
-                _ => String::new(),
-            };
-            let plots: String = d.plots.iter().map(plot::svg).collect();
-            details.push_str(&format!(
-                "<section{id} class=\"diag\"><h3>{} — {}</h3><h4>Failure</h4><pre class=\"failure\">{}</pre>{plots}{steps}{again}<h4>Events</h4><pre>{}</pre><h4>Objects</h4><details><summary>YAML</summary><pre>{}</pre></details><h4>Controller log (scenario window)</h4><details><summary>{} lines</summary><pre>{}</pre></details>{}</section>\n",
-                esc(&x.scenario),
-                esc(title),
-                esc(f),
-                esc(&d.events.join("\n")),
-                esc(&d.objects),
-                d.manager_log.lines().count(),
-                esc(&d.manager_log),
-                log_links(r.cluster_logs.get(&x.profile))
-            ));
-        }
+        let details = details(r, i, x);
+        rows.push(Row {
+            class,
+            suite: &x.suite,
+            scenario: &x.scenario,
+            profile: &x.profile,
+            label: x.outcome.label(),
+            seconds: format!("{:.1}", x.seconds),
+            note: note(x),
+            details: (!details.is_empty()).then_some(i),
+        });
+        all_details.extend(details);
     }
-    let counts = summary_line(&r.counts);
-    let timeline = match r.timeline.is_empty() {
-        true => String::new(),
-        false => format!(
-            "<h2>Timeline</h2><p>Each cluster's bring-up and each scenario on its cluster, by \
-             result; hover a bar for its name and times.</p>{}",
-            timeline::svg(&r.timeline)
-        ),
+    let page = Page {
+        id: &r.run_id,
+        strip: strip(r),
+        counts: summary_line(&r.counts),
+        attention: attention(r),
+        timeline: (!r.timeline.is_empty()).then(|| timeline::svg(&r.timeline)),
+        classes: &CLASSES,
+        suites: r.results.iter().map(|x| x.suite.as_str()).collect(),
+        rows,
+        coverage: r.coverage.as_ref().map(coverage),
+        details: all_details,
     };
-    let (id, strip, attention, filters) = (esc(&r.run_id), strip(r), attention(r), filters(r));
-    let coverage = r.coverage.as_ref().map(coverage_html).unwrap_or_default();
-    fill(
-        PAGE,
-        &[
-            ("id", &id),
-            ("strip", &strip),
-            ("counts", &counts),
-            ("attention", &attention),
-            ("timeline", &timeline),
-            ("filters", &filters),
-            ("rows", &rows),
-            ("coverage", &coverage),
-            ("details", &details),
-        ],
-    )
+    let mut out = page.render().unwrap_or_else(|e| {
+        format!("<!doctype html>\n<p>the report page failed to render: {e}</p>")
+    });
+    out.push('\n');
+    out
 }
 
-/// The coverage section of the HTML report: a table per kind with its uncovered fields and
-/// the template fields set.
-fn coverage_html(c: &Coverage) -> String {
-    let list = |items: &mut dyn Iterator<Item = &String>| -> String {
-        items
-            .map(|f| format!("<li><code>{}</code></li>", esc(f)))
-            .collect()
-    };
-    let mut rows = String::new();
-    for k in &c.kinds {
-        let templates: String = k
-            .template_fields
-            .iter()
-            .map(|(t, fields)| {
-                format!(
-                    "<details><summary>{} fields set in <code>{}</code></summary><ul>{}</ul></details>",
-                    fields.len(),
-                    esc(t),
-                    list(&mut fields.iter())
-                )
-            })
-            .collect();
-        rows.push_str(&format!(
-            "<tr class=\"cov\" data-kind=\"{kind}\"><td>{group}/{kind}</td><td>{version}</td><td>{covered}/{total}</td><td><span class=\"cbar\"><span style=\"width:{pct:.0}%\"></span></span> {pct:.0}%</td><td><details><summary>{n} uncovered</summary><ul class=\"uncovered\">{uncovered}</ul></details></td><td>{templates}</td></tr>\n",
-            group = esc(&k.group),
-            kind = esc(&k.kind),
-            version = esc(&k.version),
-            covered = k.covered.len(),
-            total = k.total(),
-            pct = k.percent(),
-            n = k.uncovered.len(),
-            uncovered = list(&mut k.uncovered.iter()),
-        ));
-    }
-    format!(
-        "<h2>API field coverage</h2><p>Own spec fields of each API of the controller under test set by the scenarios (template internals listed apart).</p>\n<table id=\"coverage\"><thead><tr><th>kind</th><th>version</th><th>fields</th><th>covered</th><th>uncovered fields</th><th>template fields set</th></tr></thead><tbody>\n{rows}</tbody></table>\n"
-    )
+/// The coverage table: a row per kind with its uncovered fields and the template fields set.
+fn coverage(c: &Coverage) -> Vec<KindCoverage<'_>> {
+    c.kinds
+        .iter()
+        .map(|k| KindCoverage {
+            group: &k.group,
+            kind: &k.kind,
+            version: &k.version,
+            covered: k.covered.len(),
+            total: k.total(),
+            percent: format!("{:.0}", k.percent()),
+            uncovered: &k.uncovered,
+            templates: k
+                .template_fields
+                .iter()
+                .map(|(t, fields)| (t.as_str(), fields))
+                .collect(),
+        })
+        .collect()
 }
 
-/// A scenario's named steps as an ordered list: each with when it started and how long it ran
-/// (or that it never ended), the failed ones marked.
-fn steps_html(steps: &[crate::scenario::StepRecord]) -> String {
-    let items: String = steps
+/// A scenario's named steps: each with when it started and how long it ran (or that it never
+/// ended), the failed ones marked.
+fn steps(steps: &[crate::scenario::StepRecord]) -> Vec<StepLine<'_>> {
+    steps
         .iter()
         .map(|s| {
             let (class, ran) = match (s.failed, s.seconds) {
@@ -322,14 +349,14 @@ fn steps_html(steps: &[crate::scenario::StepRecord]) -> String {
                 (false, Some(t)) => ("ok", format!("{t:.1} s")),
                 (_, None) => ("failed", "never ended".to_string()),
             };
-            format!(
-                "<li class=\"{class}\">{} <span class=\"when\">at {:.1} s, {ran}</span></li>",
-                esc(&s.name),
-                s.start
-            )
+            StepLine {
+                class,
+                name: &s.name,
+                start: format!("{:.1}", s.start),
+                ran,
+            }
         })
-        .collect();
-    format!("<h4>Steps</h4><ol class=\"steps\">{items}</ol>")
+        .collect()
 }
 
 /// The command that runs scenario `x` alone again on the cell of `plan` (none for a spec of the
@@ -350,32 +377,6 @@ pub fn rerun_command(plan: &Plan, x: &ScenarioResult) -> Option<String> {
         quote(&controller)?,
         quote(&x.scenario)?
     ))
-}
-
-fn rerun_html(plan: &Plan, x: &ScenarioResult) -> String {
-    rerun_command(plan, x)
-        .map(|c| {
-            format!(
-                "<h4>Run it again</h4><pre class=\"again\">{}</pre>",
-                esc(&c)
-            )
-        })
-        .unwrap_or_default()
-}
-
-/// The "Cluster logs" list of a failure: links to its cluster's exported log files.
-fn log_links(files: Option<&Vec<String>>) -> String {
-    let Some(files) = files.filter(|f| !f.is_empty()) else {
-        return String::new();
-    };
-    let items: String = files
-        .iter()
-        .map(|f| {
-            let name = f.rsplit('/').next().unwrap_or(f);
-            format!("<li><a href=\"{}\">{}</a></li>", esc(f), esc(name))
-        })
-        .collect();
-    format!("<h4>Cluster logs</h4><ul class=\"cluster-logs\">{items}</ul>")
 }
 
 #[cfg(test)]
@@ -408,7 +409,7 @@ mod tests {
         );
         assert!(h.contains("passed on try 2 of 2"));
         assert!(h.contains("try 1 of 2: FAIL"));
-        assert!(h.contains("timed out &lt;first&gt;"));
+        assert!(h.contains("timed out &#60;first&#62;"));
         assert!(h.contains("href=\"#d0\""));
     }
 
@@ -421,12 +422,14 @@ mod tests {
                 start: 0.5,
                 seconds: Some(2.0),
                 failed: false,
+                way: None,
             },
             crate::scenario::StepRecord {
                 name: "lower the partition".into(),
                 start: 2.5,
                 seconds: Some(12.4),
                 failed: true,
+                way: None,
             },
         ];
         let rs = vec![failed];
@@ -442,13 +445,13 @@ mod tests {
             coverage: None,
             timeline: vec![],
         });
-        assert!(h.contains("x &lt;y&gt;"));
+        assert!(h.contains("x &#60;y&#62;"));
         assert!(h.contains("href=\"#d0\""));
-        assert!(h.contains("Warning FailedCreate &lt;boom&gt;"));
+        assert!(h.contains("Warning FailedCreate &#60;boom&#62;"));
         // The failed scenario's steps, the failed one marked.
         assert!(
             h.contains(
-                "<li class=\"ok\">make &lt;it&gt; <span class=\"when\">at 0.5 s, 2.0 s</span></li>"
+                "<li class=\"ok\">make &#60;it&#62; <span class=\"when\">at 0.5 s, 2.0 s</span></li>"
             ),
             "{h}"
         );
@@ -456,28 +459,37 @@ mod tests {
     }
 
     #[test]
-    fn the_template_is_filled_once_and_every_part_of_the_page_is_given() {
-        assert_eq!(
-            fill("<p>{{a}} {{b}} {{c}}</p>", &[("a", "{{b}}"), ("b", "x")]),
-            "<p>{{b}} x {{c}}</p>",
-            "a value is not read again; an unknown name stays"
-        );
+    fn the_page_renders_from_its_template_with_every_part_given() {
+        let mut passed = result("c", Outcome::Judged(Verdict::Pass), None);
+        passed.steps = vec![crate::scenario::StepRecord {
+            name: "refused <or> admitted".into(),
+            start: 0.0,
+            seconds: Some(1.0),
+            failed: false,
+            way: Some("refused".into()),
+        }];
         let page = html(&JsonReport {
             run_id: "r".into(),
             plan: None,
             finished: false,
             seconds: None,
             counts: BTreeMap::new(),
-            results: vec![],
+            results: vec![passed],
             cluster_logs: BTreeMap::new(),
             clusters: BTreeMap::new(),
             coverage: None,
             timeline: vec![],
         });
-        assert!(!page.contains("{{"), "{page}");
+        assert!(!page.contains("{{") && !page.contains("{%"), "{page}");
         assert!(page.starts_with(
             "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>harness r</title>"
         ));
         assert!(page.ends_with("})();</script>\n</body></html>\n"), "{page}");
+        // A pass that went one of two ways says which, in its note.
+        assert!(
+            page.contains("<td>refused &#60;or&#62; admitted: refused</td>"),
+            "{page}"
+        );
+        assert!(page.contains("in progress"), "{page}");
     }
 }

@@ -71,8 +71,16 @@ impl Reporter for Terminal {
                         Outcome::Flaky { .. } => {
                             format!(" [passed on try {} of {}]", r.tries(), r.tries())
                         }
-                        Outcome::Judged(Verdict::Pass | Verdict::Fail)
-                        | Outcome::InfraError { .. } => String::new(),
+                        Outcome::Judged(Verdict::Pass) => {
+                            let ways = crate::scenario::steps::Steps::ways(&r.steps);
+                            match ways.is_empty() {
+                                true => String::new(),
+                                false => format!(" [{}]", ways.join("; ")),
+                            }
+                        }
+                        Outcome::Judged(Verdict::Fail) | Outcome::InfraError { .. } => {
+                            String::new()
+                        }
                     };
                     eprintln!(
                         "{:<16} {:<64} {:>8.1}{note}",

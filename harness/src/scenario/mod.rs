@@ -416,6 +416,13 @@ impl Ctx {
         self.steps.run(name, work).await
     }
 
+    /// Records which way the current step passed, when it may pass one of two ways ("the
+    /// change was refused" or "the change reached the copy"): the report shows it beside the
+    /// result, so two passes that differ can be told apart.
+    pub fn passed_by(&self, way: &str) {
+        self.steps.passed_by(way);
+    }
+
     /// Waits until the live object `expected` names (its `apiVersion`, `kind` and
     /// `metadata.name`, in the scenario's namespace if namespaced) holds every field
     /// `expected` gives ([`steps::subset`]), as a chainsaw assert does; YAML or JSON. On

@@ -21,6 +21,10 @@ pub struct StepRecord {
     pub seconds: Option<f64>,
     /// Whether it failed.
     pub failed: bool,
+    /// Which way it passed, when it may pass one of two ways (set by
+    /// [`crate::scenario::Ctx::passed_by`]); the report shows it beside the result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub way: Option<String>,
 }
 
 /// What ends a running step at once, failed: asked every [`TRIPWIRE_EVERY`] while a step
@@ -86,6 +90,27 @@ impl Steps {
             .map(|(i, s)| (i + 1, s.clone()))
     }
 
+    /// Records which way the step the scenario is in (else its last step) passed, when it may
+    /// pass one of two ways.
+    pub fn passed_by(&self, way: &str) {
+        let mut list = self.list.lock().expect("not poisoned");
+        let at = list
+            .iter()
+            .rposition(|s| s.seconds.is_none())
+            .or(list.len().checked_sub(1));
+        if let Some(s) = at.and_then(|i| list.get_mut(i)) {
+            s.way = Some(way.to_string());
+        }
+    }
+
+    /// The ways the steps passed ([`Steps::passed_by`]), as `step: way`, in order.
+    pub fn ways(steps: &[StepRecord]) -> Vec<String> {
+        steps
+            .iter()
+            .filter_map(|s| Some(format!("{}: {}", s.name, s.way.as_deref()?)))
+            .collect()
+    }
+
     /// Records steps that ran elsewhere (a chainsaw test's, from its report).
     pub fn extend(&self, steps: impl IntoIterator<Item = StepRecord>) {
         self.list.lock().expect("not poisoned").extend(steps);
@@ -106,6 +131,7 @@ impl Steps {
                 start,
                 seconds: None,
                 failed: false,
+                way: None,
             });
             list.len()
         };
@@ -320,6 +346,33 @@ mod tests {
         assert!(!list[0].failed && list[1].failed);
         assert!(list.iter().all(|s| s.seconds.is_some()));
         assert!(steps.current().is_none());
+    }
+
+    #[tokio::test]
+    async fn the_way_a_step_passed_is_kept_on_that_step_and_listed() {
+        let steps = Steps::default();
+        steps
+            .run("plain", async { Ok::<_, anyhow::Error>(()) })
+            .await
+            .unwrap();
+        steps
+            .run("refused or admitted", async {
+                steps.passed_by("refused");
+                Ok::<_, anyhow::Error>(())
+            })
+            .await
+            .unwrap();
+        let list = steps.list();
+        assert_eq!(list[0].way, None);
+        assert_eq!(list[1].way.as_deref(), Some("refused"));
+        assert_eq!(Steps::ways(&list), ["refused or admitted: refused"]);
+        // Outside a step it marks the last one; a record without a way reads as before.
+        steps.passed_by("admitted");
+        assert_eq!(steps.list()[1].way.as_deref(), Some("admitted"));
+        let old: StepRecord =
+            serde_json::from_str(r#"{"name":"a","start":0.0,"seconds":1.0,"failed":false}"#)
+                .unwrap();
+        assert_eq!(old.way, None);
     }
 
     #[tokio::test]

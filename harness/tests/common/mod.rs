@@ -293,3 +293,70 @@ pub fn processes_with(needle: &str) -> Vec<String> {
     }
     out
 }
+
+/// The name of the test [`root_tests_skip_without_root`] is called from in each binary; the
+/// re-run leaves it out.
+pub const WITHOUT_ROOT_TEST: &str = "without_root_every_test_skips_saying_so_and_fails_in_ci";
+
+/// Runs this test binary's other tests as a user that is not root (`nobody`, through
+/// `setpriv`, when the caller is root; as itself otherwise), twice: without `CI` every test
+/// passes by skipping and says which prerequisite it lacks, as the README says; with `CI=true`
+/// every test fails, naming it. Each test of the binary must need root.
+pub fn root_tests_skip_without_root() {
+    let me = std::env::current_exe().expect("the test binary's path");
+    let run = |ci: bool| {
+        let mut cmd = if nix::unistd::geteuid().is_root() {
+            let mut c = std::process::Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                .arg(&me);
+            c
+        } else {
+            std::process::Command::new(&me)
+        };
+        cmd.args([
+            "--skip",
+            WITHOUT_ROOT_TEST,
+            "--test-threads=1",
+            "--show-output",
+        ])
+        .env_remove("CI")
+        .current_dir("/");
+        if ci {
+            cmd.env("CI", "true");
+        }
+        let out = cmd.output().expect("run the test binary");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status, text)
+    };
+    let count = |text: &str, what: &str| text.lines().filter(|l| l.contains(what)).count();
+
+    let (status, text) = run(false);
+    let ran = count(&text, "... ok");
+    assert!(status.success(), "without root and CI: {status}\n{text}");
+    assert!(ran > 0, "no test ran:\n{text}");
+    assert_eq!(
+        count(&text, "skipped: missing prerequisite: root"),
+        ran,
+        "every test says it skipped for lack of root:\n{text}"
+    );
+
+    let (status, text) = run(true);
+    assert!(
+        !status.success(),
+        "with CI set, the skips fail: {status}\n{text}"
+    );
+    assert_eq!(
+        count(&text, "... FAILED"),
+        ran,
+        "with CI set, every test fails:\n{text}"
+    );
+    assert_eq!(
+        count(&text, "missing prerequisite: root"),
+        ran,
+        "each failure names the prerequisite:\n{text}"
+    );
+}

@@ -1,5 +1,12 @@
-//! Helpers shared by the suites: object creation, pod and PVC queries (workloads themselves are
-//! built and waited on with [`crate::scenario::workload`]).
+//! Helpers shared by the suites: object creation, pod and PVC queries here; the pod readers
+//! and the wait over a workload and its pods in [`objects`] (re-exported here); the lifecycle
+//! hook cases several workload suites run in [`lifecycle`]. Workloads themselves are built
+//! and waited on with [`crate::scenario::workload`].
+
+pub mod lifecycle;
+pub mod objects;
+
+pub use objects::*;
 
 use std::collections::BTreeMap;
 
