@@ -27,15 +27,16 @@
 //! explored the kinds as written.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use super::catalog::{self, COPIERS, Native, POLICIES, Policy, UNIONS, Union, WORKLOADS, Workload};
 use super::{CLAIMS, Makes, Seed, Subject, TARGET, Twin, set};
 use crate::explore::openapi::Doc;
-use crate::explore::schema::{self, Shape};
-use crate::explore::trial::Fields;
+
+mod source;
+
+use source::{Source, Version, parent};
 
 /// The subjects a cell serves: derived from its CRDs (`group/Kind` → CRD, as JSON) and its
 /// OpenAPI `doc` (the built-in kinds' schemas), in rounds (see the module's doc).
@@ -46,240 +47,6 @@ pub fn served(crds: &BTreeMap<String, Value>, doc: &Doc) -> Vec<Subject> {
 /// The subjects known without a cell (see the module's doc).
 pub fn subjects() -> Vec<Subject> {
     derive(&Source::Known)
-}
-
-/// Where the kinds' schemas come from.
-enum Source<'a> {
-    /// Nowhere: each kind at the version its seed is written for.
-    Known,
-    /// A cell: its CRDs and its OpenAPI.
-    Cell {
-        crds: &'a BTreeMap<String, Value>,
-        doc: &'a Doc,
-    },
-}
-
-/// One served version of a kind.
-struct Version<'a> {
-    /// Its API version.
-    api_version: String,
-    /// Its name (`v1beta1`).
-    name: String,
-    /// Its `spec` schema (null when not read, or for a built-in kind).
-    spec: Arc<Value>,
-    /// Whether it is the version the kind's seed is written for.
-    plain: bool,
-    /// The CRD serving it.
-    crd: Option<&'a Value>,
-}
-
-impl Version<'_> {
-    /// The suffix of the name of a subject in it: none for the plain version.
-    fn suffix(&self) -> String {
-        match self.plain {
-            true => String::new(),
-            false => format!("@{}", self.name),
-        }
-    }
-}
-
-/// The node at `path` (dot-separated, from `spec`) of a version's `spec` schema.
-fn spec_at<'v>(spec: &'v Value, path: &str) -> Option<&'v Value> {
-    let rest = path.strip_prefix("spec").unwrap_or(path);
-    let mut at = spec;
-    for part in rest.split('.').filter(|p| !p.is_empty()) {
-        at = at["properties"].get(part)?;
-    }
-    Some(at)
-}
-
-/// The path of the object that holds `path`'s last field.
-fn parent(path: &str) -> &str {
-    path.rsplit_once('.').map_or("", |(p, _)| p)
-}
-
-impl<'a> Source<'a> {
-    /// The versions of kind `kind` (whose seed is written for `api_version`) it serves, the
-    /// plain one first; a built-in kind's only version.
-    fn versions(&self, api_version: &'static str, kind: &str, builtin: bool) -> Vec<Version<'a>> {
-        let (group, written) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        let plain = || Version {
-            api_version: api_version.to_string(),
-            name: written.to_string(),
-            spec: Arc::new(Value::Null),
-            plain: true,
-            crd: None,
-        };
-        let crds = match self {
-            Source::Cell { crds, .. } if !builtin => crds,
-            _ => return vec![plain()],
-        };
-        let Some(crd) = crds.get(&format!("{group}/{kind}")) else {
-            return vec![];
-        };
-        let mut out: Vec<Version<'a>> = crd["spec"]["versions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|v| v["served"] != Value::Bool(false))
-            .filter_map(|v| {
-                let name = v["name"].as_str()?;
-                Some(Version {
-                    api_version: format!("{group}/{name}"),
-                    name: name.to_string(),
-                    spec: Arc::new(v["schema"]["openAPIV3Schema"]["properties"]["spec"].clone()),
-                    plain: name == written,
-                    crd: Some(crd),
-                })
-            })
-            .collect();
-        out.sort_by_key(|v| !v.plain);
-        out
-    }
-
-    /// Whether workload `w` in version `v` has claim templates beside its pod template.
-    fn claims(&self, w: &Workload, v: &Version<'_>) -> bool {
-        let at = format!("{}.volumeClaimTemplates", parent(w.template));
-        match self {
-            Source::Known => false,
-            Source::Cell { doc, .. } if w.builtin => doc
-                .kind_schema(w.api_version, w.kind)
-                .and_then(|root| doc.at(root, &at))
-                .is_some(),
-            Source::Cell { .. } => spec_at(&v.spec, &at).is_some(),
-        }
-    }
-
-    /// Whether workload `w`, in the version its seed is written for, has claim templates.
-    fn kind_claims(&self, w: &Workload) -> bool {
-        self.versions(w.api_version, w.kind, w.builtin)
-            .iter()
-            .any(|v| v.plain && self.claims(w, v))
-    }
-
-    /// The workloads of the catalog the members of union `u` in version `v` hold, the one
-    /// with the twin first: without a cell, that one only.
-    fn members(&self, u: &Union, v: &Version<'_>) -> Vec<&'static Workload> {
-        let twin = u.twin.map(|(m, _)| m);
-        let mut out: Vec<&'static Workload> = match self {
-            Source::Known => WORKLOADS
-                .iter()
-                .filter(|w| twin == Some(w.member().as_str()))
-                .collect(),
-            Source::Cell { .. } => {
-                let at = spec_at(&v.spec, u.members_at).map(|s| &s["properties"]);
-                WORKLOADS
-                    .iter()
-                    .filter(|w| at.is_some_and(|p| p.get(w.member()).is_some()))
-                    .collect()
-            }
-        };
-        out.sort_by_key(|w| twin != Some(w.member().as_str()));
-        out
-    }
-
-    /// The settings of subject `s` in version `v`: each string of its spec outside its pod
-    /// template and outside lists, with the values its schema gives it (an enum's members,
-    /// the words its description quotes, else its twin's enum); none without a cell.
-    fn settings(&self, s: &Subject, v: &Version<'_>) -> Vec<(String, Vec<String>)> {
-        let Source::Cell { doc, .. } = self else {
-            return vec![];
-        };
-        let outside = |p: &str| {
-            let template = !s.template.is_empty()
-                && (p == s.template || p.starts_with(&format!("{}.", s.template)));
-            !template && !p.contains('[')
-        };
-        let Some(crd) = v.crd else {
-            // A built-in kind: the enums of its schema as the cell serves it.
-            let mut out = vec![];
-            if let Some(root) = doc.kind_schema(&s.api_version, s.kind)
-                && let Some(spec) = doc.at(root, "spec")
-            {
-                enums(doc, spec, "spec", &outside, 0, &mut out);
-            }
-            return out;
-        };
-        let twin_root = s
-            .twin
-            .as_deref()
-            .and_then(|t| doc.kind_schema(&t.api_version, t.kind));
-        schema::leaves(crd, &v.name)
-            .into_iter()
-            .filter(|l| outside(&l.path))
-            .filter_map(|l| {
-                let values = match l.shape {
-                    Shape::Enum(members) => members,
-                    Shape::String(words) if !words.is_empty() => words,
-                    Shape::String(_) => {
-                        let path = s.twin_path(&l.path)?;
-                        let members = doc.at(twin_root?, &path)?["enum"].as_array()?;
-                        members
-                            .iter()
-                            .filter_map(|m| m.as_str().map(String::from))
-                            .collect()
-                    }
-                    _ => return None,
-                };
-                (!values.is_empty()).then_some((l.path, values))
-            })
-            .collect()
-    }
-
-    /// The seed variants of subject `s` in version `v` (see [`Subject::variants`]), its
-    /// target's aside: the replicas either side of its seed's (not below one), and each
-    /// value of each of its settings.
-    fn variants(&self, s: &Subject, v: &Version<'_>) -> Vec<Fields> {
-        if matches!(self, Source::Known) {
-            return vec![];
-        }
-        let mut out = vec![];
-        if s.replicated
-            && s.target.is_none()
-            && let Some(r) = s.seed.make("x")["spec"]["replicas"].as_i64()
-        {
-            for n in [r - 1, r + 1].into_iter().filter(|n| *n >= 1) {
-                out.push(Fields::from([("spec.replicas".to_string(), json!(n))]));
-            }
-        }
-        for (path, values) in self.settings(s, v) {
-            for x in values {
-                out.push(Fields::from([(path.clone(), json!(x))]));
-            }
-        }
-        out
-    }
-}
-
-/// The string enums below schema node `node` at `path` of `doc` (its `$ref`s followed),
-/// where `outside` holds, not through lists, at most four objects deep.
-fn enums(
-    doc: &Doc,
-    node: &Value,
-    path: &str,
-    outside: &dyn Fn(&str) -> bool,
-    depth: usize,
-    out: &mut Vec<(String, Vec<String>)>,
-) {
-    let node = doc.resolve(node).1;
-    for (k, child) in node["properties"].as_object().into_iter().flatten() {
-        let at = format!("{path}.{k}");
-        let child = doc.resolve(child).1;
-        if !outside(&at) || child["type"] == "array" {
-            continue;
-        }
-        if let Some(members) = child["enum"].as_array() {
-            let members: Vec<String> = members
-                .iter()
-                .filter_map(|m| m.as_str().map(String::from))
-                .collect();
-            if !members.is_empty() {
-                out.push((at, members));
-            }
-        } else if depth < 4 && child["properties"].is_object() {
-            enums(doc, child, &at, outside, depth + 1, out);
-        }
-    }
 }
 
 /// `seed` with a claim template `data`, at the object that holds the pod template at
@@ -554,6 +321,7 @@ pub fn family_of(k: &str) -> Option<&'static str> {
 mod tests {
     use super::*;
     use crate::explore::subject::{IMAGE_V1, embedded_values, get, target_name};
+    use crate::explore::trial::Fields;
 
     /// A CRD of `group`/`kind` serving `versions`, each with `spec` as its `spec` schema.
     fn crd(group: &str, kind: &str, versions: &[(&str, Value)]) -> Value {

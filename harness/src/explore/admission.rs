@@ -1,0 +1,210 @@
+//! The admission phase: [`Explorer::admission`] (start there) runs a subject's singles at
+//! create and at update, then covering rows of the values admitted alone, as dry runs on the
+//! cell (and a baseline's), and judges each trial's findings at once.
+
+use std::collections::BTreeMap;
+
+use futures::StreamExt;
+use serde_json::Value;
+
+use super::book::Book;
+use super::exec::{self, Cell};
+use super::oracle::{self, Answer, Finding};
+use super::shrinking::{ADMISSION_RUN, Cells, SIDE_BY_SIDE, Shrunk, plan, shrink};
+use super::singles::{ROW_VALUES, innermost, outermost, singles};
+use super::subject::{self, Subject};
+use super::trial::{self, Mode, Rng, Step, Trial};
+use super::{Options, openapi};
+
+/// An exploration under way: its options, its cell (and a baseline's, named), and its
+/// [`Book`].
+pub(super) struct Explorer<'a> {
+    pub(super) options: &'a Options,
+    pub(super) cell: Cell<'a>,
+    pub(super) baseline: Option<Cell<'a>>,
+    /// The baseline's release, named.
+    pub(super) base_name: Option<String>,
+    pub(super) book: Book<'a>,
+}
+
+impl Explorer<'_> {
+    pub(super) fn cells(&self) -> Cells<'_> {
+        Cells {
+            cell: &self.cell,
+            baseline: self.baseline.as_ref().zip(self.base_name.as_deref()),
+        }
+    }
+
+    /// Judges an admission trial's findings: each new one shrunk and confirmed now while the
+    /// share lasts (nothing else runs meanwhile: its candidates run side by side), else
+    /// written as it fired.
+    pub(super) async fn judge_now(
+        &mut self,
+        s: &Subject,
+        trial: &Trial,
+        findings: Vec<Finding>,
+    ) -> anyhow::Result<()> {
+        let (runs, confirm) = (self.options.shrink_runs.max(1) * 4, self.options.confirm);
+        for p in self.book.sort(s, trial, ADMISSION_RUN, findings, "") {
+            let planned = plan(
+                self.book.shrink_left(),
+                p.seconds,
+                confirm,
+                SIDE_BY_SIDE,
+                false,
+            );
+            let done = match planned {
+                Some(plan) => shrink(self.cells(), p, plan, runs, confirm).await,
+                None => Shrunk::not(p),
+            };
+            self.book.write(done)?;
+        }
+        Ok(())
+    }
+
+    /// Admission trials of one subject: singles at create and update, then covering rows.
+    pub(super) async fn admission(
+        &mut self,
+        s: &Subject,
+        crd: &Value,
+        doc: &openapi::Doc,
+    ) -> anyhow::Result<Vec<(String, Value)>> {
+        let singles = singles(s, crd, doc, self.options.seed);
+        self.book.summary.reach.offer(&s.name, &singles);
+        let mut trials: Vec<Trial> = vec![];
+        let mut index = 0;
+        let seed = self.options.seed;
+        let mut next = |steps: Vec<Step>| {
+            index += 1;
+            Trial {
+                subject: s.name.to_string(),
+                mode: Mode::Admission,
+                seed,
+                index: index - 1,
+                steps,
+            }
+        };
+        for set in singles {
+            trials.push(next(vec![Step::Create { set: set.clone() }]));
+            // A target's template is the target's to admit once it changes; a field through
+            // a minimal item is tried at create (at update, the list's own values add and
+            // remove its item: the update of each of the item's fields would be the same
+            // trial of the list again, under another name).
+            if set.len() > 1 || set.keys().any(|k| k.starts_with(subject::TARGET)) {
+                continue;
+            }
+            trials.push(next(vec![
+                Step::Create { set: s.quiet() },
+                Step::Update { set },
+            ]));
+        }
+        let mut results = self.admit_all(&self.cell, s, &trials).await?;
+        self.compare(s, &trials, &mut results).await?;
+        for t in &trials {
+            self.book.summary.reach.tried(t);
+        }
+        let mut admitted = vec![];
+        for (t, out) in trials.iter().zip(&results) {
+            let single = matches!(t.steps.as_slice(), [Step::Create { .. }]);
+            if single && out.answers.last() == Some(&Answer::Admitted) {
+                admitted.extend(outermost(t.fields()));
+            }
+        }
+        for (t, out) in trials.iter().zip(results) {
+            if self.options.modes.contains(&Mode::Admission) {
+                self.judge_now(s, t, out.findings).await?;
+            }
+        }
+        // Pairs of values admitted alone.
+        let mut by_field: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        for (k, v) in &admitted {
+            if !v.is_null() {
+                by_field.entry(k.clone()).or_default().push(v.clone());
+            }
+        }
+        // A list whose item's fields were each admitted through a minimal item has as many
+        // values as the item has fields: pairs with them would outnumber all other rows. A
+        // field takes part with [`ROW_VALUES`] of its values at most, drawn with the seed.
+        let mut draw = Rng::new(self.options.seed, u64::MAX - 1);
+        let fields: Vec<(String, Vec<Value>)> = by_field
+            .into_iter()
+            .map(|(k, mut v)| {
+                if v.len() > ROW_VALUES {
+                    draw.shuffle(&mut v);
+                    v.truncate(ROW_VALUES);
+                }
+                (k, v)
+            })
+            .collect();
+        let rows = trial::covering_rows(&fields, &mut Rng::new(self.options.seed, u64::MAX));
+        let row_trials: Vec<Trial> = rows
+            .into_iter()
+            .map(|set| {
+                next(vec![Step::Create {
+                    set: innermost(set),
+                }])
+            })
+            .collect();
+        let mut results = self.admit_all(&self.cell, s, &row_trials).await?;
+        self.compare(s, &row_trials, &mut results).await?;
+        self.book.summary.reach.rows(&s.name, row_trials.len());
+        for t in &row_trials {
+            self.book.summary.reach.tried(t);
+        }
+        for (t, out) in row_trials.iter().zip(results) {
+            if self.options.modes.contains(&Mode::Admission) {
+                self.judge_now(s, t, out.findings).await?;
+            }
+        }
+        self.book.count(
+            format!("admission {}", s.name),
+            trials.len() + row_trials.len(),
+        );
+        Ok(admitted)
+    }
+
+    /// With a baseline: runs `trials` there too, and adds to each outcome the O5 finding of
+    /// an end that differs.
+    pub(super) async fn compare(
+        &self,
+        s: &Subject,
+        trials: &[Trial],
+        outcomes: &mut [exec::Outcome],
+    ) -> anyhow::Result<()> {
+        let (Some(base), Some(name)) = (&self.baseline, &self.options.baseline) else {
+            return Ok(());
+        };
+        let theirs = self.admit_all(base, s, trials).await?;
+        for ((t, ours), theirs) in trials.iter().zip(outcomes.iter_mut()).zip(theirs) {
+            ours.findings.extend(oracle::release(
+                s,
+                &t.fields(),
+                &ours.end,
+                &theirs.end,
+                &name.to_string(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs admission trials 8 at a time in one namespace of `cell`.
+    pub(super) async fn admit_all(
+        &self,
+        cell: &Cell<'_>,
+        s: &Subject,
+        trials: &[Trial],
+    ) -> anyhow::Result<Vec<exec::Outcome>> {
+        let ns = cell.namespace(s).await?;
+        let results: Vec<anyhow::Result<exec::Outcome>> = futures::stream::iter(trials)
+            .map(|t| {
+                let name = format!("t{}", t.index);
+                let ns = ns.clone();
+                async move { cell.admit(s, t, &ns, &name).await }
+            })
+            .buffered(8)
+            .collect()
+            .await;
+        cell.drop_namespace(&ns, s).await;
+        results.into_iter().collect()
+    }
+}

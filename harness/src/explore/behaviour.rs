@@ -1,0 +1,400 @@
+//! The behaviour phase: [`Behaviour`] (start there) gives the [`pool`](super::pool) its jobs, the
+//! subjects taking turns ([`schedule`]) with trials made from what their admission trials
+//! admitted ([`prepare`]), and the shrinking of the findings they fire; the width follows the
+//! [`pace::Pacer`].
+
+use std::time::{Duration, Instant};
+
+use kube::api::Api;
+use serde_json::Value;
+
+use super::book::Book;
+use super::exec;
+use super::pace;
+use super::pool::Jobs;
+use super::shrinking::{Pending, Plan, SIDE_BY_SIDE, Shrunk, plan};
+use super::subject::Subject;
+use super::trial::{self, Fields, Material, Perturbation, Trial};
+
+/// The latency counted for an apiserver read that failed: a strained apiserver answers errors
+/// too, and the pool narrows.
+pub(super) const PROBE_FAILED: f64 = 2.0;
+
+/// Whether a value is small enough for a behaviour trial to create objects with (a replica
+/// count of two billion is for admission only).
+pub(super) fn small(v: &Value) -> bool {
+    v.as_i64().is_none_or(|i| (-1..=10).contains(&i))
+}
+
+/// A subject with the field sets its behaviour trials create objects with, and the single
+/// values its updates set.
+pub(super) type Prepared = (Subject, Vec<Fields>, Vec<(String, Value)>);
+
+/// What behaviour trials of `s` are made from, given the single values its admission trials
+/// admitted (in schema order): the small ones for updates, and those that set a value each a
+/// create, in the seeded order of [`trial::create_order`] (so that a budget that ends early
+/// has created with fields from across the schema).
+pub(super) fn prepare(s: Subject, admitted: Vec<(String, Value)>, seed: u64) -> Prepared {
+    let updates: Vec<(String, Value)> = admitted.into_iter().filter(|(_, v)| small(v)).collect();
+    let creates: Vec<Fields> = updates
+        .iter()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, v)| Fields::from([(k.clone(), v.clone())]))
+        .collect();
+    let creates = s.vary(trial::create_order(&creates, seed, &s.name), seed);
+    (s, creates, updates)
+}
+
+/// Schedules behaviour trials: the next batch, `parallel` trials (at least one) from the
+/// run's behaviour trial `next` on, each as (the position of its subject among `subjects`,
+/// its trial number: [`trial::behaviour`]'s `index`); empty without subjects.
+///
+/// How the budget is shared among subjects: they take turns, one trial each, in their order,
+/// so the run's trial k is number k / `subjects` of subject k % `subjects`. Every subject runs
+/// its numbers 0, 1, 2, … in order, each once (none repeated, none skipped), whatever the
+/// parallelism and the number of subjects; when the budget ends, each has started as many
+/// trials as the others or one more. The turns share trials, not time: a subject whose trials
+/// take longer to settle uses more of the budget.
+pub(super) fn schedule(next: u64, parallel: usize, subjects: usize) -> Vec<(usize, u64)> {
+    if subjects == 0 {
+        return vec![];
+    }
+    let n = subjects as u64;
+    (next..next + parallel.max(1) as u64)
+        .map(|k| ((k % n) as usize, k / n))
+        .collect()
+}
+/// A behaviour job of [`pool`]: a trial of a subject, or the shrinking of a finding.
+pub(super) enum Job {
+    Trial(Box<(Subject, Trial)>),
+    Shrink(Box<Pending>, Plan),
+}
+
+/// What a behaviour job gave.
+pub(super) enum Done {
+    Trial(Box<Ran>),
+    Shrunk(Box<Shrunk>),
+}
+
+/// A behaviour trial `t` of `s` that ran: what it saw, in how many seconds.
+pub(super) struct Ran {
+    pub(super) s: Subject,
+    pub(super) t: Trial,
+    pub(super) out: anyhow::Result<exec::Outcome>,
+    pub(super) seconds: f64,
+}
+
+/// Behaviour trials, the subjects taking turns ([`schedule`]), and the shrinking of their
+/// findings, as jobs of [`pool`]: a finding's shrinking starts before any new trial, one at a
+/// time (so that the share of the budget is not spent twice), its candidates side by side
+/// (half the width at most, [`SIDE_BY_SIDE`]) beside the trials; a finding the share cannot
+/// hold any more is written as it fired. The width is the [`pace::Pacer`]'s.
+pub(super) struct Behaviour<'b, 'a> {
+    pub(super) book: &'b mut Book<'a>,
+    pub(super) prepared: &'b [Prepared],
+    pub(super) perturbations: &'b [Perturbation],
+    /// The cell's client, to take the apiserver's latency with.
+    pub(super) client: kube::Client,
+    pub(super) pacer: pace::Pacer,
+    /// The run's next behaviour trial.
+    pub(super) next: u64,
+    /// When the behaviour trials started.
+    pub(super) started: Instant,
+    /// New findings waiting to be shrunk.
+    pub(super) queue: std::collections::VecDeque<Pending>,
+    /// Whether a finding is being shrunk.
+    pub(super) shrinking: bool,
+}
+
+impl Behaviour<'_, '_> {
+    /// Trial `number` of the subject at `at` of the prepared ones.
+    pub(super) fn trial(&self, at: usize, number: u64) -> (Subject, Trial) {
+        let (s, creates, updates) = &self.prepared[at];
+        let ops = s.ops();
+        let perturbations: Vec<Perturbation> = self
+            .perturbations
+            .iter()
+            .copied()
+            .filter(|p| s.perturbed_by(*p))
+            .collect();
+        let m = Material {
+            subject: &s.name,
+            creates,
+            updates,
+            ops: &ops,
+            perturbations: &perturbations,
+        };
+        (
+            s.clone(),
+            trial::behaviour(&m, self.book.options.seed, number),
+        )
+    }
+
+    /// Decides the width again, when a decision is due, the pool `full` or not.
+    pub(super) async fn pace(&mut self, full: bool) {
+        if !self.pacer.due() {
+            return;
+        }
+        let latency = latency(&self.client).await;
+        let cpu = self.pacer.cpu();
+        let at = self.started.elapsed().as_secs_f64();
+        if let Some(c) = self.pacer.decide(latency, cpu, full, at) {
+            (self.book.say)(format!(
+                "[{:>5.0}s] {} → {} trials at once: {} (apiserver {:.0} ms, harness CPU {:.0} %)",
+                self.book.started.elapsed().as_secs_f64(),
+                c.from,
+                c.to,
+                c.why,
+                latency * 1000.0,
+                cpu * 100.0
+            ));
+            self.book.summary.pace.widths.changes.push(c);
+        }
+    }
+}
+
+impl Jobs for Behaviour<'_, '_> {
+    type Job = Job;
+    type Done = Done;
+
+    fn next(&mut self) -> anyhow::Result<Option<Job>> {
+        if !self.shrinking {
+            while let Some(p) = self.queue.pop_front() {
+                let side_by_side = (self.pacer.width() / 2).clamp(1, SIDE_BY_SIDE);
+                let (left, confirm) = (self.book.shrink_left(), self.book.options.confirm);
+                match plan(left, p.seconds, confirm, side_by_side, p.trial.global()) {
+                    Some(plan) => {
+                        self.shrinking = true;
+                        return Ok(Some(Job::Shrink(Box::new(p), plan)));
+                    }
+                    None => self.book.write(Shrunk::not(p))?,
+                }
+            }
+        }
+        if self.book.left().is_zero() || self.prepared.is_empty() {
+            return Ok(None);
+        }
+        let (at, number) = schedule(self.next, 1, self.prepared.len())[0];
+        self.next += 1;
+        self.book.summary.pace.widths.start(self.pacer.width());
+        let (s, t) = self.trial(at, number);
+        Ok(Some(Job::Trial(Box::new((s, t)))))
+    }
+
+    fn keep(&mut self, job: Job) -> anyhow::Result<Option<Job>> {
+        if !self.book.left().is_zero() {
+            return Ok(Some(job));
+        }
+        if let Job::Shrink(p, _) = job {
+            self.shrinking = false;
+            self.book.write(Shrunk::not(*p))?;
+        }
+        Ok(None)
+    }
+
+    fn places(&self, job: &Job) -> usize {
+        match job {
+            Job::Trial(_) => 1,
+            Job::Shrink(_, plan) => {
+                let confirm = if plan.confirm_at_once {
+                    self.book.options.confirm
+                } else {
+                    1
+                };
+                plan.side_by_side.max(confirm).min(self.pacer.width())
+            }
+        }
+    }
+
+    fn alone(&self, job: &Job) -> bool {
+        match job {
+            Job::Trial(st) => st.1.global(),
+            Job::Shrink(p, _) => p.trial.global(),
+        }
+    }
+
+    fn width(&self) -> usize {
+        self.pacer.width()
+    }
+
+    async fn done(&mut self, done: Done, full: bool) -> anyhow::Result<()> {
+        match done {
+            Done::Trial(ran) => {
+                let Ran { s, t, out, seconds } = *ran;
+                self.book.count(format!("behaviour {}", s.name), 1);
+                self.book.summary.reach.tried(&t);
+                let phases = out.as_ref().map_or(&[][..], |o| &o.phases[..]);
+                self.book.summary.pace.behaviour_trial(&t, seconds, phases);
+                match out {
+                    Ok(out) => {
+                        if let Some(settle) = settled(&out) {
+                            self.pacer.settled(settle);
+                        }
+                        let took = Duration::from_secs_f64(seconds);
+                        let new = self.book.sort(&s, &t, took, out.findings, &out.manager_log);
+                        self.queue.extend(new);
+                    }
+                    Err(e) => {
+                        (self.book.say)(format!("{}: trial {} did not run: {e:#}", s.name, t.index))
+                    }
+                }
+                self.pace(full).await;
+            }
+            Done::Shrunk(d) => {
+                self.shrinking = false;
+                self.book.write(*d)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The seconds a behaviour trial took to settle, if it settled: created, and every difference
+/// from the declared state gone.
+pub(super) fn settled(out: &exec::Outcome) -> Option<f64> {
+    let settled = out.end.admitted.first() == Some(&true) && out.end.unsettled.is_empty();
+    settled.then(|| {
+        out.phases
+            .iter()
+            .filter(|(p, _)| *p == "settle")
+            .map(|(_, d)| d.as_secs_f64())
+            .sum()
+    })
+}
+
+/// The apiserver's latency now, seconds: the median of three reads of one namespace's
+/// metadata (cheap, and through the apiserver's storage); a read that fails counts as
+/// [`PROBE_FAILED`], and is logged.
+pub(super) async fn latency(client: &kube::Client) -> f64 {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let mut seconds = vec![];
+    for _ in 0..3 {
+        let at = Instant::now();
+        match api
+            .list_metadata(&kube::api::ListParams::default().limit(1))
+            .await
+        {
+            Ok(_) => seconds.push(at.elapsed().as_secs_f64()),
+            Err(e) => {
+                tracing::warn!("read the apiserver's latency: {e}");
+                seconds.push(PROBE_FAILED);
+            }
+        }
+    }
+    pace::median(&mut seconds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::explore::select;
+    use crate::explore::trial::Step;
+    use serde_json::json;
+
+    #[test]
+    fn behaviour_trials_run_each_number_once_per_subject_whatever_runs_at_once() {
+        for subjects in [1, 2, 3, 16, 17] {
+            for parallel in [0, 1, 2, 3, 8, 20] {
+                let budget = 200;
+                let mut run: Vec<(usize, u64)> = vec![];
+                let mut next = 0;
+                while run.len() < budget {
+                    let batch = schedule(next, parallel, subjects);
+                    assert_eq!(batch.len(), parallel.max(1));
+                    next += batch.len() as u64;
+                    run.extend(batch);
+                }
+                let mut pairs = run.clone();
+                pairs.sort();
+                pairs.dedup();
+                assert_eq!(
+                    pairs.len(),
+                    run.len(),
+                    "{subjects} subjects, {parallel} at once: a trial ran twice"
+                );
+                for s in 0..subjects {
+                    let numbers: Vec<u64> = run
+                        .iter()
+                        .filter(|(at, _)| *at == s)
+                        .map(|(_, n)| *n)
+                        .collect();
+                    let expected: Vec<u64> = (0..numbers.len() as u64).collect();
+                    assert_eq!(
+                        numbers, expected,
+                        "{subjects} subjects, {parallel} at once: subject {s}"
+                    );
+                }
+                // The budget is shared evenly: no subject more than one trial ahead.
+                let counts: Vec<usize> = (0..subjects)
+                    .map(|s| run.iter().filter(|(at, _)| *at == s).count())
+                    .collect();
+                let (lo, hi) = (counts.iter().min(), counts.iter().max());
+                assert!(hi.unwrap() - lo.unwrap() <= 1, "{counts:?}");
+            }
+        }
+        assert!(schedule(0, 2, 0).is_empty());
+    }
+
+    #[test]
+    fn creates_reach_fields_from_across_the_schema_in_an_order_drawn_from_the_seed() {
+        let cloneset = select(&["CloneSet".to_string()]).unwrap().remove(0);
+        let schema: Vec<String> = (0..20).map(|f| format!("spec.f{f:02}")).collect();
+        // What admission admitted, in schema order: a few values of each field, and absent.
+        let admitted: Vec<(String, Value)> = schema
+            .iter()
+            .flat_map(|f| [json!(0), json!(1), json!(true), Value::Null].map(|v| (f.clone(), v)))
+            .collect();
+        let budget = 8;
+        let in_schema_order: Vec<&str> = admitted
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .take(budget)
+            .map(|(k, _)| k.as_str())
+            .collect();
+        let tried = |seed: u64| -> Vec<Fields> {
+            let (s, creates, updates) = prepare(cloneset.clone(), admitted.clone(), seed);
+            let m = Material {
+                subject: &s.name,
+                creates: &creates,
+                updates: &updates,
+                ops: &[],
+                perturbations: &[],
+            };
+            (0..budget as u64)
+                .map(|i| match &trial::behaviour(&m, seed, i).steps[0] {
+                    Step::Create { set } => set.clone(),
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+        let a = tried(7);
+        let fields: Vec<&str> = a
+            .iter()
+            .flat_map(|set| set.keys().map(String::as_str))
+            .collect();
+        assert_ne!(fields, in_schema_order);
+        let mut distinct = fields.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), budget, "a field each: {fields:?}");
+        assert!(
+            fields
+                .iter()
+                .any(|f| !schema[..budget].contains(&f.to_string())),
+            "past the schema's first fields: {fields:?}"
+        );
+        assert_eq!(tried(7), a, "the same seed, the same creates");
+        assert_ne!(tried(8), a, "another seed, other creates");
+        // Every admitted create is kept, each once.
+        let (_, mut creates, _) = prepare(cloneset.clone(), admitted.clone(), 7);
+        let mut all: Vec<Fields> = admitted
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| Fields::from([(k.clone(), v.clone())]))
+            .collect();
+        let key = |f: &Fields| serde_json::to_string(f).unwrap();
+        creates.sort_by_key(key);
+        all.sort_by_key(key);
+        assert_eq!(creates, all);
+    }
+}

@@ -1,0 +1,245 @@
+//! What an exploration keeps as it goes: [`Book`] (start there) sorts findings into new ones and
+//! repeats, and writes each as shrinking and confirming left it.
+
+use std::time::{Duration, Instant};
+
+use super::oracle::Finding;
+use super::shrinking::{Pending, Shrunk, alike};
+use super::subject::Subject;
+use super::trial::Trial;
+use super::{Options, Reported, Summary, output, pace};
+
+/// What an exploration keeps as it goes: the summary it writes (counts, findings, pace), the
+/// findings seen and not written yet, its clock, and who hears progress.
+pub(super) struct Book<'a> {
+    pub(super) options: &'a Options,
+    pub(super) started: Instant,
+    pub(super) summary: Summary,
+    /// Findings seen and not written yet (waiting to be shrunk, or being shrunk), each with
+    /// the times other trials fired it again.
+    pub(super) held: Vec<(Finding, usize)>,
+    pub(super) say: &'a (dyn Fn(String) + Sync),
+}
+
+impl Book<'_> {
+    pub(super) fn left(&self) -> Duration {
+        self.options.budget.saturating_sub(self.started.elapsed())
+    }
+
+    pub(super) fn count(&mut self, what: String, n: usize) {
+        *self.summary.trials.entry(what).or_default() += n;
+    }
+
+    /// The time shrinking and confirming may still take: what is left of their share, and of
+    /// the budget.
+    pub(super) fn shrink_left(&self) -> Duration {
+        Duration::from_secs_f64(self.summary.pace.shrink_left()).min(self.left())
+    }
+
+    /// Of `findings`, fired by `trial` of `s` (which took `seconds`, with the controller's log
+    /// window `manager_log`), the new ones, to shrink; each other is counted as a repeat of
+    /// the one it is alike ([`alike`]), written or held.
+    pub(super) fn sort(
+        &mut self,
+        s: &Subject,
+        trial: &Trial,
+        seconds: Duration,
+        findings: Vec<Finding>,
+        manager_log: &str,
+    ) -> Vec<Pending> {
+        let mut new = vec![];
+        for f in findings {
+            if self.repeat(&f) {
+                continue;
+            }
+            let first_seen = self.started.elapsed().as_secs_f64();
+            (self.say)(format!(
+                "[{:>5.0}s] {} {} {}: {}",
+                first_seen,
+                f.oracle.short(),
+                s.name,
+                f.key,
+                f.observed.lines().next().unwrap_or_default()
+            ));
+            self.held.push((f.clone(), 0));
+            new.push(Pending {
+                subject: s.clone(),
+                finding: f,
+                trial: trial.clone(),
+                seconds,
+                first_seen,
+                manager_log: manager_log.to_string(),
+            });
+        }
+        new
+    }
+
+    /// Whether `f` is alike a finding written or held: then counted as its repeat.
+    pub(super) fn repeat(&mut self, f: &Finding) -> bool {
+        let written = self.summary.findings.iter().find(|r| alike(&r.finding, f));
+        if let Some(r) = written {
+            let name = r.dir.file_name().unwrap_or_default().to_string_lossy();
+            let record = self.summary.pace.findings.entry(name.into_owned());
+            record.or_default().repeats += 1;
+            return true;
+        }
+        match self.held.iter_mut().find(|(h, _)| alike(h, f)) {
+            Some((_, repeats)) => {
+                *repeats += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Writes a finding as shrinking and confirming left it (see [`output`]), and counts what
+    /// they cost.
+    pub(super) fn write(&mut self, done: Shrunk) -> anyhow::Result<()> {
+        let p = done.pending;
+        let at = self.held.iter().position(|(h, _)| alike(h, &p.finding));
+        let repeats = at.map_or(0, |i| self.held.remove(i).1);
+        let (finding, manager_log) = done.hit.unwrap_or((p.finding, p.manager_log));
+        let s = p.subject;
+        let n = self.summary.findings.len() + 1;
+        let name = format!(
+            "{n:02}-{}-{}",
+            finding.oracle.short(),
+            s.name.to_lowercase()
+        );
+        let dir = self.options.dir.join("findings").join(&name);
+        let confirmed = done.confirm_runs > 0;
+        let r = Reported {
+            finding,
+            original: p.trial,
+            trial: done.trial,
+            reproduced: done.reproduced,
+            confirm_runs: done.confirm_runs,
+            stable: confirmed && done.reproduced == done.confirm_runs,
+            first_seen: p.first_seen,
+            dir: dir.clone(),
+            controller: self.options.controller.to_string(),
+            kubernetes: self.options.kubernetes.to_string(),
+            baseline: self.options.baseline.as_ref().map(ToString::to_string),
+            gates: self.options.gates.clone(),
+        };
+        output::write_finding(&dir, &s, &r, &self.options.controller, &manager_log)?;
+        let shrunk = done.candidates > 0;
+        (self.say)(match (shrunk, confirmed) {
+            (_, false) => format!(
+                "         written as it fired, neither shrunk nor confirmed: its confirming runs \
+                 (about {:.0} s, as long as its trial) do not fit in what is left of the budget \
+                 and of shrinking's share of it ({:.0} s); `harness explore --replay {}` does \
+                 both",
+                p.seconds.as_secs_f64(),
+                self.shrink_left().as_secs_f64(),
+                dir.display()
+            ),
+            (true, true) => format!(
+                "         shrunk to {} step(s), {} field(s) in {} runs; reproduced {}/{} → {}",
+                r.trial.steps.len(),
+                r.trial.fields().len(),
+                done.candidates,
+                r.reproduced,
+                r.confirm_runs,
+                dir.display()
+            ),
+            (false, true) => format!(
+                "         not shrunk (no time left for candidates); reproduced {}/{} → {}",
+                r.reproduced,
+                r.confirm_runs,
+                dir.display()
+            ),
+        });
+        let pace = &mut self.summary.pace;
+        pace.shrinking += done.shrinking;
+        pace.confirming += done.confirming;
+        pace.findings.insert(
+            name,
+            pace::FindingPace {
+                shrinking: done.shrinking,
+                confirming: done.confirming,
+                candidates: done.candidates,
+                shrunk,
+                confirmed,
+                repeats,
+            },
+        );
+        self.summary.findings.push(r);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::explore::oracle::Oracle;
+    use crate::explore::select;
+    use crate::explore::trial::{Fields, Mode, Step};
+
+    #[test]
+    fn a_finding_fired_again_is_counted_as_a_repeat_not_shrunk_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options::new(
+            crate::toolchain::versions::DEFAULT_KUBERNETES
+                .parse()
+                .unwrap(),
+            "openkruise@v1.9.0".parse().unwrap(),
+            1,
+            Duration::from_secs(100),
+            dir.path().to_path_buf(),
+        );
+        let heard = std::sync::Mutex::new(vec![]);
+        let say = |line: String| heard.lock().unwrap().push(line);
+        let mut book = Book {
+            options: &options,
+            started: Instant::now(),
+            summary: Summary::default(),
+            held: vec![],
+            say: &say,
+        };
+        let s = select(&["CloneSet".to_string()]).unwrap().remove(0);
+        let trial = Trial {
+            subject: s.name.to_string(),
+            mode: Mode::Admission,
+            seed: 1,
+            index: 0,
+            steps: vec![Step::Create { set: Fields::new() }],
+        };
+        let finding = |key: &str| Finding {
+            oracle: Oracle::Native,
+            subject: s.name.to_string(),
+            key: key.into(),
+            observed: "o".into(),
+            expected: "e".into(),
+        };
+        let second = Duration::from_secs(1);
+        let new = book.sort(
+            &s,
+            &trial,
+            second,
+            vec![finding("admits x on create of a")],
+            "",
+        );
+        assert_eq!(new.len(), 1);
+        // Fired again while it waits, at the other verb too: counted, not new.
+        let again = vec![
+            finding("admits x on create of a"),
+            finding("admits x on update of a"),
+        ];
+        assert!(book.sort(&s, &trial, second, again, "").is_empty());
+        let p = new.into_iter().next().unwrap();
+        book.write(Shrunk::not(p)).unwrap();
+        assert!(book.held.is_empty());
+        // And once written.
+        let more = vec![finding("admits x on create of a"), finding("admits y")];
+        assert_eq!(book.sort(&s, &trial, second, more, "").len(), 1);
+        let r = &book.summary.findings[0];
+        assert_eq!((r.confirm_runs, r.stable), (0, false));
+        let record = &book.summary.pace.findings["01-O4-cloneset"];
+        assert_eq!(record.repeats, 3);
+        assert!(!record.shrunk && !record.confirmed);
+        assert!(r.dir.join("trial.yaml").exists());
+        let heard = heard.lock().unwrap().join("\n");
+        assert!(heard.contains("harness explore --replay"), "{heard}");
+    }
+}

@@ -1,0 +1,141 @@
+//! An admission trial on a cell: [`Cell::admit`] (start there) sends its steps, the last one
+//! as a dry run, to the subject and to its native twin, and judges the answers.
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::Value;
+
+use super::{Cell, Outcome, answer, api_for, object, resolved, scoped_name, strict, update_patch};
+use crate::explore::oracle::{self, Answer};
+use crate::explore::subject::{Subject, Twin, resolve, split_target};
+use crate::explore::trial::{Fields, Step, Trial};
+
+impl Cell<'_> {
+    /// Runs admission trial `trial` in namespace `ns` (which may be shared: the objects are
+    /// named `name`): its last create or update as a dry run on the subject and its twin, the
+    /// steps before it for real on both sides.
+    pub async fn admit(
+        &self,
+        s: &Subject,
+        trial: &Trial,
+        ns: &str,
+        name: &str,
+    ) -> anyhow::Result<Outcome> {
+        let mut out = Outcome::default();
+        let name = &scoped_name(&self.client, s, ns, name).await?;
+        let ours = api_for(&self.client, ns, &s.api_version, s.kind).await?;
+        let twin = match s.twin.as_deref() {
+            Some(t) => Some((t, api_for(&self.client, ns, &t.api_version, t.kind).await?)),
+            None => None,
+        };
+        // A twin of the subject's own kind (a policy over another target) is named apart.
+        let tname = match s.twin.as_deref() {
+            Some(t) if t.kind == s.kind && t.api_version == s.api_version => format!("{name}-t"),
+            _ => name.to_string(),
+        };
+        let tname = tname.as_str();
+        let n = trial.steps.len();
+        for (i, step) in trial.steps.iter().enumerate() {
+            let last = i + 1 == n;
+            let mut params = strict();
+            params.dry_run = last;
+            let (verb, fields, mine, theirs) = match step {
+                Step::Create { set } => {
+                    let (own, _) = split_target(&resolved(set, ns, name));
+                    let seed = resolve(&s.seed.make(name), ns, name);
+                    let Some(o) = object(seed, &own, |k| Some(k.to_string())) else {
+                        anyhow::bail!("set {set:?} on the seed object");
+                    };
+                    if let Some(m) = self.make_target(ns, s, name, set).await? {
+                        out.log
+                            .push(format!("create {set:?}: the target refused: {m}"));
+                        out.answers
+                            .push(Answer::Refused(format!("the target refused: {m}")));
+                        break;
+                    }
+                    let r = ours.patch(name, &params, &Patch::Apply(&o)).await;
+                    if last && let Ok(stored) = &r {
+                        let stored = serde_json::to_value(stored)?;
+                        out.findings.extend(oracle::stored(s, &own, &stored));
+                    }
+                    let mine = answer(r);
+                    let theirs = match &twin {
+                        Some((t, api)) => {
+                            self.twin_create(s, t, api, set, &own, (ns, tname), &params)
+                                .await?
+                        }
+                        None => None,
+                    };
+                    ("create", set, mine, theirs)
+                }
+                Step::Update { set } => {
+                    let mine_set = resolved(set, ns, name);
+                    let Some(patch) =
+                        update_patch(&ours, name, &mine_set, |k| Some(k.to_string())).await
+                    else {
+                        anyhow::bail!("set {set:?} on the object");
+                    };
+                    let mine = answer(ours.patch(name, &params, &Patch::Merge(&patch)).await);
+                    let theirs = match &twin {
+                        Some((_, api)) => {
+                            let set = resolved(set, ns, tname);
+                            match update_patch(api, tname, &set, |k| s.twin_path(k)).await {
+                                Some(p) => {
+                                    Some(answer(api.patch(tname, &params, &Patch::Merge(&p)).await))
+                                }
+                                None => None,
+                            }
+                        }
+                        None => None,
+                    };
+                    ("update", set, mine, theirs)
+                }
+                other => {
+                    anyhow::bail!("an admission trial has only creates and updates, not {other:?}")
+                }
+            };
+            out.log
+                .push(format!("{verb} {fields:?}: {mine:?} (twin: {theirs:?})"));
+            let paths: Vec<(&str, &Value)> = fields.iter().map(|(k, v)| (k.as_str(), v)).collect();
+            if last {
+                out.findings
+                    .extend(oracle::admission(s, verb, &paths, &mine, theirs.as_ref()));
+            } else if mine != Answer::Admitted {
+                anyhow::bail!("the object an update starts from was refused: {mine:?}");
+            }
+            out.answers.push(mine);
+        }
+        out.end.admitted = out.answers.iter().map(|a| *a == Answer::Admitted).collect();
+        Ok(out)
+    }
+
+    /// The twin's answer to the create of `set` (the subject's own fields `own`) as object
+    /// `tname` in `ns`: none when the twin has no path for a field or its target refused.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the subject, its twin and the twin's API, the fields, where, how"
+    )]
+    async fn twin_create(
+        &self,
+        s: &Subject,
+        t: &Twin,
+        api: &Api<DynamicObject>,
+        set: &Fields,
+        own: &Fields,
+        (ns, tname): (&str, &str),
+        params: &PatchParams,
+    ) -> anyhow::Result<Option<Answer>> {
+        let Some(o) = object(resolve(&t.seed.make(tname), ns, tname), own, |k| {
+            s.twin_path(k)
+        }) else {
+            return Ok(None);
+        };
+        let refused = match s.twin_subject() {
+            Some(ts) => self.make_target(ns, &ts, tname, set).await?,
+            None => None,
+        };
+        Ok(match refused {
+            Some(_) => None,
+            None => Some(answer(api.patch(tname, params, &Patch::Apply(&o)).await)),
+        })
+    }
+}

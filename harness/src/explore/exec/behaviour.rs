@@ -1,0 +1,601 @@
+//! A behaviour trial on a cell: [`Cell::behaviour`] (start there) sets the trial up (its
+//! object's names, its sides, the monitor), acts ([`Cell::act`]: each step on the subject and
+//! its twin), lets the object settle ([`Cell::settle`]), compares it with its twin
+//! ([`Cell::twin_pods`]), undoes what its perturbations left and judges it: the end state,
+//! convergence, the monitor's rules, failure events and the controller's health.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, DynamicObject, ListParams, Patch};
+
+use super::{
+    Cell, Outcome, Side, TWIN, Undo, answer, api_for, object, of_twin, resolved, scoped_name,
+    strict, update_patch,
+};
+use crate::explore::oracle::{self, Answer, Finding, Oracle};
+use crate::explore::pace::Phases;
+use crate::explore::subject::{Subject, resolve, split_target};
+use crate::explore::trial::{Fields, Perturbation, Step, Trial};
+use crate::scenario::monitor;
+use crate::wait::{Check, poll};
+
+/// Where a behaviour trial acts: its namespace, the subject's API, and the names of the
+/// subject's object and of its twin's.
+struct Place<'p> {
+    ns: &'p str,
+    api: &'p Api<DynamicObject>,
+    name: &'p str,
+    tname: &'p str,
+}
+
+/// A warning event of a trial's namespace: the kind of the object it is about, its reason,
+/// count and message.
+type Warning = (String, String, i32, String);
+
+impl Cell<'_> {
+    /// The object made and driven through the steps while the monitor watches; then settled
+    /// and judged.
+    pub(super) async fn behaviour(
+        &self,
+        s: &Subject,
+        trial: &Trial,
+        ns: &str,
+        phases: &mut Phases,
+    ) -> anyhow::Result<Outcome> {
+        let mut out = Outcome::default();
+        let api = api_for(&self.client, ns, &s.api_version, s.kind).await?;
+        let name = &scoped_name(&self.client, s, ns, "x").await?;
+        let tname = &match s.twin_subject() {
+            Some(t) => scoped_name(&self.client, &t, ns, TWIN).await?,
+            None => TWIN.to_string(),
+        };
+        let at = Place {
+            ns,
+            api: &api,
+            name,
+            tname,
+        };
+        let window = self.installation.window(ns);
+        let settings = monitor::Settings::with_liveness(self.settle);
+        let watching = monitor::Monitor::start(&self.client, ns, settings);
+        let mut undo = Undo::default();
+        // What operations, perturbations and convergence act on.
+        let ours = Side::new(&self.client, ns, s, name).await?;
+        // The twin goes through the same steps (perturbations aside) when it has every field.
+        let mut twin = match s.twin_subject() {
+            Some(t) if trial.fields().iter().all(|(k, _)| s.twin_path(k).is_some()) => {
+                Some(Side::new(&self.client, ns, &t, tname).await?)
+            }
+            _ => None,
+        };
+        let refused = self
+            .act(s, trial, &at, &ours, &mut twin, &mut undo, &mut out)
+            .await?;
+        self.resume_silenced(&mut undo, &mut out.log).await;
+        phases.next("settle");
+        let mut differences = match refused {
+            true => vec![],
+            false => self.settle(s, &at, &ours).await,
+        };
+        phases.next("twin");
+        // O4 on what settles: the same number of live pods as the twin (for kinds that keep
+        // their pods: a BroadcastJob runs one on every node where a Job runs its parallelism).
+        // A policy's twin is the same policy over another kind of workload, whose pods are
+        // that workload's to count: each side's count is judged against its own spec (O2).
+        // Nor when the spec holds its updates (paused, partitioned, a wait past the bound,
+        // hooks): settled then means "as far as it may go now", and a rollout still under
+        // way counts its pods by each kind's own order (one deletes before it creates, the
+        // other surges first), so two counts taken a moment apart are no end state.
+        if !refused
+            && s.target.is_none()
+            && ours.workload.rolls_out
+            && differences.is_empty()
+            && let Some(side) = &twin
+            && !self.holds_updates(&ours.wapi, &ours.wname).await
+        {
+            out.findings
+                .extend(self.twin_pods(s, ns, &ours, side).await);
+        }
+        phases.next("judge");
+        let served = undo.served.take();
+        let served_at = undo.served_at.take();
+        self.undo(undo).await;
+        out.end = self
+            .end_state(&out.answers, &differences, refused, &ours, ns)
+            .await;
+        let events = self.warnings(ns, served_at).await?;
+        held_by_policy(s, name, &events, &mut differences, &mut out.log);
+        out.findings
+            .extend(convergence(s, &differences, self.settle));
+        let found = watching.stop().await?;
+        out.findings.extend(monitored(s, trial, found));
+        // Failures on the way to a settled state were retries that succeeded; a write the API
+        // refused for its content is a finding either way.
+        if !differences.is_empty() {
+            out.findings
+                .extend(oracle::repeated_failures(s, name, &events));
+        }
+        out.findings
+            .extend(oracle::refused_writes(s, name, &events));
+        if let Err(e) = self.installation.check(&window).await {
+            let health = self
+                .health(s, format!("{e:#}"), served.as_ref(), &mut out.log)
+                .await;
+            out.findings.extend(health);
+        }
+        if !out.findings.is_empty() {
+            out.manager_log = self
+                .installation
+                .logs()
+                .first()
+                .map(|l| window.read(l))
+                .unwrap_or_default();
+        }
+        Ok(out)
+    }
+
+    /// Sends the trial's steps in order, the subject's side and its twin's (which is dropped
+    /// once it cannot follow), each step's line in `out`'s log; whether the subject refused
+    /// its create (the steps then stop).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the trial, where it acts, its two sides, and what it leaves"
+    )]
+    async fn act(
+        &self,
+        s: &Subject,
+        trial: &Trial,
+        at: &Place<'_>,
+        ours: &Side,
+        twin: &mut Option<Side>,
+        undo: &mut Undo,
+        out: &mut Outcome,
+    ) -> anyhow::Result<bool> {
+        let ns = at.ns;
+        let mut refused = false;
+        for step in &trial.steps {
+            let line = match step {
+                Step::Create { set } => match self.create(s, set, at, ours, twin, out).await? {
+                    Some((line, r)) => {
+                        refused = r;
+                        line
+                    }
+                    None => {
+                        refused = true;
+                        break;
+                    }
+                },
+                Step::Update { set } => self.update(s, set, at, ours, twin.as_ref(), out).await,
+                Step::Operate { op } => {
+                    let r = self
+                        .operate(&ours.workload, &ours.wapi, ns, &ours.wname, *op)
+                        .await;
+                    if let Some(side) = &twin {
+                        let _ = self
+                            .operate(&side.workload, &side.wapi, ns, &side.wname, *op)
+                            .await;
+                    }
+                    format!(
+                        "{op:?}: {}",
+                        r.map_or_else(|e| format!("{e:#}"), |_| "done".into())
+                    )
+                }
+                Step::Perturb { perturbation } => {
+                    let r = self.perturb(ours, ns, *perturbation, undo).await;
+                    format!(
+                        "{perturbation:?}: {}",
+                        r.unwrap_or_else(|e| format!("{e:#}"))
+                    )
+                }
+            };
+            out.log.push(line);
+            if refused {
+                break;
+            }
+        }
+        Ok(refused)
+    }
+
+    /// A create step: the object made with `set` (a policy's target first), then its twin's
+    /// (the twin dropped when it cannot be). Its line and whether the subject refused it; none
+    /// when the target refused (logged in `out`).
+    async fn create(
+        &self,
+        s: &Subject,
+        set: &Fields,
+        at: &Place<'_>,
+        ours: &Side,
+        twin: &mut Option<Side>,
+        out: &mut Outcome,
+    ) -> anyhow::Result<Option<(String, bool)>> {
+        let (ns, name, tname) = (at.ns, at.name, at.tname);
+        let (own, _) = split_target(&resolved(set, ns, name));
+        let seed = resolve(&s.seed.make(name), ns, name);
+        let Some(o) = object(seed, &own, |k| Some(k.to_string())) else {
+            anyhow::bail!("set {set:?} on the seed object");
+        };
+        if let Some(m) = self.make_target(ns, s, name, set).await? {
+            out.log
+                .push(format!("create {set:?}: the target refused: {m}"));
+            out.answers
+                .push(Answer::Refused(format!("the target refused: {m}")));
+            return Ok(None);
+        }
+        let a = answer(at.api.patch(name, &strict(), &Patch::Apply(&o)).await);
+        let refused = a != Answer::Admitted;
+        if !refused {
+            self.scale_target(ours, set).await?;
+        }
+        out.answers.push(a.clone());
+        if let Some(side) = &*twin {
+            let seed = resolve(&side.subject.seed.make(tname), ns, tname);
+            let o = object(seed, &own, |k| s.twin_path(k));
+            let ok = match o {
+                Some(o) => {
+                    self.make_target(ns, &side.subject, tname, set)
+                        .await?
+                        .is_none()
+                        && side
+                            .api
+                            .patch(tname, &strict(), &Patch::Apply(&o))
+                            .await
+                            .is_ok()
+                        && self.scale_target(side, set).await.is_ok()
+                }
+                None => false,
+            };
+            if !ok {
+                *twin = None;
+            }
+        }
+        Ok(Some((format!("create {set:?}: {a:?}"), refused)))
+    }
+
+    /// An update step: `set` patched onto the object and its twin's (a policy's update of its
+    /// target's fields changes the target); its line.
+    async fn update(
+        &self,
+        s: &Subject,
+        set: &Fields,
+        at: &Place<'_>,
+        ours: &Side,
+        twin: Option<&Side>,
+        out: &mut Outcome,
+    ) -> String {
+        // A policy's update of its target's fields changes the target.
+        let (own, target) = split_target(&resolved(set, at.ns, at.name));
+        let (api, name, set, twin_api, twin_name) = match own.is_empty() {
+            false => (at.api, at.name, &own, twin.map(|t| &t.api), at.tname),
+            true => (
+                &ours.wapi,
+                ours.wname.as_str(),
+                &target,
+                twin.map(|t| &t.wapi),
+                twin.map_or("", |t| t.wname.as_str()),
+            ),
+        };
+        let patch = update_patch(api, name, set, |k| Some(k.to_string())).await;
+        let a = match patch {
+            Some(p) => answer(api.patch(name, &strict(), &Patch::Merge(&p)).await),
+            None => Answer::Refused(format!("set {set:?} on the object")),
+        };
+        out.answers.push(a.clone());
+        if let Some(twin_api) = twin_api
+            && let Some(p) = update_patch(twin_api, twin_name, set, |k| s.twin_path(k)).await
+        {
+            let _ = twin_api
+                .patch(twin_name, &strict(), &Patch::Merge(&p))
+                .await;
+        }
+        format!("update {set:?}: {a:?}")
+    }
+
+    /// A silenced node comes back before the trial settles: it was a transient failure,
+    /// which the controller must converge from.
+    async fn resume_silenced(&self, undo: &mut Undo, log: &mut Vec<String>) {
+        let Some(cluster) = self.cluster else {
+            return;
+        };
+        for node in std::mem::take(&mut undo.silenced) {
+            let t = std::time::Instant::now();
+            log.push(match cluster.resume_node(&node).await {
+                Ok(()) => format!(
+                    "the kubelet of {node} reports again: Ready after {:.0} s",
+                    t.elapsed().as_secs_f64()
+                ),
+                Err(e) => format!("the kubelet of {node} did not come back: {e:#}"),
+            });
+        }
+    }
+
+    /// Waits (up to the settle bound) until nothing differs from the declared state; what
+    /// still differs then (none once settled).
+    async fn settle(&self, s: &Subject, at: &Place<'_>, ours: &Side) -> Vec<String> {
+        let (this, ns) = (self, at.ns);
+        let (w, wapi, wname) = (&ours.workload, &ours.wapi, ours.wname.as_str());
+        // A policy that writes into pods settles once its content is in them, too.
+        let policy = (s.target.is_some()).then_some((at.api, at.name));
+        let all = move || async move {
+            let mut d = this.differences(w, wapi, ns, wname).await;
+            if let Some((api, name)) = policy {
+                d.extend(this.injection_differences(api, name, ns).await);
+            }
+            d
+        };
+        let r = poll(
+            &format!("{} {wname} to settle", w.kind),
+            self.settle,
+            Duration::from_millis(500),
+            move || async move {
+                let d = all().await;
+                if d.is_empty() {
+                    Check::Met
+                } else {
+                    Check::Pending(d.join("; "))
+                }
+            },
+        )
+        .await;
+        match r {
+            Ok(_) => vec![],
+            Err(_) => all().await,
+        }
+    }
+
+    /// O4 on the live pods: once the twin `side` settles too, a finding when the subject's
+    /// object (`ours`) settled on another number of live pods than the twin.
+    async fn twin_pods(&self, s: &Subject, ns: &str, ours: &Side, side: &Side) -> Option<Finding> {
+        let (w, wapi, wname) = (&side.workload, &side.wapi, side.wname.as_str());
+        let settled = poll(
+            &format!("{} {wname} to settle", w.kind),
+            self.settle,
+            Duration::from_millis(500),
+            move || async move {
+                let d = self.differences(w, wapi, ns, wname).await;
+                Check::when(d.is_empty(), || d.join("; "))
+            },
+        )
+        .await
+        .is_ok();
+        let t = &side.subject;
+        let (mine, theirs) = (
+            self.live(&ours.workload, &ours.wapi, ns, &ours.wname).await,
+            self.live(w, wapi, ns, wname).await,
+        );
+        if !settled || mine == theirs {
+            return None;
+        }
+        let twin = s
+            .twin
+            .as_ref()
+            .map_or_else(|| t.kind.to_string(), |t| t.describe());
+        Some(Finding {
+            oracle: Oracle::Native,
+            subject: s.name.to_string(),
+            key: format!("settles on another number of live pods than {twin}"),
+            observed: format!("{} settled on {mine} live pods", s.name),
+            expected: format!("as {} {twin}: {theirs} live pods", t.api_version),
+        })
+    }
+
+    /// How the trial ended, for the release differential: each create and update admitted or
+    /// not, what had not settled, and the live pods of a settled object.
+    async fn end_state(
+        &self,
+        answers: &[Answer],
+        differences: &[String],
+        refused: bool,
+        ours: &Side,
+        ns: &str,
+    ) -> oracle::EndState {
+        oracle::EndState {
+            admitted: answers.iter().map(|a| *a == Answer::Admitted).collect(),
+            unsettled: {
+                let mut k: Vec<String> = differences
+                    .iter()
+                    .map(|d| oracle::convergence_key(d))
+                    .collect();
+                k.sort();
+                k.dedup();
+                k
+            },
+            live: (!refused && differences.is_empty())
+                .then_some(self.live(&ours.workload, &ours.wapi, ns, &ours.wname).await),
+        }
+    }
+
+    /// The warning events of namespace `ns`, but the refusals by role of an apiserver that
+    /// the trial restarted (`served_at`: when it served again).
+    async fn warnings(
+        &self,
+        ns: &str,
+        served_at: Option<k8s_openapi::jiff::Timestamp>,
+    ) -> anyhow::Result<Vec<Warning>> {
+        let events: Api<Event> = Api::namespaced(self.client.clone(), ns);
+        Ok(events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| e.type_.as_deref() == Some("Warning"))
+            .filter(|e| {
+                // A new apiserver refuses what its authorizer cannot yet tell is allowed (it has
+                // not read the roles and bindings): refusals by role until a second after it
+                // served are the restart's, not the controller's.
+                let (Some(at), Some(m)) = (served_at, e.message.as_deref()) else {
+                    return true;
+                };
+                let when = e
+                    .last_timestamp
+                    .as_ref()
+                    .map(|t| t.0)
+                    .or(e.event_time.as_ref().map(|t| t.0));
+                let by_role = m.contains("is forbidden: User \"") && m.contains("\" cannot ");
+                !(by_role && when.is_some_and(|w| w.as_second() <= at.as_second() + 1))
+            })
+            .map(|e| {
+                (
+                    e.involved_object.kind.unwrap_or_default(),
+                    e.reason.unwrap_or_default(),
+                    e.count.unwrap_or(1),
+                    e.message.unwrap_or_default(),
+                )
+            })
+            .collect())
+    }
+
+    /// The Health finding of the manager's error `whole` over the trial's window, if any.
+    ///
+    /// After a restart of the apiserver, a new apiserver denies requests until its
+    /// authorizer has read the roles and bindings, and a manager that could not renew its
+    /// leader-election lease while it was down exits by design (controller-runtime's "leader
+    /// election lost") and is started again: the trial's doing, not the controller's. Such a
+    /// trial's manager is judged from when the apiserver served again (`served`, a window
+    /// from then; what came before, those two aside, is judged as any), what is excused
+    /// logged in `log`.
+    async fn health(
+        &self,
+        s: &Subject,
+        whole: String,
+        served: Option<&crate::controller::Window>,
+        log: &mut Vec<String>,
+    ) -> Option<Finding> {
+        let lost_lease =
+            |t: &str| health_key(t) == "exited or restarted" && t.contains("leader election lost");
+        let outage = |t: &str| health_key(t) == "denied by its RBAC" || lost_lease(t);
+        let judged = match served {
+            None => Some(whole),
+            Some(_) if !outage(&whole) => Some(whole),
+            Some(w) => match self.installation.check(w).await {
+                Ok(()) => {
+                    log.push(format!(
+                        "the manager was denied or lost its lease only while the restarted \
+                         apiserver was not serving yet (nothing since it served): {whole}"
+                    ));
+                    None
+                }
+                Err(since) if lost_lease(&format!("{since:#}")) => {
+                    log.push(format!(
+                        "the manager lost its lease while the apiserver was down: exited by \
+                         design, started again: {since:#}"
+                    ));
+                    None
+                }
+                Err(since) => Some(format!("{since:#} (since the restarted apiserver served)")),
+            },
+        };
+        judged.map(|text| Finding {
+            oracle: Oracle::Health,
+            subject: s.name.to_string(),
+            key: format!("controller {}", health_key(&text)),
+            observed: text,
+            expected: "the controller neither exits, restarts, panics nor is denied".into(),
+        })
+    }
+}
+
+/// A trial whose own policy refused its target's writes (an event of `events` says so) is
+/// held where the policy declares it must stand: what it did not reach (`differences`,
+/// cleared) is logged in `log`, not judged.
+fn held_by_policy(
+    s: &Subject,
+    name: &str,
+    events: &[Warning],
+    differences: &mut Vec<String>,
+    log: &mut Vec<String>,
+) {
+    let kinds = s.event_kinds();
+    let held = events
+        .iter()
+        .find(|(k, _, _, m)| kinds.contains(&k.as_str()) && oracle::by_own_policy(s, name, m));
+    if let Some((_, reason, _, message)) = held {
+        if !differences.is_empty() {
+            log.push(format!(
+                "held by its policy ({reason}: {message}): {}",
+                differences.join("; ")
+            ));
+        }
+        differences.clear();
+    }
+}
+
+/// The O2 findings of what still differs from the declared state after `settle`: one per
+/// convergence key.
+fn convergence(s: &Subject, differences: &[String], settle: Duration) -> Vec<Finding> {
+    let mut seen = BTreeMap::new();
+    for d in differences {
+        seen.entry(oracle::convergence_key(d))
+            .or_insert_with(|| d.clone());
+    }
+    seen.into_iter()
+        .map(|(key, d)| Finding {
+            oracle: Oracle::Convergence,
+            subject: s.name.to_string(),
+            key,
+            observed: format!("after {settle:?}: {d}"),
+            expected: "the declared state: every difference gone".into(),
+        })
+        .collect()
+}
+
+/// The O3 findings of the monitor's violations `found` during `trial`, but those the trial
+/// causes by its own hand and the twin's.
+fn monitored(s: &Subject, trial: &Trial, found: Vec<monitor::Violation>) -> Vec<Finding> {
+    // A trial that takes pods away itself (or the node they run on) breaks the
+    // availability bound by its own hand, as a catalog scenario that deletes pods declares.
+    let takes_pods = trial.steps.iter().any(|s| {
+        matches!(
+            s,
+            Step::Perturb {
+                perturbation: Perturbation::DeletePod { .. }
+                    | Perturbation::EvictPod { .. }
+                    | Perturbation::SilenceNode
+            }
+        )
+    });
+    // A restarted apiserver denies the controller's watches until it has read the roles,
+    // and client-go backs its reflectors off after such a denial: every controller's
+    // status lags for a while then (seen: an Advanced StatefulSet's `status.replicas` 0
+    // with its pod there for 20 s), whatever it does.
+    let restarted = trial
+        .perturbations()
+        .any(|p| p == Perturbation::RestartApiserver);
+    // While a node is down, a pod there that the controller deletes stays terminating
+    // until its kubelet confirms (a StatefulSet waits for it, by design): no progress
+    // then is the node's, and convergence is judged once it is back (O2).
+    let node_down = trial
+        .perturbations()
+        .any(|p| p == Perturbation::SilenceNode);
+    let mut out = vec![];
+    for v in found {
+        if v.rule == monitor::rules::FAILED_CREATE
+            || (takes_pods && v.rule == monitor::rules::MAX_UNAVAILABLE)
+            || (node_down && v.rule == monitor::rules::LIVENESS)
+            || (restarted && v.rule == monitor::rules::COUNTERS)
+            || of_twin(&v.object)
+        {
+            continue;
+        }
+        out.push(Finding {
+            oracle: Oracle::Safety,
+            subject: s.name.to_string(),
+            key: format!("monitor rule {}", v.rule),
+            observed: v.to_string(),
+            expected: format!("the monitor's rule {} holds at every instant", v.rule),
+        });
+    }
+    out
+}
+
+/// The key of a Health finding whose error reads `text`.
+fn health_key(text: &str) -> &'static str {
+    if text.contains("panicked") {
+        "panicked"
+    } else if text.contains("denied") || text.contains("forbidden") {
+        "denied by its RBAC"
+    } else {
+        "exited or restarted"
+    }
+}

@@ -1,0 +1,203 @@
+//! What a behaviour trial's object has become, read from the cell: [`Cell::differences`]
+//! (start there) from the declared state, with the pods and revisions it owns and its live
+//! pods.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DynamicObject, ListParams};
+use serde_json::Value;
+
+use super::{Cell, api_for};
+use crate::explore::oracle::{self, PodView};
+use crate::explore::subject::{self, Makes, Subject};
+
+impl Cell<'_> {
+    /// The live pods of object `name` of `s` (0 when it cannot be read).
+    pub(super) async fn live(
+        &self,
+        s: &Subject,
+        api: &Api<DynamicObject>,
+        ns: &str,
+        name: &str,
+    ) -> usize {
+        if s.makes == Makes::Copies {
+            return self.live_copies(api, name).await;
+        }
+        let Ok(o) = api.get(name).await else {
+            return 0;
+        };
+        let uid = o.metadata.uid.unwrap_or_default();
+        self.pods(ns, &uid, &s.via)
+            .await
+            .map(|p| {
+                p.iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Whether the object's spec holds its updates now ([`oracle::holds_updates`], with the
+    /// settle bound); false when it cannot be read.
+    pub(super) async fn holds_updates(&self, api: &Api<DynamicObject>, name: &str) -> bool {
+        api.get(name).await.is_ok_and(|o| {
+            oracle::holds_updates(
+                &serde_json::to_value(&o).unwrap_or_default()["spec"],
+                self.settle.as_secs() as i64,
+            )
+        })
+    }
+
+    /// What differs from the declared state now ([`oracle::convergence`]).
+    pub(super) async fn differences(
+        &self,
+        s: &Subject,
+        api: &Api<DynamicObject>,
+        ns: &str,
+        name: &str,
+    ) -> Vec<String> {
+        if s.makes == Makes::Copies {
+            return self.copy_differences(api, ns, name).await;
+        }
+        let obj = match api.get(name).await {
+            Ok(o) => serde_json::to_value(o).unwrap_or_default(),
+            // Gone by its own controller (a finished job's TTL): nothing left to converge.
+            Err(kube::Error::Api(e)) if e.code == 404 => return vec![],
+            Err(e) => return vec![format!("get {name}: {e}")],
+        };
+        let uid = obj["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let pods = match self.pods(ns, &uid, &s.via).await {
+            Ok(p) => p,
+            Err(e) => return vec![format!("list pods: {e:#}")],
+        };
+        let revisions = match self.revisions(ns, &uid).await {
+            Ok(r) => r,
+            Err(e) => return vec![format!("list revisions: {e:#}")],
+        };
+        // The template's first container, found on a pod by its name: a policy may put
+        // containers of its own before it.
+        let first = subject::get(&obj, &format!("{}.spec.containers[0].name", s.template))
+            .as_str()
+            .map(String::from);
+        let views: Vec<PodView> = pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(|p| PodView {
+                name: p.metadata.name.clone().unwrap_or_default(),
+                image: p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| {
+                        s.containers
+                            .iter()
+                            .find(|c| Some(&c.name) == first.as_ref())
+                            .or(s.containers.first())
+                    })
+                    .and_then(|c| c.image.clone())
+                    .unwrap_or_default(),
+                labels: p.metadata.labels.clone().unwrap_or_default(),
+            })
+            .collect();
+        let mut out = oracle::convergence(s, &obj, &views, self.settle.as_secs() as i64);
+        out.extend(oracle::revision_history(&obj, &revisions));
+        out
+    }
+
+    /// What a policy that declares containers to put into pods (`spec.containers` or
+    /// `spec.initContainers`) has not got into the pods of namespace `ns` it selects
+    /// ([`oracle::injection::injection`]); nothing for a policy that declares none.
+    pub(super) async fn injection_differences(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+        ns: &str,
+    ) -> Vec<String> {
+        let policy = match api.get(name).await {
+            Ok(o) => serde_json::to_value(o).unwrap_or_default(),
+            Err(e) => return vec![format!("get {name}: {e}")],
+        };
+        let declares = ["containers", "initContainers"]
+            .iter()
+            .any(|k| policy["spec"][k].as_array().is_some_and(|c| !c.is_empty()));
+        if !declares {
+            return vec![];
+        }
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let pods: Vec<Value> = match pods.list(&ListParams::default()).await {
+            Ok(l) => l
+                .items
+                .into_iter()
+                .filter_map(|p| serde_json::to_value(p).ok())
+                .collect(),
+            Err(e) => return vec![format!("list pods: {e}")],
+        };
+        let namespaces = match self.namespaces().await {
+            Ok(n) => n,
+            Err(e) => return vec![format!("list namespaces: {e:#}")],
+        };
+        oracle::injection::injection(&policy, &pods, &namespaces)
+    }
+
+    /// The pods `uid` owns, itself or through objects of the kinds `via` (from the top).
+    pub(super) async fn pods(
+        &self,
+        ns: &str,
+        uid: &str,
+        via: &[subject::Kind],
+    ) -> anyhow::Result<Vec<Pod>> {
+        let lp = ListParams::default();
+        let mut owners: Vec<String> = vec![uid.to_string()];
+        let owned_by = |m: &kube::api::ObjectMeta, owners: &[String]| {
+            m.owner_references
+                .iter()
+                .flatten()
+                .any(|o| owners.contains(&o.uid))
+        };
+        for (api_version, kind) in via {
+            let api = api_for(&self.client, ns, api_version, kind).await?;
+            let found: Vec<String> = api
+                .list(&lp)
+                .await?
+                .items
+                .into_iter()
+                .filter(|o| owned_by(&o.metadata, &owners))
+                .filter_map(|o| o.metadata.uid)
+                .collect();
+            owners.extend(found);
+        }
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        Ok(pods
+            .list(&lp)
+            .await?
+            .items
+            .into_iter()
+            .filter(|p| owned_by(&p.metadata, &owners))
+            .collect())
+    }
+
+    /// The ControllerRevisions `uid` owns: (name, revision number).
+    pub(super) async fn revisions(
+        &self,
+        ns: &str,
+        uid: &str,
+    ) -> anyhow::Result<Vec<(String, i64)>> {
+        use k8s_openapi::api::apps::v1::ControllerRevision;
+        let api: Api<ControllerRevision> = Api::namespaced(self.client.clone(), ns);
+        Ok(api
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|r| {
+                r.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.uid == uid)
+            })
+            .map(|r| (r.metadata.name.unwrap_or_default(), r.revision))
+            .collect())
+    }
+}

@@ -1,0 +1,166 @@
+//! How an exploration goes: [`Options`] (start there, with [`Options::new`]'s defaults), the
+//! feature [`Gates`] of its cell, and [`Exploring`], what `--explore` asks of a matrix or a
+//! qualification.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::trial::{self, Mode};
+use crate::controller::ControllerRef;
+use crate::toolchain::KubeVersion;
+
+/// How an exploration goes.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Kubernetes version of the cell.
+    pub kubernetes: KubeVersion,
+    /// The controller under test.
+    pub controller: ControllerRef,
+    /// The subjects, by name (empty: every one).
+    pub kinds: Vec<String>,
+    /// The seed every choice comes from.
+    pub seed: u64,
+    /// How long the whole exploration may take, bring-up aside.
+    pub budget: Duration,
+    /// Which trials are judged: admission trials always run (behaviour trials are made of
+    /// the values they admit), their findings are reported when asked for.
+    pub modes: Vec<Mode>,
+    /// The classes of perturbation behaviour trials draw from (none: they perturb nothing).
+    pub perturbations: Vec<trial::Class>,
+    /// Behaviour trials at once to start with: the pool's width then adapts between 1 and
+    /// the larger of this and [`pace::MAX_WIDTH`] ([`pace::Pacer`]).
+    pub parallel: usize,
+    /// How long a behaviour trial may take to settle.
+    pub settle: Duration,
+    /// Times a shrunk finding runs again to be called stable.
+    pub confirm: usize,
+    /// Candidates minimizing one finding may run.
+    pub shrink_runs: usize,
+    /// The share of the budget shrinking and confirming findings may take together (0 to 1):
+    /// past it, a new finding is written as it fired, for `--replay` to shrink and confirm.
+    pub shrink_share: f64,
+    /// Where findings are written (`<dir>/findings/<n>-<oracle>-<subject>/`).
+    pub dir: PathBuf,
+    /// A baseline release: every trial also runs on a cell of it, and where the controller
+    /// under test answers or settles otherwise is a finding (O5).
+    pub baseline: Option<ControllerRef>,
+    /// The feature gates of the cell (and of the baseline's).
+    pub gates: Gates,
+}
+
+impl Options {
+    /// The options `harness explore` takes by default, for `controller` on Kubernetes
+    /// `kubernetes`, with `seed` and `budget`, into `dir`: every kind, both modes, the
+    /// default perturbations, two behaviour trials at once to start with settling within 60 s,
+    /// 12 shrinking runs, three confirming runs, no baseline, default gates.
+    pub fn new(
+        kubernetes: KubeVersion,
+        controller: ControllerRef,
+        seed: u64,
+        budget: Duration,
+        dir: PathBuf,
+    ) -> Self {
+        Options {
+            kubernetes,
+            controller,
+            kinds: vec![],
+            seed,
+            budget,
+            modes: vec![Mode::Admission, Mode::Behaviour],
+            perturbations: trial::Class::DEFAULT.to_vec(),
+            parallel: DEFAULT_PARALLEL,
+            settle: DEFAULT_SETTLE,
+            confirm: 3,
+            shrink_runs: DEFAULT_SHRINK_RUNS,
+            shrink_share: SHRINK_SHARE,
+            dir,
+            baseline: None,
+            gates: Gates::default(),
+        }
+    }
+}
+
+/// Behaviour trials at once to start with, unless told (`--parallel`).
+pub const DEFAULT_PARALLEL: usize = 2;
+
+/// The share of the budget that shrinking and confirming findings (of either mode) may take
+/// together, unless told (`--shrink-share`). Past it, a new finding is written as it fired, neither shrunk nor confirmed,
+/// and `harness explore --replay <its directory>` shrinks and confirms it.
+pub const SHRINK_SHARE: f64 = 0.25;
+
+/// How long a behaviour trial may take to settle, unless told (`--settle`).
+pub const DEFAULT_SETTLE: Duration = Duration::from_secs(60);
+
+/// Candidates minimizing one behaviour finding may run, unless told (`--shrink-runs`).
+pub const DEFAULT_SHRINK_RUNS: usize = 12;
+
+/// Feature gates a cell is brought up with: the Kubernetes control plane's and the
+/// controller manager's. Exploring with a gate on explores what the gate turns on.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gates {
+    /// The control plane's (`--feature-gates` of the apiserver and the others).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cluster: BTreeMap<String, bool>,
+    /// The controller manager's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub controller: BTreeMap<String, bool>,
+}
+
+impl Gates {
+    /// Whether no gate is set.
+    pub fn is_empty(&self) -> bool {
+        self.cluster.is_empty() && self.controller.is_empty()
+    }
+}
+
+impl std::fmt::Display for Gates {
+    /// `cluster: A=true; controller: B=true`, or `defaults`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list = |m: &BTreeMap<String, bool>| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let mut parts = vec![];
+        if !self.cluster.is_empty() {
+            parts.push(format!("cluster {}", list(&self.cluster)));
+        }
+        if !self.controller.is_empty() {
+            parts.push(format!("controller {}", list(&self.controller)));
+        }
+        if parts.is_empty() {
+            write!(f, "default gates")
+        } else {
+            write!(f, "{}", parts.join("; "))
+        }
+    }
+}
+
+/// What `--explore` asks of `matrix` or `qualify`: an exploration beside the run.
+#[derive(Debug, Clone)]
+pub struct Exploring {
+    /// How long each exploration may take, bring-up aside.
+    pub budget: Duration,
+    /// The kinds (empty: every one).
+    pub kinds: Vec<String>,
+}
+
+impl Exploring {
+    /// `harness explore`'s defaults for `controller` on Kubernetes `kubernetes` with `seed`,
+    /// into `dir`, with these kinds and budget.
+    pub fn options(
+        &self,
+        kubernetes: KubeVersion,
+        controller: ControllerRef,
+        seed: u64,
+        dir: PathBuf,
+    ) -> Options {
+        let mut options = Options::new(kubernetes, controller, seed, self.budget, dir);
+        options.kinds = self.kinds.clone();
+        options
+    }
+}

@@ -1,0 +1,196 @@
+//! The oracles on a trial's warning events: [`repeated_failures`] (O1: what the API admitted
+//! fails again and again), [`refused_writes`] (a write the API refused for its content), and
+//! [`by_own_policy`], a refusal the trial's own policy declares.
+
+use std::collections::BTreeMap;
+
+use super::{Finding, Oracle};
+use crate::explore::subject::Subject;
+
+/// Warning events of the subject's objects ([`Subject::event_kinds`]) whose reason begins
+/// with `Failed`, seen at least twice: the controller keeps failing to realize what was admitted (O1). `events` are
+/// (involved kind, reason, count, message).
+pub fn repeated_failures(
+    subject: &Subject,
+    name: &str,
+    events: &[(String, String, i32, String)],
+) -> Vec<Finding> {
+    let kinds = subject.event_kinds();
+    let mut by_reason: BTreeMap<&str, (i32, &str)> = BTreeMap::new();
+    for (kind, reason, count, message) in events {
+        // A refusal is [`refused_writes`]'s, however often it repeats; one by the trial's own
+        // policy is what the policy declares ([`by_own_policy`]).
+        if kinds.contains(&kind.as_str())
+            && reason.starts_with("Failed")
+            && !refusal(message)
+            && !by_own_policy(subject, name, message)
+        {
+            let e = by_reason.entry(reason.as_str()).or_insert((0, message));
+            e.0 += (*count).max(1);
+        }
+    }
+    by_reason
+        .into_iter()
+        .filter(|(_, (n, _))| *n >= 2)
+        .map(|(reason, (n, message))| Finding {
+            oracle: Oracle::Realizable,
+            subject: subject.name.clone(),
+            key: format!("repeated {reason}"),
+            observed: format!("{n} Warning events {reason}: {message}"),
+            expected: "an admitted object is realized without repeated failures".into(),
+        })
+        .collect()
+}
+
+/// Whether an event's message is a refusal by the policy object `name` of `subject` itself
+/// (`<kind>.<group> "<name>" is forbidden: ...`): the policy enforcing what it declares (a
+/// budget that allows no more pods to go, say), which holds its target where it stands.
+pub fn by_own_policy(subject: &Subject, name: &str, message: &str) -> bool {
+    if subject.target.is_none() {
+        return false;
+    }
+    let group = subject.api_version.split('/').next().unwrap_or_default();
+    let message = message.to_lowercase();
+    let kind = subject.kind.to_lowercase();
+    [format!("{kind}.{group}"), format!("{kind}s.{group}")]
+        .iter()
+        .any(|r| message.contains(&format!("{r} \"{name}\" is forbidden: ")))
+}
+
+/// Whether an event's message carries the API's refusal of an object's content (`is
+/// invalid:`, or `is forbidden:` for another cause than its namespace: being deleted, or so
+/// new that its default service account is not there yet, which the ServiceAccount admission
+/// plugin waits for and the controller's retry meets).
+fn refusal(message: &str) -> bool {
+    message.contains(" is invalid: ")
+        || (message.contains(" is forbidden: ")
+            && !message.contains("because it is being terminated")
+            && !(message.contains("error looking up service account")
+                && message.contains("/default: serviceaccount \"default\" not found")))
+}
+
+/// The writes the controller made that the API refused for their content, once each, settled
+/// or not: a `Failed*` Warning event of the subject's kinds (see [`Subject::event_kinds`])
+/// carrying a refusal, other than one by the trial's own policy object `name`
+/// ([`by_own_policy`]). A controller that builds an object the API refuses realizes its spec
+/// only where it happens to build another.
+pub fn refused_writes(
+    subject: &Subject,
+    name: &str,
+    events: &[(String, String, i32, String)],
+) -> Vec<Finding> {
+    let kinds = subject.event_kinds();
+    let mut by_reason: BTreeMap<&str, &str> = BTreeMap::new();
+    for (kind, reason, _, message) in events {
+        if kinds.contains(&kind.as_str())
+            && reason.starts_with("Failed")
+            && refusal(message)
+            && !by_own_policy(subject, name, message)
+        {
+            by_reason.entry(reason.as_str()).or_insert(message);
+        }
+    }
+    by_reason
+        .into_iter()
+        .map(|(reason, message)| Finding {
+            oracle: Oracle::Realizable,
+            subject: subject.name.clone(),
+            key: format!("{reason} refused by the API"),
+            observed: format!("Warning {reason}: {message}"),
+            expected: "the objects the controller writes for an admitted object are admitted"
+                .into(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::explore::oracle::tests::cloneset;
+    use crate::explore::subject::subjects;
+
+    #[test]
+    fn repeated_failure_events_of_the_subject_are_findings() {
+        let cs = cloneset();
+        let ev = |kind: &str, reason: &str, n| {
+            (kind.to_string(), reason.to_string(), n, "m".to_string())
+        };
+        let events = [
+            ev("CloneSet", "FailedCreate", 3),
+            ev("Pod", "FailedScheduling", 5),
+            ev("CloneSet", "FailedUpdate", 1),
+        ];
+        let f = repeated_failures(&cs, "x", &events);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].key, "repeated FailedCreate");
+    }
+
+    #[test]
+    fn a_write_the_api_refuses_is_a_finding_once_and_a_namespace_deleted_or_too_new_is_not_a_refusal()
+     {
+        let cs = cloneset();
+        let ev = |kind: &str, reason: &str, m: &str| {
+            (kind.to_string(), reason.to_string(), 1, m.to_string())
+        };
+        let events = [
+            ev(
+                "CloneSet",
+                "FailedCreate",
+                "failed to create pod: pods \"x-1\" is forbidden: the value computed differs",
+            ),
+            ev(
+                "CloneSet",
+                "FailedCreate",
+                "failed to create pod: pods \"x-2\" is forbidden: the value computed differs",
+            ),
+            ev(
+                "CloneSet",
+                "FailedUpdate",
+                "pods \"x-1\" is forbidden: unable to create new content in namespace n because it is being terminated",
+            ),
+            ev(
+                "CloneSet",
+                "FailedCreate",
+                "failed to create pod: pods \"x-3\" is forbidden: error looking up service account n/default: serviceaccount \"default\" not found",
+            ),
+            ev("CloneSet", "FailedDelete", "the object has been modified"),
+            ev("Pod", "FailedMount", "pods \"x-1\" is invalid: something"),
+        ];
+        let f = refused_writes(&cs, "x", &events);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].key, "FailedCreate refused by the API");
+        assert!(f[0].observed.contains("x-1"), "{}", f[0].observed);
+        // Refusals are not counted again as repeated failures.
+        assert!(repeated_failures(&cs, "x", &events).is_empty());
+    }
+
+    #[test]
+    fn a_refusal_by_the_trials_own_policy_is_what_it_declares_and_no_finding() {
+        let policy = subjects()
+            .into_iter()
+            .find(|s| s.target.is_some() && s.kind == "WorkloadSpread")
+            .unwrap();
+        let ev = |m: &str| {
+            [(
+                "CloneSet".to_string(),
+                "FailedDelete".to_string(),
+                3,
+                m.to_string(),
+            )]
+        };
+        let own = ev(
+            "failed to delete pod x-target-1: admission webhook \"v.kb.io\" denied \
+             the request: workloadspread.apps.kruise.io \"x\" is forbidden: no room",
+        );
+        assert!(by_own_policy(&policy, "x", &own[0].3));
+        assert!(refused_writes(&policy, "x", &own).is_empty());
+        assert!(repeated_failures(&policy, "x", &own).is_empty());
+        // Another object of the kind, another kind, or a subject that is no policy: a finding.
+        for (subject, name) in [(&policy, "y"), (&cloneset(), "x")] {
+            assert!(!by_own_policy(subject, name, &own[0].3));
+        }
+        let other = ev("failed to delete pod x-target-1: pods \"x\" is forbidden: no room");
+        assert!(!by_own_policy(&policy, "x", &other[0].3));
+        assert_eq!(refused_writes(&policy, "x", &other).len(), 1);
+    }
+}

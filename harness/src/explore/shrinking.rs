@@ -1,0 +1,259 @@
+//! Shrinking and confirming a finding: [`shrink`] (start there) minimizes the trial of a
+//! [`Pending`] finding as a [`Plan`] says ([`plan`] fits it in the time left) and runs the
+//! smallest trial found again, on [`Cells`]; [`fires`] runs a candidate.
+
+use std::time::{Duration, Instant};
+
+use super::exec::{self, Cell};
+use super::minimize;
+use super::oracle::{self, Finding, Oracle};
+use super::subject::Subject;
+use super::trial::Trial;
+
+/// The most candidates of one shrinking run side by side (with an admission finding, where
+/// nothing else runs, that many; with a behaviour finding, half the pool's width at most).
+pub(super) const SIDE_BY_SIDE: usize = 4;
+
+/// What an admission trial's run is taken to last when its finding's shrinking is planned
+/// (admission trials run eight at a time, not timed one by one): a namespace made, dry runs,
+/// the namespace deleted.
+pub(super) const ADMISSION_RUN: Duration = Duration::from_secs(5);
+
+/// A new finding waiting to be shrunk and confirmed.
+#[derive(Debug, Clone)]
+pub(super) struct Pending {
+    pub(super) subject: Subject,
+    pub(super) finding: Finding,
+    /// The trial that fired it.
+    pub(super) trial: Trial,
+    /// How long that trial took: what a candidate or a confirming run may take.
+    pub(super) seconds: Duration,
+    /// Seconds into the exploration when it was first seen.
+    pub(super) first_seen: f64,
+    /// The controller's log window of the trial that fired it.
+    pub(super) manager_log: String,
+}
+
+/// How a finding's shrinking and confirming fit in the time left for them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Plan {
+    /// How long after the shrinking starts a candidate may still start.
+    pub(super) shrink_for: Duration,
+    /// Candidates at once.
+    pub(super) side_by_side: usize,
+    /// Whether the confirming runs run at once (else one after another).
+    pub(super) confirm_at_once: bool,
+}
+
+/// How a finding whose trial took `trial` is shrunk and confirmed (`confirm` runs) with `left`
+/// of the time for both: the confirming runs come last and, all at once, take about one
+/// trial; candidates (`side_by_side` at once) may start while a candidate and the confirming
+/// runs still fit. A trial that acts on the whole controller or cluster ([`Trial::global`])
+/// runs alone: its candidates and confirming runs one after another. None when not even the
+/// confirming runs fit: the finding is then written as it fired.
+pub(super) fn plan(
+    left: Duration,
+    trial: Duration,
+    confirm: usize,
+    side_by_side: usize,
+    global: bool,
+) -> Option<Plan> {
+    let (side_by_side, rounds) = match global {
+        true => (1, confirm.max(1)),
+        false => (side_by_side.max(1), 1),
+    };
+    let confirming = trial * u32::try_from(rounds).unwrap_or(u32::MAX);
+    if left.is_zero() || left < confirming {
+        return None;
+    }
+    Some(Plan {
+        shrink_for: (left - confirming).saturating_sub(trial),
+        side_by_side,
+        confirm_at_once: !global,
+    })
+}
+
+/// The cells a finding's trial runs on again: the cell, and for an O5 finding the baseline's
+/// with its release's name.
+#[derive(Clone, Copy)]
+pub(super) struct Cells<'c> {
+    pub(super) cell: &'c Cell<'c>,
+    pub(super) baseline: Option<(&'c Cell<'c>, &'c str)>,
+}
+
+/// What shrinking and confirming a finding gave.
+#[derive(Debug)]
+pub(super) struct Shrunk {
+    pub(super) pending: Pending,
+    /// The smallest trial found that still fires it (the one that fired it, unshrunk).
+    pub(super) trial: Trial,
+    /// Candidates run.
+    pub(super) candidates: usize,
+    /// Confirming runs made (none: not confirmed), and of them those that fired it.
+    pub(super) confirm_runs: usize,
+    pub(super) reproduced: usize,
+    /// What the last confirming run that fired it saw, with the controller's log window.
+    pub(super) hit: Option<(Finding, String)>,
+    /// Seconds of shrinking and of confirming.
+    pub(super) shrinking: f64,
+    pub(super) confirming: f64,
+}
+
+impl Shrunk {
+    /// `p` as it fired: neither shrunk nor confirmed.
+    pub(super) fn not(p: Pending) -> Self {
+        Shrunk {
+            trial: p.trial.clone(),
+            pending: p,
+            candidates: 0,
+            confirm_runs: 0,
+            reproduced: 0,
+            hit: None,
+            shrinking: 0.0,
+            confirming: 0.0,
+        }
+    }
+}
+
+/// Shrinks `p`'s trial on `cells` as `plan` says (at most `runs` candidates), then runs the
+/// smallest trial found `confirm` times.
+pub(super) async fn shrink(
+    cells: Cells<'_>,
+    p: Pending,
+    plan: Plan,
+    runs: usize,
+    confirm: usize,
+) -> Shrunk {
+    let started = Instant::now();
+    let (s, target) = (&p.subject, &p.finding);
+    let deadline = started + plan.shrink_for;
+    let minimized = minimize::minimize(
+        p.trial.clone(),
+        runs,
+        deadline,
+        plan.side_by_side,
+        |t| async move { fires(cells, s, &t, target).await.is_some() },
+    )
+    .await;
+    let shrinking = started.elapsed().as_secs_f64();
+    let confirming = Instant::now();
+    let run = || fires(cells, s, &minimized.trial, target);
+    let hits = match plan.confirm_at_once {
+        true => futures::future::join_all((0..confirm).map(|_| run())).await,
+        false => {
+            let mut hits = vec![];
+            for _ in 0..confirm {
+                hits.push(run().await);
+            }
+            hits
+        }
+    };
+    let reproduced = hits.iter().filter(|h| h.is_some()).count();
+    let hit = hits.into_iter().flatten().last();
+    Shrunk {
+        pending: p,
+        trial: minimized.trial,
+        candidates: minimized.runs,
+        confirm_runs: confirm,
+        reproduced,
+        hit,
+        shrinking,
+        confirming: confirming.elapsed().as_secs_f64(),
+    }
+}
+/// Whether `trial` fires a finding like `target` (same oracle and key) on `cells`; with it and
+/// the controller's log window. An O5 finding runs the trial on the baseline cell too.
+pub(super) async fn fires(
+    cells: Cells<'_>,
+    s: &Subject,
+    trial: &Trial,
+    target: &Finding,
+) -> Option<(Finding, String)> {
+    let cells = Cells {
+        baseline: cells.baseline.filter(|_| target.oracle == Oracle::Release),
+        ..cells
+    };
+    let out = match run_compared(cells, s, trial).await {
+        Ok(out) => out,
+        Err(e) => {
+            tracing::warn!("trial run: {e:#}");
+            return None;
+        }
+    };
+    out.findings
+        .into_iter()
+        .find(|f| same(f, target))
+        .map(|f| (f, out.manager_log))
+}
+
+/// Runs `trial` on the cell of `cells`, and with a baseline on it too, adding the O5 finding
+/// of an end that differs.
+pub(super) async fn run_compared(
+    cells: Cells<'_>,
+    s: &Subject,
+    trial: &Trial,
+) -> anyhow::Result<exec::Outcome> {
+    let Some((base, name)) = cells.baseline else {
+        return cells.cell.run(s, trial).await;
+    };
+    let (ours, theirs) = futures::join!(cells.cell.run(s, trial), base.run(s, trial));
+    let mut ours = ours?;
+    if let Ok(theirs) = theirs {
+        ours.findings.extend(oracle::release(
+            s,
+            &trial.fields(),
+            &ours.end,
+            &theirs.end,
+            name,
+        ));
+    }
+    Ok(ours)
+}
+
+pub(super) fn same(a: &Finding, b: &Finding) -> bool {
+    a.oracle == b.oracle && a.subject == b.subject && a.key == b.key
+}
+
+/// Whether two findings are one: the same oracle, subject and key, the verb of an admission
+/// finding's key aside (the same field and form of value refused or admitted alike at create
+/// and at update is one finding).
+pub(super) fn alike(a: &Finding, b: &Finding) -> bool {
+    let verbless = |k: &str| k.replace(" on update of ", " on create of ");
+    a.oracle == b.oracle && a.subject == b.subject && verbless(&a.key) == verbless(&b.key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shrinking_starts_only_where_its_confirming_runs_still_fit() {
+        let s = Duration::from_secs;
+        let plain = |shrink_for| {
+            Some(Plan {
+                shrink_for,
+                side_by_side: 2,
+                confirm_at_once: true,
+            })
+        };
+        // The confirming runs, at once, take a trial; candidates start while one more fits.
+        assert_eq!(plan(s(100), s(20), 3, 2, false), plain(s(60)));
+        assert_eq!(
+            plan(s(30), s(20), 3, 2, false),
+            plain(s(0)),
+            "confirmed, not shrunk"
+        );
+        assert_eq!(plan(s(10), s(20), 3, 2, false), None, "written as it fired");
+        assert_eq!(plan(Duration::ZERO, s(1), 3, 2, false), None);
+        // A trial that runs alone: its runs one after another.
+        assert_eq!(
+            plan(s(100), s(20), 3, 4, true),
+            Some(Plan {
+                shrink_for: s(20),
+                side_by_side: 1,
+                confirm_at_once: false,
+            })
+        );
+        assert_eq!(plan(s(50), s(20), 3, 4, true), None);
+    }
+}
