@@ -1,0 +1,312 @@
+//! Judging the explorations: [`judge`] is where to start. It reads each release's findings
+//! against the list and gives one [`Row`] per bug: whether its bad release [`Found`] it and
+//! whether its fixed release stayed clean ([`Fixed`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::{Bug, Exploration, List};
+use crate::explore::{Reported, Summary};
+
+/// Whether a bug was found on its bad release.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum Found {
+    /// A finding that counts.
+    Found(Seen),
+    /// The exploration ran and showed none.
+    NotFound,
+    /// The exploration did not run to its end.
+    NotRun {
+        /// Why.
+        why: String,
+    },
+    /// Its release was not asked for (`--releases`).
+    NotAsked,
+}
+
+/// Whether a bug's fixed release is clean of it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum Fixed {
+    /// The list names no fixed release.
+    Unfixed,
+    /// The exploration ran and showed no finding that counts.
+    Clean,
+    /// It showed one.
+    Seen(Seen),
+    /// The exploration did not run to its end.
+    NotRun {
+        /// Why.
+        why: String,
+    },
+    /// Its release was not asked for (`--releases`).
+    NotAsked,
+}
+
+/// A finding that counted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Seen {
+    /// Seconds into the exploration when it was first seen.
+    pub after: f64,
+    /// Its subject.
+    pub subject: String,
+    /// Its key.
+    pub key: String,
+    /// Whether every confirming run fired it.
+    pub stable: bool,
+    /// Confirming runs that fired it, of `confirm_runs`.
+    pub reproduced: usize,
+    /// Confirming runs.
+    pub confirm_runs: usize,
+    /// Its directory.
+    pub dir: PathBuf,
+}
+
+impl From<&Reported> for Seen {
+    fn from(r: &Reported) -> Self {
+        Self {
+            after: r.first_seen,
+            subject: r.finding.subject.clone(),
+            key: r.finding.key.clone(),
+            stable: r.stable,
+            reproduced: r.reproduced,
+            confirm_runs: r.confirm_runs,
+            dir: r.dir.clone(),
+        }
+    }
+}
+
+/// One bug's result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    /// The bug, as listed.
+    pub bug: Bug,
+    /// On its bad release.
+    pub found: Found,
+    /// On its fixed release.
+    pub fixed: Fixed,
+}
+
+/// What an exploration left: its summary, or why there is none.
+pub type Outcome = Result<Summary, String>;
+
+/// Each bug of `plan` judged from the explorations' outcomes by release (a release missing
+/// from `outcomes` has not run yet).
+pub fn judge(list: &List, plan: &[Exploration], outcomes: &BTreeMap<String, Outcome>) -> Vec<Row> {
+    let asked = |r: &str| plan.iter().any(|e| e.release == r);
+    let touched: BTreeSet<usize> = plan
+        .iter()
+        .flat_map(|e| e.find.iter().chain(&e.clean))
+        .copied()
+        .collect();
+    let not_run = |r: &str| match outcomes.get(r) {
+        Some(Err(why)) => why.clone(),
+        _ => "not run yet".into(),
+    };
+    touched
+        .into_iter()
+        .map(|i| {
+            let b = &list.bugs[i];
+            let found = match outcomes.get(&b.bad) {
+                _ if !asked(&b.bad) => Found::NotAsked,
+                Some(Ok(s)) => match b.finding.first(&s.findings) {
+                    Some(r) => Found::Found(r.into()),
+                    None => Found::NotFound,
+                },
+                _ => Found::NotRun {
+                    why: not_run(&b.bad),
+                },
+            };
+            let fixed = match &b.fixed {
+                None => Fixed::Unfixed,
+                Some(f) if !asked(f) => Fixed::NotAsked,
+                Some(f) => match outcomes.get(f) {
+                    Some(Ok(s)) => match b.finding.first(&s.findings) {
+                        Some(r) => Fixed::Seen(r.into()),
+                        None => Fixed::Clean,
+                    },
+                    _ => Fixed::NotRun { why: not_run(f) },
+                },
+            };
+            Row {
+                bug: b.clone(),
+                found,
+                fixed,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::rediscovery::Request;
+    use crate::bench::rediscovery::{Ran, Report, command, markdown, plan};
+    use crate::explore::oracle::Finding;
+    use crate::explore::oracle::Oracle;
+    use crate::explore::trial::{Mode, Trial};
+    use std::time::Duration;
+
+    fn finding(oracle: Oracle, subject: &str, key: &str) -> Finding {
+        Finding {
+            oracle,
+            subject: subject.into(),
+            key: key.into(),
+            observed: "o".into(),
+            expected: "e".into(),
+        }
+    }
+
+    fn reported(f: Finding, first_seen: f64, stable: bool) -> Reported {
+        let trial = Trial {
+            subject: f.subject.clone(),
+            mode: Mode::Admission,
+            seed: 7,
+            index: 0,
+            steps: vec![],
+        };
+        Reported {
+            finding: f,
+            original: trial.clone(),
+            trial,
+            reproduced: if stable { 3 } else { 1 },
+            confirm_runs: 3,
+            stable,
+            first_seen,
+            dir: "findings/1".into(),
+            controller: "openkruise@v1.7.0".into(),
+            kubernetes: "1.32.5".into(),
+            baseline: None,
+            gates: Default::default(),
+        }
+    }
+
+    fn request(releases: &[&str]) -> Request {
+        Request {
+            list: None,
+            budget: Duration::from_secs(1800),
+            seed: 7,
+            releases: releases.iter().map(|r| r.to_string()).collect(),
+            out: None,
+            dry_run: true,
+            explore_args: vec![],
+        }
+    }
+
+    fn small() -> List {
+        let text = "controller: openkruise\nreleases: [v1.5.5, v1.6.0, v1.7.0, v1.8.0, v1.9.1]\nbugs:\n\
+            - id: a\n  bad: v1.7.0\n  fixed: v1.8.0\n  finding: {oracle: O4, kind: CloneSet, key: \"admits * spec.x\"}\n\
+            - id: b\n  bad: v1.5.5\n  fixed: v1.7.0\n  benchmark: B\n  finding: {oracle: O1, kind: UnitedDeployment, key: drops}\n\
+            - id: c\n  bad: v1.9.1\n  finding: {oracle: O6, kind: AdvancedDaemonSet, key: controller denied}\n";
+        List::parse(text, "small").unwrap()
+    }
+
+    #[test]
+    fn each_bug_is_judged_on_its_bad_and_its_fixed_release() {
+        let list = small();
+        let p = plan(&list, &[]).unwrap();
+        let summary = |findings: Vec<Reported>| Summary {
+            findings,
+            ..Summary::default()
+        };
+        let outcomes: BTreeMap<String, Outcome> = [
+            // b found (unstable), a not found yet present in its bad release.
+            (
+                "v1.5.5".to_string(),
+                Ok(summary(vec![reported(
+                    finding(
+                        Oracle::Realizable,
+                        "UnitedDeployment.statefulSetTemplate",
+                        "drops spec.x admitted on create",
+                    ),
+                    12.0,
+                    false,
+                )])),
+            ),
+            ("v1.7.0".to_string(), Ok(summary(vec![]))),
+            // a's fixed release shows it.
+            (
+                "v1.8.0".to_string(),
+                Ok(summary(vec![reported(
+                    finding(
+                        Oracle::Native,
+                        "CloneSet",
+                        "admits on update of spec.x as zero what Deployment does not",
+                    ),
+                    30.0,
+                    true,
+                )])),
+            ),
+            (
+                "v1.9.1".to_string(),
+                Err("explore exited with 1".to_string()),
+            ),
+        ]
+        .into();
+        let rows = judge(&list, &p, &outcomes);
+        let by = |id: &str| rows.iter().find(|r| r.bug.id == id).unwrap();
+        assert_eq!(by("a").found, Found::NotFound);
+        assert!(matches!(&by("a").fixed, Fixed::Seen(s) if s.after == 30.0));
+        assert!(matches!(&by("b").found, Found::Found(s) if !s.stable && s.after == 12.0));
+        assert_eq!(by("b").fixed, Fixed::Clean);
+        assert_eq!(
+            by("c").found,
+            Found::NotRun {
+                why: "explore exited with 1".into()
+            }
+        );
+        assert_eq!(by("c").fixed, Fixed::Unfixed);
+        // Asked for one release: the other side is not asked; a release yet to run is not run.
+        let only = plan(&list, &["v1.7.0".into()]).unwrap();
+        let rows = judge(&list, &only, &BTreeMap::new());
+        assert_eq!(rows.len(), 2);
+        assert!(matches!(rows[0].found, Found::NotRun { .. }));
+        assert_eq!(rows[0].fixed, Fixed::NotAsked);
+        assert_eq!(rows[1].found, Found::NotAsked);
+
+        let report = Report {
+            date: "d".into(),
+            commit: "c".into(),
+            machine: crate::bench::flakes::tally::Machine {
+                cpus: 2,
+                memory_kib: Some(1024 * 1024),
+            },
+            command: command(&request(&[])),
+            budget: 1800,
+            seed: 7,
+            explorations: vec![Ran {
+                release: "v1.9.1".into(),
+                error: Some("explore exited with 1".into()),
+                log: "logs/v1.9.1.log".into(),
+                ..Ran::default()
+            }],
+            bugs: judge(&list, &p, &outcomes),
+        };
+        let md = markdown(&report);
+        assert!(
+            md.contains("**Found 1 of 2** bugs on their bad release · **the benchmark's rows: 1 of 1** · **fixed releases clean: 1 of 2**"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| `a` | v1.7.0 | no | O4 CloneSet | — | v1.8.0 | **no**: after 30 s |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| `b` (B) | v1.5.5 | **yes** (unstable, 1/3) | O1 UnitedDeployment | 12 s | v1.7.0 | yes |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| `c` | v1.9.1 | not run | O6 AdvancedDaemonSet | — | — | unfixed |"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| v1.9.1 | 0 | **no**: explore exited with 1 | 0 | 0 (0) | `logs/v1.9.1.log` |"
+            ),
+            "{md}"
+        );
+    }
+}

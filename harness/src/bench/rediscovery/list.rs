@@ -1,0 +1,457 @@
+//! The benchmark's list of known bugs: [`List`] is where to start, read from
+//! `suites/rediscovery.yaml` ([`BUILTIN`]) or another file, with its [`Bug`]s and the finding
+//! that counts for each ([`Wanted`], matched by oracle, [`kind_names`] and [`key_matches`]).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::RediscoveryError;
+use crate::explore::Reported;
+use crate::explore::oracle::Finding;
+use crate::toolchain::versions::Version;
+
+/// The checked-in list, `suites/rediscovery.yaml`.
+pub const BUILTIN: &str = include_str!("../../../../suites/rediscovery.yaml");
+
+/// Where the checked-in list lives in the workspace.
+pub const BUILTIN_PATH: &str = "suites/rediscovery.yaml";
+
+/// The list of known bugs (`suites/rediscovery.yaml`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct List {
+    /// The controller's name in `--controller NAME@TAG` (`openkruise`).
+    pub controller: String,
+    /// The releases that can be explored (those the Go module proxy serves), oldest first: the
+    /// ground a bug's bad and fixed releases are chosen on.
+    pub releases: Vec<String>,
+    /// The bugs.
+    pub bugs: Vec<Bug>,
+}
+
+/// One known bug.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bug {
+    /// Its ledger id (or a name of its own where `ledger` is false).
+    pub id: String,
+    /// Whether `id` is an entry of `suites/ledger.yaml`.
+    #[serde(default = "yes")]
+    pub ledger: bool,
+    /// The row of the benchmark's table it belongs to (its 14 known bugs), if any.
+    #[serde(default)]
+    pub benchmark: Option<String>,
+    /// The release to find it on: the newest explorable one that has it.
+    pub bad: String,
+    /// The first explorable release that no longer has it (none: unfixed, or none after).
+    #[serde(default)]
+    pub fixed: Option<String>,
+    /// The finding that counts.
+    pub finding: Wanted,
+    /// Said with its row.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The finding that counts for a bug.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Wanted {
+    /// The oracle's short name (`O4`, see [`crate::explore::oracle::Oracle::short`]).
+    pub oracle: String,
+    /// The subject as `--kinds` names it: a subject (`WorkloadSpread.CloneSet`), or a kind
+    /// that names all its subjects (`UnitedDeployment`).
+    pub kind: String,
+    /// Text the finding's key must contain; `*` stands for any text between two parts.
+    pub key: String,
+}
+
+impl Wanted {
+    /// Whether `f` is this finding: its oracle, a subject `kind` names, and a key
+    /// [`key_matches`] the pattern.
+    pub fn matches(&self, f: &Finding) -> bool {
+        f.oracle.short() == self.oracle
+            && kind_names(&self.kind, &f.subject)
+            && key_matches(&self.key, &f.key)
+    }
+
+    /// The earliest finding of `findings` that is this one.
+    pub fn first<'a>(&self, findings: &'a [Reported]) -> Option<&'a Reported> {
+        findings
+            .iter()
+            .filter(|r| self.matches(&r.finding))
+            .min_by(|a, b| a.first_seen.total_cmp(&b.first_seen))
+    }
+
+    /// `O4 CloneSet "admits * ..."`.
+    pub(super) fn describe(&self) -> String {
+        format!("{} {} `{}`", self.oracle, self.kind, self.key)
+    }
+}
+
+/// Whether `kind` names `subject` as `--kinds` does ([`crate::explore::subject::Subject::selected_by`]),
+/// in any case: the subject's name, the start of it up to a `.` or `@`
+/// (`UnitedDeployment.cloneSetTemplate` names `UnitedDeployment.cloneSetTemplate@v1beta1`), or
+/// its family (`CloneSet` names `CloneSetWithClaims`, `UnitedDeployment` each member).
+pub fn kind_names(kind: &str, subject: &str) -> bool {
+    let (k, s) = (kind.to_ascii_lowercase(), subject.to_ascii_lowercase());
+    s.strip_prefix(&k)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '@']))
+        || crate::explore::subject::derive::family_of(subject)
+            .is_some_and(|f| f.eq_ignore_ascii_case(kind))
+}
+
+/// Whether `key` holds the parts of `pattern` between its `*`s, in order.
+pub fn key_matches(pattern: &str, key: &str) -> bool {
+    let mut rest = key;
+    for part in pattern.split('*').filter(|p| !p.is_empty()) {
+        match rest.find(part) {
+            Some(i) => rest = &rest[i + part.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+impl List {
+    /// Parses and checks a list read from `path`.
+    pub fn parse(text: &str, path: &str) -> Result<Self, RediscoveryError> {
+        let error = |detail: String| RediscoveryError::List {
+            path: path.into(),
+            detail,
+        };
+        let list: Self = serde_saphyr::from_str(text).map_err(|e| error(e.to_string()))?;
+        list.check().map_err(error)?;
+        Ok(list)
+    }
+
+    /// Reads `path`, or the checked-in list when none.
+    pub fn load(path: Option<&Path>) -> Result<Self, RediscoveryError> {
+        match path {
+            None => Self::parse(BUILTIN, BUILTIN_PATH),
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|source| RediscoveryError::Read {
+                    path: p.display().to_string(),
+                    source,
+                })?;
+                Self::parse(&text, &p.display().to_string())
+            }
+        }
+    }
+
+    /// The checked-in list.
+    pub fn builtin() -> Self {
+        Self::load(None).expect("the checked-in rediscovery list parses")
+    }
+
+    /// What is wrong with it, if anything: ids twice, releases not among `releases` (or not
+    /// a fixed release after the bad one), oracles and kinds the explorer does not have.
+    fn check(&self) -> Result<(), String> {
+        let mut ids = BTreeSet::new();
+        let oracles: Vec<&str> = crate::explore::oracles().map(|o| o.short()).to_vec();
+        let release = |r: &str| -> Result<Version, String> {
+            if !self.releases.iter().any(|x| x == r) {
+                return Err(format!("{r} is not among `releases`"));
+            }
+            let v: Version = r.parse().map_err(|e| format!("{r}: {e}"))?;
+            format!("{}@{r}", self.controller)
+                .parse::<crate::controller::ControllerRef>()
+                .map_err(|e| e.to_string())?;
+            Ok(v)
+        };
+        for b in &self.bugs {
+            let at = |e: String| format!("bug `{}`: {e}", b.id);
+            if !ids.insert(b.id.as_str()) {
+                return Err(at("listed twice".into()));
+            }
+            let bad = release(&b.bad).map_err(at)?;
+            if let Some(fixed) = &b.fixed
+                && release(fixed).map_err(at)? <= bad
+            {
+                return Err(at(format!("fixed {fixed} is not after bad {}", b.bad)));
+            }
+            let w = &b.finding;
+            if !oracles.contains(&w.oracle.as_str()) {
+                return Err(at(format!(
+                    "oracle `{}`: the oracles are {}",
+                    w.oracle,
+                    oracles.join(", ")
+                )));
+            }
+            crate::explore::select(std::slice::from_ref(&w.kind))
+                .map_err(|e| at(format!("{e:#}")))?;
+            if w.key.replace('*', "").trim().is_empty() {
+                return Err(at("an empty key".into()));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::explore::oracle::Oracle;
+    use crate::explore::trial::{Mode, Trial};
+    use std::path::PathBuf;
+
+    fn finding(oracle: Oracle, subject: &str, key: &str) -> Finding {
+        Finding {
+            oracle,
+            subject: subject.into(),
+            key: key.into(),
+            observed: "o".into(),
+            expected: "e".into(),
+        }
+    }
+
+    fn reported(f: Finding, first_seen: f64, stable: bool) -> Reported {
+        let trial = Trial {
+            subject: f.subject.clone(),
+            mode: Mode::Admission,
+            seed: 7,
+            index: 0,
+            steps: vec![],
+        };
+        Reported {
+            finding: f,
+            original: trial.clone(),
+            trial,
+            reproduced: if stable { 3 } else { 1 },
+            confirm_runs: 3,
+            stable,
+            first_seen,
+            dir: "findings/1".into(),
+            controller: "openkruise@v1.7.0".into(),
+            kubernetes: "1.32.5".into(),
+            baseline: None,
+            gates: Default::default(),
+        }
+    }
+
+    fn wanted(oracle: &str, kind: &str, key: &str) -> Wanted {
+        Wanted {
+            oracle: oracle.into(),
+            kind: kind.into(),
+            key: key.into(),
+        }
+    }
+
+    #[test]
+    fn a_finding_counts_only_with_its_oracle_kind_and_key() {
+        let w = wanted(
+            "O4",
+            "CloneSet",
+            "admits * spec.minReadySeconds as a negative number",
+        );
+        let key = "admits on create of spec.minReadySeconds as a negative number what Deployment does not";
+        assert!(w.matches(&finding(Oracle::Native, "CloneSet", key)));
+        // Paired with another field, at update: still the same field's form.
+        assert!(w.matches(&finding(
+            Oracle::Native,
+            "CloneSet",
+            "admits on update of spec.replicas as zero, spec.minReadySeconds as a negative number what Deployment does not"
+        )));
+        // Another oracle.
+        assert!(!w.matches(&finding(Oracle::Realizable, "CloneSet", key)));
+        // Another kind.
+        assert!(!w.matches(&finding(Oracle::Native, "AdvancedStatefulSet", key)));
+        // Another key: another form, another field, the other verdict.
+        for other in [
+            "admits on create of spec.minReadySeconds as a positive number what Deployment does not",
+            "admits on create of spec.revisionHistoryLimit as a negative number what Deployment does not",
+            "refuses on create of spec.minReadySeconds as a negative number what Deployment does not",
+        ] {
+            assert!(
+                !w.matches(&finding(Oracle::Native, "CloneSet", other)),
+                "{other}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_kind_names_its_subjects_as_kinds_does() {
+        let names = |k: &str, s: &str| kind_names(k, s);
+        assert!(names(
+            "UnitedDeployment",
+            "UnitedDeployment.cloneSetTemplate"
+        ));
+        assert!(names(
+            "uniteddeployment",
+            "UnitedDeployment.cloneSetTemplate"
+        ));
+        assert!(names("WorkloadSpread.CloneSet", "WorkloadSpread.CloneSet"));
+        assert!(names("CloneSet", "CloneSetWithClaims@v1beta1"));
+        assert!(names("CloneSet", "CloneSet@v1beta1"));
+        assert!(!names(
+            "WorkloadSpread.CloneSet",
+            "WorkloadSpread.CloneSetWithClaims"
+        ));
+        assert!(!names("CloneSet", "WorkloadSpread.CloneSet"));
+        assert!(!names("CloneSet", "CloneSetX"));
+        assert!(!names(
+            "AdvancedCronJob.broadcastJobTemplate",
+            "AdvancedCronJob"
+        ));
+    }
+
+    #[test]
+    fn a_key_pattern_is_its_parts_in_order() {
+        let key = "refuses on create of spec.subsets[1].patch as an object what WorkloadSpread over a Deployment does not";
+        assert!(key_matches("refuses * spec.subsets*.patch", key));
+        assert!(key_matches("spec.subsets", key));
+        assert!(!key_matches("admits * spec.subsets*.patch", key));
+        // In order: the parts may not be found backwards.
+        assert!(!key_matches(".patch*spec.subsets", key));
+        assert!(key_matches("*", key));
+    }
+
+    #[test]
+    fn the_earliest_finding_that_counts_is_the_one_reported() {
+        let w = wanted("O6", "WorkloadSpread", "controller panicked");
+        let findings = vec![
+            reported(
+                finding(Oracle::Health, "CloneSet", "controller panicked"),
+                5.0,
+                true,
+            ),
+            reported(
+                finding(
+                    Oracle::Health,
+                    "WorkloadSpread.Deployment",
+                    "controller panicked",
+                ),
+                90.0,
+                true,
+            ),
+            reported(
+                finding(
+                    Oracle::Health,
+                    "WorkloadSpread.CloneSet",
+                    "controller panicked",
+                ),
+                40.0,
+                false,
+            ),
+        ];
+        let first = w.first(&findings).unwrap();
+        assert_eq!(first.finding.subject, "WorkloadSpread.CloneSet");
+        assert_eq!(first.first_seen, 40.0);
+        assert!(w.first(&findings[..1]).is_none());
+    }
+
+    #[test]
+    fn the_checked_in_list_parses_and_names_the_benchmarks_14_rows() {
+        let list = List::builtin();
+        let rows: BTreeSet<&str> = list
+            .bugs
+            .iter()
+            .filter_map(|b| b.benchmark.as_deref())
+            .collect();
+        assert_eq!(rows.len(), 14, "{rows:?}");
+        assert_eq!(list.controller, "openkruise");
+    }
+
+    #[test]
+    fn the_list_has_every_ledger_entry_that_needs_no_real_node_at_the_releases_of_its_range() {
+        let list = List::builtin();
+        let ledger = crate::run::ledger::Ledger::builtin();
+        let scenarios = crate::suites::all();
+        let real = |name: &str| {
+            let s = scenarios
+                .iter()
+                .find(|s| *s.name == *name)
+                .unwrap_or_else(|| panic!("ledger scenario {name} is in the catalog"));
+            s.requires.real_nodes > 0
+        };
+        let served: Vec<Version> = list.releases.iter().map(|r| r.parse().unwrap()).collect();
+        for k in &ledger.bugs {
+            let listed = list.bugs.iter().find(|b| b.id == k.id);
+            if real(&k.scenario) {
+                assert!(listed.is_none(), "{} needs a real node", k.id);
+                continue;
+            }
+            let b = listed.unwrap_or_else(|| panic!("{} is in the list", k.id));
+            assert!(b.ledger, "{}", k.id);
+            // The newest served release inside the range, and the first after it.
+            let inside: Vec<&String> = list
+                .releases
+                .iter()
+                .filter(|r| k.controller.contains(r))
+                .collect();
+            assert_eq!(Some(&&b.bad), inside.last(), "{}: bad release", k.id);
+            let after = k.controller.max.as_ref().and_then(|max| {
+                let max: Version = max.parse().unwrap();
+                served
+                    .iter()
+                    .position(|v| v.cmp_within(&max).is_gt())
+                    .map(|i| list.releases[i].clone())
+            });
+            assert_eq!(b.fixed, after, "{}: fixed release", k.id);
+        }
+        for b in list.bugs.iter().filter(|b| b.ledger) {
+            assert!(
+                ledger.bugs.iter().any(|k| k.id == b.id),
+                "{} is a ledger id (or says `ledger: false`)",
+                b.id
+            );
+        }
+    }
+
+    #[test]
+    fn nothing_the_explorer_runs_names_a_listed_bug() {
+        fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+            for e in std::fs::read_dir(dir).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    files(&p, out);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    out.push(p);
+                }
+            }
+        }
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/explore");
+        let mut all = vec![root.with_extension("rs")];
+        files(&root, &mut all);
+        let list = List::builtin();
+        for f in all.iter().filter(|f| f.is_file()) {
+            let text = std::fs::read_to_string(f).unwrap();
+            for b in &list.bugs {
+                assert!(!text.contains(&b.id), "{} names {}", f.display(), b.id);
+            }
+        }
+    }
+
+    #[test]
+    fn a_list_that_says_something_impossible_is_refused_with_the_reason() {
+        let head = "controller: openkruise\nreleases: [v1.7.0, v1.8.0]\nbugs:\n";
+        let bug = |bad: &str, fixed: &str, oracle: &str, kind: &str| {
+            format!(
+                "{head}- id: x\n  bad: {bad}\n  fixed: {fixed}\n  finding: {{oracle: {oracle}, kind: {kind}, key: k}}\n"
+            )
+        };
+        assert!(List::parse(&bug("v1.7.0", "v1.8.0", "O4", "CloneSet"), "l").is_ok());
+        for (text, says) in [
+            (
+                bug("v1.7.1", "v1.8.0", "O4", "CloneSet"),
+                "v1.7.1 is not among",
+            ),
+            (
+                bug("v1.8.0", "v1.7.0", "O4", "CloneSet"),
+                "is not after bad",
+            ),
+            (bug("v1.7.0", "v1.8.0", "O9", "CloneSet"), "oracle `O9`"),
+            (bug("v1.7.0", "v1.8.0", "O4", "Widget"), "kind `Widget`"),
+            (format!("{head}- id: x\n  bad: v1.7.0\n  typo: 1\n"), "typo"),
+        ] {
+            let e = List::parse(&text, "l").unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+        }
+    }
+}
