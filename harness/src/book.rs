@@ -155,7 +155,7 @@ pub fn anchor(heading: &str) -> String {
 /// The CLI reference page: every subcommand of `harness`, with its usage, what it does and each
 /// argument with its help and default, from the CLI's clap definition.
 pub fn cli_reference() -> String {
-    render_cli(crate::cli::command(), "`harness/src/cli/args.rs`")
+    render_cli(crate::cli::command(), "`harness/src/cli/args/`")
 }
 
 /// The CLI reference page of the clap command `root`, whose definition is in `from`: every
