@@ -1,14 +1,14 @@
-//! The conformance scenarios, grouped by feature area. [`all`] lists every scenario.
+//! The conformance scenarios, grouped by feature area: a suite is a file (`workloadspread.rs`)
+//! or, when it grows, a directory of files, one concept each (`cloneset/`). [`all`] lists
+//! every scenario.
 //!
 //! These files are compiled into the harness crate (see `harness/src/suites.rs`).
 
 pub mod advancedcronjob;
 pub mod broadcastjob;
 pub mod cloneset;
-pub mod cloneset_lifecycle;
 pub mod common;
 pub mod daemonset;
-pub mod daemonset_lifecycle;
 pub mod node_daemon;
 pub mod parity;
 pub mod persistentpodstate;
@@ -16,8 +16,6 @@ pub mod podunavailablebudget;
 pub mod real_node;
 pub mod resourcedistribution;
 pub mod sidecarset;
-pub mod sidecarset_injection;
-pub mod sidecarset_lifecycle;
 pub mod statefulset;
 pub mod uniteddeployment;
 pub mod upgrade;
@@ -30,12 +28,8 @@ pub fn all() -> Vec<Scenario> {
     let mut v = vec![];
     v.extend(workloadspread::scenarios());
     v.extend(cloneset::scenarios());
-    v.extend(cloneset_lifecycle::scenarios());
     v.extend(sidecarset::scenarios());
-    v.extend(sidecarset_lifecycle::scenarios());
-    v.extend(sidecarset_injection::scenarios());
     v.extend(daemonset::scenarios());
-    v.extend(daemonset_lifecycle::scenarios());
     v.extend(parity::scenarios());
     v.extend(uniteddeployment::scenarios());
     v.extend(podunavailablebudget::scenarios());

@@ -1,5 +1,5 @@
-//! The scenarios. They live in the top-level `suites/` directory, one file per feature area,
-//! and are compiled into this crate.
+//! The scenarios. They live in the top-level `suites/` directory, a file or a directory per
+//! feature area, and are compiled into this crate.
 
 #[path = "../../suites/mod.rs"]
 mod all;

@@ -12,10 +12,10 @@ use futures::FutureExt;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
-use super::common::*;
 use crate::scenario::wait::Check;
 use crate::scenario::workload::{CloneSet, same_image};
 use crate::scenario::{Ctx, Requirements, Scenario};
+use crate::suites::common::*;
 
 const SIDECAR_V1: &str = "busybox:1.36";
 const SIDECAR_V2: &str = "busybox:1.37";
@@ -72,7 +72,7 @@ async fn sidecarset(ctx: &Ctx, name: &str, app: &str, spec: Value) -> anyhow::Re
         "namespace": ctx.namespace,
         "containers": [{"name": "logger", "image": SIDECAR_V1, "command": ["sleep", "3600"]}]
     });
-    super::common::merge(&mut s, spec);
+    crate::suites::common::merge(&mut s, spec);
     // A null in `spec` removes the default (e.g. `namespace` for a namespaceSelector).
     if let Some(fields) = s.as_object_mut() {
         fields.retain(|_, v| !v.is_null());

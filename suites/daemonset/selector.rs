@@ -5,10 +5,10 @@ use anyhow::{bail, ensure};
 use futures::FutureExt;
 use serde_json::json;
 
-use super::common::*;
 use crate::scenario::wait::{Check, until};
 use crate::scenario::workload::{AdvancedDaemonSet, CloneSet, Deployment, Kind, Spec};
 use crate::scenario::{Ctx, Scenario, status};
+use crate::suites::common::*;
 
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {

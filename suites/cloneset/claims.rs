@@ -7,9 +7,9 @@ use anyhow::ensure;
 use futures::FutureExt;
 use serde_json::json;
 
-use super::common::*;
 use crate::scenario::workload::{CloneSet, CloneSetKind, Handle, REAL_IMAGE_V2, same_image};
 use crate::scenario::{Ctx, Requirements, Scenario};
+use crate::suites::common::*;
 
 const GATE: &str = "RecreatePodWhenChangeVCTInCloneSetGate";
 

@@ -11,11 +11,11 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
-use super::common::*;
 use crate::cluster::ZONE_LABEL;
 use crate::scenario::wait::Check;
 use crate::scenario::workload::{AdvancedDaemonSet, AdvancedDaemonSetKind, Handle, same_image};
 use crate::scenario::{Ctx, Scenario, status};
+use crate::suites::common::*;
 
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {
@@ -159,7 +159,7 @@ async fn wait_updated(
     let what = format!("{want} of {total} pods of {} at daemonSetHash", ds.name());
     wait_pods(ctx, &ds.api(), ds.name(), &ds.selector(), &what, move |o, pods| {
         let updated = at_hash(o, pods);
-        let ready_n = pods.iter().filter(|p| super::common::ready(p)).count();
+        let ready_n = pods.iter().filter(|p| crate::suites::common::ready(p)).count();
         Check::when(
             observed(o)
                 && pods.len() == total

@@ -18,10 +18,10 @@ use kube::api::PostParams;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
-use super::common::*;
 use crate::scenario::wait::Check;
 use crate::scenario::workload::{CloneSet, same_image};
 use crate::scenario::{Ctx, Scenario};
+use crate::suites::common::*;
 
 const SIDECAR_V1: &str = "busybox:1.36";
 const SIDECAR_V2: &str = "busybox:1.37";
@@ -153,7 +153,7 @@ fn sidecarset_manifest(ctx: &Ctx, name: &str, case: &str, labels: Value, spec: V
         "selector": {"matchLabels": {"injection-case": case}},
         "namespace": ctx.namespace,
     });
-    super::common::merge(&mut s, spec);
+    crate::suites::common::merge(&mut s, spec);
     json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "SidecarSet",
         "metadata": {"name": name, "labels": labels}, "spec": s})
 }
@@ -161,7 +161,7 @@ fn sidecarset_manifest(ctx: &Ctx, name: &str, case: &str, labels: Value, spec: V
 /// A sidecar container `name` running [`SIDECAR_V1`], with `extra` merged into it.
 fn sidecar(name: &str, extra: Value) -> Value {
     let mut c = json!({"name": name, "image": SIDECAR_V1, "command": ["sleep", "3600"]});
-    super::common::merge(&mut c, extra);
+    crate::suites::common::merge(&mut c, extra);
     c
 }
 
@@ -175,7 +175,7 @@ async fn admit(
     spec: Value,
 ) -> Result<Pod, kube::Error> {
     let mut l = json!({"injection-case": case});
-    super::common::merge(&mut l, labels);
+    crate::suites::common::merge(&mut l, labels);
     let pod: Pod = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "labels": l}, "spec": spec
@@ -195,7 +195,7 @@ async fn admit(
 /// An app container `name` running [`IMAGE_V1`], with `extra` merged into it.
 fn app_container(name: &str, extra: Value) -> Value {
     let mut c = json!({"name": name, "image": IMAGE_V1});
-    super::common::merge(&mut c, extra);
+    crate::suites::common::merge(&mut c, extra);
     c
 }
 
@@ -366,7 +366,7 @@ fn transfer_and_hot_upgrade_cases() -> Vec<Case> {
     let hot = |extra: Value| {
         let mut s = json!({"upgradeStrategy": {"upgradeType": "HotUpgrade",
             "hotUpgradeEmptyImage": EMPTY_IMAGE}});
-        super::common::merge(&mut s, extra);
+        crate::suites::common::merge(&mut s, extra);
         s
     };
     vec![

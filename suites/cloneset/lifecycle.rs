@@ -14,13 +14,13 @@ use kube::Api;
 use kube::api::DynamicObject;
 use serde_json::{Value, json};
 
-use super::common::lifecycle::{
-    STATE, hook, in_place_update_case, pre_delete_case, pre_normal_case, releasing_finalizers,
-};
-use super::common::*;
 use crate::scenario::wait::{Check, until};
 use crate::scenario::workload::{CloneSet, CloneSetKind, Handle, same_image};
 use crate::scenario::{Ctx, Scenario, status};
+use crate::suites::common::lifecycle::{
+    STATE, hook, in_place_update_case, pre_delete_case, pre_normal_case, releasing_finalizers,
+};
+use crate::suites::common::*;
 
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {

@@ -7,9 +7,9 @@ use anyhow::ensure;
 use futures::FutureExt;
 use serde_json::json;
 
-use super::common::*;
 use crate::scenario::workload::{CloneSet, REAL_IMAGE_V1, REAL_IMAGE_V2, same_image};
 use crate::scenario::{Ctx, Requirements, Scenario};
+use crate::suites::common::*;
 
 /// The scenarios of this suite.
 pub fn scenarios() -> Vec<Scenario> {

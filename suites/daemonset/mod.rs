@@ -1,0 +1,15 @@
+//! Advanced DaemonSet (`apps.kruise.io/v1alpha1`): selector immutability beside CloneSet and a
+//! native Deployment (S5, [`selector`]), and its documented lifecycle ([`lifecycle`]). Start
+//! with [`scenarios`].
+
+pub mod lifecycle;
+pub mod selector;
+
+use crate::scenario::Scenario;
+
+/// The scenarios of this suite.
+pub fn scenarios() -> Vec<Scenario> {
+    let mut v = selector::scenarios();
+    v.extend(lifecycle::scenarios());
+    v
+}
