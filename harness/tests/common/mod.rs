@@ -303,7 +303,21 @@ pub const WITHOUT_ROOT_TEST: &str = "without_root_every_test_skips_saying_so_and
 /// passes by skipping and says which prerequisite it lacks, as the README says; with `CI=true`
 /// every test fails, naming it. Each test of the binary must need root.
 pub fn root_tests_skip_without_root() {
-    let me = std::env::current_exe().expect("the test binary's path");
+    use std::os::unix::fs::PermissionsExt;
+    // A copy anyone may run: the build's own directory may sit where `nobody` cannot reach.
+    let dir = tempfile::Builder::new()
+        .prefix("harness-without-root-")
+        .tempdir()
+        .expect("temp dir");
+    let me = dir.path().join("tests");
+    std::fs::copy(
+        std::env::current_exe().expect("the test binary's path"),
+        &me,
+    )
+    .expect("copy the test binary");
+    for (path, mode) in [(dir.path(), 0o755), (me.as_path(), 0o755)] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
     let run = |ci: bool| {
         let mut cmd = if nix::unistd::geteuid().is_root() {
             let mut c = std::process::Command::new("setpriv");
