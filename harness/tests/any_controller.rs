@@ -21,9 +21,8 @@ use harness::controller::{
 };
 use harness::process::ComponentSpec;
 use harness::results::{Outcome, Verdict};
-use harness::run::plan::{Filter, plan};
 use harness::scenario::{Ctx, Scenario};
-use harness::toolchain::{GoEnv, KubeVersion, Toolchain, ToolchainError};
+use harness::toolchain::{GoEnv, Toolchain, ToolchainError};
 use harness::wait::{Check, poll};
 
 /// The fixture's module, as its `go.mod` declares it.
@@ -423,34 +422,7 @@ fn echo_ref() -> ControllerRef {
 /// Runs `scenarios` on the echo controller on a local cluster of their own, and checks that
 /// the run left nothing behind.
 async fn run(scenarios: Vec<Scenario>) -> Vec<harness::results::ScenarioResult> {
-    let reference = echo_ref();
-    let plan = plan(
-        &scenarios,
-        &Filter::default(),
-        KubeVersion::default_version(),
-        &reference,
-    );
-    assert_eq!(plan.clusters.len(), 1, "{plan:?}");
-    let (provider, root) = common::provider();
-    let toolchain = Toolchain::new(
-        harness::toolchain::Cache::from_env(),
-        harness::progress::Progress::plain(),
-    );
-    let provider = harness::cluster::any::Provider::Local(provider);
-    let ledger = harness::run::ledger::Ledger::builtin();
-    let options = harness::run::RunOptions::default();
-    let env = harness::run::Env {
-        scenarios: &scenarios,
-        ledger: &ledger,
-        provider: &provider,
-        toolchain: &toolchain,
-        options: &options,
-    };
-    let results = harness::run::execute(&plan, env, "any-controller", &mut []).await;
-    // The run removed its cluster, and with it the controller's process.
-    let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().flatten().collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
-    results
+    common::run_scenarios(scenarios, &echo_ref(), "any-controller").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

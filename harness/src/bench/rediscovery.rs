@@ -25,6 +25,8 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+#[cfg(test)]
+mod fixtures;
 mod judge;
 mod list;
 mod plan;

@@ -374,3 +374,38 @@ pub fn root_tests_skip_without_root() {
         "each failure names the prerequisite:\n{text}"
     );
 }
+
+/// Runs `scenarios` on `controller` through the planner and the runner, as `harness run` does,
+/// on a local cluster of their own (one cluster: the test says so), and checks that the run
+/// removed it.
+pub async fn run_scenarios(
+    scenarios: Vec<harness::scenario::Scenario>,
+    controller: &harness::controller::ControllerRef,
+    run_id: &str,
+) -> Vec<harness::results::ScenarioResult> {
+    use harness::run::plan::{Filter, plan};
+    let plan = plan(
+        &scenarios,
+        &Filter::default(),
+        KubeVersion::default_version(),
+        controller,
+    );
+    assert_eq!(plan.clusters.len(), 1, "{plan:?}");
+    let (provider, root) = provider();
+    let toolchain = Toolchain::new(Cache::from_env(), Progress::plain());
+    let provider = harness::cluster::any::Provider::Local(provider);
+    let ledger = harness::run::ledger::Ledger::builtin();
+    let options = harness::run::RunOptions::default();
+    let env = harness::run::Env {
+        scenarios: &scenarios,
+        ledger: &ledger,
+        provider: &provider,
+        toolchain: &toolchain,
+        options: &options,
+    };
+    let results = harness::run::execute(&plan, env, run_id, &mut []).await;
+    // The run removed its cluster, and with it the controller's processes.
+    let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    results
+}

@@ -143,66 +143,9 @@ pub fn judge(list: &List, plan: &[Exploration], outcomes: &BTreeMap<String, Outc
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::rediscovery::Request;
+    use crate::bench::rediscovery::fixtures::*;
     use crate::bench::rediscovery::{Ran, Report, command, markdown, plan};
-    use crate::explore::oracle::Finding;
     use crate::explore::oracle::Oracle;
-    use crate::explore::trial::{Mode, Trial};
-    use std::time::Duration;
-
-    fn finding(oracle: Oracle, subject: &str, key: &str) -> Finding {
-        Finding {
-            oracle,
-            subject: subject.into(),
-            key: key.into(),
-            observed: "o".into(),
-            expected: "e".into(),
-        }
-    }
-
-    fn reported(f: Finding, first_seen: f64, stable: bool) -> Reported {
-        let trial = Trial {
-            subject: f.subject.clone(),
-            mode: Mode::Admission,
-            seed: 7,
-            index: 0,
-            steps: vec![],
-        };
-        Reported {
-            finding: f,
-            original: trial.clone(),
-            trial,
-            reproduced: if stable { 3 } else { 1 },
-            confirm_runs: 3,
-            stable,
-            first_seen,
-            dir: "findings/1".into(),
-            controller: "openkruise@v1.7.0".into(),
-            kubernetes: "1.32.5".into(),
-            baseline: None,
-            gates: Default::default(),
-        }
-    }
-
-    fn request(releases: &[&str]) -> Request {
-        Request {
-            list: None,
-            budget: Duration::from_secs(1800),
-            seed: 7,
-            releases: releases.iter().map(|r| r.to_string()).collect(),
-            out: None,
-            dry_run: true,
-            explore_args: vec![],
-        }
-    }
-
-    fn small() -> List {
-        let text = "controller: openkruise\nreleases: [v1.5.5, v1.6.0, v1.7.0, v1.8.0, v1.9.1]\nbugs:\n\
-            - id: a\n  bad: v1.7.0\n  fixed: v1.8.0\n  finding: {oracle: O4, kind: CloneSet, key: \"admits * spec.x\"}\n\
-            - id: b\n  bad: v1.5.5\n  fixed: v1.7.0\n  benchmark: B\n  finding: {oracle: O1, kind: UnitedDeployment, key: drops}\n\
-            - id: c\n  bad: v1.9.1\n  finding: {oracle: O6, kind: AdvancedDaemonSet, key: controller denied}\n";
-        List::parse(text, "small").unwrap()
-    }
 
     #[test]
     fn each_bug_is_judged_on_its_bad_and_its_fixed_release() {

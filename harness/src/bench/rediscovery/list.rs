@@ -197,43 +197,9 @@ impl List {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::rediscovery::fixtures::*;
     use crate::explore::oracle::Oracle;
-    use crate::explore::trial::{Mode, Trial};
     use std::path::PathBuf;
-
-    fn finding(oracle: Oracle, subject: &str, key: &str) -> Finding {
-        Finding {
-            oracle,
-            subject: subject.into(),
-            key: key.into(),
-            observed: "o".into(),
-            expected: "e".into(),
-        }
-    }
-
-    fn reported(f: Finding, first_seen: f64, stable: bool) -> Reported {
-        let trial = Trial {
-            subject: f.subject.clone(),
-            mode: Mode::Admission,
-            seed: 7,
-            index: 0,
-            steps: vec![],
-        };
-        Reported {
-            finding: f,
-            original: trial.clone(),
-            trial,
-            reproduced: if stable { 3 } else { 1 },
-            confirm_runs: 3,
-            stable,
-            first_seen,
-            dir: "findings/1".into(),
-            controller: "openkruise@v1.7.0".into(),
-            kubernetes: "1.32.5".into(),
-            baseline: None,
-            gates: Default::default(),
-        }
-    }
 
     fn wanted(oracle: &str, kind: &str, key: &str) -> Wanted {
         Wanted {

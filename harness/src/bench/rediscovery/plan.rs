@@ -189,26 +189,7 @@ pub fn render_plan(list: &List, plan: &[Exploration], request: &Request, out: &P
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn request(releases: &[&str]) -> Request {
-        Request {
-            list: None,
-            budget: Duration::from_secs(1800),
-            seed: 7,
-            releases: releases.iter().map(|r| r.to_string()).collect(),
-            out: None,
-            dry_run: true,
-            explore_args: vec![],
-        }
-    }
-
-    fn small() -> List {
-        let text = "controller: openkruise\nreleases: [v1.5.5, v1.6.0, v1.7.0, v1.8.0, v1.9.1]\nbugs:\n\
-            - id: a\n  bad: v1.7.0\n  fixed: v1.8.0\n  finding: {oracle: O4, kind: CloneSet, key: \"admits * spec.x\"}\n\
-            - id: b\n  bad: v1.5.5\n  fixed: v1.7.0\n  benchmark: B\n  finding: {oracle: O1, kind: UnitedDeployment, key: drops}\n\
-            - id: c\n  bad: v1.9.1\n  finding: {oracle: O6, kind: AdvancedDaemonSet, key: controller denied}\n";
-        List::parse(text, "small").unwrap()
-    }
+    use crate::bench::rediscovery::fixtures::*;
 
     #[test]
     fn the_plan_explores_each_release_once_oldest_first_for_what_it_finds_and_misses() {
