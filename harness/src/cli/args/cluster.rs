@@ -219,14 +219,8 @@ impl UpArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::args::{Cli, Command};
-    use clap::Parser;
-
-    fn parse(args: &[&str]) -> Command {
-        Cli::try_parse_from(std::iter::once("harness").chain(args.iter().copied()))
-            .unwrap()
-            .command
-    }
+    use crate::cli::args::Command;
+    use crate::cli::args::parse;
 
     #[test]
     fn cluster_up_flags_become_a_profile_and_a_request() {

@@ -241,6 +241,14 @@ pub enum ChainsawCommand {
     },
 }
 
+/// The command `args` parse to: the argument files' tests read the command line through it.
+#[cfg(test)]
+fn parse(args: &[&str]) -> Command {
+    Cli::try_parse_from(std::iter::once("harness").chain(args.iter().copied()))
+        .unwrap()
+        .command
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -360,15 +360,9 @@ pub struct QualifyArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::args::{Cli, Command};
+    use crate::cli::args::Command;
+    use crate::cli::args::parse;
     use crate::cluster::any;
-    use clap::Parser;
-
-    fn parse(args: &[&str]) -> Command {
-        Cli::try_parse_from(std::iter::once("harness").chain(args.iter().copied()))
-            .unwrap()
-            .command
-    }
 
     #[test]
     fn run_flags_become_the_run_request() {
