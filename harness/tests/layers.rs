@@ -50,12 +50,13 @@ fn uses(text: &str, at: &[String]) -> Vec<(usize, String)> {
         .collect()
 }
 
-/// The code of `text` (comments and the trailing test module left out), line by line.
+/// The code of `text` (comments and the trailing test module, or a whole file of test code
+/// marked `#![cfg(test)]`, left out), line by line.
 fn code_lines(text: &str) -> Vec<(usize, &str)> {
     let mut out = vec![];
     for (i, line) in text.lines().enumerate() {
         let code = line.trim_start();
-        if code.starts_with("#[cfg(test)]") {
+        if code.starts_with("#[cfg(test)]") || code.starts_with("#![cfg(test)]") {
             break;
         }
         if code.starts_with("//") {

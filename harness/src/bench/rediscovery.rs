@@ -25,7 +25,6 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-#[cfg(test)]
 mod fixtures;
 mod judge;
 mod list;

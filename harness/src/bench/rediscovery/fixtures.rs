@@ -1,5 +1,7 @@
 //! Test fixtures of the rediscovery benchmark, shared by its files' unit tests: a finding, a
-//! reported finding, a request and a small list of known bugs.
+//! reported finding, a request and a small list of known bugs. Test code only.
+
+#![cfg(test)]
 
 use std::time::Duration;
 
