@@ -3,6 +3,7 @@
 //! cell (and a baseline's), and judges each trial's findings at once.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::Value;
@@ -25,6 +26,20 @@ pub(super) struct Explorer<'a> {
     /// The baseline's release, named.
     pub(super) base_name: Option<String>,
     pub(super) book: Book<'a>,
+}
+
+/// By when the admission trials of the `i`th of `n` subjects must have started: the phase's
+/// `share` of the `budget` counted from `start`, split evenly and cumulatively, so a subject
+/// that ends early leaves its rest to the next.
+pub(super) fn admission_deadline(
+    start: Instant,
+    budget: Duration,
+    share: f64,
+    i: usize,
+    n: usize,
+) -> Instant {
+    let part = (i + 1).min(n.max(1)) as f64 / n.max(1) as f64;
+    start + budget.mul_f64(share.clamp(0.0, 1.0) * part)
 }
 
 impl Explorer<'_> {
@@ -62,12 +77,15 @@ impl Explorer<'_> {
         Ok(())
     }
 
-    /// Admission trials of one subject: singles at create and update, then covering rows.
+    /// Admission trials of one subject: singles at create and update, then covering rows,
+    /// each started only before `deadline` (see [`admission_deadline`]); in a seeded order, so
+    /// that what a deadline leaves out is not always the same end of the schema.
     pub(super) async fn admission(
         &mut self,
         s: &Subject,
         crd: &Value,
         doc: &openapi::Doc,
+        deadline: Instant,
     ) -> anyhow::Result<Vec<(String, Value)>> {
         let singles = singles(s, crd, doc, self.options.seed);
         self.book.summary.reach.offer(&s.name, &singles);
@@ -98,7 +116,11 @@ impl Explorer<'_> {
                 Step::Update { set },
             ]));
         }
-        let mut results = self.admit_all(&self.cell, s, &trials).await?;
+        Rng::new(self.options.seed, u64::MAX - 2).shuffle(&mut trials);
+        let mut results = self
+            .admit_all(&self.cell, s, &trials, Some(deadline))
+            .await?;
+        trials.truncate(results.len());
         self.compare(s, &trials, &mut results).await?;
         for t in &trials {
             self.book.summary.reach.tried(t);
@@ -137,7 +159,7 @@ impl Explorer<'_> {
             })
             .collect();
         let rows = trial::covering_rows(&fields, &mut Rng::new(self.options.seed, u64::MAX));
-        let row_trials: Vec<Trial> = rows
+        let mut row_trials: Vec<Trial> = rows
             .into_iter()
             .map(|set| {
                 next(vec![Step::Create {
@@ -145,7 +167,10 @@ impl Explorer<'_> {
                 }])
             })
             .collect();
-        let mut results = self.admit_all(&self.cell, s, &row_trials).await?;
+        let mut results = self
+            .admit_all(&self.cell, s, &row_trials, Some(deadline))
+            .await?;
+        row_trials.truncate(results.len());
         self.compare(s, &row_trials, &mut results).await?;
         self.book.summary.reach.rows(&s.name, row_trials.len());
         for t in &row_trials {
@@ -174,7 +199,7 @@ impl Explorer<'_> {
         let (Some(base), Some(name)) = (&self.baseline, &self.options.baseline) else {
             return Ok(());
         };
-        let theirs = self.admit_all(base, s, trials).await?;
+        let theirs = self.admit_all(base, s, trials, None).await?;
         for ((t, ours), theirs) in trials.iter().zip(outcomes.iter_mut()).zip(theirs) {
             ours.findings.extend(oracle::release(
                 s,
@@ -187,24 +212,63 @@ impl Explorer<'_> {
         Ok(())
     }
 
-    /// Runs admission trials 8 at a time in one namespace of `cell`.
+    /// Runs admission trials 8 at a time in one namespace of `cell`, in order; with a
+    /// `deadline`, only those started before it: the outcomes of the trials that ran, the
+    /// first ones of `trials`.
     pub(super) async fn admit_all(
         &self,
         cell: &Cell<'_>,
         s: &Subject,
         trials: &[Trial],
+        deadline: Option<Instant>,
     ) -> anyhow::Result<Vec<exec::Outcome>> {
         let ns = cell.namespace(s).await?;
-        let results: Vec<anyhow::Result<exec::Outcome>> = futures::stream::iter(trials)
+        let results: Vec<Option<anyhow::Result<exec::Outcome>>> = futures::stream::iter(trials)
             .map(|t| {
                 let name = format!("t{}", t.index);
                 let ns = ns.clone();
-                async move { cell.admit(s, t, &ns, &name).await }
+                async move {
+                    // Started in order, so the trials past the deadline are the last ones.
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return None;
+                    }
+                    Some(cell.admit(s, t, &ns, &name).await)
+                }
             })
             .buffered(8)
             .collect()
             .await;
         cell.drop_namespace(&ns, s).await;
-        results.into_iter().collect()
+        results.into_iter().map_while(|r| r).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_admission_share_is_split_evenly_and_cumulatively_over_the_subjects() {
+        let start = Instant::now();
+        let budget = Duration::from_secs(100);
+        let at = |i, n, share| admission_deadline(start, budget, share, i, n) - start;
+        assert_eq!(at(0, 4, 0.5), Duration::from_millis(12_500));
+        assert_eq!(at(1, 4, 0.5), Duration::from_secs(25));
+        assert_eq!(
+            at(3, 4, 0.5),
+            Duration::from_secs(50),
+            "the last ends the phase's share"
+        );
+        assert_eq!(at(0, 1, 1.0), budget, "alone, the whole budget");
+        assert_eq!(
+            at(7, 4, 0.5),
+            Duration::from_secs(50),
+            "never past the share"
+        );
+        assert_eq!(
+            at(0, 0, 2.0),
+            budget,
+            "no subjects, a share over one: the budget"
+        );
     }
 }

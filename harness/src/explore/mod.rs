@@ -57,7 +57,7 @@ use anyhow::Context;
 use futures::FutureExt;
 use serde_json::Value;
 
-use self::admission::Explorer;
+use self::admission::{Explorer, admission_deadline};
 use self::behaviour::{Behaviour, Done, Job, Prepared, Ran, latency, prepare};
 use self::book::Book;
 use self::bring_up::{cell_reading, start_cell, with_gates_of};
@@ -71,7 +71,8 @@ use crate::controller::ControllerRef;
 use crate::toolchain::Toolchain;
 pub use bring_up::cell;
 pub use options::{
-    DEFAULT_PARALLEL, DEFAULT_SETTLE, DEFAULT_SHRINK_RUNS, Exploring, Gates, Options, SHRINK_SHARE,
+    ADMISSION_SHARE, DEFAULT_PARALLEL, DEFAULT_SETTLE, DEFAULT_SHRINK_RUNS, Exploring, Gates,
+    Options, SHRINK_SHARE,
 };
 pub use singles::{TARGET_SINGLES, TEMPLATE_SINGLES, singles};
 pub use summary::{Explored, Reported, Summary, read_summary};
@@ -207,7 +208,12 @@ pub async fn explore(
     pace.shrink_share = options.shrink_share;
     let admitting = Instant::now();
     let mut materials = vec![];
-    for s in &subjects {
+    // Admission has its share of the budget when behaviour trials follow, else all of it.
+    let share = match options.modes.contains(&Mode::Behaviour) {
+        true => ADMISSION_SHARE,
+        false => 1.0,
+    };
+    for (i, s) in subjects.iter().enumerate() {
         let group = s.api_version.split('/').next().unwrap_or_default();
         if let Some(g) = s
             .gates
@@ -228,7 +234,8 @@ pub async fn explore(
             continue;
         };
         say(format!("{}: admission trials", s.name));
-        let admitted = x.admission(s, crd, &doc).await?;
+        let deadline = admission_deadline(x.book.started, options.budget, share, i, subjects.len());
+        let admitted = x.admission(s, crd, &doc, deadline).await?;
         materials.push((s.clone(), admitted));
         if x.book.left().is_zero() {
             break;
