@@ -61,11 +61,11 @@ fn last_write(policy: &Value) -> Option<time::OffsetDateTime> {
 }
 
 /// Whether a container the policy declares is updated by swapping a pair of containers under
-/// other names (a hot upgrade) rather than in place under its own.
+/// other names (a hot upgrade) rather than in place under its own: only when its upgrade type
+/// is the one its documentation names for that, `HotUpgrade`; any other (the default
+/// `ColdUpgrade`, or a word the API admitted without knowing it) is upgraded in place.
 fn paired(c: &Value) -> bool {
-    c["upgradeStrategy"]["upgradeType"]
-        .as_str()
-        .is_some_and(|t| t != "ColdUpgrade")
+    c["upgradeStrategy"]["upgradeType"].as_str() == Some("HotUpgrade")
 }
 
 /// The names under which a pod carries a declared container.
@@ -247,7 +247,7 @@ pub fn injection(policy: &Value, pods: &[Value], namespaces: &[NamespaceView]) -
         {
             out.push(format!(
                 "pod {pod_name}: injected container missing, want {} (declared by the policy)",
-                c["name"].as_str().unwrap_or_default()
+                carried_as(c).join(" and ")
             ));
         }
         if !pinned {
@@ -430,6 +430,20 @@ mod tests {
         let d = injection(&p1, &evidence, &[]);
         assert_eq!(keys(&d), ["does not converge: no injection"], "{d:?}");
         assert!(d[0].starts_with("pod a-2"), "{d:?}");
+        // A container is carried under its own name unless its upgrade type is a hot one
+        // (a pair under other names): a word the API admitted without knowing it is not.
+        for (kind, want) in [("ColdUpgrade", true), ("x", true), ("HotUpgrade", false)] {
+            let mut q = p.clone();
+            q["spec"]["containers"][0]["upgradeStrategy"] = json!({"upgradeType": kind});
+            let d = injection(&q, &good, &[]);
+            assert_eq!(d.is_empty(), want, "{kind}: {d:?}");
+            if !want {
+                assert!(
+                    d.iter().any(|d| d.contains("want side-1 and side-2")),
+                    "{kind}: {d:?}"
+                );
+            }
+        }
         // Written into at an old image, made after the change.
         let stale = [pod("a-1", BEFORE, "v2"), pod("a-2", AFTER, "v1")];
         let d = injection(&p, &stale, &[]);
