@@ -530,6 +530,7 @@ mod tests {
                     Step::Perturb { perturbation } => {
                         assert!(rd.perturbed_by(*perturbation), "{perturbation:?}")
                     }
+                    Step::Settle => {}
                     other => panic!("{other:?}"),
                 }
             }

@@ -18,7 +18,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 
 use super::subject::{COPIED_LABEL, Makes, NAME, NAMESPACE, Subject, TRIAL_LABEL, set};
-use super::trial::{Mode, Op, Perturbation, Step};
+use super::trial::{Mode, Op, Perturbation, Step, Which};
 use super::{Reported, Summary};
 use crate::controller::ControllerRef;
 
@@ -145,6 +145,12 @@ pub fn chainsaw_test(s: &Subject, r: &Reported, controller: &ControllerRef) -> S
         }
         steps.push(json!({"name": "the target", "try": [{"apply": {"resource": target}}]}));
     }
+    // The controller has observed the workload's last change (a settle step, the end).
+    let observed = || {
+        json!({"assert": {"timeout": "2m", "resource": {
+            "apiVersion": w.api_version, "kind": w.kind, "metadata": {"name": wname},
+            "(status.observedGeneration == metadata.generation)": true}}})
+    };
     let refuse = r.finding.key.starts_with("admits");
     let last = r.trial.steps.len().saturating_sub(1);
     for (i, step) in r.trial.steps.iter().enumerate() {
@@ -178,6 +184,7 @@ pub fn chainsaw_test(s: &Subject, r: &Reported, controller: &ControllerRef) -> S
             Step::Perturb { perturbation } => {
                 json!({"script": {"content": kubectl_perturb(*perturbation, &wname, deployment)}})
             }
+            Step::Settle => observed(),
         };
         let scale = match step {
             Step::Create { set } if s.target.is_some() && !judged => Some(set),
@@ -191,6 +198,17 @@ pub fn chainsaw_test(s: &Subject, r: &Reported, controller: &ControllerRef) -> S
             op[&verb]["expect"] = json!([{"check": {"($error != null)": true}}]);
         }
         let mut ops = vec![op];
+        // A policy's declared containers change with its target's template.
+        if let Step::Operate {
+            op: op @ (Op::Rollout | Op::Recreate),
+        } = step
+            && s.target.is_some()
+            && s.seed.make(name)["spec"]["containers"]
+                .as_array()
+                .is_some_and(|c| !c.is_empty())
+        {
+            ops.push(json!({"script": {"content": kubectl_declared(s, *op, name)}}));
+        }
         if let Some(set) = scale {
             let mut wake = w.wake(&wname, &super::subject::split_target(set).1);
             wake["apiVersion"] = json!(w.api_version);
@@ -201,11 +219,7 @@ pub fn chainsaw_test(s: &Subject, r: &Reported, controller: &ControllerRef) -> S
         steps.push(json!({"name": format!("step {}", i + 1), "try": ops}));
     }
     if r.trial.mode == Mode::Behaviour {
-        steps.push(
-            json!({"name": "settled", "try": [{"assert": {"timeout": "2m", "resource": {
-            "apiVersion": w.api_version, "kind": w.kind, "metadata": {"name": wname},
-            "(status.observedGeneration == metadata.generation)": true}}}]}),
-        );
+        steps.push(json!({"name": "settled", "try": [observed()]}));
     }
     let test = json!({
         "apiVersion": "chainsaw.kyverno.io/v1alpha1",
@@ -254,10 +268,33 @@ fn kubectl_op(s: &Subject, op: Op, name: &str) -> String {
     }
 }
 
+/// The shell line that changes the first container policy `name` of `s` declares as `op`
+/// changes a template (see `Cell::operate_declared`).
+fn kubectl_declared(s: &Subject, op: Op, name: &str) -> String {
+    let res = format!(
+        "{}.{}",
+        s.kind.to_lowercase(),
+        s.api_version.split('/').next().unwrap_or_default()
+    );
+    let change = match op {
+        Op::Recreate => {
+            r#"{"op":"add","path":"/spec/containers/0/env","value":[{"name":"EXPLORE_RECREATE","value":"1"}]}"#
+        }
+        _ => r#"{"op":"replace","path":"/spec/containers/0/image","value":"busybox:explore-next"}"#,
+    };
+    format!("kubectl patch {res} {name} -n $NAMESPACE --type json -p '[{change}]'")
+}
+
 /// The shell line that perturbs workload `name` as `p` does; `deployment` is the controller's
 /// manager Deployment (namespace, name), restarted for [`Perturbation::RestartManager`].
 fn kubectl_perturb(p: Perturbation, name: &str, deployment: Option<(&str, &str)>) -> String {
     match p {
+        Perturbation::DeletePod {
+            which: Which::Newest,
+        } => format!(
+            "kubectl delete pod -n $NAMESPACE $(kubectl get pod -n $NAMESPACE -l app={name} -o name \
+             --sort-by=.metadata.creationTimestamp | tail -1) --wait=false"
+        ),
         Perturbation::DeletePod { .. } => format!(
             "kubectl delete pod -n $NAMESPACE $(kubectl get pod -n $NAMESPACE -l app={name} -o name | head -1) --wait=false"
         ),
@@ -479,5 +516,65 @@ mod tests {
         );
         assert!(text.contains("explore-next"), "{text}");
         assert!(text.contains(COPIED_LABEL), "{text}");
+    }
+
+    #[test]
+    fn a_policys_rollout_changes_its_declared_containers_and_a_settle_waits_for_the_status() {
+        let s = crate::explore::select(&["SidecarSet".to_string()])
+            .unwrap()
+            .remove(0);
+        let trial = Trial {
+            subject: s.name.clone(),
+            mode: Mode::Behaviour,
+            seed: 1,
+            index: 0,
+            steps: vec![
+                Step::Create { set: Fields::new() },
+                Step::Operate { op: Op::Rollout },
+                Step::Settle,
+                Step::Perturb {
+                    perturbation: Perturbation::DeletePod {
+                        which: Which::Newest,
+                    },
+                },
+            ],
+        };
+        let r = Reported {
+            finding: Finding {
+                oracle: Oracle::Convergence,
+                subject: s.name.clone(),
+                key: "does not converge: injected image".into(),
+                observed: "o".into(),
+                expected: "e".into(),
+            },
+            original: trial.clone(),
+            trial,
+            reproduced: 3,
+            confirm_runs: 3,
+            stable: true,
+            first_seen: 1.0,
+            dir: "d".into(),
+            controller: "openkruise@v1.9.0".into(),
+            kubernetes: "1.32.5".into(),
+            baseline: None,
+            gates: Default::default(),
+        };
+        let text = chainsaw_test(&s, &r, &"openkruise@v1.9.0".parse().unwrap());
+        assert!(
+            text.contains("kubectl patch sidecarset.apps.kruise.io x -n $NAMESPACE --type json"),
+            "{text}"
+        );
+        assert!(text.contains("/spec/containers/0/image"), "{text}");
+        assert!(
+            text.contains("--sort-by=.metadata.creationTimestamp | tail -1"),
+            "{text}"
+        );
+        // The settle step and the end each wait for the status to catch up.
+        assert_eq!(
+            text.matches("(status.observedGeneration == metadata.generation)")
+                .count(),
+            2,
+            "{text}"
+        );
     }
 }

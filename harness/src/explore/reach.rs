@@ -87,6 +87,7 @@ fn kind(step: &Step) -> String {
         Step::Perturb { perturbation } => {
             format!("perturb:{}", named(serde_json::json!(perturbation)))
         }
+        Step::Settle => "settle".into(),
     }
 }
 

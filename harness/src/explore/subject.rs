@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 pub use self::derive::{served, subjects};
 pub use super::path::{NAME, NAMESPACE, get, put, set};
 pub use super::schema::{COPIED_LABEL, embedded_values};
-use super::trial::{Fields, Op, Perturbation, Rng, Watched};
+use super::trial::{Fields, Op, Perturbation, Rng, Watched, meets};
 
 /// The image of every seed object.
 pub use crate::scenario::workload::{IMAGE_V1, IMAGE_V2};
@@ -347,9 +347,14 @@ impl Subject {
             .collect::<Vec<_>>()})
     }
 
-    /// Its twin's path for `path`: renamed, the same, or none (a documented difference).
+    /// Its twin's path for `path`: renamed, the same, or none (a documented difference). A
+    /// policy's field of its target ([`TARGET`]) is the target's twin's path of it: the twin
+    /// policy acts on the target's twin.
     pub fn twin_path(&self, path: &str) -> Option<String> {
         let twin = self.twin.as_deref()?;
+        if let (Some(rest), Some(target)) = (path.strip_prefix(TARGET), &self.target) {
+            return target.twin_path(rest).map(|p| format!("{TARGET}{p}"));
+        }
         if twin.documented.contains(&path) {
             return None;
         }
@@ -359,6 +364,13 @@ impl Subject {
             }
         }
         Some(path.to_string())
+    }
+
+    /// `set` at its twin's paths ([`Subject::twin_path`]); none when a field has no path there.
+    pub fn twin_fields(&self, set: &Fields) -> Option<Fields> {
+        set.iter()
+            .map(|(k, v)| self.twin_path(k).map(|p| (p, v.clone())))
+            .collect()
     }
 
     /// `creates` (the field sets behaviour trials create objects with, in their order) with
@@ -379,11 +391,6 @@ impl Subject {
         });
         let mut order: Vec<&Fields> = self.variants.iter().collect();
         Rng::new(seed, !stream).shuffle(&mut order);
-        let meets = |a: &str, b: &str| {
-            let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
-            long.strip_prefix(short)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
-        };
         creates
             .into_iter()
             .enumerate()
@@ -494,6 +501,47 @@ mod tests {
             ads.twin_path("spec.updateStrategy.rollingUpdate.maxSurge"),
             None
         );
+        // A policy's twin acts on its target's twin: a field of the target is at the target
+        // twin's path, or at none.
+        let over = |family: &str| {
+            all.iter()
+                .find(|s| s.twin.is_some() && s.target.as_ref().is_some_and(|t| t.family == family))
+                .unwrap_or_else(|| panic!("a policy over a {family} with a twin"))
+        };
+        let p = over("CloneSet");
+        assert_eq!(
+            p.twin_path(&format!("{TARGET}spec.updateStrategy.maxSurge"))
+                .as_deref(),
+            Some(&*format!("{TARGET}spec.strategy.rollingUpdate.maxSurge"))
+        );
+        assert_eq!(
+            p.twin_path(&format!("{TARGET}spec.replicas")).as_deref(),
+            Some(&*format!("{TARGET}spec.replicas"))
+        );
+        let set = Fields::from([
+            (format!("{TARGET}spec.updateStrategy.maxSurge"), json!(1)),
+            ("spec.x".to_string(), json!(2)),
+        ]);
+        assert_eq!(
+            p.twin_fields(&set),
+            Some(Fields::from([
+                (
+                    format!("{TARGET}spec.strategy.rollingUpdate.maxSurge"),
+                    json!(1)
+                ),
+                ("spec.x".to_string(), json!(2)),
+            ]))
+        );
+        if let Some(p) = all.iter().find(|s| {
+            s.twin.is_some()
+                && s.target
+                    .as_ref()
+                    .is_some_and(|t| t.family == "AdvancedDaemonSet")
+        }) {
+            let documented = format!("{TARGET}spec.updateStrategy.rollingUpdate.maxSurge");
+            assert_eq!(p.twin_path(&documented), None);
+            assert_eq!(p.twin_fields(&Fields::from([(documented, json!(1))])), None);
+        }
     }
 
     #[test]

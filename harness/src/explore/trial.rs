@@ -61,6 +61,11 @@ pub enum Step {
         /// Which.
         perturbation: Perturbation,
     },
+    /// Wait until the controller has observed the object's last change and its pods (or
+    /// copies) have stopped changing for a moment, bounded by the settle bound: the next step
+    /// then acts on what the controller did in answer to the ones before, not on a state
+    /// half-way there.
+    Settle,
 }
 
 /// The semantic operations: those every workload kind shares, then those of a kind that
@@ -95,6 +100,8 @@ pub enum Which {
     Old,
     /// One at the newest template.
     New,
+    /// The one made last: what the controller just made (a replacement, a surge).
+    Newest,
     /// Any.
     Any,
 }
@@ -274,6 +281,9 @@ impl Class {
             Class::Pods => vec![
                 Perturbation::DeletePod { which: Which::Old },
                 Perturbation::DeletePod { which: Which::New },
+                Perturbation::DeletePod {
+                    which: Which::Newest,
+                },
                 Perturbation::EvictPod { which: Which::Any },
                 Perturbation::DeleteCopy,
             ],
@@ -509,6 +519,49 @@ pub fn create_order(creates: &[Fields], seed: u64, subject: &str) -> Vec<Fields>
     out
 }
 
+/// The create of behaviour trial `index`: two trials of every three take the field sets of
+/// `creates` in order (each once: trial `3k + j`, `j` < 2, takes set `2k + j`), the third a
+/// combination drawn at random ([`combination`]); past the sets, every trial a combination.
+pub fn create_of(creates: &[Fields], index: u64, rng: &mut Rng) -> Fields {
+    let (round, at) = (index / 3, index % 3);
+    if at < 2
+        && let Some(c) = creates.get((round * 2 + at) as usize)
+    {
+        return c.clone();
+    }
+    combination(creates, rng)
+}
+
+/// Two or three of `creates` drawn at random and set together, each of fields apart from the
+/// others' (none the same as, inside or around another's): fields that meet at create, as a
+/// covering row's do. Fewer when the draws find no set apart from those taken.
+pub fn combination(creates: &[Fields], rng: &mut Rng) -> Fields {
+    let mut out = Fields::new();
+    if creates.is_empty() {
+        return out;
+    }
+    let want = 2 + rng.below(2);
+    let mut taken = 0;
+    for _ in 0..want * 4 {
+        let c = rng.pick(creates);
+        if c.keys().all(|k| out.keys().all(|o| !meets(k, o))) {
+            out.extend(c.iter().map(|(k, v)| (k.clone(), v.clone())));
+            taken += 1;
+            if taken == want {
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// Whether paths `a` and `b` are the same field or one is inside the other.
+pub fn meets(a: &str, b: &str) -> bool {
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    long.strip_prefix(short)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+}
+
 /// A stream number for `name` (FNV-1a): the same on every platform and release, as replay
 /// needs.
 fn stream_of(name: &str) -> u64 {
@@ -517,20 +570,17 @@ fn stream_of(name: &str) -> u64 {
     })
 }
 
-/// Behaviour trial `index` of `seed`: the object created with field set `index` (in order,
-/// then random ones), then two to four steps drawn from updates, semantic operations and
-/// perturbations.
+/// Behaviour trial `index` of `seed`: the object created as [`create_of`] says, then two to
+/// four steps drawn from updates, semantic operations, perturbations and settles (a settle
+/// neither last, where the trial's end settles anyway, nor right after another).
 pub fn behaviour(m: &Material<'_>, seed: u64, index: u64) -> Trial {
     let mut rng = Rng::new(seed, index);
-    let create = match m.creates.get(index as usize) {
-        Some(c) => c.clone(),
-        None if m.creates.is_empty() => Fields::new(),
-        None => rng.pick(m.creates).clone(),
-    };
+    let create = create_of(m.creates, index, &mut rng);
     let mut steps = vec![Step::Create { set: create }];
     let count = 2 + rng.below(3);
-    for _ in 0..count {
-        let step = match rng.below(3) {
+    for i in 0..count {
+        let settles = i + 1 < count && steps.last() != Some(&Step::Settle);
+        let step = match rng.below(4) {
             0 if !m.updates.is_empty() => {
                 let (k, v) = rng.pick(m.updates).clone();
                 Step::Update {
@@ -540,6 +590,7 @@ pub fn behaviour(m: &Material<'_>, seed: u64, index: u64) -> Trial {
             2 if !m.perturbations.is_empty() => Step::Perturb {
                 perturbation: *rng.pick(m.perturbations),
             },
+            3 if settles => Step::Settle,
             _ if !m.ops.is_empty() => Step::Operate {
                 op: *rng.pick(m.ops),
             },
@@ -625,6 +676,90 @@ mod tests {
         let others: Vec<Trial> = (0..20).map(|i| behaviour(&m, 43, i)).collect();
         assert!(others.iter().any(|t| t.steps[1..] != a.steps[1..]));
         assert_eq!(Trial::from_yaml(&a.to_yaml()).unwrap(), a);
+    }
+
+    #[test]
+    fn creates_take_each_set_once_and_every_third_trial_sets_fields_apart_together() {
+        let creates: Vec<Fields> = (0..10)
+            .map(|i| Fields::from([(format!("spec.f{i}"), json!(i))]))
+            .chain([Fields::from([("spec.f0.inner".to_string(), json!(1))])])
+            .collect();
+        let m = Material {
+            subject: "CloneSet",
+            creates: &creates,
+            updates: &[],
+            ops: POD_OPS,
+            perturbations: &[],
+        };
+        let created = |i: u64| match &behaviour(&m, 3, i).steps[0] {
+            Step::Create { set } => set.clone(),
+            other => panic!("{other:?}"),
+        };
+        let trials: Vec<Fields> = (0..40).map(created).collect();
+        // Two of every three take the sets in order, each once.
+        let singles: Vec<&Fields> = (0..40)
+            .filter(|i| i % 3 != 2)
+            .map(|i| &trials[i])
+            .take(creates.len())
+            .collect();
+        assert_eq!(singles, creates.iter().collect::<Vec<_>>());
+        // The others (and all past the sets) set two or three fields apart together.
+        let mut combined = 0;
+        for (i, t) in trials.iter().enumerate() {
+            if i % 3 != 2 && i / 3 * 2 + i % 3 < creates.len() {
+                continue;
+            }
+            combined += 1;
+            assert!((2..=3).contains(&t.len()), "{i}: {t:?}");
+            for a in t.keys() {
+                for b in t.keys().filter(|b| *b != a) {
+                    assert!(!meets(a, b), "{i}: {a} and {b} meet: {t:?}");
+                }
+            }
+        }
+        assert!(combined >= 20, "{combined}");
+        assert_ne!(trials[2], trials[5], "drawn at random");
+        assert_eq!(created(2), trials[2], "the same seed, the same draw");
+        assert!(meets("spec.a", "spec.a.b") && meets("spec.a[0].b", "spec.a"));
+        assert!(!meets("spec.ab", "spec.a") && !meets("spec.b", "spec.a"));
+        assert!(combination(&[], &mut Rng::new(1, 1)).is_empty());
+    }
+
+    #[test]
+    fn a_settle_waits_between_steps_never_last_nor_twice_in_a_row() {
+        let creates = vec![Fields::new()];
+        let updates = vec![("spec.minReadySeconds".to_string(), json!(1))];
+        let m = Material {
+            subject: "CloneSet",
+            creates: &creates,
+            updates: &updates,
+            ops: POD_OPS,
+            perturbations: &[Perturbation::DeletePod {
+                which: Which::Newest,
+            }],
+        };
+        let trials: Vec<Trial> = (0..200).map(|i| behaviour(&m, 11, i)).collect();
+        let settles = trials
+            .iter()
+            .filter(|t| t.steps.contains(&Step::Settle))
+            .count();
+        assert!(settles > 20, "{settles} of 200 trials settle between steps");
+        for t in &trials {
+            assert_ne!(t.steps.last(), Some(&Step::Settle), "{t:?}");
+            assert!(
+                t.steps
+                    .windows(2)
+                    .all(|w| w != [Step::Settle, Step::Settle]),
+                "{t:?}"
+            );
+        }
+        let t = trials
+            .iter()
+            .find(|t| t.steps.contains(&Step::Settle))
+            .unwrap();
+        let text = t.to_yaml();
+        assert!(text.contains("step: settle"), "{text}");
+        assert_eq!(&Trial::from_yaml(&text).unwrap(), t);
     }
 
     #[test]

@@ -129,9 +129,15 @@ impl Cell<'_> {
         }) else {
             return Ok(None);
         };
-        let refused = match s.twin_subject() {
-            Some(ts) => self.make_target(ns, &ts, tname, set).await?,
-            None => None,
+        // The twin's target, with the target's fields at its twin's paths; one it cannot be
+        // made with (a field its schema has not) leaves the create without the twin's answer.
+        let refused = match (s.twin_subject(), s.twin_fields(set)) {
+            (Some(ts), Some(set)) => match self.make_target(ns, &ts, tname, &set).await {
+                Ok(refused) => refused,
+                Err(_) => return Ok(None),
+            },
+            (Some(_), None) => return Ok(None),
+            (None, _) => None,
         };
         Ok(match refused {
             Some(_) => None,

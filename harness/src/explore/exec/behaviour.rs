@@ -172,15 +172,35 @@ impl Cell<'_> {
                     let r = self
                         .operate(&ours.workload, &ours.wapi, ns, &ours.wname, *op)
                         .await;
+                    // A policy's declared content changes with its target's template.
+                    let declared = match s.target.is_some() {
+                        true => self.operate_declared(at.api, at.name, *op).await,
+                        false => Ok(false),
+                    };
                     if let Some(side) = &twin {
                         let _ = self
                             .operate(&side.workload, &side.wapi, ns, &side.wname, *op)
                             .await;
+                        if s.target.is_some() {
+                            let _ = self.operate_declared(&side.api, at.tname, *op).await;
+                        }
                     }
+                    let declared = match declared {
+                        Ok(true) => ", and the policy's declared containers",
+                        Ok(false) => "",
+                        Err(_) => ", not the policy's declared containers",
+                    };
                     format!(
-                        "{op:?}: {}",
+                        "{op:?}: {}{declared}",
                         r.map_or_else(|e| format!("{e:#}"), |_| "done".into())
                     )
+                }
+                Step::Settle => {
+                    let line = self.quiet(ours, ns).await;
+                    if let Some(side) = &twin {
+                        let _ = self.quiet(side, ns).await;
+                    }
+                    format!("settle: {line}")
                 }
                 Step::Perturb { perturbation } => {
                     let r = self.perturb(ours, ns, *perturbation, undo).await;
@@ -232,19 +252,23 @@ impl Cell<'_> {
         if let Some(side) = &*twin {
             let seed = resolve(&side.subject.seed.make(tname), ns, tname);
             let o = object(seed, &own, |k| s.twin_path(k));
-            let ok = match o {
-                Some(o) => {
-                    self.make_target(ns, &side.subject, tname, set)
-                        .await?
-                        .is_none()
+            // The twin's target is made with the target's fields at its twin's paths; one it
+            // cannot be made with (a field its schema has not) leaves the trial without a twin.
+            let ok = match (o, s.twin_fields(set)) {
+                (Some(o), Some(set)) => {
+                    let made = self.make_target(ns, &side.subject, tname, &set).await;
+                    if let Err(e) = &made {
+                        out.log.push(format!("the twin's target: {e:#}"));
+                    }
+                    matches!(made, Ok(None))
                         && side
                             .api
                             .patch(tname, &strict(), &Patch::Apply(&o))
                             .await
                             .is_ok()
-                        && self.scale_target(side, set).await.is_ok()
+                        && self.scale_target(side, &set).await.is_ok()
                 }
-                None => false,
+                _ => false,
             };
             if !ok {
                 *twin = None;

@@ -2,13 +2,18 @@
 //! (start there) from the declared state, with the pods and revisions it owns and its live
 //! pods.
 
+use std::time::{Duration, Instant};
+
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::Value;
 
-use super::{Cell, api_for};
+use super::{Cell, Side, api_for};
 use crate::explore::oracle::{self, PodView};
 use crate::explore::subject::{self, Makes, Subject};
+
+/// How long what a workload owns must stay the same for a settle step to end.
+pub const QUIET: Duration = Duration::from_secs(2);
 
 impl Cell<'_> {
     /// The live pods of object `name` of `s` (0 when it cannot be read).
@@ -34,6 +39,68 @@ impl Cell<'_> {
                     .count()
             })
             .unwrap_or(0)
+    }
+
+    /// A settle step ([`crate::explore::trial::Step::Settle`]) on `side`: waits until the
+    /// controller has observed its workload's last change (`status.observedGeneration`, for a
+    /// kind that keeps one) and what the workload owns (its pods' names and versions; a kind
+    /// that copies, the object itself) has not changed for [`QUIET`], within the settle bound.
+    /// Its line says which came first.
+    pub(super) async fn quiet(&self, side: &Side, ns: &str) -> String {
+        let (w, api, name) = (&side.workload, &side.wapi, side.wname.as_str());
+        let started = Instant::now();
+        let (mut last, mut since) = (None, Instant::now());
+        loop {
+            let now = match api.get(name).await {
+                Ok(o) => {
+                    let o = serde_json::to_value(&o).unwrap_or_default();
+                    let observed = !w.observes_generation
+                        || o["status"]["observedGeneration"].as_i64()
+                            >= o["metadata"]["generation"].as_i64();
+                    let owned = match w.makes {
+                        Makes::Pods => {
+                            let uid = o["metadata"]["uid"].as_str().unwrap_or_default();
+                            let mut pods: Vec<(String, String)> = self
+                                .pods(ns, uid, &w.via)
+                                .await
+                                .unwrap_or_default()
+                                .into_iter()
+                                .map(|p| {
+                                    let m = p.metadata;
+                                    (
+                                        m.name.unwrap_or_default(),
+                                        m.resource_version.unwrap_or_default(),
+                                    )
+                                })
+                                .collect();
+                            pods.sort();
+                            pods
+                        }
+                        Makes::Copies => vec![(
+                            name.to_string(),
+                            o["metadata"]["resourceVersion"].to_string(),
+                        )],
+                    };
+                    Some((observed, owned))
+                }
+                Err(_) => None,
+            };
+            if now != last {
+                (last, since) = (now, Instant::now());
+            }
+            if let Some((true, _)) = &last
+                && since.elapsed() >= QUIET
+            {
+                return format!("settled in {:.1} s", started.elapsed().as_secs_f64());
+            }
+            if started.elapsed() >= self.settle {
+                return format!(
+                    "not settled within {:?}: the next step goes on",
+                    self.settle
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
     }
 
     /// Whether the object's spec holds its updates now ([`oracle::holds_updates`], with the

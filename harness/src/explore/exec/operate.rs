@@ -2,7 +2,7 @@
 //! would roll it out, recreate, scale or reselect its pods.
 
 use kube::api::{Api, DynamicObject};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{Cell, merge};
 use crate::explore::subject::{self, IMAGE_V2, Makes, Subject, get, set};
@@ -24,23 +24,9 @@ impl Cell<'_> {
         let mut patch = json!({});
         let t = s.template.as_str();
         match op {
-            Op::Rollout => {
-                let image = if get(&obj, t)["spec"]["containers"][0]["image"] == IMAGE_V2 {
-                    subject::IMAGE_V1
-                } else {
-                    IMAGE_V2
-                };
+            Op::Rollout | Op::Recreate => {
                 let mut containers = get(&obj, t)["spec"]["containers"].clone();
-                containers[0]["image"] = json!(image);
-                set(&mut patch, &format!("{t}.spec.containers"), containers)
-                    .map_err(anyhow::Error::msg)?;
-            }
-            Op::Recreate => {
-                let mut containers = get(&obj, t)["spec"]["containers"].clone();
-                let n = containers[0]["env"].as_array().map_or(0, Vec::len);
-                let mut env = containers[0]["env"].as_array().cloned().unwrap_or_default();
-                env.push(json!({"name": format!("EXPLORE_{n}"), "value": "1"}));
-                containers[0]["env"] = json!(env);
+                change_first(&mut containers, op);
                 set(&mut patch, &format!("{t}.spec.containers"), containers)
                     .map_err(anyhow::Error::msg)?;
             }
@@ -68,5 +54,75 @@ impl Cell<'_> {
             }
         }
         merge(api, name, &patch).await
+    }
+
+    /// A rollout or recreate of a policy's target changes what the policy declares to put
+    /// into pods too, when it declares containers (`spec.containers`): the first one changed
+    /// as the target's first container is ([`change_first`]). Whether it did.
+    pub(super) async fn operate_declared(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+        op: Op,
+    ) -> anyhow::Result<bool> {
+        if !matches!(op, Op::Rollout | Op::Recreate) {
+            return Ok(false);
+        }
+        let obj = serde_json::to_value(api.get(name).await?)?;
+        let mut containers = obj["spec"]["containers"].clone();
+        if containers.as_array().is_none_or(Vec::is_empty) {
+            return Ok(false);
+        }
+        change_first(&mut containers, op);
+        merge(api, name, &json!({"spec": {"containers": containers}})).await?;
+        Ok(true)
+    }
+}
+
+/// The first of `containers` changed as `op` changes a template: another image (a rollout),
+/// or one more environment variable, which no in-place update carries (a recreate).
+fn change_first(containers: &mut Value, op: Op) {
+    match op {
+        Op::Rollout => {
+            let image = match containers[0]["image"] == IMAGE_V2 {
+                true => subject::IMAGE_V1,
+                false => IMAGE_V2,
+            };
+            containers[0]["image"] = json!(image);
+        }
+        Op::Recreate => {
+            let mut env = containers[0]["env"].as_array().cloned().unwrap_or_default();
+            env.push(json!({"name": format!("EXPLORE_{}", env.len()), "value": "1"}));
+            containers[0]["env"] = json!(env);
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::change_first;
+    use crate::explore::subject::{IMAGE_V1, IMAGE_V2};
+    use crate::explore::trial::Op;
+
+    #[test]
+    fn a_rollout_swaps_the_first_image_and_a_recreate_adds_a_variable() {
+        let mut c = json!([{"name": "a", "image": IMAGE_V1}, {"name": "b", "image": "x"}]);
+        change_first(&mut c, Op::Rollout);
+        assert_eq!(c[0]["image"], IMAGE_V2);
+        change_first(&mut c, Op::Rollout);
+        assert_eq!(c[0]["image"], IMAGE_V1);
+        change_first(&mut c, Op::Recreate);
+        change_first(&mut c, Op::Recreate);
+        assert_eq!(
+            c[0]["env"],
+            json!([{"name": "EXPLORE_0", "value": "1"}, {"name": "EXPLORE_1", "value": "1"}])
+        );
+        assert_eq!(c[1], json!({"name": "b", "image": "x"}), "only the first");
+        let before = c.clone();
+        change_first(&mut c, Op::ScaleUp);
+        assert_eq!(c, before);
     }
 }

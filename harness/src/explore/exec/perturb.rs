@@ -196,8 +196,8 @@ impl Cell<'_> {
         }
     }
 
-    /// A perturbation of the subject's pods (picked by their image: old, new, any) or of the
-    /// node one runs on: deleted, evicted, cordoned, silenced.
+    /// A perturbation of the subject's pods (picked by their image: old, new; the one made
+    /// last; any) or of the node one runs on: deleted, evicted, cordoned, silenced.
     async fn perturb_pods(
         &self,
         side: &Side,
@@ -226,14 +226,25 @@ impl Cell<'_> {
                 .and_then(|c| c.image.clone())
                 == Some(image.clone())
         };
-        let pick = |which: Which| {
-            pods.iter()
+        let pick = |which: Which| match which {
+            // The one made last (by name among those made in the same second).
+            Which::Newest => pods
+                .iter()
+                .max_by(|a, b| {
+                    let made = |p: &Pod| p.metadata.creation_timestamp.clone().map(|t| t.0);
+                    made(a)
+                        .cmp(&made(b))
+                        .then(a.metadata.name.cmp(&b.metadata.name))
+                })
+                .cloned(),
+            _ => pods
+                .iter()
                 .find(|p| match which {
                     Which::Old => !at(p),
                     Which::New => at(p),
-                    Which::Any => true,
+                    Which::Newest | Which::Any => true,
                 })
-                .cloned()
+                .cloned(),
         };
         let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
         match p {
