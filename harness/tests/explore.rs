@@ -421,3 +421,60 @@ async fn a_copying_kind_follows_its_targets_and_makes_a_deleted_copy_again() {
     drop(cell);
     drop(session);
 }
+
+/// A policy's trial that waits and aims: it settles after its create (the target's pods made
+/// and written into), its target's rollout also changes the container the policy declares,
+/// it settles again (the pods updated, the sidecar in place at the new image), and the pod
+/// made last is deleted. The injection oracle then finds the new image in every pod (O2), the
+/// twin (the same policy over a Deployment) follows the same steps, and nothing fires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policys_trial_settles_rolls_its_declared_containers_out_and_aims_at_the_newest_pod() {
+    use harness::explore::trial::{Fields, Mode, Op, Perturbation, Step, Trial, Which};
+
+    let subject = harness::explore::select(&["SidecarSet.CloneSet".to_string()])
+        .unwrap()
+        .into_iter()
+        .find(|s| s.name == "SidecarSet.CloneSet")
+        .expect("the policy over a CloneSet");
+    let (_root, session) = cell_session("policy", Default::default(), false).await;
+    let cell = harness::explore::cell("policy", &session, std::time::Duration::from_secs(90))
+        .await
+        .unwrap();
+    let trial = Trial {
+        subject: subject.name.clone(),
+        mode: Mode::Behaviour,
+        seed: 0,
+        index: 0,
+        steps: vec![
+            Step::Create { set: Fields::new() },
+            Step::Settle,
+            Step::Operate { op: Op::Rollout },
+            Step::Settle,
+            Step::Perturb {
+                perturbation: Perturbation::DeletePod {
+                    which: Which::Newest,
+                },
+            },
+        ],
+    };
+    let out = cell.run(&subject, &trial).await.expect("the trial runs");
+    let log = out.log.join("\n");
+    eprintln!("{log}");
+    assert_eq!(
+        log.matches("settle: settled in").count(),
+        2,
+        "both settles saw the controller done: {log}"
+    );
+    assert!(
+        log.contains("Rollout: done, and the policy's declared containers"),
+        "{log}"
+    );
+    assert!(log.contains("deleted x-"), "{log}");
+    assert!(
+        out.findings.is_empty(),
+        "the pods carry the declared container at its new image: {:#?}",
+        out.findings
+    );
+    drop(cell);
+    drop(session);
+}

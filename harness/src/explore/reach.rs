@@ -35,7 +35,8 @@ pub struct SubjectReach {
     pub rows: usize,
     /// Behaviour creates of two or more fields.
     pub row_creates: usize,
-    /// Steps tried, by kind (`create`, `update`, `operate:rollout`, `perturb:crash-manager`, ...).
+    /// Steps tried, by kind (`create`, `update`, `operate:rollout`, `perturb:delete-pod:newest`,
+    /// `settle`, ...).
     pub steps: BTreeMap<String, usize>,
     /// Trials run, by mode.
     pub trials: BTreeMap<String, usize>,
@@ -79,7 +80,25 @@ fn pairs(set: &Fields) -> impl Iterator<Item = (String, String)> + '_ {
 
 /// The kind of `step`.
 fn kind(step: &Step) -> String {
-    let named = |v: serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    // A unit variant is its name; one with members, its name and its words
+    // (`delete-pod:newest`, `hold-events:pods`).
+    let named = |v: serde_json::Value| match v {
+        serde_json::Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| {
+                let words = v
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|(_, w)| w.as_str());
+                std::iter::once(k.as_str())
+                    .chain(words)
+                    .collect::<Vec<_>>()
+                    .join(":")
+            })
+            .collect(),
+        v => v.as_str().unwrap_or_default().to_string(),
+    };
     match step {
         Step::Create { .. } => "create".into(),
         Step::Update { .. } => "update".into(),
@@ -277,6 +296,20 @@ mod tests {
         assert_eq!(r.steps["create"], 3);
         assert_eq!(r.steps["operate:rollout"], 2);
         assert_eq!(r.steps["perturb:delete-copy"], 2);
+        let aimed = Step::Perturb {
+            perturbation: crate::explore::trial::Perturbation::DeletePod {
+                which: crate::explore::trial::Which::Newest,
+            },
+        };
+        assert_eq!(kind(&aimed), "perturb:delete-pod:newest");
+        let held = Step::Perturb {
+            perturbation: crate::explore::trial::Perturbation::HoldEvents {
+                of: crate::explore::trial::Watched::Pods,
+                seconds: 10,
+            },
+        };
+        assert_eq!(kind(&held), "perturb:hold-events:pods");
+        assert_eq!(kind(&Step::Settle), "settle");
         let md = markdown(&reach, "controller A=true");
         assert!(md.contains("# Reach (controller A=true)"), "{md}");
         assert!(
