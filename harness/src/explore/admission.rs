@@ -121,7 +121,21 @@ impl Explorer<'_> {
             .admit_all(&self.cell, s, &trials, Some(deadline))
             .await?;
         trials.truncate(results.len());
-        self.compare(s, &trials, &mut results).await?;
+        // A baseline release that does not serve the subject (a kind or version newer than
+        // it) has nothing to compare: no O5 for the subject.
+        let compared = match (&self.baseline, &self.base_name) {
+            (Some(base), Some(name)) if !base.serves(s).await => {
+                (self.book.say)(format!(
+                    "{}: not served by the baseline {name}; no O5 for it",
+                    s.name
+                ));
+                false
+            }
+            _ => true,
+        };
+        if compared {
+            self.compare(s, &trials, &mut results).await;
+        }
         for t in &trials {
             self.book.summary.reach.tried(t);
         }
@@ -171,7 +185,9 @@ impl Explorer<'_> {
             .admit_all(&self.cell, s, &row_trials, Some(deadline))
             .await?;
         row_trials.truncate(results.len());
-        self.compare(s, &row_trials, &mut results).await?;
+        if compared {
+            self.compare(s, &row_trials, &mut results).await;
+        }
         self.book.summary.reach.rows(&s.name, row_trials.len());
         for t in &row_trials {
             self.book.summary.reach.tried(t);
@@ -189,17 +205,28 @@ impl Explorer<'_> {
     }
 
     /// With a baseline: runs `trials` there too, and adds to each outcome the O5 finding of
-    /// an end that differs.
+    /// an end that differs. Trials the baseline cannot run are said and not compared (as a
+    /// behaviour trial's are): the exploration goes on.
     pub(super) async fn compare(
         &self,
         s: &Subject,
         trials: &[Trial],
         outcomes: &mut [exec::Outcome],
-    ) -> anyhow::Result<()> {
+    ) {
         let (Some(base), Some(name)) = (&self.baseline, &self.options.baseline) else {
-            return Ok(());
+            return;
         };
-        let theirs = self.admit_all(base, s, trials, None).await?;
+        let theirs = match self.admit_all(base, s, trials, None).await {
+            Ok(theirs) => theirs,
+            Err(e) => {
+                (self.book.say)(format!(
+                    "{}: the baseline {name} could not run its admission trials ({e:#}); no O5 \
+                     for them",
+                    s.name
+                ));
+                return;
+            }
+        };
         for ((t, ours), theirs) in trials.iter().zip(outcomes.iter_mut()).zip(theirs) {
             ours.findings.extend(oracle::release(
                 s,
@@ -209,7 +236,6 @@ impl Explorer<'_> {
                 &name.to_string(),
             ));
         }
-        Ok(())
     }
 
     /// Runs admission trials 8 at a time in one namespace of `cell`, in order; with a

@@ -250,6 +250,26 @@ impl Side {
 }
 
 impl Cell<'_> {
+    /// Whether the cell serves the subject's kind at its version, and its target's: asked of
+    /// the cell's discovery, not of what another cell told ([`resource`] remembers one answer
+    /// for every cell of the process, so a baseline of an older release would be sent to
+    /// resources it does not have).
+    pub async fn serves(&self, s: &Subject) -> bool {
+        let target = s
+            .target
+            .as_deref()
+            .map(|t| (t.api_version.as_str(), t.kind));
+        for (api_version, kind) in std::iter::once((s.api_version.as_str(), s.kind)).chain(target) {
+            if crate::scenario::pinned(&self.client, api_version, kind)
+                .await
+                .is_err()
+            {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Makes what every trial may refer to: the cluster-scoped objects of
     /// [`Cell::references`] (the namespaced ones are made in each namespace,
     /// [`Cell::namespace`]).
