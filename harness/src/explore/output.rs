@@ -449,6 +449,30 @@ mod tests {
     use crate::explore::oracle::{Finding, Oracle};
     use crate::explore::trial::{Fields, Trial};
 
+    /// A stable O2 finding `key` of `s`, fired by `trial`.
+    fn reported(s: &Subject, trial: Trial, key: &str) -> Reported {
+        Reported {
+            finding: Finding {
+                oracle: Oracle::Convergence,
+                subject: s.name.clone(),
+                key: key.into(),
+                observed: "o".into(),
+                expected: "e".into(),
+            },
+            original: trial.clone(),
+            trial,
+            reproduced: 3,
+            confirm_runs: 3,
+            stable: true,
+            first_seen: 1.0,
+            dir: "d".into(),
+            controller: "openkruise@v1.9.0".into(),
+            kubernetes: "1.32.5".into(),
+            baseline: None,
+            gates: Default::default(),
+        }
+    }
+
     #[test]
     fn placeholders_become_the_chainsaw_tests_namespace_and_the_objects_name() {
         assert_eq!(bound(&json!(NAMESPACE), "x"), json!("($namespace)"));
@@ -484,26 +508,7 @@ mod tests {
                 },
             ],
         };
-        let r = Reported {
-            finding: Finding {
-                oracle: Oracle::Convergence,
-                subject: s.name.clone(),
-                key: "does not converge: copy data".into(),
-                observed: "o".into(),
-                expected: "e".into(),
-            },
-            original: trial.clone(),
-            trial,
-            reproduced: 3,
-            confirm_runs: 3,
-            stable: true,
-            first_seen: 1.0,
-            dir: "d".into(),
-            controller: "openkruise@v1.9.0".into(),
-            kubernetes: "1.32.5".into(),
-            baseline: None,
-            gates: Default::default(),
-        };
+        let r = reported(&s, trial, "does not converge: copy data");
         let text = chainsaw_test(&s, &r, &"openkruise@v1.9.0".parse().unwrap());
         assert!(!text.contains("$("), "{text}");
         assert!(
@@ -539,26 +544,7 @@ mod tests {
                 },
             ],
         };
-        let r = Reported {
-            finding: Finding {
-                oracle: Oracle::Convergence,
-                subject: s.name.clone(),
-                key: "does not converge: injected image".into(),
-                observed: "o".into(),
-                expected: "e".into(),
-            },
-            original: trial.clone(),
-            trial,
-            reproduced: 3,
-            confirm_runs: 3,
-            stable: true,
-            first_seen: 1.0,
-            dir: "d".into(),
-            controller: "openkruise@v1.9.0".into(),
-            kubernetes: "1.32.5".into(),
-            baseline: None,
-            gates: Default::default(),
-        };
+        let r = reported(&s, trial, "does not converge: injected image");
         let text = chainsaw_test(&s, &r, &"openkruise@v1.9.0".parse().unwrap());
         assert!(
             text.contains("kubectl patch sidecarset.apps.kruise.io x -n $NAMESPACE --type json"),
