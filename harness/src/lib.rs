@@ -6,6 +6,42 @@
 //! command-line layer over them. [`layers`] has every module's layer; [`book`], above them all,
 //! renders the book's reference pages from the code.
 
+// The harness's own output never ends it. `std`'s print macros panic when a write fails, and
+// a write to a pipe whose reader is gone (a test that started the harness killed, a pipe to
+// `head` closed) fails: the next line printed after that (a stop's "cleaning up", a
+// teardown's progress) would panic, and a second panic while unwinding aborts before the
+// clusters are torn down. These macros, in scope in every module below them, shadow `std`'s
+// and write the same text, a failed write going nowhere. (Asynchronous quieting of a gone
+// stream, by a thread that notices the hang-up, is a race with the next line printed.)
+
+/// `std::print!`, a failed write ignored.
+macro_rules! print {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+/// `std::println!`, a failed write ignored.
+macro_rules! println {
+    () => { print!("\n") };
+    ($($arg:tt)*) => { print!("{}\n", format_args!($($arg)*)) };
+}
+
+/// `std::eprint!`, a failed write ignored.
+macro_rules! eprint {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
+/// `std::eprintln!`, a failed write ignored.
+macro_rules! eprintln {
+    () => { eprint!("\n") };
+    ($($arg:tt)*) => { eprint!("{}\n", format_args!($($arg)*)) };
+}
+
 pub mod bench;
 pub mod book;
 pub mod chainsaw;

@@ -98,11 +98,12 @@ impl Drop for GroupKill {
     }
 }
 
-/// Keeps the harness's own output from ending its teardown: once the reader of its stdout or
-/// stderr is gone (a test that started it killed, a pipe to `head` closed), that stream goes
-/// to `/dev/null`. Otherwise the next line printed ("interrupted by SIGTERM: cleaning up", a
-/// teardown's progress) would panic on the broken pipe, and a second panic while unwinding
-/// aborts before the clusters are torn down. A thread waits in `poll(2)` for the streams' error
+/// Points a gone stream at `/dev/null`: once the reader of the harness's stdout or stderr is
+/// gone (a test that started it killed, a pipe to `head` closed), that stream goes to
+/// `/dev/null`, so that a process the harness starts afterwards with its output (a Go program
+/// dies of `SIGPIPE` on a write to a broken pipe) does not inherit the broken one. The
+/// harness's own lines never panic on it either way (the print macros of the crate's root
+/// ignore a failed write; this is no race with them). A thread waits in `poll(2)` for the streams' error
 /// or hang-up (a pipe's writer end reports one when its last reader closes; a terminal when
 /// it hangs up; files never), so it costs nothing until then. Started once, by `cli::main`.
 pub fn guard_output() {

@@ -325,6 +325,18 @@ async fn a_trial_takes_a_node_away_and_crashes_the_apiserver() {
         "the controller converges from both: {:#?}",
         out.findings
     );
+    // A denial logged after the restarted apiserver served counts only if the apiserver still
+    // denies it when asked again: what the manager ships is allowed, what it does not is not.
+    let denial = |line: &str| harness::controller::Denial::parse(line).unwrap();
+    let manager = "User \"system:serviceaccount:kruise-system:kruise-manager\"";
+    let shipped = denial(&format!(
+        "{manager} cannot delete resource \"pods\" in API group \"\" in the namespace \"default\""
+    ));
+    assert!(cell.allowed_now(&shipped).await.unwrap());
+    let not_shipped = denial(&format!(
+        "{manager} cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
+    ));
+    assert!(!cell.allowed_now(&not_shipped).await.unwrap());
     // A new apiserver, recorded where teardown and `harness gc` look; the old one gone.
     let after =
         apiserver(&harness::cluster::local::state::ClusterState::load(&state_file).unwrap());

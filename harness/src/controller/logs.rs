@@ -196,6 +196,63 @@ pub fn forbidden_lines(log: &str, window: &Window) -> Vec<String> {
         .collect()
 }
 
+/// A request the apiserver refused a ServiceAccount, as a denial's log line names it (the
+/// apiserver's own wording: `User "…" cannot VERB resource "RES[/SUB]" in API group "G" in the
+/// namespace "NS"`, or `at the cluster scope`), so that it can be asked again
+/// ([`Denial::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Denial {
+    /// The ServiceAccount's user name (`system:serviceaccount:NS:NAME`).
+    pub user: String,
+    /// The request's verb.
+    pub verb: String,
+    /// The resource.
+    pub resource: String,
+    /// Its subresource, if any.
+    pub subresource: Option<String>,
+    /// The API group (`""`: core).
+    pub group: String,
+    /// The namespace; `None` at the cluster scope.
+    pub namespace: Option<String>,
+}
+
+impl Denial {
+    /// The denial a log line shows (its quotes escaped or not), if it names a resource.
+    pub fn parse(line: &str) -> Option<Self> {
+        let text = line.replace('\\', "");
+        let quoted = |after: &str, from: &str| -> Option<(String, usize)> {
+            let at = from.find(after)? + after.len();
+            let rest = from[at..].strip_prefix('"')?;
+            let end = rest.find('"')?;
+            Some((rest[..end].to_string(), at + 1 + end + 1))
+        };
+        let (user, at) = quoted("User ", &text)?;
+        let rest = text[at..].strip_prefix(" cannot ")?;
+        let (verb, rest) = rest.split_once(' ')?;
+        let (resource, at) = quoted("resource ", rest)?;
+        let rest = &rest[at..];
+        let (group, at) = quoted(" in API group ", rest)?;
+        let rest = &rest[at..];
+        let namespace = match quoted(" in the namespace ", rest) {
+            Some((ns, _)) => Some(ns),
+            None if rest.starts_with(" at the cluster scope") => None,
+            None => return None,
+        };
+        let (resource, subresource) = match resource.split_once('/') {
+            Some((r, sub)) => (r.to_string(), Some(sub.to_string())),
+            None => (resource, None),
+        };
+        Some(Self {
+            user,
+            verb: verb.to_string(),
+            resource,
+            subresource,
+            group,
+            namespace,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,5 +362,38 @@ mod tests {
             "I1122 reconcile CloneSet\nI1122 panic: mentioned in a message without a stack\n";
         assert!(panics(quiet).is_empty());
         assert!(log_findings("kruise-manager", "v1.9.0", quiet, &Window::all()).is_ok());
+    }
+
+    #[test]
+    fn a_denial_is_read_back_from_its_log_line_escaped_or_not() {
+        let escaped = "E1202 11:49:39.433935 16234 cloneset_controller.go:212] \"Failed syncing CloneSet\" err=\"pods \\\"x-7thf9\\\" is forbidden: User \\\"system:serviceaccount:kruise-system:kruise-manager\\\" cannot delete resource \\\"pods\\\" in API group \\\"\\\" in the namespace \\\"x-cloneset-0-c877\\\"\" cloneSet=\"x-cloneset-0-c877/x\"";
+        assert_eq!(
+            Denial::parse(escaped),
+            Some(Denial {
+                user: "system:serviceaccount:kruise-system:kruise-manager".into(),
+                verb: "delete".into(),
+                resource: "pods".into(),
+                subresource: None,
+                group: String::new(),
+                namespace: Some("x-cloneset-0-c877".into()),
+            })
+        );
+        let cluster = "E1123 forbidden: User \"system:serviceaccount:k:m\" cannot update resource \"nodes/status\" in API group \"\" at the cluster scope";
+        let d = Denial::parse(cluster).unwrap();
+        assert_eq!(
+            (
+                d.verb.as_str(),
+                d.resource.as_str(),
+                d.subresource.as_deref()
+            ),
+            ("update", "nodes", Some("status"))
+        );
+        assert_eq!(d.namespace, None);
+        assert_eq!(
+            Denial::parse("E1123 forbidden: User \"u\" cannot get path \"/metrics\""),
+            None,
+            "a path is no resource"
+        );
+        assert_eq!(Denial::parse("I1123 reconcile CloneSet"), None);
     }
 }

@@ -478,7 +478,9 @@ impl Cell<'_> {
     /// election lost") and is started again: the trial's doing, not the controller's. Such a
     /// trial's manager is judged from when the apiserver served again (`served`, a window
     /// from then; what came before, those two aside, is judged as any), what is excused
-    /// logged in `log`.
+    /// logged in `log`. A request decided just before the new apiserver was ready can be
+    /// logged after the harness saw it ready, so a denial since then counts only if the
+    /// apiserver still denies it when asked again ([`Cell::denied_still`]).
     async fn health(
         &self,
         s: &Subject,
@@ -507,6 +509,27 @@ impl Cell<'_> {
                     ));
                     None
                 }
+                Err(since) if health_key(&format!("{since:#}")) == "denied by its RBAC" => {
+                    match self.denied_still(w).await {
+                        Ok(still) if still.is_empty() => {
+                            log.push(format!(
+                                "the manager was denied as the restarted apiserver began to \
+                                 serve, and every request denied is allowed when asked again: \
+                                 {since:#}"
+                            ));
+                            None
+                        }
+                        Ok(still) => Some(format!(
+                            "{since:#} (since the restarted apiserver served; still denied when \
+                             asked again: {})",
+                            still.join("; ")
+                        )),
+                        Err(e) => Some(format!(
+                            "{since:#} (since the restarted apiserver served; could not ask \
+                             again: {e:#})"
+                        )),
+                    }
+                }
                 Err(since) => Some(format!("{since:#} (since the restarted apiserver served)")),
             },
         };
@@ -517,6 +540,74 @@ impl Cell<'_> {
             observed: text,
             expected: "the controller neither exits, restarts, panics nor is denied".into(),
         })
+    }
+}
+
+impl Cell<'_> {
+    /// The requests the manager was denied within `window` (its log's denial lines) that the
+    /// apiserver still denies when asked now with a SubjectAccessReview: the apiserver's
+    /// authorizer, not a log line's timing, tells a denial of the shipped RBAC from one of an
+    /// apiserver that had not yet read its roles. A line that names no resource is kept.
+    async fn denied_still(
+        &self,
+        window: &crate::controller::Window,
+    ) -> anyhow::Result<Vec<String>> {
+        use crate::controller::{Denial, forbidden_lines};
+        let mut asked = std::collections::BTreeSet::new();
+        let mut still = vec![];
+        for path in self.installation.logs() {
+            for line in forbidden_lines(&window.read(path), window) {
+                let Some(d) = Denial::parse(&line) else {
+                    still.push(line);
+                    continue;
+                };
+                if !asked.insert(d.clone()) {
+                    continue;
+                }
+                if !self.allowed_now(&d).await? {
+                    still.push(format!(
+                        "{} {}{} in {}",
+                        d.verb,
+                        d.resource,
+                        d.subresource.map(|s| format!("/{s}")).unwrap_or_default(),
+                        d.namespace.as_deref().unwrap_or("the cluster scope")
+                    ));
+                }
+            }
+        }
+        Ok(still)
+    }
+
+    /// Whether the apiserver allows the request `d` was denied, asked now with a
+    /// SubjectAccessReview for its ServiceAccount (with the groups its token carries).
+    pub async fn allowed_now(&self, d: &crate::controller::Denial) -> anyhow::Result<bool> {
+        use k8s_openapi::api::authorization::v1::{
+            ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+        };
+        let sa_ns = d.user.split(':').nth(2).unwrap_or_default();
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(d.user.clone()),
+                groups: Some(vec![
+                    "system:serviceaccounts".into(),
+                    format!("system:serviceaccounts:{sa_ns}"),
+                    "system:authenticated".into(),
+                ]),
+                resource_attributes: Some(ResourceAttributes {
+                    namespace: d.namespace.clone(),
+                    verb: Some(d.verb.clone()),
+                    group: Some(d.group.clone()),
+                    resource: Some(d.resource.clone()),
+                    subresource: d.subresource.clone(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
+        let answer = api.create(&Default::default(), &review).await?;
+        Ok(answer.status.is_some_and(|s| s.allowed))
     }
 }
 
