@@ -12,7 +12,8 @@ use crate::explore::trial::{Fields, Step, Trial};
 impl Cell<'_> {
     /// Runs admission trial `trial` in namespace `ns` (which may be shared: the objects are
     /// named `name`): its last create or update as a dry run on the subject and its twin, the
-    /// steps before it for real on both sides.
+    /// steps before it for real on both sides. A step before it that is refused ends the
+    /// trial there, its answer kept and the refusal logged, not the exploration.
     pub async fn admit(
         &self,
         s: &Subject,
@@ -100,7 +101,14 @@ impl Cell<'_> {
                 out.findings
                     .extend(oracle::admission(s, verb, &paths, &mine, theirs.as_ref()));
             } else if mine != Answer::Admitted {
-                anyhow::bail!("the object an update starts from was refused: {mine:?}");
+                // Not this trial's update to judge: what it starts from was refused (a target
+                // kind a policy refuses, say). Said, and the trial ends there, as when its
+                // target is refused.
+                out.log.push(
+                    "the object an update starts from was refused: the update is not tried".into(),
+                );
+                out.answers.push(mine);
+                break;
             }
             out.answers.push(mine);
         }
