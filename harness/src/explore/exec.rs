@@ -326,8 +326,12 @@ impl Cell<'_> {
         match api.patch(&target, &strict(), &Patch::Apply(&o)).await {
             Ok(_) => Ok(None),
             // The target's template is the target kind's to admit (its own subject explores
-            // that): the trial has no policy to judge.
-            Err(kube::Error::Api(e)) if (400..500).contains(&e.code) && e.code != 409 => {
+            // that): the trial has no policy to judge. A webhook's denial is a refusal whatever
+            // code it carries (OpenKruise's Advanced DaemonSet webhook denies with 500).
+            Err(kube::Error::Api(e))
+                if ((400..500).contains(&e.code) && e.code != 409)
+                    || e.message.contains("denied the request") =>
+            {
                 Ok(Some(e.message))
             }
             Err(e) => Err(anyhow::anyhow!("make the target {} {target}: {e}", t.kind)),
