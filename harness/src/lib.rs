@@ -14,12 +14,14 @@
 // and write the same text, a failed write going nowhere. (Asynchronous quieting of a gone
 // stream, by a thread that notices the hang-up, is a race with the next line printed.)
 
+/// Writes `args` to `out`, a failed write ignored: the crate's print macros.
+fn write_unchecked(mut out: impl std::io::Write, args: std::fmt::Arguments<'_>) {
+    let _ = out.write_fmt(args);
+}
+
 /// `std::print!`, a failed write ignored.
 macro_rules! print {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = write!(std::io::stdout().lock(), $($arg)*);
-    }};
+    ($($arg:tt)*) => { $crate::write_unchecked(std::io::stdout().lock(), format_args!($($arg)*)) };
 }
 
 /// `std::println!`, a failed write ignored.
@@ -30,10 +32,7 @@ macro_rules! println {
 
 /// `std::eprint!`, a failed write ignored.
 macro_rules! eprint {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = write!(std::io::stderr().lock(), $($arg)*);
-    }};
+    ($($arg:tt)*) => { $crate::write_unchecked(std::io::stderr().lock(), format_args!($($arg)*)) };
 }
 
 /// `std::eprintln!`, a failed write ignored.

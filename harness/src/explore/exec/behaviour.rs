@@ -541,9 +541,7 @@ impl Cell<'_> {
             expected: "the controller neither exits, restarts, panics nor is denied".into(),
         })
     }
-}
 
-impl Cell<'_> {
     /// The requests the manager was denied within `window` (its log's denial lines) that the
     /// apiserver still denies when asked now with a SubjectAccessReview: the apiserver's
     /// authorizer, not a log line's timing, tells a denial of the shipped RBAC from one of an
