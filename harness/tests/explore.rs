@@ -130,6 +130,47 @@ fn a_finding_is_shrunk_written_and_fires_again_when_replayed() {
 }
 
 #[test]
+fn behaviour_trials_run_on_every_cell_asked_for_and_every_cell_is_removed() {
+    let reports = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let out = harness(
+        &[
+            "explore",
+            "--kinds",
+            "CloneSet",
+            "--budget",
+            "60s",
+            "--cells",
+            "2",
+            "--perturbations",
+            "none",
+            "--seed",
+            "3",
+            "--report-dir",
+            reports.path().to_str().unwrap(),
+        ],
+        state.path(),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("bringing up 2 cells"), "{stderr}");
+    let run = only_dir(reports.path());
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(run.join("explore.json")).unwrap()).unwrap();
+    let pace = &summary["pace"];
+    assert_eq!(pace["cells"], 2, "{pace:#}");
+    let on: Vec<u64> = pace["on_cells"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default();
+    assert!(
+        on.len() == 2 && on.iter().all(|n| *n > 0),
+        "behaviour trials ran on both cells: {pace:#}"
+    );
+    // (`harness` asserts that no cluster was left behind.)
+}
+
+#[test]
 fn an_unknown_kind_is_refused_naming_the_known_ones() {
     let state = tempfile::tempdir().unwrap();
     let out = harness(&["explore", "--kinds", "NoSuchKind"], state.path());

@@ -580,7 +580,7 @@ mod tests {
                     index: i as u64,
                     steps: vec![crate::explore::trial::Step::Create { set }],
                 };
-                p.behaviour_trial(&t, 1.0, &[]);
+                p.behaviour_trial(0, &t, 1.0, &[]);
             }
             p
         };

@@ -82,19 +82,22 @@ pub(super) struct Ran {
     pub(super) t: Trial,
     pub(super) out: anyhow::Result<exec::Outcome>,
     pub(super) seconds: f64,
+    /// The cell it ran on (a lane of the pool).
+    pub(super) lane: usize,
 }
 
 /// Behaviour trials, the subjects taking turns ([`schedule`]), and the shrinking of their
 /// findings, as jobs of [`pool`]: a finding's shrinking starts before any new trial, one at a
 /// time (so that the share of the budget is not spent twice), its candidates side by side
 /// (half the width at most, [`SIDE_BY_SIDE`]) beside the trials; a finding the share cannot
-/// hold any more is written as it fired. The width is the [`pace::Pacer`]'s.
+/// hold any more is written as it fired. The width is the [`pace::Pacer`]'s, on each of the
+/// run's cells (a lane of the pool each).
 pub(super) struct Behaviour<'b, 'a> {
     pub(super) book: &'b mut Book<'a>,
     pub(super) prepared: &'b [Prepared],
     pub(super) perturbations: &'b [Perturbation],
-    /// The cell's client, to take the apiserver's latency with.
-    pub(super) client: kube::Client,
+    /// The cells' clients, to take their apiserver's latency with (a lane of the pool each).
+    pub(super) clients: Vec<kube::Client>,
     pub(super) pacer: pace::Pacer,
     /// The run's next behaviour trial.
     pub(super) next: u64,
@@ -130,17 +133,27 @@ impl Behaviour<'_, '_> {
         )
     }
 
-    /// Decides the width again, when a decision is due, the pool `full` or not.
+    /// Decides the width again, when a decision is due, the pool `full` or not: from the
+    /// slowest of the cells' apiservers.
     pub(super) async fn pace(&mut self, full: bool) {
         if !self.pacer.due() {
             return;
         }
-        let latency = latency(&self.client).await;
+        let mut slowest = 0.0f64;
+        for c in &self.clients {
+            slowest = slowest.max(latency(c).await);
+        }
+        let latency = slowest;
         let cpu = self.pacer.cpu();
         let at = self.started.elapsed().as_secs_f64();
         if let Some(c) = self.pacer.decide(latency, cpu, full, at) {
+            let cells = match self.clients.len() {
+                1 => String::new(),
+                n => format!(" on each of {n} cells"),
+            };
             (self.book.say)(format!(
-                "[{:>5.0}s] {} → {} trials at once: {} (apiserver {:.0} ms, harness CPU {:.0} %)",
+                "[{:>5.0}s] {} → {} trials at once{cells}: {} (apiserver {:.0} ms, harness CPU \
+                 {:.0} %)",
                 self.book.started.elapsed().as_secs_f64(),
                 c.from,
                 c.to,
@@ -217,14 +230,25 @@ impl Jobs for Behaviour<'_, '_> {
         self.pacer.width()
     }
 
+    fn lanes(&self) -> usize {
+        self.clients.len()
+    }
+
     async fn done(&mut self, done: Done, full: bool) -> anyhow::Result<()> {
         match done {
             Done::Trial(ran) => {
-                let Ran { s, t, out, seconds } = *ran;
+                let Ran {
+                    s,
+                    t,
+                    out,
+                    seconds,
+                    lane,
+                } = *ran;
                 self.book.count(format!("behaviour {}", s.name), 1);
                 self.book.summary.reach.tried(&t);
                 let phases = out.as_ref().map_or(&[][..], |o| &o.phases[..]);
-                self.book.summary.pace.behaviour_trial(&t, seconds, phases);
+                let pace = &mut self.book.summary.pace;
+                pace.behaviour_trial(lane, &t, seconds, phases);
                 match out {
                     Ok(out) => {
                         if let Some(settle) = settled(&out) {

@@ -62,6 +62,25 @@ pub(super) async fn start_cell(
     Ok((name, session))
 }
 
+/// Makes `n` cells for exploration at once, as [`start_cell`] does one: their names and
+/// sessions, in order; if one cannot be made, the error of the first that failed (the others
+/// are removed).
+pub(super) async fn start_cells(
+    prefix: &str,
+    n: usize,
+    controller: &ControllerRef,
+    options: &Options,
+    proxy: bool,
+    provider: &Provider,
+    toolchain: &Toolchain,
+) -> anyhow::Result<Vec<(String, Session)>> {
+    let made = futures::future::join_all(
+        (0..n.max(1)).map(|_| start_cell(prefix, controller, options, proxy, provider, toolchain)),
+    )
+    .await;
+    made.into_iter().collect()
+}
+
 /// The cell trials run on in `session` (cluster `name`, made by `start_cell` or a test), prepared.
 pub async fn cell<'a>(
     name: &str,

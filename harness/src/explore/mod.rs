@@ -60,7 +60,8 @@ use serde_json::Value;
 use self::admission::{Explorer, admission_deadline};
 use self::behaviour::{Behaviour, Done, Job, Prepared, Ran, latency, prepare};
 use self::book::Book;
-use self::bring_up::{cell_reading, start_cell, with_gates_of};
+use self::bring_up::{cell_reading, start_cell, start_cells, with_gates_of};
+use self::exec::Cell;
 use self::oracle::{Finding, Oracle};
 use self::pool::pool;
 use self::shrinking::{Cells, Pending, Plan, SIDE_BY_SIDE, Shrunk, fires, run_compared, shrink};
@@ -72,7 +73,7 @@ use crate::toolchain::Toolchain;
 pub use bring_up::cell;
 pub use options::{
     ADMISSION_SHARE, DEFAULT_PARALLEL, DEFAULT_SETTLE, DEFAULT_SHRINK_RUNS, Exploring, Gates,
-    Options, SHRINK_SHARE,
+    Options, SHRINK_SHARE, default_cells,
 };
 pub use singles::{TARGET_SINGLES, TEMPLATE_SINGLES, singles};
 pub use summary::{Explored, Reported, Summary, read_summary};
@@ -134,8 +135,9 @@ pub fn select_served(
     (chosen, unserved)
 }
 
-/// Explores the controller of `options` on a cell of its own (made with `provider`, removed
-/// at the end however it ends); `say` hears progress.
+/// Explores the controller of `options` on cells of its own ([`Options::cells`], made with
+/// `provider`, removed at the end however it ends; admission trials run on the first, behaviour
+/// trials on all of them); `say` hears progress.
 pub async fn explore(
     options: &Options,
     provider: &Provider,
@@ -148,12 +150,18 @@ pub async fn explore(
     // The manager talks through an apiserver proxy when trials make its view stale or crash
     // it right after a write (the proxy tells its writes).
     let proxy = options.perturbations.iter().any(|c| c.needs_proxy());
+    let n = options.cells.max(1);
+    let (cells_named, ready) = match n {
+        1 => ("a cell".to_string(), "cell ready"),
+        n => (format!("{n} cells"), "cells ready"),
+    };
     say(format!(
-        "bringing up a cell: Kubernetes {}, {}, {}",
+        "bringing up {cells_named}: Kubernetes {}, {}, {}",
         options.kubernetes, options.controller, options.gates
     ));
-    let (name, session) = start_cell(
+    let sessions = start_cells(
         "explore",
+        n,
         &options.controller,
         options,
         proxy,
@@ -161,15 +169,21 @@ pub async fn explore(
         toolchain,
     )
     .await?;
-    let base_session = match &options.baseline {
+    let base_sessions = match &options.baseline {
         Some(b) => {
-            say(format!("bringing up a baseline cell: {b}"));
-            Some(start_cell("baseline", b, options, proxy, provider, toolchain).await?)
+            say(format!("bringing up a baseline cell for each: {b}"));
+            start_cells("baseline", n, b, options, proxy, provider, toolchain).await?
         }
-        None => None,
+        None => vec![],
     };
-    say(format!("cell ready in {:.0} s", t0.elapsed().as_secs_f64()));
-    let (ours, doc, crds) = cell_reading(&name, &session, options.settle).await?;
+    say(format!("{ready} in {:.0} s", t0.elapsed().as_secs_f64()));
+    let (name, session) = &sessions[0];
+    let (ours, doc, crds) = cell_reading(name, session, options.settle).await?;
+    // The other cells, for behaviour trials (each reads what it serves: the same release).
+    let mut more = vec![];
+    for (name, session) in &sessions[1..] {
+        more.push(cell(name, session, options.settle).await?);
+    }
     // The subjects themselves, derived from what the cell serves.
     let (subjects, unserved) = select_served(&options.kinds, &crds, &doc);
     for k in unserved {
@@ -178,10 +192,13 @@ pub async fn explore(
             options.controller
         ));
     }
-    let baseline = match &base_session {
-        Some((n, s)) => Some(cell(n, s, options.settle).await?),
-        None => None,
-    };
+    let mut bases = vec![];
+    for (name, session) in &base_sessions {
+        bases.push(cell(name, session, options.settle).await?);
+    }
+    let mut bases = bases.into_iter();
+    let baseline = bases.next();
+    let more_bases: Vec<Cell> = bases.collect();
     let mut x = Explorer {
         options,
         cell: ours,
@@ -204,6 +221,7 @@ pub async fn explore(
     };
     let pace = &mut x.book.summary.pace;
     pace.bring_up = t0.elapsed().as_secs_f64();
+    pace.cells = n;
     pace.budget = options.budget.as_secs_f64();
     pace.shrink_share = options.shrink_share;
     let admitting = Instant::now();
@@ -268,17 +286,27 @@ pub async fn explore(
     let behaving = Instant::now();
     let behave = options.modes.contains(&Mode::Behaviour);
     if behave && !prepared.is_empty() && !x.book.left().is_zero() {
-        let cells = Cells {
-            cell: &x.cell,
-            baseline: x.baseline.as_ref().zip(x.base_name.as_deref()),
-        };
+        // A lane of the pool a cell, each with its baseline's.
+        let base_name = x.base_name.as_deref();
+        let lanes: Vec<Cells> = std::iter::once(&x.cell)
+            .chain(&more)
+            .enumerate()
+            .map(|(i, cell)| Cells {
+                cell,
+                baseline: match i {
+                    0 => x.baseline.as_ref(),
+                    i => more_bases.get(i - 1),
+                }
+                .zip(base_name),
+            })
+            .collect();
         let calm = latency(&x.cell.client).await;
         let cap = options.parallel.max(pace::MAX_WIDTH);
         let mut jobs = Behaviour {
             book: &mut x.book,
             prepared: &prepared,
             perturbations: &perturbations,
-            client: x.cell.client.clone(),
+            clients: lanes.iter().map(|c| c.cell.client.clone()).collect(),
             pacer: pace::Pacer::new(options.parallel, cap, calm),
             next: 0,
             started: behaving,
@@ -286,19 +314,28 @@ pub async fn explore(
             shrinking: false,
         };
         let (runs, confirm) = (options.shrink_runs, options.confirm);
-        pool(&mut jobs, |job| match job {
+        let lanes = &lanes;
+        pool(&mut jobs, |job, lane| match job {
             Job::Trial(st) => async move {
+                let cells = lanes[lane];
                 let (s, t) = *st;
                 let at = Instant::now();
                 let out = run_compared(cells, &s, &t).await;
                 let seconds = at.elapsed().as_secs_f64();
-                Done::Trial(Box::new(Ran { s, t, out, seconds }))
+                Done::Trial(Box::new(Ran {
+                    s,
+                    t,
+                    out,
+                    seconds,
+                    lane,
+                }))
             }
             .boxed_local(),
-            Job::Shrink(p, plan) => {
-                async move { Done::Shrunk(Box::new(shrink(cells, *p, plan, runs, confirm).await)) }
-                    .boxed_local()
+            Job::Shrink(p, plan) => async move {
+                let cells = lanes[lane];
+                Done::Shrunk(Box::new(shrink(cells, *p, plan, runs, confirm).await))
             }
+            .boxed_local(),
         })
         .await?;
         // What the budget's end left waiting.
@@ -315,8 +352,10 @@ pub async fn explore(
     let summary = x.book.summary;
     drop(x.cell);
     drop(x.baseline);
-    drop(base_session);
-    drop(session);
+    drop(more);
+    drop(more_bases);
+    drop(base_sessions);
+    drop(sessions);
     Ok(summary)
 }
 
@@ -547,6 +586,7 @@ mod tests {
             modes: vec![],
             perturbations: vec![],
             parallel: 1,
+            cells: 1,
             settle: Duration::from_secs(1),
             confirm: 1,
             shrink_runs: 1,

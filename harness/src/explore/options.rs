@@ -30,9 +30,12 @@ pub struct Options {
     pub modes: Vec<Mode>,
     /// The classes of perturbation behaviour trials draw from (none: they perturb nothing).
     pub perturbations: Vec<trial::Class>,
-    /// Behaviour trials at once to start with: the pool's width then adapts between 1 and
-    /// the larger of this and [`pace::MAX_WIDTH`] ([`pace::Pacer`]).
+    /// Behaviour trials at once to start with, on each cell: the pool's width then adapts
+    /// between 1 and the larger of this and [`pace::MAX_WIDTH`] ([`pace::Pacer`]).
     pub parallel: usize,
+    /// Cells behaviour trials run on, each its own control plane and controller, the budget
+    /// shared (admission trials run on the first); see [`default_cells`].
+    pub cells: usize,
     /// How long a behaviour trial may take to settle.
     pub settle: Duration,
     /// Times a shrunk finding runs again to be called stable.
@@ -55,7 +58,8 @@ impl Options {
     /// The options `harness explore` takes by default, for `controller` on Kubernetes
     /// `kubernetes`, with `seed` and `budget`, into `dir`: every kind, both modes, the
     /// default perturbations, two behaviour trials at once to start with settling within 60 s,
-    /// 12 shrinking runs, three confirming runs, no baseline, default gates.
+    /// on [`default_cells`] cells, 12 shrinking runs, three confirming runs, no baseline,
+    /// default gates.
     pub fn new(
         kubernetes: KubeVersion,
         controller: ControllerRef,
@@ -72,6 +76,7 @@ impl Options {
             modes: vec![Mode::Admission, Mode::Behaviour],
             perturbations: trial::Class::DEFAULT.to_vec(),
             parallel: DEFAULT_PARALLEL,
+            cells: default_cells(),
             settle: DEFAULT_SETTLE,
             confirm: 3,
             shrink_runs: DEFAULT_SHRINK_RUNS,
@@ -85,6 +90,22 @@ impl Options {
 
 /// Behaviour trials at once to start with, unless told (`--parallel`).
 pub const DEFAULT_PARALLEL: usize = 2;
+
+/// The cores a cell's control plane and controller keep busy while behaviour trials run on
+/// it at the width the pacer settles at (an apiserver, etcd, the controller managers and the
+/// harness took 1.4 cores of a 2-core machine in the benchmark of docs/benchmarks.md).
+pub const CORES_PER_CELL: usize = 2;
+
+/// The cells an exploration brings up, unless told (`--cells`): one per [`CORES_PER_CELL`]
+/// cores of this machine, at least one.
+pub fn default_cells() -> usize {
+    cells_for(std::thread::available_parallelism().map_or(1, usize::from))
+}
+
+/// The cells for a machine of `cores` cores.
+fn cells_for(cores: usize) -> usize {
+    (cores / CORES_PER_CELL).max(1)
+}
 
 /// The share of the budget that shrinking and confirming findings (of either mode) may take
 /// together, unless told (`--shrink-share`). Past it, a new finding is written as it fired, neither shrunk nor confirmed,
@@ -158,7 +179,7 @@ pub struct Exploring {
 
 impl Exploring {
     /// `harness explore`'s defaults for `controller` on Kubernetes `kubernetes` with `seed`,
-    /// into `dir`, with these kinds and budget.
+    /// into `dir`, with these kinds and budget, on one cell.
     pub fn options(
         &self,
         kubernetes: KubeVersion,
@@ -168,6 +189,23 @@ impl Exploring {
     ) -> Options {
         let mut options = Options::new(kubernetes, controller, seed, self.budget, dir);
         options.kinds = self.kinds.clone();
+        // The matrix's cells run side by side already: one cell each.
+        options.cells = 1;
         options
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cell_per_two_cores_and_one_at_least() {
+        assert_eq!(
+            [1, 2, 3, 4, 8, 16].map(cells_for),
+            [1, 1, 1, 2, 4, 8],
+            "cells for 1, 2, 3, 4, 8 and 16 cores"
+        );
+        assert!(default_cells() >= 1);
     }
 }

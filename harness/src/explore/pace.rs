@@ -44,9 +44,16 @@ pub struct Pace {
     /// The share of the budget that shrinking and confirming together may take.
     #[serde(default)]
     pub shrink_share: f64,
-    /// How many behaviour trials ran at once.
+    /// How many behaviour trials ran at once, on each cell.
     #[serde(default)]
     pub widths: Widths,
+    /// The cells behaviour trials ran on, each its own control plane (0: a run from before
+    /// they were counted, on one).
+    #[serde(default)]
+    pub cells: usize,
+    /// Behaviour trials run on each cell, in the cells' order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on_cells: Vec<usize>,
     /// What each finding's shrinking and confirming cost, by its directory's name.
     #[serde(default)]
     pub findings: BTreeMap<String, FindingPace>,
@@ -69,8 +76,19 @@ pub struct SubjectPace {
 }
 
 impl Pace {
-    /// Counts behaviour trial `trial`, which took `seconds`, `phases` of them by phase.
-    pub fn behaviour_trial(&mut self, trial: &Trial, seconds: f64, phases: &[(&str, Duration)]) {
+    /// Counts behaviour trial `trial`, which ran on the `cell`th cell (from 0) and took
+    /// `seconds`, `phases` of them by phase.
+    pub fn behaviour_trial(
+        &mut self,
+        cell: usize,
+        trial: &Trial,
+        seconds: f64,
+        phases: &[(&str, Duration)],
+    ) {
+        if self.on_cells.len() <= cell {
+            self.on_cells.resize(cell + 1, 0);
+        }
+        self.on_cells[cell] += 1;
         let key = serde_json::to_string(&(&trial.subject, &trial.steps)).unwrap_or_default();
         let new = self.seen.insert(key);
         let s = self.subjects.entry(trial.subject.clone()).or_default();
@@ -140,9 +158,23 @@ impl Pace {
             true => format!("{:.0} %", s * 100.0 / self.budget),
             false => "-".into(),
         };
+        let (by_cell, on) = match self.cells {
+            0 | 1 => (String::new(), String::new()),
+            n => (
+                format!(
+                    " ({} on the cells)",
+                    self.on_cells
+                        .iter()
+                        .map(usize::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                format!(" on each of {n} cells"),
+            ),
+        };
         let mut out = vec![format!(
-            "behaviour: {} trials ({} distinct, {:.1} distinct a minute) in {:.0} s; \
-             at once: {}",
+            "behaviour: {} trials{by_cell} ({} distinct, {:.1} distinct a minute) in {:.0} s; \
+             at once{on}: {}",
             self.trials(),
             self.distinct(),
             self.distinct_per_minute(),
@@ -487,12 +519,12 @@ mod tests {
             ..Pace::default()
         };
         let phases = [("settle", Duration::from_secs(3))];
-        p.behaviour_trial(&trial("CloneSet", 0, 1), 5.0, &phases);
+        p.behaviour_trial(0, &trial("CloneSet", 0, 1), 5.0, &phases);
         // Another number, the same steps: a repeat.
-        p.behaviour_trial(&trial("CloneSet", 1, 1), 5.0, &phases);
-        p.behaviour_trial(&trial("CloneSet", 2, 2), 4.0, &phases);
+        p.behaviour_trial(0, &trial("CloneSet", 1, 1), 5.0, &phases);
+        p.behaviour_trial(0, &trial("CloneSet", 2, 2), 4.0, &phases);
         // The same steps on another subject: distinct.
-        p.behaviour_trial(&trial("StatefulSet", 0, 1), 6.0, &phases);
+        p.behaviour_trial(0, &trial("StatefulSet", 0, 1), 6.0, &phases);
         assert_eq!(p.trials(), 4);
         assert_eq!(p.distinct(), 3);
         assert_eq!(p.subjects["CloneSet"].distinct, 2);
@@ -502,6 +534,18 @@ mod tests {
         // What makes a repeat is not written; a read pace counts on from what it says.
         let read: Pace = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
         assert_eq!(read.distinct(), 3);
+        assert_eq!(p.on_cells, [4]);
+        assert!(!p.lines()[0].contains("cells"), "{}", p.lines()[0]);
+        // On two cells, each counts its own, and the run says so.
+        p.cells = 2;
+        p.behaviour_trial(1, &trial("CloneSet", 3, 3), 4.0, &phases);
+        assert_eq!((p.on_cells.as_slice(), p.trials()), (&[4, 1][..], 5));
+        assert!(
+            p.lines()[0].starts_with("behaviour: 5 trials (4, 1 on the cells)")
+                && p.lines()[0].contains("at once on each of 2 cells"),
+            "{}",
+            p.lines()[0]
+        );
     }
 
     fn load(latency: f64, cpu: f64, settle: Option<f64>) -> Load {

@@ -1,5 +1,6 @@
 //! The pool behaviour jobs run on: [`pool`] (start there) runs the jobs a [`Jobs`] gives, up to
-//! its width at once, the next starting as soon as one ends.
+//! its width at once on each of its lanes (a lane a cell), the next starting as soon as one
+//! ends.
 
 use futures::StreamExt;
 
@@ -14,58 +15,72 @@ pub(super) trait Jobs {
     /// A job that waited for room: itself if it may still start, else none (the jobs take it
     /// back).
     fn keep(&mut self, job: Self::Job) -> anyhow::Result<Option<Self::Job>>;
-    /// How many of the pool's places `job` takes (at least one).
+    /// How many of a lane's places `job` takes (at least one).
     fn places(&self, job: &Self::Job) -> usize;
-    /// Whether `job` runs alone: once nothing else runs, and nothing beside it.
+    /// Whether `job` runs alone on its lane: once nothing else runs there, and nothing beside
+    /// it there.
     fn alone(&self, job: &Self::Job) -> bool;
-    /// The pool's places now.
+    /// Each lane's places now.
     fn width(&self) -> usize;
-    /// Takes the result of a job that ended, `full` whether every place was taken as it did.
+    /// How many lanes there are (at least one; each a cell, its jobs independent of the
+    /// other lanes').
+    fn lanes(&self) -> usize {
+        1
+    }
+    /// Takes the result of a job that ended, `full` whether every place of its lane was
+    /// taken as it did.
     async fn done(&mut self, done: Self::Done, full: bool) -> anyhow::Result<()>;
 }
 
-/// Runs the jobs of `jobs`, each started with `start`, keeping up to [`Jobs::width`] places
-/// taken: when a job ends, its result goes to [`Jobs::done`] at once and the next job starts,
-/// so that no job waits for a slower one. A job that runs alone waits until nothing runs and
-/// nothing starts beside it; a job that needs more places than are free waits for them
-/// (nothing starts before it meanwhile). Ends once nothing runs and nothing may start.
+/// Runs the jobs of `jobs`, each started with `start` on a lane, keeping up to [`Jobs::width`]
+/// places of each of the [`Jobs::lanes`] taken: when a job ends, its result goes to
+/// [`Jobs::done`] at once and the next job starts, so that no job waits for a slower one. A job
+/// goes to the lane with the fewest places taken among those it fits in. A job that runs alone
+/// waits until nothing runs on a lane and nothing starts beside it there; a job that needs more
+/// places than any lane has free waits for them (nothing starts before it meanwhile). Ends once
+/// nothing runs and nothing may start.
 pub(super) async fn pool<'f, J: Jobs>(
     jobs: &mut J,
-    start: impl Fn(J::Job) -> futures::future::LocalBoxFuture<'f, J::Done>,
+    start: impl Fn(J::Job, usize) -> futures::future::LocalBoxFuture<'f, J::Done>,
 ) -> anyhow::Result<()> {
+    let lanes = jobs.lanes().max(1);
     let mut running = futures::stream::FuturesUnordered::new();
-    let (mut taken, mut alone) = (0usize, false);
+    let (mut taken, mut alone) = (vec![0usize; lanes], vec![false; lanes]);
     let mut waiting: Option<J::Job> = None;
     loop {
-        while !alone {
+        loop {
+            let width = jobs.width();
+            let room = (0..lanes).any(|l| !alone[l] && taken[l] < width);
             let job = match waiting.take() {
                 Some(job) => match jobs.keep(job)? {
                     Some(job) => job,
                     None => continue,
                 },
-                None if taken < jobs.width() => match jobs.next()? {
+                None if room => match jobs.next()? {
                     Some(job) => job,
                     None => break,
                 },
                 None => break,
             };
             let (places, by_itself) = (jobs.places(&job).max(1), jobs.alone(&job));
-            let fits = taken == 0 || (!by_itself && taken + places <= jobs.width());
-            if !fits {
+            let fits = |l: &usize| {
+                taken[*l] == 0 || (!by_itself && !alone[*l] && taken[*l] + places <= width)
+            };
+            let Some(lane) = (0..lanes).filter(fits).min_by_key(|l| taken[*l]) else {
                 waiting = Some(job);
                 break;
-            }
-            taken += places;
-            alone = by_itself;
-            let run = start(job);
-            running.push(async move { (places, by_itself, run.await) });
+            };
+            taken[lane] += places;
+            alone[lane] = by_itself;
+            let run = start(job, lane);
+            running.push(async move { (lane, places, by_itself, run.await) });
         }
-        let Some((places, by_itself, done)) = running.next().await else {
+        let Some((lane, places, by_itself, done)) = running.next().await else {
             return Ok(());
         };
-        let full = taken >= jobs.width();
-        taken -= places;
-        alone &= !by_itself;
+        let full = taken[lane] >= jobs.width();
+        taken[lane] -= places;
+        alone[lane] &= !by_itself;
         jobs.done(done, full).await?;
     }
 }
@@ -79,8 +94,9 @@ mod tests {
     /// A job of a [`pool`] test: its number, seconds, whether it runs alone, its places.
     type FakeJob = (usize, u64, bool, usize);
 
-    /// When a [`pool`] test's job ran: its number, start and end (seconds), places, alone.
-    type Ran = (usize, f64, f64, usize, bool);
+    /// When a [`pool`] test's job ran: its number, start and end (seconds), places, alone,
+    /// lane.
+    type Ran = (usize, f64, f64, usize, bool, usize);
 
     /// Jobs of a [`pool`] test: each lasts its seconds on tokio's paused clock; after the
     /// `n`-th ends, the width becomes `w` (`widen`).
@@ -89,6 +105,7 @@ mod tests {
         width: usize,
         widen: Option<(usize, usize)>,
         ended: usize,
+        lanes: usize,
     }
 
     impl Jobs for Fake {
@@ -109,6 +126,9 @@ mod tests {
         fn width(&self) -> usize {
             self.width
         }
+        fn lanes(&self) -> usize {
+            self.lanes
+        }
         async fn done(&mut self, _: usize, _: bool) -> anyhow::Result<()> {
             self.ended += 1;
             if let Some((n, w)) = self.widen
@@ -120,8 +140,19 @@ mod tests {
         }
     }
 
-    /// Runs `jobs` on a pool `width` wide (changed as `widen` says): when each ran, by number.
+    /// Runs `jobs` on a pool of one lane `width` wide (changed as `widen` says): when each
+    /// ran, by number.
     async fn run_fake(jobs: &[FakeJob], width: usize, widen: Option<(usize, usize)>) -> Vec<Ran> {
+        run_lanes(jobs, width, widen, 1).await
+    }
+
+    /// As [`run_fake`], on `lanes` lanes.
+    async fn run_lanes(
+        jobs: &[FakeJob],
+        width: usize,
+        widen: Option<(usize, usize)>,
+        lanes: usize,
+    ) -> Vec<Ran> {
         let t0 = tokio::time::Instant::now();
         let ran = std::cell::RefCell::new(vec![]);
         let mut fake = Fake {
@@ -129,14 +160,15 @@ mod tests {
             width,
             widen,
             ended: 0,
+            lanes,
         };
-        pool(&mut fake, |(n, seconds, alone, places)| {
+        pool(&mut fake, |(n, seconds, alone, places), lane| {
             let ran = &ran;
             async move {
                 let start = t0.elapsed().as_secs_f64();
                 tokio::time::sleep(Duration::from_secs(seconds)).await;
                 let end = t0.elapsed().as_secs_f64();
-                ran.borrow_mut().push((n, start, end, places, alone));
+                ran.borrow_mut().push((n, start, end, places, alone, lane));
                 n
             }
             .boxed_local()
@@ -154,6 +186,41 @@ mod tests {
             .filter(|r| r.1 <= at && at < r.2)
             .map(|r| r.3)
             .sum()
+    }
+
+    /// As [`taken_at`], on lane `lane` only.
+    fn taken_on(ran: &[Ran], lane: usize, at: f64) -> usize {
+        let on: Vec<Ran> = ran.iter().copied().filter(|r| r.5 == lane).collect();
+        taken_at(&on, at)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lanes_fill_evenly_and_a_job_alone_holds_only_its_own_lane() {
+        // Two lanes two wide: four quick jobs start at once, two a lane.
+        let quick: Vec<FakeJob> = (0..4).map(|n| (n, 1, false, 1)).collect();
+        let ran = run_lanes(&quick, 2, None, 2).await;
+        assert!(ran.iter().all(|r| r.1 == 0.0), "{ran:?}");
+        assert_eq!((taken_on(&ran, 0, 0.5), taken_on(&ran, 1, 0.5)), (2, 2));
+        // A job alone waits for a lane to empty, and the other lane goes on beside it.
+        let jobs = [
+            (0, 4, false, 1),
+            (1, 2, false, 1),
+            (2, 3, true, 1),
+            (3, 1, false, 1),
+            (4, 1, false, 1),
+            (5, 1, false, 1),
+        ];
+        let ran = run_lanes(&jobs, 1, None, 2).await;
+        let alone = ran[2];
+        assert_eq!((alone.1, alone.2), (2.0, 5.0), "{ran:?}");
+        assert_eq!(alone.5, ran[1].5, "on the lane that emptied first");
+        for r in ran.iter().filter(|r| r.0 != 2 && r.5 == alone.5) {
+            assert!(r.2 <= alone.1 || r.1 >= alone.2, "{r:?} ran beside it");
+        }
+        // Jobs after it ran on the other lane as soon as the slow one ended.
+        assert_eq!(ran[3].1, 4.0, "{ran:?}");
+        assert_ne!(ran[3].5, alone.5);
+        assert!((0..8).all(|t| taken_at(&ran, t as f64 + 0.5) <= 2));
     }
 
     #[tokio::test(start_paused = true)]

@@ -50,6 +50,11 @@ pub struct ExploreArgs {
     /// harness's CPU or the trials' settle times rise, wider while they stay low.
     #[arg(long, default_value_t = crate::explore::DEFAULT_PARALLEL)]
     pub parallel: usize,
+    /// Cells to run behaviour trials on, each its own control plane and controller, the
+    /// budget shared and each cell's width adapting as --parallel says (admission trials run
+    /// on the first). Default: one per two cores of this machine, at least one.
+    #[arg(long, value_name = "N")]
+    pub cells: Option<usize>,
     /// How long a behaviour trial may take to settle.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub settle: Duration,
@@ -155,6 +160,9 @@ impl ExploreArgs {
         if self.parallel == 0 {
             anyhow::bail!("--parallel must be at least 1");
         }
+        if self.cells == Some(0) {
+            anyhow::bail!("--cells must be at least 1");
+        }
         Ok(crate::explore::Options {
             kubernetes,
             kinds: self.kinds.clone(),
@@ -171,6 +179,7 @@ impl ExploreArgs {
             perturbations: crate::explore::trial::Class::parse_list(&self.perturbations)
                 .map_err(|e| anyhow::anyhow!("--perturbations: {e}"))?,
             parallel: self.parallel,
+            cells: self.cells.unwrap_or_else(crate::explore::default_cells),
             settle: self.settle,
             confirm: 3,
             shrink_runs: self.shrink_runs,
@@ -210,6 +219,16 @@ mod tests {
         };
         let e = args.options(None, 1, "out".into()).unwrap_err();
         assert_eq!(e.to_string(), "--parallel must be at least 1");
+        assert_eq!(o.cells, crate::explore::default_cells());
+        let Command::Explore(args) = parse(&["explore", "--cells", "0"]) else {
+            panic!("explore");
+        };
+        let e = args.options(None, 1, "out".into()).unwrap_err();
+        assert_eq!(e.to_string(), "--cells must be at least 1");
+        let Command::Explore(args) = parse(&["explore", "--cells", "3"]) else {
+            panic!("explore");
+        };
+        assert_eq!(args.options(None, 1, "out".into()).unwrap().cells, 3);
         // A bare baseline tag is the controller's own.
         for baseline in ["v1.8.3", "openkruise@v1.8.3"] {
             let Command::Explore(args) = parse(&["explore", "--baseline", baseline]) else {
