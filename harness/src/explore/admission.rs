@@ -117,6 +117,14 @@ impl Explorer<'_> {
             ]));
         }
         Rng::new(self.options.seed, u64::MAX - 2).shuffle(&mut trials);
+        // The seed object alone first: an API that refuses it refuses every trial for that
+        // reason, whatever the fields (see `owed_to_seed`).
+        trials.insert(
+            0,
+            next(vec![Step::Create {
+                set: Default::default(),
+            }]),
+        );
         let mut results = self
             .admit_all(&self.cell, s, &trials, Some(deadline))
             .await?;
@@ -146,12 +154,17 @@ impl Explorer<'_> {
                 admitted.extend(outermost(t.fields()));
             }
         }
+        let seed = seed_refusal(&results);
+        let mut owed = 0;
         for (t, out) in trials.iter().zip(results) {
+            if owed_to_seed(t, &out, seed.as_deref()) {
+                owed += 1;
+                continue;
+            }
             if self.options.modes.contains(&Mode::Admission) {
                 self.judge_now(s, t, out.findings).await?;
             }
         }
-        // Pairs of values admitted alone.
         let mut by_field: BTreeMap<String, Vec<Value>> = BTreeMap::new();
         for (k, v) in &admitted {
             if !v.is_null() {
@@ -193,9 +206,21 @@ impl Explorer<'_> {
             self.book.summary.reach.tried(t);
         }
         for (t, out) in row_trials.iter().zip(results) {
+            if owed_to_seed(t, &out, seed.as_deref()) {
+                owed += 1;
+                continue;
+            }
             if self.options.modes.contains(&Mode::Admission) {
                 self.judge_now(s, t, out.findings).await?;
             }
+        }
+        if let Some(words) = &seed {
+            (self.book.say)(format!(
+                "{}: its seed object is refused ({words}); {owed} more trial(s) refused in the \
+                 same words are judged as its",
+                s.name
+            ));
+            self.book.summary.reach.seed_refused(&s.name, words, owed);
         }
         self.book.count(
             format!("admission {}", s.name),
@@ -269,9 +294,94 @@ impl Explorer<'_> {
     }
 }
 
+/// A refusal's words with the names the exploration gave its objects (`t<index>`, alone or
+/// within a longer name) made alike: two trials refused for the same reason read the same.
+pub(super) fn refusal_words(message: &str) -> String {
+    static NAMES: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"\bt[0-9]+\b").expect("a valid regex"));
+    NAMES.replace_all(message, "t#").into_owned()
+}
+
+/// The words the seed object's create was refused in, if it was: the outcome of the first
+/// trial (the seed object alone, see [`Explorer::admission`]).
+fn seed_refusal(results: &[exec::Outcome]) -> Option<String> {
+    match results.first()?.answers.first()? {
+        Answer::Refused(m) => Some(refusal_words(m)),
+        _ => None,
+    }
+}
+
+/// Whether trial `t`, which ended as `out`, owes its refusal to the seed object: it sets a
+/// field, and its first create was refused in the words the seed object's was (`seed`).
+fn owed_to_seed(t: &Trial, out: &exec::Outcome, seed: Option<&str>) -> bool {
+    let sets = t.steps.iter().any(|step| match step {
+        Step::Create { set } | Step::Update { set } => !set.is_empty(),
+        _ => false,
+    });
+    match (seed, out.answers.first()) {
+        (Some(words), Some(Answer::Refused(m))) => sets && refusal_words(m) == words,
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trial_refused_in_the_seed_objects_words_owes_it_the_refusal() {
+        let said = |m: &str| exec::Outcome {
+            answers: vec![Answer::Refused(m.into())],
+            ..Default::default()
+        };
+        let trial = |steps: Vec<Step>| Trial {
+            subject: "P.T".into(),
+            mode: Mode::Admission,
+            seed: 1,
+            index: 0,
+            steps,
+        };
+        let seed = said(r#"spec.ref: Invalid value: {Name:"t0-target"}: not permitted"#);
+        let words = seed_refusal(std::slice::from_ref(&seed));
+        assert_eq!(
+            words.as_deref(),
+            Some(r#"spec.ref: Invalid value: {Name:"t#-target"}: not permitted"#)
+        );
+        let create = |f: &str| Step::Create {
+            set: [(f.to_string(), serde_json::json!(1))].into(),
+        };
+        let alike = said(r#"spec.ref: Invalid value: {Name:"t36-target"}: not permitted"#);
+        assert!(owed_to_seed(
+            &trial(vec![create("spec.a")]),
+            &alike,
+            words.as_deref()
+        ));
+        // Other words, an admitted trial, or no seed refused: judged on its own.
+        let other = said(r#"spec.a: Invalid value: 1 (t36)"#);
+        assert!(!owed_to_seed(
+            &trial(vec![create("spec.a")]),
+            &other,
+            words.as_deref()
+        ));
+        let admitted = exec::Outcome {
+            answers: vec![Answer::Admitted],
+            ..Default::default()
+        };
+        assert!(!owed_to_seed(
+            &trial(vec![create("spec.a")]),
+            &admitted,
+            words.as_deref()
+        ));
+        assert!(!owed_to_seed(&trial(vec![create("spec.a")]), &alike, None));
+        // The seed object's own trial is judged: it sets nothing.
+        let bare = trial(vec![Step::Create {
+            set: Default::default(),
+        }]);
+        assert!(!owed_to_seed(&bare, &seed, words.as_deref()));
+        assert_eq!(seed_refusal(&[admitted]), None);
+        // A word that only starts like a name is left alone.
+        assert_eq!(refusal_words("tests t12 at12 t3x"), "tests t# at12 t3x");
+    }
 
     #[test]
     fn the_admission_share_is_split_evenly_and_cumulatively_over_the_subjects() {

@@ -42,6 +42,14 @@ pub struct SubjectReach {
     pub trials: BTreeMap<String, usize>,
     /// Distinct trials (the same steps twice count once), by mode.
     pub distinct: BTreeMap<String, usize>,
+    /// The refusal of the subject's seed object (no field set) at create, when its API
+    /// refuses it: every trial refused in the same words owes its refusal to the seed, not to
+    /// its fields, and is judged once, as the seed object's trial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed_refused: Option<String>,
+    /// Admission trials refused in the words the seed object is refused in.
+    #[serde(default)]
+    pub owed_to_seed: usize,
     #[serde(skip)]
     offered: BTreeSet<(String, String)>,
     #[serde(skip)]
@@ -156,6 +164,14 @@ impl Reach {
         r.recount();
     }
 
+    /// Records that `subject`'s seed object is refused with `refusal`, and `owed` more trials
+    /// in the same words.
+    pub fn seed_refused(&mut self, subject: &str, refusal: &str, owed: usize) {
+        let r = self.subjects.entry(subject.to_string()).or_default();
+        r.seed_refused = Some(refusal.to_string());
+        r.owed_to_seed += owed;
+    }
+
     /// Records `n` covering rows tried at create for `subject`.
     pub fn rows(&mut self, subject: &str, n: usize) {
         self.subjects.entry(subject.to_string()).or_default().rows += n;
@@ -215,6 +231,29 @@ pub fn markdown(reach: &Reach, gates: &str) -> String {
             r.steps_text(),
             r.trials_text(),
         );
+    }
+    let refused: Vec<(&String, &SubjectReach)> = reach
+        .subjects
+        .iter()
+        .filter(|(_, r)| r.seed_refused.is_some())
+        .collect();
+    if !refused.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n## Seed objects refused\n\nThe API refuses these subjects' seed object (no field \
+             set): every trial refused in the same words owes its refusal to the seed, not to its \
+             fields, and is judged once, as the seed object's trial.\n\n| subject | refusal | \
+             trials refused alike |\n|---|---|--:|"
+        );
+        for (name, r) in refused {
+            let words = r.seed_refused.as_deref().unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "| {name} | {} | {} |",
+                words.replace('|', "\\|").replace('\n', " "),
+                r.owed_to_seed
+            );
+        }
     }
     out
 }
@@ -317,6 +356,12 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("behaviour 2 (1)"), "{md}");
+        assert!(!md.contains("Seed objects refused"), "{md}");
+        // A subject whose seed object is refused is listed with the refusal, escaped.
+        reach.seed_refused("P.T", "kind | not permitted", 12);
+        let md = markdown(&reach, "default gates");
+        assert!(md.contains("## Seed objects refused"), "{md}");
+        assert!(md.contains("| P.T | kind \\| not permitted | 12 |"), "{md}");
     }
 
     #[test]
