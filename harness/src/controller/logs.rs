@@ -148,10 +148,7 @@ pub(super) fn log_findings(
             first: first.clone(),
         });
     }
-    let panics: Vec<String> = panics(log)
-        .into_iter()
-        .filter(|p| window.keeps(p.lines().next().unwrap_or_default()))
-        .collect();
+    let panics = panics_within(log, window);
     if let Some(first) = panics.first() {
         return Err(ControllerError::ManagerPanicked {
             name: name.into(),
@@ -161,6 +158,15 @@ pub(super) fn log_findings(
         });
     }
     Ok(())
+}
+
+/// The panics of `log` ([`panics`]) that `window` keeps: a check reports denials before
+/// panics, so whoever excuses the denials asks for these.
+pub fn panics_within(log: &str, window: &Window) -> Vec<String> {
+    panics(log)
+        .into_iter()
+        .filter(|p| window.keeps(p.lines().next().unwrap_or_default()))
+        .collect()
 }
 
 /// Panics in a Go program's log: controller-runtime's and apimachinery's "Observed a panic"
@@ -362,6 +368,15 @@ mod tests {
             "I1122 reconcile CloneSet\nI1122 panic: mentioned in a message without a stack\n";
         assert!(panics(quiet).is_empty());
         assert!(log_findings("kruise-manager", "v1.9.0", quiet, &Window::all()).is_ok());
+        // A denial is reported before a panic; the panic is still there to be asked for.
+        let denied = "E1122 forbidden: User \"system:serviceaccount:k:m\" cannot list resource \"nodes\" in API group \"\" at the cluster scope\n";
+        let both = format!("{denied}{recovered}");
+        let err = log_findings("m", "v", &both, &Window::all()).unwrap_err();
+        assert!(err.to_string().contains("denied"), "{err}");
+        let within = panics_within(&both, &Window::all());
+        assert_eq!(within.len(), 1, "{within:?}");
+        assert!(within[0].contains("Observed a panic"));
+        assert!(panics_within(denied, &Window::all()).is_empty());
     }
 
     #[test]

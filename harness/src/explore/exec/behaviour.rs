@@ -507,7 +507,7 @@ impl Cell<'_> {
                         "the manager lost its lease while the apiserver was down: exited by \
                          design, started again: {since:#}"
                     ));
-                    None
+                    self.panicked_within(w)
                 }
                 Err(since) if health_key(&format!("{since:#}")) == "denied by its RBAC" => {
                     match self.denied_still(w).await {
@@ -517,7 +517,7 @@ impl Cell<'_> {
                                  serve, and every request denied is allowed when asked again: \
                                  {since:#}"
                             ));
-                            None
+                            self.panicked_within(w)
                         }
                         Ok(still) => Some(format!(
                             "{since:#} (since the restarted apiserver served; still denied when \
@@ -540,6 +540,23 @@ impl Cell<'_> {
             observed: text,
             expected: "the controller neither exits, restarts, panics nor is denied".into(),
         })
+    }
+
+    /// What a component's panics within `window` say, if any panicked: a check reports the
+    /// first problem it sees (an exit, then denials, then panics), so a problem excused leaves
+    /// the panics after it to be asked for.
+    fn panicked_within(&self, window: &crate::controller::Window) -> Option<String> {
+        let panics: Vec<String> = self
+            .installation
+            .logs()
+            .into_iter()
+            .flat_map(|path| crate::controller::panics_within(&window.read(path), window))
+            .collect();
+        let first = panics.first()?;
+        Some(format!(
+            "the controller panicked ({} times) since the restarted apiserver served: {first}",
+            panics.len()
+        ))
     }
 
     /// The requests the manager was denied within `window` (its log's denial lines) that the
