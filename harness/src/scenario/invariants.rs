@@ -123,7 +123,10 @@ async fn orphaned(
 /// under them, or the scheduler's volume cache lagged one write), and a scheduling attempt of a
 /// pod the scheduler had already assumed onto a node (its cache refuses the second assume; the
 /// first binding stands), a binding of a pod deleted meanwhile, and a pod scheduled a moment
-/// before the PVC its controller creates for it, and a kubelet's first volume mount of a pod in
+/// before the PVC its controller creates for it (the scheduler's PVC lister not having it yet,
+/// or its claim cache, which the same informer feeds a moment after the lister, not having it
+/// yet: `error getting PVC … could not find v1.PersistentVolumeClaim`; the pod is tried
+/// again), and a kubelet's first volume mount of a pod in
 /// a new namespace (any ConfigMap or Secret volume) timing out while the Node authorizer learns
 /// of the pod, or asked before the kubelet's ConfigMap manager has registered the pod (`"kube-root-ca.crt" not registered`),
 /// or a claim or a service account token the Node authorizer does not yet tie to the pod's
@@ -160,6 +163,8 @@ pub fn transient(message: &str) -> bool {
         || (message.starts_with("0/")
             && message.contains("nodes are available: persistentvolumeclaim \"")
             && message.contains("\" not found."))
+        || (message.contains("running PreFilter plugin \"VolumeBinding\": error getting PVC \"")
+            && message.contains(": could not find v1.PersistentVolumeClaim \""))
 }
 
 /// The Warning events in `namespace`, listed once.
@@ -231,6 +236,12 @@ mod tests {
         ));
         assert!(transient(
             "running PreBind plugin \"VolumeBinding\": binding volumes: pod does not exist any more: pod \"disk-jfpk5\" not found"
+        ));
+        assert!(transient(
+            "running PreFilter plugin \"VolumeBinding\": error getting PVC \"h-recreate-pods-and-pvcs-on-image-and-temp-95bf1/data-vct-9m26q\": could not find v1.PersistentVolumeClaim \"h-recreate-pods-and-pvcs-on-image-and-temp-95bf1/data-vct-9m26q\""
+        ));
+        assert!(!transient(
+            "running PreFilter plugin \"VolumeBinding\": pod has unbound immediate PersistentVolumeClaims"
         ));
         assert!(transient(
             "running Bind plugin \"DefaultBinder\": Operation cannot be fulfilled on pods/binding \"web-0\": pod web-0 is being deleted, cannot be assigned to a host"
