@@ -171,6 +171,51 @@ fn behaviour_trials_run_on_every_cell_asked_for_and_every_cell_is_removed() {
 }
 
 #[test]
+fn every_kind_explores_to_the_end_of_a_short_budget() {
+    let reports = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let out = harness(
+        &[
+            "explore",
+            "--budget",
+            "90s",
+            "--seed",
+            "1",
+            "--cells",
+            "1",
+            "--report-dir",
+            reports.path().to_str().unwrap(),
+        ],
+        state.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("did not run"), "{stderr}");
+    let run = only_dir(reports.path());
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(run.join("explore.json")).unwrap()).unwrap();
+    // Every kind the release serves, each policy over every target: admission reached them
+    // all within its share, and behaviour trials followed.
+    let reach = summary["reach"]["subjects"].as_object().unwrap();
+    let admitted = reach
+        .values()
+        .filter(|r| r["trials"]["admission"].as_u64().unwrap_or(0) > 0)
+        .count();
+    assert!(
+        reach.len() > 60 && admitted == reach.len(),
+        "{admitted} of {} subjects had admission trials: {:?}",
+        reach.len(),
+        reach.keys().collect::<Vec<_>>()
+    );
+    let behaviour: u64 = reach
+        .values()
+        .filter_map(|r| r["trials"]["behaviour"].as_u64())
+        .sum();
+    assert!(behaviour > 0, "no behaviour trial: {:#}", summary["pace"]);
+    assert!(run.join("reach.md").is_file() && run.join("report.html").is_file());
+}
+
+#[test]
 fn an_unknown_kind_is_refused_naming_the_known_ones() {
     let state = tempfile::tempdir().unwrap();
     let out = harness(&["explore", "--kinds", "NoSuchKind"], state.path());

@@ -264,8 +264,9 @@ impl Explorer<'_> {
     }
 
     /// Runs admission trials 8 at a time in one namespace of `cell`, in order; with a
-    /// `deadline`, only those started before it: the outcomes of the trials that ran, the
-    /// first ones of `trials`.
+    /// `deadline`, only those started before it, and the first whatever the time (so that
+    /// every subject is reached: its seed object, see [`Explorer::admission`]): the outcomes
+    /// of the trials that ran, the first ones of `trials`.
     pub(super) async fn admit_all(
         &self,
         cell: &Cell<'_>,
@@ -275,12 +276,13 @@ impl Explorer<'_> {
     ) -> anyhow::Result<Vec<exec::Outcome>> {
         let ns = cell.namespace(s).await?;
         let results: Vec<Option<anyhow::Result<exec::Outcome>>> = futures::stream::iter(trials)
-            .map(|t| {
+            .enumerate()
+            .map(|(i, t)| {
                 let name = format!("t{}", t.index);
                 let ns = ns.clone();
                 async move {
                     // Started in order, so the trials past the deadline are the last ones.
-                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                    if i > 0 && deadline.is_some_and(|d| Instant::now() >= d) {
                         return None;
                     }
                     Some(cell.admit(s, t, &ns, &name).await)

@@ -57,6 +57,8 @@ pub struct Twin {
     pub api_version: String,
     /// Its kind.
     pub kind: &'static str,
+    /// The boolean that holds all its pods, if its schema has one ([`Subject::suspend`]).
+    pub suspend: Option<String>,
     /// Its seed object for a name.
     pub seed: Seed,
     /// Fields the two keep at different paths: (subject's path, twin's path).
@@ -115,6 +117,9 @@ pub struct Subject {
     /// Whether it keeps `spec.replicas` pods (false for one-per-node and job kinds; for a
     /// policy, whether its target does).
     pub replicated: bool,
+    /// The boolean its schema offers to hold all its pods (the API's `spec.suspend`), if any:
+    /// how [`Subject::idle`] keeps it from making pods when it has no replicas.
+    pub suspend: Option<String>,
     /// Where its pod template is.
     pub template: String,
     /// Whether it keeps its pods at its template (rolls out): false for job kinds, whose
@@ -195,6 +200,7 @@ impl Subject {
             seed: t.seed.clone(),
             twin: None,
             replicated: self.replicated,
+            suspend: t.suspend.clone(),
             template: t.template.clone(),
             rolls_out: self.rolls_out,
             observes_generation: t.observes_generation,
@@ -272,11 +278,15 @@ impl Subject {
     }
 
     /// What keeps a policy's target (this subject) from making pods until the policy exists:
-    /// no replicas for a replicated kind, else a node selector matching no node.
+    /// no replicas for a replicated kind, else suspended when its schema offers it
+    /// ([`Subject::suspend`]), else a node selector matching no node.
     pub fn idle(&self) -> Fields {
-        match self.replicated {
-            true => Fields::from([("spec.replicas".to_string(), json!(0))]),
-            false => Fields::from([(
+        match (self.replicated, &self.suspend) {
+            (true, _) => Fields::from([("spec.replicas".to_string(), json!(0))]),
+            // A template that may not change once the object is made (a Job's) cannot lose a
+            // node selector later: the object is suspended, then resumed.
+            (false, Some(path)) => Fields::from([(path.clone(), json!(true))]),
+            (false, None) => Fields::from([(
                 format!("{}.spec.nodeSelector", self.template),
                 json!({NOWHERE: "x"}),
             )]),

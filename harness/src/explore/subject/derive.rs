@@ -80,6 +80,7 @@ fn native_twin(src: &Source<'_>, native: &Native, claims: bool) -> Twin {
     Twin {
         api_version: api_version.to_string(),
         kind: w.kind,
+        suspend: src.suspend(w, None),
         seed,
         renamed: native.renamed,
         documented: native.documented,
@@ -113,6 +114,7 @@ fn workload_subject(src: &Source<'_>, w: &Workload, v: &Version<'_>, claims: boo
             .as_ref()
             .map(|n| Box::new(native_twin(src, n, claims))),
         replicated: w.replicated,
+        suspend: src.suspend(w, Some(v)),
         template: w.template.to_string(),
         rolls_out: w.rolls_out,
         observes_generation: w.observes_generation,
@@ -164,6 +166,7 @@ fn member_subject(
         seed,
         twin,
         replicated: u.replicated,
+        suspend: None,
         template,
         rolls_out: u.rolls_out,
         observes_generation: u.observes_generation,
@@ -189,6 +192,7 @@ fn policy_subject(src: &Source<'_>, p: &Policy, v: &Version<'_>, t: &Subject) ->
         Box::new(Twin {
             api_version: v.api_version.clone(),
             kind: p.kind,
+            suspend: None,
             seed: over(&native),
             renamed: &[],
             documented: &[],
@@ -206,6 +210,7 @@ fn policy_subject(src: &Source<'_>, p: &Policy, v: &Version<'_>, t: &Subject) ->
         seed: over(t),
         twin,
         replicated: t.replicated,
+        suspend: None,
         template: String::new(),
         rolls_out: false,
         observes_generation: false,
@@ -283,6 +288,7 @@ fn derive(src: &Source<'_>) -> Vec<Subject> {
                 seed: Seed::new(move |n| build(&api_version, n)),
                 twin: None,
                 replicated: false,
+                suspend: None,
                 template: String::new(),
                 rolls_out: false,
                 observes_generation: true,
@@ -409,11 +415,52 @@ mod tests {
                 "x-kubernetes-group-version-kind": gvk("apps", "StatefulSet"),
                 "properties": {"spec": object(json!({
                     "volumeClaimTemplates": {"type": "array", "items": {}}}))}},
+            "io.k8s.api.batch.v1.Job": {
+                "x-kubernetes-group-version-kind": [
+                    {"group": "batch", "version": "v1", "kind": "Job"}],
+                "properties": {"spec": object(json!({"suspend": {"type": "boolean"}}))}},
             "io.k8s.api.apps.v1.Deployment": {
                 "x-kubernetes-group-version-kind": gvk("apps", "Deployment"),
                 "properties": {"spec": object(json!({"strategy": object(json!({
                     "type": {"type": "string", "enum": ["Recreate", "RollingUpdate"]}}))}))}}}}})]);
         (crds, doc)
+    }
+
+    #[test]
+    fn a_target_whose_schema_offers_suspend_is_made_suspended_and_resumed() {
+        let (crds, doc) = cell();
+        let all = served(&crds, &doc);
+        let over = |t: &str| {
+            all.iter()
+                .find(|s| s.name == format!("WorkloadSpread.{t}"))
+                .and_then(|s| s.target.as_deref())
+                .unwrap()
+                .clone()
+        };
+        // The Job's schema has `spec.suspend`: its template need not change to let it run.
+        let job = over("Job");
+        assert_eq!(job.suspend.as_deref(), Some("spec.suspend"));
+        assert_eq!(
+            job.idle(),
+            Fields::from([("spec.suspend".to_string(), json!(true))])
+        );
+        assert_eq!(
+            job.wake("t", &Fields::new()),
+            json!({"spec": {"suspend": null}})
+        );
+        // One without it is kept off every node, as before.
+        let ds = over("DaemonSet");
+        assert_eq!(ds.suspend, None);
+        assert!(ds.idle().keys().all(|k| k.ends_with("nodeSelector")));
+        // A policy over a kind whose twin is a Job drives the twin's Job the same way.
+        let twin_target = all
+            .iter()
+            .find(|s| s.name == "WorkloadSpread.BroadcastJob")
+            .and_then(|s| s.twin.as_deref())
+            .and_then(|t| t.target.as_deref())
+            .unwrap();
+        assert_eq!(twin_target.kind, "Job");
+        assert_eq!(twin_target.suspend.as_deref(), Some("spec.suspend"));
     }
 
     fn names(subjects: &[Subject]) -> Vec<&str> {

@@ -120,6 +120,22 @@ impl<'a> Source<'a> {
         }
     }
 
+    /// The boolean that holds all the pods of workload `w` in version `v` (a built-in kind's
+    /// read from the cell's OpenAPI, `v` aside), if its schema has one: `spec.suspend` (the
+    /// API's word for it), a boolean.
+    pub(super) fn suspend(&self, w: &Workload, v: Option<&Version<'_>>) -> Option<String> {
+        const AT: &str = "spec.suspend";
+        let node = match self {
+            Source::Known => None,
+            Source::Cell { doc, .. } if w.builtin => doc
+                .kind_schema(w.api_version, w.kind)
+                .and_then(|root| doc.at(root, AT))
+                .map(|n| doc.resolve(n).1),
+            Source::Cell { .. } => spec_at(&v?.spec, AT),
+        }?;
+        (node["type"] == "boolean").then(|| AT.to_string())
+    }
+
     /// Whether workload `w`, in the version its seed is written for, has claim templates.
     pub(super) fn kind_claims(&self, w: &Workload) -> bool {
         self.versions(w.api_version, w.kind, w.builtin)
