@@ -28,18 +28,25 @@ pub(super) struct Explorer<'a> {
     pub(super) book: Book<'a>,
 }
 
-/// By when the admission trials of the `i`th of `n` subjects must have started: the phase's
-/// `share` of the `budget` counted from `start`, split evenly and cumulatively, so a subject
-/// that ends early leaves its rest to the next.
+/// By when the admission trials of the `i`th of `n` subjects, started `now`, must have started:
+/// what is left of the phase's `share` of the `budget` (counted from `start`) split evenly over
+/// the subjects left, this one included. A subject that ends early leaves its rest to those
+/// after it; one that overruns (its findings shrunk inline) takes from all of them alike, not
+/// from the next one alone.
 pub(super) fn admission_deadline(
     start: Instant,
+    now: Instant,
     budget: Duration,
     share: f64,
     i: usize,
     n: usize,
 ) -> Instant {
-    let part = (i + 1).min(n.max(1)) as f64 / n.max(1) as f64;
-    start + budget.mul_f64(share.clamp(0.0, 1.0) * part)
+    let end = start + budget.mul_f64(share.clamp(0.0, 1.0));
+    let left = n.saturating_sub(i).max(1) as u32;
+    match end.checked_duration_since(now) {
+        Some(rest) => now + rest / left,
+        None => end,
+    }
 }
 
 impl Explorer<'_> {
@@ -386,25 +393,43 @@ mod tests {
     }
 
     #[test]
-    fn the_admission_share_is_split_evenly_and_cumulatively_over_the_subjects() {
+    fn the_admission_share_left_is_split_evenly_over_the_subjects_left() {
         let start = Instant::now();
         let budget = Duration::from_secs(100);
-        let at = |i, n, share| admission_deadline(start, budget, share, i, n) - start;
-        assert_eq!(at(0, 4, 0.5), Duration::from_millis(12_500));
-        assert_eq!(at(1, 4, 0.5), Duration::from_secs(25));
+        let at = |late: u64, i, n, share| {
+            admission_deadline(
+                start,
+                start + Duration::from_secs(late),
+                budget,
+                share,
+                i,
+                n,
+            ) - start
+        };
+        assert_eq!(at(0, 0, 4, 0.5), Duration::from_millis(12_500));
         assert_eq!(
-            at(3, 4, 0.5),
-            Duration::from_secs(50),
-            "the last ends the phase's share"
+            at(5, 1, 4, 0.5),
+            Duration::from_secs(20),
+            "an early end is shared"
         );
-        assert_eq!(at(0, 1, 1.0), budget, "alone, the whole budget");
         assert_eq!(
-            at(7, 4, 0.5),
+            at(35, 1, 4, 0.5),
+            Duration::from_secs(40),
+            "an overrun is taken from every subject left, not from the next alone"
+        );
+        assert_eq!(
+            at(40, 3, 4, 0.5),
+            Duration::from_secs(50),
+            "the last ends the phase"
+        );
+        assert_eq!(
+            at(60, 1, 4, 0.5),
             Duration::from_secs(50),
             "never past the share"
         );
+        assert_eq!(at(0, 0, 1, 1.0), budget, "alone, the whole budget");
         assert_eq!(
-            at(0, 0, 2.0),
+            at(0, 0, 0, 2.0),
             budget,
             "no subjects, a share over one: the budget"
         );

@@ -355,7 +355,7 @@ impl Cell<'_> {
     /// Makes a namespace of the trials' own, removed by [`Cell::drop_namespace`].
     pub async fn namespace(&self, subject: &Subject) -> anyhow::Result<String> {
         let n = self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let ns = format!("x-{}-{n}-{:04x}", subject.slug(), rand::random::<u16>());
+        let ns = namespace_name(subject, n, rand::random::<u16>());
         let nss: Api<Namespace> = Api::all(self.client.clone());
         let body: Namespace = serde_json::from_value(json!({"metadata": {
             "name": ns, "labels": {OWNER_LABEL: self.owner, TRIAL_LABEL: ns}}}))?;
@@ -430,9 +430,40 @@ impl Cell<'_> {
     }
 }
 
+/// The most characters of a subject's slug a trial namespace's name takes: a cluster-scoped
+/// subject's objects are named after the namespace (`<namespace>-<name>`, [`scoped_name`]), a
+/// policy's target after its policy (`<name>-target`), and controllers name what they make
+/// after those (`<name>-<hash>`, a label value too, at most 63 characters).
+const NAMESPACE_SLUG: usize = 16;
+
+/// The name of trial namespace number `n` of `subject`, with `random` to tell runs apart:
+/// `x-<slug>-<n>-<random>`, the slug cut to [`NAMESPACE_SLUG`] characters.
+fn namespace_name(subject: &Subject, n: usize, random: u16) -> String {
+    let slug: String = subject.slug().chars().take(NAMESPACE_SLUG).collect();
+    format!("x-{}-{n}-{random:04x}", slug.trim_end_matches('-'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_made_from_a_trial_namespace_fit_a_label_value() {
+        let all = crate::explore::subject::subjects();
+        let longest = all.iter().max_by_key(|s| s.name.len()).unwrap();
+        let ns = namespace_name(longest, 99_999, 0xffff);
+        assert!(ns.starts_with("x-") && ns.ends_with("-99999-ffff"), "{ns}");
+        // A cluster-scoped policy's object (named after the namespace), its target (after
+        // it), a subset of the target (`<name>-<subset>-<5 random>`) and a revision of it.
+        let target = target_name(&format!("{ns}-t99999"));
+        let revision = format!("{target}-a-{}-{}", "r".repeat(5), "h".repeat(10));
+        assert!(
+            revision.len() <= 63,
+            "{revision} ({} characters)",
+            revision.len()
+        );
+        assert!(!ns.contains("--"), "{ns}");
+    }
 
     #[test]
     fn the_twins_objects_are_told_from_the_subjects() {

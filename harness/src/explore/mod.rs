@@ -252,7 +252,14 @@ pub async fn explore(
             continue;
         };
         say(format!("{}: admission trials", s.name));
-        let deadline = admission_deadline(x.book.started, options.budget, share, i, subjects.len());
+        let deadline = admission_deadline(
+            x.book.started,
+            Instant::now(),
+            options.budget,
+            share,
+            i,
+            subjects.len(),
+        );
         let admitted = x.admission(s, crd, &doc, deadline).await?;
         materials.push((s.clone(), admitted));
         if x.book.left().is_zero() {

@@ -21,7 +21,7 @@ pub mod injection;
 pub mod release;
 pub mod revisions;
 
-pub use admission::{admission, stored, within};
+pub use admission::{admission, dropped, stored, within};
 pub use convergence::{PodView, convergence, holds_updates};
 pub use copies::{
     FORBIDDEN_NAMESPACES, NamespaceView, copies_convergence, selector_matches, selects,

@@ -12,8 +12,9 @@ pub const NAMESPACE: &str = "$(NAMESPACE)";
 pub const NAME: &str = "$(NAME)";
 
 /// Sets `path` (dot-separated, `name[i]` for a list item) in `obj` to `value`, making the
-/// objects on the way; `null` removes the field. Fails on a path through a non-object, or an
-/// item past the end of a list.
+/// objects on the way; `null` removes the field (and makes nothing: under an absent object,
+/// the field is absent already). Fails on a path through a non-object, or an item past the
+/// end of a list.
 pub fn set(obj: &mut Value, path: &str, value: Value) -> Result<(), String> {
     assign(obj, path, value, true)
 }
@@ -47,6 +48,9 @@ fn assign(obj: &mut Value, path: &str, value: Value, null_removes: bool) -> Resu
             } else {
                 map.insert(key.into(), value);
             }
+            return Ok(());
+        }
+        if value.is_null() && null_removes && !map.contains_key(key) {
             return Ok(());
         }
         let next = map.entry(key).or_insert_with(|| match index {
@@ -86,4 +90,24 @@ pub fn get<'a>(obj: &'a Value, path: &str) -> &'a Value {
         };
     }
     at
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_removal_under_an_absent_object_makes_nothing() {
+        let mut o = json!({"spec": {"a": 1}});
+        set(&mut o, "spec.b.c", Value::Null).unwrap();
+        assert_eq!(o, json!({"spec": {"a": 1}}));
+        set(&mut o, "spec.a", Value::Null).unwrap();
+        assert_eq!(o, json!({"spec": {}}));
+        set(&mut o, "spec.b.c", json!(2)).unwrap();
+        assert_eq!(o, json!({"spec": {"b": {"c": 2}}}));
+        // A merge patch keeps its null, and makes the objects on the way to it.
+        let mut p = json!({});
+        put(&mut p, "spec.b.c", Value::Null).unwrap();
+        assert_eq!(p, json!({"spec": {"b": {"c": null}}}));
+    }
 }

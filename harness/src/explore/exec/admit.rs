@@ -147,9 +147,19 @@ impl Cell<'_> {
             (Some(_), None) => return Ok(None),
             (None, _) => None,
         };
-        Ok(match refused {
-            Some(_) => None,
-            None => Some(answer(api.patch(tname, params, &Patch::Apply(&o)).await)),
-        })
+        if refused.is_some() {
+            return Ok(None);
+        }
+        let r = api.patch(tname, params, &Patch::Apply(&o)).await;
+        // A field the twin admits by dropping it (its feature gate off) it has not accepted.
+        if let Ok(stored) = &r
+            && let Some(k) =
+                oracle::dropped(own, &serde_json::to_value(stored)?, |k| s.twin_path(k))
+        {
+            return Ok(Some(Answer::UnknownField(format!(
+                "the twin admits {k} by dropping it"
+            ))));
+        }
+        Ok(Some(answer(r)))
     }
 }

@@ -430,8 +430,9 @@ impl Cell<'_> {
         }
     }
 
-    /// The warning events of namespace `ns`, but the refusals by role of an apiserver that
-    /// the trial restarted (`served_at`: when it served again).
+    /// The warning events of namespace `ns` about the subject's objects (the twin shares the
+    /// namespace: its objects' events are the twin's, not the subject's), but the refusals by
+    /// role of an apiserver that the trial restarted (`served_at`: when it served again).
     async fn warnings(
         &self,
         ns: &str,
@@ -444,6 +445,7 @@ impl Cell<'_> {
             .items
             .into_iter()
             .filter(|e| e.type_.as_deref() == Some("Warning"))
+            .filter(|e| !of_twin(e.involved_object.name.as_deref().unwrap_or_default()))
             .filter(|e| {
                 // A new apiserver refuses what its authorizer cannot yet tell is allowed (it has
                 // not read the roles and bindings): refusals by role until a second after it

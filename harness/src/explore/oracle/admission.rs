@@ -112,6 +112,21 @@ pub fn stored(subject: &Subject, set: &BTreeMap<String, Value>, answered: &Value
         .collect()
 }
 
+/// The first non-zero field of `set` that an admitted write did not keep: `answered` (the
+/// object the API answered with) lacks it at the path `path` gives (a field with no path is
+/// not asked for). A twin that admits a field by dropping it (a field whose feature gate is
+/// off) has not accepted it: its answer is not one to compare with.
+pub fn dropped<'f>(
+    set: &'f BTreeMap<String, Value>,
+    answered: &Value,
+    path: impl Fn(&str) -> Option<String>,
+) -> Option<&'f str> {
+    set.iter()
+        .filter(|(_, v)| !zero(v))
+        .find(|(k, v)| path(k).is_some_and(|p| !within(v, get(answered, &p))))
+        .map(|(k, _)| k.as_str())
+}
+
 /// Whether every leaf of `v` is a zero value ([`zero`]).
 fn zero_deep(v: &Value) -> bool {
     match v {
@@ -205,7 +220,13 @@ mod tests {
         )]);
         let answered = json!({"spec": {"selector": {"matchLabels": {"a": "b"}}}});
         assert!(stored(&cs, &sent, &answered).is_empty());
-        let dropped = json!({"spec": {"selector": {}}});
-        assert_eq!(stored(&cs, &sent, &dropped).len(), 1);
+        let dropped_it = json!({"spec": {"selector": {}}});
+        assert_eq!(stored(&cs, &sent, &dropped_it).len(), 1);
+        // The same, at another path (a twin's), and a field without one is not asked for.
+        let at = |k: &str| Some(k.replace("spec.", "spec.twin."));
+        let twin_kept = json!({"spec": {"twin": {"selector": {"matchLabels": {"a": "b"}}}}});
+        assert_eq!(dropped(&sent, &twin_kept, at), None);
+        assert_eq!(dropped(&sent, &answered, at), Some("spec.selector"));
+        assert_eq!(dropped(&sent, &answered, |_| None), None);
     }
 }

@@ -432,9 +432,14 @@ impl Snapshot<'_> {
     }
 
     /// The counters a rollout's bounds judge, for a workload whose desired count is the one it
-    /// last settled at (a scale in progress is bounded by neither); `None` when unbounded.
+    /// last settled at (a scale in progress is bounded by neither); `None` when unbounded. A
+    /// count read from the status (a daemon's) is the count of the generation the status
+    /// observed: until it has observed the spec, it bounds nothing (a daemon let onto its
+    /// nodes makes pods before its status counts them).
     pub fn rollout_counters(&self, settled_at: Option<i64>) -> Option<RolloutCounters> {
-        let desired = match self.workload.desired() {
+        let w = self.workload;
+        let desired = match w.desired() {
+            _ if w.kind.daemon() && !w.caught_up() => return None,
             Some(d) if Some(d) == settled_at => d,
             _ => return None,
         };

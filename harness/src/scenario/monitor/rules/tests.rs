@@ -97,6 +97,21 @@ fn daemonset_counters_compare_ready_and_scheduled_pods() {
 }
 
 #[test]
+fn a_daemon_s_count_bounds_its_rollout_once_its_status_observed_its_spec() {
+    // Settled at 0 (kept off every node), then let onto them: a pod comes before the status
+    // of the new generation counts it.
+    let lagging = json!({"observedGeneration": 1, "desiredNumberScheduled": 0, "numberReady": 0});
+    let w = workload(WorkloadKind::DaemonSet, json!({}), lagging);
+    let pods = [pod("d-a", false, "h")];
+    assert!(snap(&w, &pods).rollout(Some(0)).is_empty());
+    // The same count, observed for this generation: that pod is one too many.
+    let caught = json!({"observedGeneration": 2, "desiredNumberScheduled": 0, "numberReady": 0});
+    let w = workload(WorkloadKind::DaemonSet, json!({}), caught);
+    let found = snap(&w, &pods).rollout(Some(0));
+    assert_eq!(found[0].0, MAX_SURGE, "{found:?}");
+}
+
+#[test]
 fn max_unavailable_fires_beyond_the_strategy_once_settled() {
     let w = cloneset(3, json!({"maxUnavailable": 1}), status(3, 3, 3));
     let mut pods = vec![
