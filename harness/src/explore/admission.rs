@@ -28,25 +28,32 @@ pub(super) struct Explorer<'a> {
     pub(super) book: Book<'a>,
 }
 
-/// By when the admission trials of the `i`th of `n` subjects, started `now`, must have started:
-/// what is left of the phase's `share` of the `budget` (counted from `start`) split evenly over
-/// the subjects left, this one included. A subject that ends early leaves its rest to those
-/// after it; one that overruns (its findings shrunk inline) takes from all of them alike, not
-/// from the next one alone.
+/// By when the admission trials of a subject started `now` must have started: what is left
+/// of the phase's `share` of the `budget` (counted from `start`), in proportion to the
+/// subject's `weight` among the `weight_left` of the subjects left, itself included (a weight
+/// is what the subject's schema offers: [`weight`]). A subject that ends early leaves its rest
+/// to those after it; one that overruns (its findings shrunk inline) takes from all of them in
+/// proportion, not from the next one alone.
 pub(super) fn admission_deadline(
     start: Instant,
     now: Instant,
     budget: Duration,
     share: f64,
-    i: usize,
-    n: usize,
+    weight: usize,
+    weight_left: usize,
 ) -> Instant {
     let end = start + budget.mul_f64(share.clamp(0.0, 1.0));
-    let left = n.saturating_sub(i).max(1) as u32;
+    let part = weight.max(1) as f64 / weight_left.max(weight).max(1) as f64;
     match end.checked_duration_since(now) {
-        Some(rest) => now + rest / left,
+        Some(rest) => now + rest.mul_f64(part),
         None => end,
     }
+}
+
+/// A subject's weight in the admission phase: its single-field trials (one per field and
+/// value its schema offers), at least one.
+pub(super) fn weight(s: &Subject, crd: &Value, doc: &openapi::Doc, seed: u64) -> usize {
+    singles(s, crd, doc, seed).len().max(1)
 }
 
 impl Explorer<'_> {
@@ -393,45 +400,54 @@ mod tests {
     }
 
     #[test]
-    fn the_admission_share_left_is_split_evenly_over_the_subjects_left() {
+    fn the_admission_share_left_is_split_over_the_subjects_left_by_their_weight() {
         let start = Instant::now();
         let budget = Duration::from_secs(100);
-        let at = |late: u64, i, n, share| {
+        let at = |late: u64, w, left, share| {
             admission_deadline(
                 start,
                 start + Duration::from_secs(late),
                 budget,
                 share,
-                i,
-                n,
+                w,
+                left,
             ) - start
         };
-        assert_eq!(at(0, 0, 4, 0.5), Duration::from_millis(12_500));
         assert_eq!(
-            at(5, 1, 4, 0.5),
+            at(0, 1, 4, 0.5),
+            Duration::from_millis(12_500),
+            "even weights"
+        );
+        assert_eq!(
+            at(0, 3, 4, 0.5),
+            Duration::from_millis(37_500),
+            "three of four parts"
+        );
+        assert_eq!(
+            at(5, 1, 3, 0.5),
             Duration::from_secs(20),
             "an early end is shared"
         );
         assert_eq!(
-            at(35, 1, 4, 0.5),
+            at(35, 1, 3, 0.5),
             Duration::from_secs(40),
             "an overrun is taken from every subject left, not from the next alone"
         );
         assert_eq!(
-            at(40, 3, 4, 0.5),
+            at(40, 2, 2, 0.5),
             Duration::from_secs(50),
             "the last ends the phase"
         );
         assert_eq!(
-            at(60, 1, 4, 0.5),
+            at(60, 1, 3, 0.5),
             Duration::from_secs(50),
             "never past the share"
         );
-        assert_eq!(at(0, 0, 1, 1.0), budget, "alone, the whole budget");
+        assert_eq!(at(0, 5, 5, 1.0), budget, "alone, the whole budget");
         assert_eq!(
             at(0, 0, 0, 2.0),
             budget,
-            "no subjects, a share over one: the budget"
+            "no weight, a share over one: the budget"
         );
     }
 }

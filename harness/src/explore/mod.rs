@@ -57,7 +57,7 @@ use anyhow::Context;
 use futures::FutureExt;
 use serde_json::Value;
 
-use self::admission::{Explorer, admission_deadline};
+use self::admission::{Explorer, admission_deadline, weight};
 use self::behaviour::{Behaviour, Done, Job, Prepared, Ran, latency, prepare};
 use self::book::Book;
 use self::bring_up::{cell_reading, start_cell, start_cells, with_gates_of};
@@ -231,6 +231,19 @@ pub async fn explore(
         true => ADMISSION_SHARE,
         false => 1.0,
     };
+    // Each subject's weight in the phase (0: gated off or not served, it takes no time).
+    let served = |s: &Subject| {
+        let group = s.api_version.split('/').next().unwrap_or_default();
+        let on = !s
+            .gates
+            .iter()
+            .any(|g| options.gates.controller.get(*g) == Some(&false));
+        crds.get(&format!("{group}/{}", s.kind)).filter(|_| on)
+    };
+    let weights: Vec<usize> = subjects
+        .iter()
+        .map(|s| served(s).map_or(0, |crd| weight(s, crd, &doc, options.seed)))
+        .collect();
     for (i, s) in subjects.iter().enumerate() {
         let group = s.api_version.split('/').next().unwrap_or_default();
         if let Some(g) = s
@@ -257,8 +270,8 @@ pub async fn explore(
             Instant::now(),
             options.budget,
             share,
-            i,
-            subjects.len(),
+            weights[i],
+            weights[i..].iter().sum(),
         );
         let admitted = x.admission(s, crd, &doc, deadline).await?;
         materials.push((s.clone(), admitted));

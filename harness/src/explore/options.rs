@@ -113,8 +113,8 @@ fn cells_for(cores: usize) -> usize {
 pub const SHRINK_SHARE: f64 = 0.25;
 
 /// The share of the budget the admission phase may take when behaviour trials follow it:
-/// the subjects share it, each in turn with an even part of what is left of it among the
-/// subjects left (a subject that ends early leaves its rest to those after it), and a subject's admission trials not started by then
+/// the subjects share it, each in turn with a part of what is left of it among the subjects
+/// left in proportion to what its schema offers (a subject that ends early leaves its rest to those after it), and a subject's admission trials not started by then
 /// are left out but its first, its seed object alone (the reach table shows what was tried),
 /// so behaviour trials always have the rest. An admission-only exploration has the whole budget, shared the same way.
 pub const ADMISSION_SHARE: f64 = 0.5;
