@@ -218,7 +218,65 @@ pub fn scenarios() -> Vec<Scenario> {
             &["uniteddeployment", "revision-history", "webhook"],
             |ctx| negative_history(ctx).boxed(),
         ),
+        s(
+            "uniteddeployment/match-expressions-selector-is-refused-or-run",
+            "a UnitedDeployment whose selector has only matchExpressions (which the API allows) is refused, or observed and run with its replicas ready",
+            &["uniteddeployment", "selector", "webhook"],
+            |ctx| expressions_selector(ctx).boxed(),
+        ),
     ]
+}
+
+/// A selector of `matchExpressions` alone: refused, or a controller that makes its subsets.
+async fn expressions_selector(ctx: Ctx) -> anyhow::Result<()> {
+    let created = ctx
+        .step(
+            "a selector of matchExpressions only is refused, or admitted",
+            async {
+                let mut ud = united(Template::Deployment, 2, json!({}), json!({}));
+                ud["spec"]["selector"] = json!({
+                    "matchExpressions": [{"key": "app", "operator": "In", "values": [UD]}],
+                });
+                let created = match ctx.create(ud).await {
+                    Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 || e.code == 403 => {
+                        ctx.passed_by("refused");
+                        return Ok(None);
+                    }
+                    Err(e) => return Err(e.into()),
+                    Ok(o) => o,
+                };
+                ctx.passed_by("admitted");
+                Ok(Some(created))
+            },
+        )
+        .await?;
+    let Some(created) = created else {
+        return Ok(());
+    };
+    ctx.step("admitted, it is observed with a selector of matchExpressions only and runs 2 ready replicas", async {
+        let generation = created.metadata.generation;
+        let api = ctx.dyn_api(API, KIND).await?;
+        let what = format!(
+            "{KIND} {UD} with a selector of matchExpressions only to observe its spec and run 2 ready replicas"
+        );
+        until(&api, UD, &what, ctx.timeouts.converge, move |o| {
+            async move {
+                let Some(o) = o else {
+                    return Check::Pending("absent".into());
+                };
+                let st = status(&o);
+                Check::when(
+                    st["observedGeneration"].as_i64() >= generation
+                        && st["readyReplicas"].as_i64() == Some(2),
+                    || format!("status {st}"),
+                )
+            }
+            .boxed()
+        })
+        .await?;
+        Ok(())
+    })
+    .await
 }
 
 /// `revisionHistoryLimit: -1`: refused, or a controller that keeps working.
