@@ -404,6 +404,9 @@ fn needs(r: &Requirements) -> String {
         1 => out.push("a real node".into()),
         n => out.push(format!("{n} real nodes")),
     }
+    if r.alone {
+        out.push("no other scenario beside it (it may take the controller down)".into());
+    }
     if r.upgrade {
         out.push("a controller upgrade (`harness qualify` only)".into());
     }
@@ -644,6 +647,7 @@ mod tests {
             max_kubernetes: Some((1, 32)),
             min_controller: Some("v1.9.0".into()),
             real_nodes: 2,
+            alone: true,
             upgrade: true,
             ..Default::default()
         };
@@ -652,7 +656,8 @@ mod tests {
         assert_eq!(
             needs(&r),
             "Kubernetes 1.29 to 1.32; apiserver gates `A=true`; controller gates `B=false`; \
-             controller v1.9.0 or later; 2 real nodes; a controller upgrade (`harness qualify` \
+             controller v1.9.0 or later; 2 real nodes; no other scenario beside it (it may take \
+             the controller down); a controller upgrade (`harness qualify` \
              only)"
         );
         assert_eq!(needs(&Requirements::default()), "");

@@ -304,6 +304,7 @@ pub fn scenario(test: Test, settings: &Settings) -> Scenario {
         upgrade: false,
         min_controller: h.controller_since.clone(),
         real_nodes: h.real_nodes,
+        alone: false,
         skip: test.skip.then(|| "the test says skip: true".to_string()),
         // chainsaw makes the test's namespace, as it would on its own: the scenario's, from
         // the configuration's template, or the one the test names or templates.

@@ -130,23 +130,37 @@ pub(super) async fn run_scenarios_on(
     };
     // The attempts of one scenario run one after another, as in a single run no scenario
     // overlaps itself (its cluster-scoped objects and node-level work would collide).
+    // A scenario that runs alone waits for the others, then runs with none beside it.
     let repeat = env.options.repeat.max(1);
-    let mut stream = futures::stream::iter(selected.iter().map(|s| {
-        let facts = facts.clone();
-        futures::stream::iter(1..=repeat)
-            .then(move |attempt| {
-                let span = tracing::info_span!("scenario", scenario = %s.name, attempt);
-                run_with_retries(s, attempt, facts.clone(), unit, out).instrument(span)
-            })
-            .boxed()
-    }))
-    .flatten_unordered(env.options.parallel.max(1));
+    let (alone, shared): (Vec<&Scenario>, Vec<&Scenario>) =
+        selected.iter().partition(|s| s.requires.alone);
+    let attempts = |s| attempts(s, repeat, &facts, unit, out);
+    let mut stream = futures::stream::iter(shared.into_iter().map(attempts))
+        .flatten_unordered(env.options.parallel.max(1))
+        .chain(futures::stream::iter(alone.into_iter().map(attempts)).flatten());
     let mut failed = false;
     while let Some(r) = stream.next().await {
         failed |= r.outcome.fails_run(false);
         out.finish(r);
     }
     failed
+}
+
+/// The `repeat` attempts of `s`, one after another.
+fn attempts<'a, 'e: 'a>(
+    s: &'a Scenario,
+    repeat: usize,
+    facts: &Facts,
+    unit: Unit<'a>,
+    out: &'a Emitter<'e>,
+) -> futures::stream::BoxStream<'a, ScenarioResult> {
+    let facts = facts.clone();
+    futures::stream::iter(1..=repeat)
+        .then(move |attempt| {
+            let span = tracing::info_span!("scenario", scenario = %s.name, attempt);
+            run_with_retries(s, attempt, facts.clone(), unit, out).instrument(span)
+        })
+        .boxed()
 }
 
 /// Runs one scenario, and again (each time in a fresh namespace) while its result fails the

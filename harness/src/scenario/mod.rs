@@ -65,6 +65,11 @@ pub struct Requirements {
     /// ones; its cluster gets them (local provider), other providers skip it.
     #[serde(default)]
     pub real_nodes: usize,
+    /// It may take the controller down (an object that panics a release with a known bug on
+    /// every sync): it runs after the other scenarios of its cluster, with none beside it, so
+    /// that none of theirs meets a controller that is restarting.
+    #[serde(default)]
+    pub alone: bool,
     /// Skipped everywhere, with this reason (a declarative test that says `skip: true`).
     #[serde(default)]
     pub skip: Option<String>,
@@ -253,6 +258,12 @@ impl Scenario {
     /// [`Requirements::real_nodes`]).
     pub fn on_real_nodes(mut self, count: usize) -> Self {
         self.requires.real_nodes = count;
+        self
+    }
+
+    /// The same scenario, run with no other beside it (see [`Requirements::alone`]).
+    pub fn alone(mut self) -> Self {
+        self.requires.alone = true;
         self
     }
 
