@@ -102,7 +102,10 @@ impl Explorer<'_> {
         deadline: Instant,
     ) -> anyhow::Result<Vec<(String, Value)>> {
         let singles = singles(s, crd, doc, self.options.seed);
-        self.book.summary.reach.offer(&s.name, &singles);
+        self.book
+            .summary
+            .reach
+            .offer(&s.name, &super::singles::offered(s, crd, doc));
         let mut trials: Vec<Trial> = vec![];
         let mut index = 0;
         let seed = self.options.seed;

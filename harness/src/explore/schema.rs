@@ -571,16 +571,19 @@ impl Shape {
     pub fn values(&self) -> Vec<Value> {
         let mut v: Vec<Value> = match self {
             Shape::Bool => vec![json!(true), json!(false)],
+            // The first value is the typical one (what a bound keeps): a count of one, or the
+            // least the schema allows, as the minimal object has it; zero is often "unset".
             Shape::Integer { minimum, maximum } => {
-                let mut ints = vec![0, 1, 2, 10, -1, i64::from(i32::MAX)];
+                let typical = minimum.unwrap_or(1).max(1).min(maximum.unwrap_or(i64::MAX));
+                let mut ints = vec![typical, 0, 1, 2, 10, -1, i64::from(i32::MAX)];
                 for b in [minimum, maximum].into_iter().flatten() {
                     ints.extend([b.saturating_sub(1), *b, b.saturating_add(1)]);
                 }
                 ints.into_iter().map(|i| json!(i)).collect()
             }
             Shape::IntOrString => vec![
-                json!(0),
                 json!(1),
+                json!(0),
                 json!(2),
                 json!("0%"),
                 json!("1%"),
@@ -872,6 +875,17 @@ mod tests {
             "a required leaf is never removed"
         );
         assert_eq!(v.len(), 6, "bounds already tried are not repeated: {v:?}");
+        assert_eq!(v[0], json!(1), "the typical value first: {v:?}");
+        let bounded = Shape::Integer {
+            minimum: Some(5),
+            maximum: Some(9),
+        };
+        assert_eq!(bounded.values()[0], json!(5), "the least the schema allows");
+        let negative = Shape::Integer {
+            minimum: None,
+            maximum: Some(-2),
+        };
+        assert_eq!(negative.values()[0], json!(-2), "within its maximum");
         let surge = Leaf {
             path: "spec.x".into(),
             shape: Shape::IntOrString,
@@ -881,6 +895,7 @@ mod tests {
         for want in [json!("150%"), json!("1"), json!(0), Value::Null] {
             assert!(v.contains(&want), "{want} in {v:?}");
         }
+        assert_eq!(v[0], json!(1), "the typical value first: {v:?}");
         let e = Shape::Enum(vec!["A".into()]).values();
         assert_eq!(e, vec![json!("A"), json!(NOT_A_MEMBER)]);
     }

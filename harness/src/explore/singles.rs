@@ -12,13 +12,14 @@ use super::{openapi, schema};
 ///
 /// How admission trials are bounded: a pod template walked from the cell's OpenAPI has
 /// hundreds of leaves ([`schema`] bounds the walk by depth and by lists), and each single is
-/// two dry runs on the subject and two on its twin, for each of about twenty subjects. Every
-/// template leaf gets its first value (the typical one: the first member, the first word,
-/// the object the cell makes); further values are drawn with the run's seed until the
-/// template has [`TEMPLATE_SINGLES`] singles (a policy's target, [`TARGET_SINGLES`]: it
-/// explores the policy, not the template, which its own subject explores). So one run
-/// tries every template leaf, and another seed tries other values of them. The CRD's own
-/// leaves are not bounded: they are the subject's, and a few hundred values at most.
+/// two dry runs on the subject and two on its twin, for each of many subjects. Every leaf of
+/// a subject's own template gets its first value (the typical one: the first member, the
+/// first word, the object the cell makes), however many leaves there are; further values are
+/// drawn with the run's seed until the template has [`TEMPLATE_SINGLES`] singles. A policy's
+/// target ([`TARGET_SINGLES`]) explores the policy, not the template, which its own subject
+/// explores: its fields are drawn too. So one run tries every leaf of every subject's own
+/// template, and another seed tries other values of them. The CRD's own leaves are not
+/// bounded: they are the subject's, and a few hundred values at most.
 pub const TEMPLATE_SINGLES: usize = 150;
 
 /// The most values of one field that covering rows pair with the others' (see
@@ -34,6 +35,20 @@ pub const TARGET_SINGLES: usize = 50;
 /// where the seed has no item is set through a minimal item: the set holds the list with
 /// that item (the field set in it) and the field itself, so that findings name the field.
 pub fn singles(s: &Subject, crd: &Value, doc: &openapi::Doc, seed: u64) -> Vec<Fields> {
+    let [mut own, template, target] = parts(s, crd, doc);
+    own.extend(bounded(template, TEMPLATE_SINGLES, seed, &s.name, true));
+    own.extend(bounded(target, TARGET_SINGLES, seed, &s.name, false));
+    own
+}
+
+/// Every single value the schema offers `s`, unbounded: what [`singles`] draws from (the
+/// reach table's "offered").
+pub fn offered(s: &Subject, crd: &Value, doc: &openapi::Doc) -> Vec<Fields> {
+    parts(s, crd, doc).concat()
+}
+
+/// The singles of `s`'s own leaves, of its pod template's and of its target's template.
+fn parts(s: &Subject, crd: &Value, doc: &openapi::Doc) -> [Vec<Fields>; 3] {
     let version = s.api_version.rsplit('/').next().unwrap_or_default();
     let obj = s.seed.make("x");
     let reselect = s.reselect();
@@ -56,17 +71,18 @@ pub fn singles(s: &Subject, crd: &Value, doc: &openapi::Doc, seed: u64) -> Vec<F
         .into_iter()
         .filter(|l| l.path != "spec.replicas" || s.replicated)
         .collect();
-    let mut out = leaf_sets(&own, &obj, &reselect, false, "");
-    let sets = leaf_sets(&template, &obj, &reselect, true, "");
-    out.extend(bounded(sets, TEMPLATE_SINGLES, seed, &s.name));
+    let own = leaf_sets(&own, &obj, &reselect, false, "");
+    let template = leaf_sets(&template, &obj, &reselect, true, "");
     // A policy meets its target's template fields.
-    if let Some(t) = &s.target {
-        let tseed = t.seed.make("x");
-        let tl = schema::template_leaves(doc, &t.template, &tseed);
-        let sets = leaf_sets(&tl, &tseed, &reselect, true, subject::TARGET);
-        out.extend(bounded(sets, TARGET_SINGLES, seed, &s.name));
-    }
-    out
+    let target = match &s.target {
+        Some(t) => {
+            let tseed = t.seed.make("x");
+            let tl = schema::template_leaves(doc, &t.template, &tseed);
+            leaf_sets(&tl, &tseed, &reselect, true, subject::TARGET)
+        }
+        None => vec![],
+    };
+    [own, template, target]
 }
 
 /// The field sets of `leaves` of `seed` (keys prefixed with `prefix`), each value alone: a
@@ -131,9 +147,16 @@ pub(super) fn leaf_sets(
 }
 
 /// `sets` bounded to `cap`: the first set of each field (the innermost path of the set), then
-/// others drawn with `seed` (and `name`), in their order. With more fields than `cap`, the
-/// fields are drawn too.
-pub(super) fn bounded(sets: Vec<Fields>, cap: usize, seed: u64, name: &str) -> Vec<Fields> {
+/// others drawn with `seed` (and `name`), in their order. With more fields than `cap`, every
+/// field's first set is kept when `every_field` (the bound is then the number of fields), else
+/// the fields are drawn too.
+pub(super) fn bounded(
+    sets: Vec<Fields>,
+    cap: usize,
+    seed: u64,
+    name: &str,
+    every_field: bool,
+) -> Vec<Fields> {
     if sets.len() <= cap {
         return sets;
     }
@@ -150,6 +173,10 @@ pub(super) fn bounded(sets: Vec<Fields>, cap: usize, seed: u64, name: &str) -> V
             false => others.push(i),
         }
     }
+    let cap = match every_field {
+        true => cap.max(firsts.len()),
+        false => cap,
+    };
     rng.shuffle(&mut firsts);
     rng.shuffle(&mut others);
     let mut keep: Vec<usize> = firsts.into_iter().chain(others).take(cap).collect();
@@ -237,6 +264,31 @@ mod tests {
         assert_eq!(
             kept,
             ["spec.paused", "spec.subsetsLimit", "spec.subsets[0].name"]
+        );
+    }
+
+    #[test]
+    fn a_bound_keeps_every_fields_first_value_when_asked_and_draws_fields_else() {
+        // 40 fields of 3 values each, in the order leaf_sets makes them.
+        let sets: Vec<Fields> = (0..40)
+            .flat_map(|f| (0..3).map(move |v| Fields::from([(format!("spec.f{f:02}"), json!(v))])))
+            .collect();
+        let firsts = |kept: &[Fields]| {
+            kept.iter()
+                .filter(|f| f.values().next() == Some(&json!(0)))
+                .count()
+        };
+        let every = bounded(sets.clone(), 10, 1, "s", true);
+        assert_eq!(every.len(), 40, "the bound is the number of fields");
+        assert_eq!(firsts(&every), 40, "each field with its first value");
+        let more = bounded(sets.clone(), 50, 1, "s", true);
+        assert_eq!((more.len(), firsts(&more)), (50, 40), "then other values");
+        let drawn = bounded(sets.clone(), 10, 1, "s", false);
+        assert_eq!((drawn.len(), firsts(&drawn)), (10, 10), "fields drawn");
+        assert_ne!(
+            drawn,
+            bounded(sets, 10, 2, "s", false),
+            "another seed, others"
         );
     }
 
