@@ -216,15 +216,102 @@ pub(super) fn same(a: &Finding, b: &Finding) -> bool {
 
 /// Whether two findings are one: the same oracle, subject and key, the verb of an admission
 /// finding's key aside (the same field and form of value refused or admitted alike at create
-/// and at update is one finding).
+/// and at update is one finding); or two answers of the same kind (both admit, or both
+/// refuse, what the twin does not) whose refusing side refuses for one cause ([`cause`]: the
+/// same field, in the same words), whatever field the trial set. A twin that refuses every
+/// change of its template as immutable is one finding, not one per field of the template.
 pub(super) fn alike(a: &Finding, b: &Finding) -> bool {
     let verbless = |k: &str| k.replace(" on update of ", " on create of ");
-    a.oracle == b.oracle && a.subject == b.subject && verbless(&a.key) == verbless(&b.key)
+    if a.oracle != b.oracle || a.subject != b.subject {
+        return false;
+    }
+    if verbless(&a.key) == verbless(&b.key) {
+        return true;
+    }
+    let verdict = |k: &str| k.split_whitespace().next().map(String::from);
+    let refusal = |f: &Finding| {
+        [&f.observed, &f.expected]
+            .into_iter()
+            .find_map(|side| side.split_once(": refused (").map(|(_, m)| cause(m)))
+            .flatten()
+    };
+    a.oracle == super::oracle::Oracle::Native
+        && verdict(&a.key) == verdict(&b.key)
+        && refusal(a).is_some_and(|c| refusal(b) == Some(c))
+}
+
+/// The cause a refusal gives: the first field path it names and its last words (`spec.template`
+/// and `field is immutable` of `Job.batch "t1" is invalid: spec.template: Invalid value:
+/// core.PodTemplateSpec{…}: field is immutable`), without the value between them; none when
+/// it names no field.
+pub(super) fn cause(message: &str) -> Option<(String, String)> {
+    static PATH: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?:^|[\s\[])((?:spec|metadata)(?:[.\[][A-Za-z0-9_\-\]\[.]*)?): ")
+            .expect("a valid regex")
+    });
+    let path = PATH.captures(message)?.get(1)?.as_str().to_string();
+    let last = message
+        .trim_end()
+        .trim_end_matches(')')
+        .trim_end_matches(']')
+        .rsplit(": ")
+        .next()?
+        .trim()
+        .to_string();
+    Some((path, last))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn findings_whose_refusing_side_gives_one_cause_are_one() {
+        use crate::explore::oracle::Oracle;
+        let immutable = |field: &str, value: &str| Finding {
+            oracle: Oracle::Native,
+            subject: "BroadcastJob".into(),
+            key: format!("admits on update of {field} as a string what Job does not"),
+            observed: format!("BroadcastJob update setting {field}=\"{value}\": admitted"),
+            expected: format!(
+                "as batch/v1 Job: refused (Job.batch \"t{value}\" is invalid: spec.template: \
+                 Invalid value: core.PodTemplateSpec{{Spec:{{{value}}}}}: field is immutable)"
+            ),
+        };
+        let a = immutable("spec.template.spec.hostname", "x");
+        let b = immutable("spec.template.spec.subdomain", "y");
+        assert!(alike(&a, &b), "one cause: the template is immutable");
+        let handler = |hook: &str| Finding {
+            oracle: Oracle::Native,
+            subject: "CloneSet".into(),
+            key: format!(
+                "refuses on create of spec.template.spec.containers[0].lifecycle.{hook}.sleep.seconds as a positive number what Deployment does not"
+            ),
+            observed: format!(
+                "CloneSet create setting x=1: refused (admission webhook \"v.kb.io\" denied the \
+                 request: spec.template.spec.containers[0].lifecycle.{hook}: Required value: \
+                 must specify a handler type)"
+            ),
+            expected: "as apps/v1 Deployment: admitted".into(),
+        };
+        let (pre, post) = (handler("preStop"), handler("postStart"));
+        assert!(!alike(&pre, &post), "two fields refused: two causes");
+        let mut admits = pre.clone();
+        admits.key = admits.key.replacen("refuses", "admits", 1);
+        assert!(!alike(&pre, &admits), "the other verdict");
+        let mut unnamed = a.clone();
+        unnamed.expected = "as batch/v1 Job: refused (no)".into();
+        let mut unnamed2 = b.clone();
+        unnamed2.expected = unnamed.expected.clone();
+        assert!(
+            !alike(&unnamed, &unnamed2),
+            "a refusal naming no field is no cause"
+        );
+        assert_eq!(
+            cause("x is invalid: [spec.a[0].b: Invalid value: -1: must be >= 0, spec.c: bad]"),
+            Some(("spec.a[0].b".into(), "bad".into()))
+        );
+    }
 
     #[test]
     fn shrinking_starts_only_where_its_confirming_runs_still_fit() {
