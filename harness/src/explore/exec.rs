@@ -83,6 +83,9 @@ struct Undo {
 /// must not collide).
 const TWIN: &str = "t";
 
+/// How long a policy's target is waited for until its controller has observed it.
+const TARGET_SEEN: Duration = Duration::from_secs(10);
+
 /// Whether a monitored object ("Kind name") is the twin's or made for it (its target, pods,
 /// ReplicaSets, claims): the monitor judges the subject's side; the twin is the reference.
 fn of_twin(object: &str) -> bool {
@@ -306,6 +309,9 @@ impl Cell<'_> {
     /// Makes the target of the policy object `name` of `s` (none for a workload subject),
     /// kept from making pods ([`Subject::idle`]).
     /// `set` holds the target's fields of the trial's create ([`super::subject::TARGET`]).
+    /// A target whose kind reports `observedGeneration` is waited for until its controller
+    /// has observed it (at most [`TARGET_SEEN`]). Returns the refusal's words if the target
+    /// kind refused it.
     async fn make_target(
         &self,
         ns: &str,
@@ -324,7 +330,31 @@ impl Cell<'_> {
             anyhow::bail!("set {fields:?} on the target {} {target}", t.kind);
         };
         match api.patch(&target, &strict(), &Patch::Apply(&o)).await {
-            Ok(_) => Ok(None),
+            Ok(_) => {
+                // The policy is made over a target its controller has seen, as a user makes
+                // one over a workload that runs: a webhook that reads the target from the
+                // controller's cache finds it, whenever the trial runs.
+                if t.observes_generation {
+                    let what = format!("{} {target} observed", t.kind);
+                    let observed = crate::wait::until(&api, &target, &what, TARGET_SEEN, |o| {
+                        let o = o.map(|o| serde_json::to_value(o).unwrap_or_default());
+                        Box::pin(async move {
+                            let o = o.unwrap_or_default();
+                            crate::wait::Check::when(
+                                o["status"]["observedGeneration"].as_i64()
+                                    >= o["metadata"]["generation"].as_i64()
+                                    && o["metadata"]["generation"].is_i64(),
+                                || "not observed yet".to_string(),
+                            )
+                        })
+                    })
+                    .await;
+                    if let Err(e) = observed {
+                        tracing::debug!("{e}: the trial goes on");
+                    }
+                }
+                Ok(None)
+            }
             // The target's template is the target kind's to admit (its own subject explores
             // that): the trial has no policy to judge. A webhook's denial is a refusal whatever
             // code it carries (OpenKruise's Advanced DaemonSet webhook denies with 500).
