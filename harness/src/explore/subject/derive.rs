@@ -166,7 +166,7 @@ fn member_subject(
         seed,
         twin,
         replicated: u.replicated,
-        suspend: None,
+        suspend: src.union_holds(v),
         template,
         rolls_out: u.rolls_out,
         observes_generation: u.observes_generation,
@@ -393,8 +393,10 @@ mod tests {
             "UnitedDeployment",
             &[("v1alpha1", object(json!({"template": members})))],
         );
-        let cron = object(json!({"template": object(json!({
-            "jobTemplate": object(json!({})), "broadcastJobTemplate": object(json!({}))}))}));
+        let cron = object(
+            json!({"paused": {"type": "boolean"}, "template": object(json!({
+            "jobTemplate": object(json!({})), "broadcastJobTemplate": object(json!({}))}))}),
+        );
         add(
             "apps.kruise.io/v1alpha1",
             "AdvancedCronJob",
@@ -448,7 +450,14 @@ mod tests {
             job.wake("t", &Fields::new()),
             json!({"spec": {"suspend": null}})
         );
-        // One without it is kept off every node, as before.
+        // One whose webhook refuses template updates pauses instead (`spec.paused`).
+        let cron = over("AdvancedCronJob");
+        assert_eq!(cron.suspend.as_deref(), Some("spec.paused"));
+        assert_eq!(
+            cron.wake("t", &Fields::new()),
+            json!({"spec": {"paused": null}})
+        );
+        // One without either is kept off every node, as before.
         let ds = over("DaemonSet");
         assert_eq!(ds.suspend, None);
         assert!(ds.idle().keys().all(|k| k.ends_with("nodeSelector")));

@@ -58,6 +58,19 @@ pub(super) fn spec_at<'v>(spec: &'v Value, path: &str) -> Option<&'v Value> {
     Some(at)
 }
 
+/// The booleans that hold all of a kind's pods, in the API's two words for it: a Job or a
+/// CronJob suspends, a BroadcastJob or an AdvancedCronJob pauses. The first a schema has is
+/// the one (see [`crate::explore::subject::Subject::idle`]).
+pub(super) const HOLDS: [&str; 2] = ["spec.suspend", "spec.paused"];
+
+/// The first of [`HOLDS`] that CRD `spec` schema has as a boolean.
+fn holds(spec: &Value) -> Option<String> {
+    HOLDS
+        .into_iter()
+        .find(|at| spec_at(spec, at).is_some_and(|n| n["type"] == "boolean"))
+        .map(String::from)
+}
+
 /// The path of the object that holds `path`'s last field.
 pub(super) fn parent(path: &str) -> &str {
     path.rsplit_once('.').map_or("", |(p, _)| p)
@@ -121,19 +134,25 @@ impl<'a> Source<'a> {
     }
 
     /// The boolean that holds all the pods of workload `w` in version `v` (a built-in kind's
-    /// read from the cell's OpenAPI, `v` aside), if its schema has one: `spec.suspend` (the
-    /// API's word for it), a boolean.
+    /// read from the cell's OpenAPI, `v` aside), if its schema has one ([`HOLDS`]).
     pub(super) fn suspend(&self, w: &Workload, v: Option<&Version<'_>>) -> Option<String> {
-        const AT: &str = "spec.suspend";
-        let node = match self {
+        match self {
             Source::Known => None,
-            Source::Cell { doc, .. } if w.builtin => doc
-                .kind_schema(w.api_version, w.kind)
-                .and_then(|root| doc.at(root, AT))
-                .map(|n| doc.resolve(n).1),
-            Source::Cell { .. } => spec_at(&v?.spec, AT),
-        }?;
-        (node["type"] == "boolean").then(|| AT.to_string())
+            Source::Cell { doc, .. } if w.builtin => HOLDS.into_iter().find_map(|at| {
+                let root = doc.kind_schema(w.api_version, w.kind)?;
+                let node = doc.resolve(doc.at(root, at)?).1;
+                (node["type"] == "boolean").then(|| at.to_string())
+            }),
+            Source::Cell { .. } => holds(&v?.spec),
+        }
+    }
+
+    /// The boolean that holds all the pods of a union kind in version `v` ([`HOLDS`]).
+    pub(super) fn union_holds(&self, v: &Version<'_>) -> Option<String> {
+        match self {
+            Source::Known => None,
+            Source::Cell { .. } => holds(&v.spec),
+        }
     }
 
     /// Whether workload `w`, in the version its seed is written for, has claim templates.
