@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::exec::{self, Cell};
 use super::minimize;
+use super::options::CORES_PER_CELL;
 use super::oracle::{self, Finding, Oracle};
 use super::subject::Subject;
 use super::trial::Trial;
@@ -46,8 +47,9 @@ pub(super) struct Plan {
 }
 
 /// How a finding whose trial took `trial` is shrunk and confirmed (`confirm` runs) with `left`
-/// of the time for both: the confirming runs come last and, all at once, take about one
-/// trial; candidates (`side_by_side` at once) may start while a candidate and the confirming
+/// of the time for both: the confirming runs come last and, all at once, share a cell's
+/// [`CORES_PER_CELL`] cores (three runs on two cores take about one and a half trials: taken
+/// as one, the last confirming runs ended after the share); candidates (`side_by_side` at once) may start while a candidate and the confirming
 /// runs still fit. A trial that acts on the whole controller or cluster ([`Trial::global`])
 /// runs alone: its candidates and confirming runs one after another. None when not even the
 /// confirming runs fit: the finding is then written as it fired.
@@ -62,7 +64,10 @@ pub(super) fn plan(
         true => (1, confirm.max(1)),
         false => (side_by_side.max(1), 1),
     };
-    let confirming = trial * u32::try_from(rounds).unwrap_or(u32::MAX);
+    let confirming = match global {
+        true => trial * u32::try_from(rounds).unwrap_or(u32::MAX),
+        false => trial.mul_f64((confirm as f64 / CORES_PER_CELL as f64).max(1.0)),
+    };
     if left.is_zero() || left < confirming {
         return None;
     }
@@ -323,14 +328,20 @@ mod tests {
                 confirm_at_once: true,
             })
         };
-        // The confirming runs, at once, take a trial; candidates start while one more fits.
-        assert_eq!(plan(s(100), s(20), 3, 2, false), plain(s(60)));
+        // Three confirming runs at once on a cell's two cores take a trial and a half;
+        // candidates start while one more trial fits.
+        assert_eq!(plan(s(100), s(20), 3, 2, false), plain(s(50)));
         assert_eq!(
             plan(s(30), s(20), 3, 2, false),
             plain(s(0)),
             "confirmed, not shrunk"
         );
-        assert_eq!(plan(s(10), s(20), 3, 2, false), None, "written as it fired");
+        assert_eq!(plan(s(29), s(20), 3, 2, false), None, "written as it fired");
+        assert_eq!(
+            plan(s(100), s(20), 1, 2, false),
+            plain(s(60)),
+            "one run: a trial"
+        );
         assert_eq!(plan(Duration::ZERO, s(1), 3, 2, false), None);
         // A trial that runs alone: its runs one after another.
         assert_eq!(
