@@ -419,26 +419,52 @@ pub fn markdown(summary: &Summary) -> String {
     rows.sort_by(|a, b| {
         (a.finding.oracle, &a.finding.subject).cmp(&(b.finding.oracle, &b.finding.subject))
     });
-    let _ = writeln!(
-        out,
-        "| oracle | kind | finding | seen after | reproduced | steps | directory |"
-    );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
-    for r in rows {
+    // Apart, by what confirming them said: those that fired every time, those that did not
+    // (a timing, another trial beside them), and those past the shrink share.
+    let parts: [(&str, fn(&Reported) -> bool); 3] = [
+        ("Stable: fired by every confirming run", |r| {
+            r.confirmed() && r.stable
+        }),
+        ("Unstable: fired by some confirming runs only", |r| {
+            r.confirmed() && !r.stable
+        }),
+        ("Not confirmed (`--replay` confirms them)", |r| {
+            !r.confirmed()
+        }),
+    ];
+    for (title, holds) in parts {
+        let part: Vec<&&Reported> = rows.iter().filter(|r| holds(r)).collect();
+        if part.is_empty() {
+            continue;
+        }
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {:.0} s | {} | {} | `{}` |",
-            r.finding.oracle.short(),
-            r.finding.subject,
-            r.finding.key.replace('|', "\\|"),
-            r.first_seen,
-            r.reproduction(),
-            r.trial.steps.len(),
-            r.dir
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or_default(),
+            "## {title} ({})
+",
+            part.len()
         );
+        let _ = writeln!(
+            out,
+            "| oracle | kind | finding | seen after | reproduced | steps | directory |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+        for r in part {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {:.0} s | {} | {} | `{}` |",
+                r.finding.oracle.short(),
+                r.finding.subject,
+                r.finding.key.replace('|', "\\|"),
+                r.first_seen,
+                r.reproduction(),
+                r.trial.steps.len(),
+                r.dir
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or_default(),
+            );
+        }
+        let _ = writeln!(out);
     }
     out
 }
@@ -471,6 +497,45 @@ mod tests {
             baseline: None,
             gates: Default::default(),
         }
+    }
+
+    #[test]
+    fn findings_md_lists_stable_unstable_and_unconfirmed_findings_apart() {
+        let s = crate::explore::select(&["CloneSet".to_string()])
+            .unwrap()
+            .remove(0);
+        let trial = Trial {
+            subject: s.name.clone(),
+            mode: Mode::Behaviour,
+            seed: 1,
+            index: 0,
+            steps: vec![Step::Create { set: Fields::new() }],
+        };
+        let stable = reported(&s, trial.clone(), "stays");
+        let mut flaky = reported(&s, trial.clone(), "wobbles");
+        (flaky.reproduced, flaky.stable) = (1, false);
+        let mut late = reported(&s, trial, "waits");
+        (late.reproduced, late.confirm_runs, late.stable) = (0, 0, false);
+        let summary = Summary {
+            findings: vec![late, flaky, stable],
+            ..Default::default()
+        };
+        let md = markdown(&summary);
+        let at = |text: &str| md.find(text).unwrap_or_else(|| panic!("{text} in {md}"));
+        assert!(at("## Stable") < at("| stays |"));
+        assert!(at("| stays |") < at("## Unstable"));
+        assert!(at("## Unstable") < at("| wobbles |"));
+        assert!(at("| wobbles |") < at("## Not confirmed"));
+        assert!(at("## Not confirmed") < at("| waits |"));
+        assert!(md.contains("## Unstable: fired by some confirming runs only (1)"));
+        let only_stable = Summary {
+            findings: vec![summary.findings[2].clone()],
+            ..Default::default()
+        };
+        assert!(
+            !markdown(&only_stable).contains("## Unstable"),
+            "no empty part"
+        );
     }
 
     #[test]
