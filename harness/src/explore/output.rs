@@ -421,19 +421,18 @@ pub fn markdown(summary: &Summary) -> String {
     });
     // Apart, by what confirming them said: those that fired every time, those that did not
     // (a timing, another trial beside them), and those past the shrink share.
-    let parts: [(&str, fn(&Reported) -> bool); 3] = [
-        ("Stable: fired by every confirming run", |r| {
-            r.confirmed() && r.stable
-        }),
-        ("Unstable: fired by some confirming runs only", |r| {
-            r.confirmed() && !r.stable
-        }),
-        ("Not confirmed (`--replay` confirms them)", |r| {
-            !r.confirmed()
-        }),
+    let titles = [
+        "Stable: fired by every confirming run",
+        "Unstable: fired by some confirming runs only",
+        "Not confirmed (`--replay` confirms them)",
     ];
-    for (title, holds) in parts {
-        let part: Vec<&&Reported> = rows.iter().filter(|r| holds(r)).collect();
+    let part_of = |r: &Reported| match (r.confirmed(), r.stable) {
+        (true, true) => 0,
+        (true, false) => 1,
+        (false, _) => 2,
+    };
+    for (i, title) in titles.into_iter().enumerate() {
+        let part: Vec<&&Reported> = rows.iter().filter(|r| part_of(r) == i).collect();
         if part.is_empty() {
             continue;
         }
