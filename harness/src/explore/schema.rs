@@ -876,16 +876,13 @@ mod tests {
         );
         assert_eq!(v.len(), 6, "bounds already tried are not repeated: {v:?}");
         assert_eq!(v[0], json!(1), "the typical value first: {v:?}");
-        let bounded = Shape::Integer {
-            minimum: Some(5),
-            maximum: Some(9),
-        };
-        assert_eq!(bounded.values()[0], json!(5), "the least the schema allows");
-        let negative = Shape::Integer {
-            minimum: None,
-            maximum: Some(-2),
-        };
-        assert_eq!(negative.values()[0], json!(-2), "within its maximum");
+        // The least the schema allows, within its maximum.
+        for (minimum, maximum, first) in [(Some(5), Some(9), 5), (None, Some(-2), -2)] {
+            assert_eq!(
+                Shape::Integer { minimum, maximum }.values()[0],
+                json!(first)
+            );
+        }
         let surge = Leaf {
             path: "spec.x".into(),
             shape: Shape::IntOrString,
