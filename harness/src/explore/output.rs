@@ -498,9 +498,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn findings_md_lists_stable_unstable_and_unconfirmed_findings_apart() {
-        let s = crate::explore::select(&["CloneSet".to_string()])
+    /// The first subject of `kind` and its behaviour trial 0 of `steps`.
+    fn behaviour(kind: &str, steps: Vec<Step>) -> (Subject, Trial) {
+        let s = crate::explore::select(&[kind.to_string()])
             .unwrap()
             .remove(0);
         let trial = Trial {
@@ -508,8 +508,14 @@ mod tests {
             mode: Mode::Behaviour,
             seed: 1,
             index: 0,
-            steps: vec![Step::Create { set: Fields::new() }],
+            steps,
         };
+        (s, trial)
+    }
+
+    #[test]
+    fn findings_md_lists_stable_unstable_and_unconfirmed_findings_apart() {
+        let (s, trial) = behaviour("CloneSet", vec![Step::Create { set: Fields::new() }]);
         let stable = reported(&s, trial.clone(), "stays");
         let mut flaky = reported(&s, trial.clone(), "wobbles");
         (flaky.reproduced, flaky.stable) = (1, false);
@@ -553,15 +559,9 @@ mod tests {
 
     #[test]
     fn a_copying_kinds_chainsaw_test_labels_its_namespace_and_names_no_placeholder() {
-        let s = crate::explore::select(&["ResourceDistribution".to_string()])
-            .unwrap()
-            .remove(0);
-        let trial = Trial {
-            subject: s.name.clone(),
-            mode: Mode::Behaviour,
-            seed: 1,
-            index: 0,
-            steps: vec![
+        let (s, trial) = behaviour(
+            "ResourceDistribution",
+            vec![
                 Step::Create { set: Fields::new() },
                 Step::Operate {
                     op: Op::AddNamespace,
@@ -571,7 +571,7 @@ mod tests {
                     perturbation: Perturbation::DeleteCopy,
                 },
             ],
-        };
+        );
         let r = reported(&s, trial, "does not converge: copy data");
         let text = chainsaw_test(&s, &r, &"openkruise@v1.9.0".parse().unwrap());
         assert!(!text.contains("$("), "{text}");
@@ -589,15 +589,9 @@ mod tests {
 
     #[test]
     fn a_policys_rollout_changes_its_declared_containers_and_a_settle_waits_for_the_status() {
-        let s = crate::explore::select(&["SidecarSet".to_string()])
-            .unwrap()
-            .remove(0);
-        let trial = Trial {
-            subject: s.name.clone(),
-            mode: Mode::Behaviour,
-            seed: 1,
-            index: 0,
-            steps: vec![
+        let (s, trial) = behaviour(
+            "SidecarSet",
+            vec![
                 Step::Create { set: Fields::new() },
                 Step::Operate { op: Op::Rollout },
                 Step::Settle,
@@ -607,7 +601,7 @@ mod tests {
                     },
                 },
             ],
-        };
+        );
         let r = reported(&s, trial, "does not converge: injected image");
         let text = chainsaw_test(&s, &r, &"openkruise@v1.9.0".parse().unwrap());
         assert!(
