@@ -369,7 +369,8 @@ impl Cell<'_> {
     }
 
     /// O4 on the live pods: once the twin `side` settles too, a finding when the subject's
-    /// object (`ours`) settled on another number of live pods than the twin.
+    /// object (`ours`) keeps another number of live pods than the twin for the whole settle
+    /// bound.
     async fn twin_pods(&self, s: &Subject, ns: &str, ours: &Side, side: &Side) -> Option<Finding> {
         let (w, wapi, wname) = (&side.workload, &side.wapi, side.wname.as_str());
         let settled = poll(
@@ -383,14 +384,31 @@ impl Cell<'_> {
         )
         .await
         .is_ok();
-        let t = &side.subject;
-        let (mine, theirs) = (
-            self.live(&ours.workload, &ours.wapi, ns, &ours.wname).await,
-            self.live(w, wapi, ns, wname).await,
-        );
-        if !settled || mine == theirs {
+        if !settled {
             return None;
         }
+        // A settled count is one that stays: a kind that deletes a pod before it makes its
+        // replacement passes through one pod fewer at an instant that looks settled (every
+        // pod left at the template), so the counts must differ through the whole bound.
+        let counts = std::cell::Cell::new((0, 0));
+        let same = poll(
+            &format!("{} and {wname} to keep as many live pods", s.name),
+            self.settle,
+            Duration::from_millis(500),
+            || async {
+                let now = (
+                    self.live(&ours.workload, &ours.wapi, ns, &ours.wname).await,
+                    self.live(w, wapi, ns, wname).await,
+                );
+                counts.set(now);
+                Check::when(now.0 == now.1, || format!("{} vs {}", now.0, now.1))
+            },
+        )
+        .await;
+        if same.is_ok() {
+            return None;
+        }
+        let (t, (mine, theirs)) = (&side.subject, counts.get());
         let twin = s
             .twin
             .as_ref()
