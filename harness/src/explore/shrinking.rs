@@ -225,8 +225,19 @@ pub(super) fn same(a: &Finding, b: &Finding) -> bool {
 /// refuse, what the twin does not) whose refusing side refuses for one cause ([`cause`]: the
 /// same field, in the same words), whatever field the trial set. A twin that refuses every
 /// change of its template as immutable is one finding, not one per field of the template.
+/// A write refused without naming a field is judged on the refusal's words alone: one
+/// finding for a kind (a policy over any target, a template of any kind) when the same
+/// webhook refuses it in the same last words ([`unnamed_cause`]).
 pub(super) fn alike(a: &Finding, b: &Finding) -> bool {
     let verbless = |k: &str| k.replace(" on update of ", " on create of ");
+    let kind = |s: &str| s.split('.').next().map(String::from);
+    if a.oracle == b.oracle
+        && a.key == b.key
+        && kind(&a.subject) == kind(&b.subject)
+        && unnamed_cause(a).is_some_and(|c| unnamed_cause(b) == Some(c))
+    {
+        return true;
+    }
     if a.oracle != b.oracle || a.subject != b.subject {
         return false;
     }
@@ -243,6 +254,29 @@ pub(super) fn alike(a: &Finding, b: &Finding) -> bool {
     a.oracle == super::oracle::Oracle::Native
         && verdict(&a.key) == verdict(&b.key)
         && refusal(a).is_some_and(|c| refusal(b) == Some(c))
+}
+
+/// The cause of a write refused without naming a field ([`super::oracle::Oracle::Realizable`]):
+/// the webhook that refused it and the refusal's last words, quoted names taken out (`vx.kb.io`
+/// and `ControllerRevision.apps not found` of `… admission webhook "vx.kb.io" denied the request:
+/// r: Invalid value: "null": ControllerRevision.apps "x-1" not found`); none for another finding.
+fn unnamed_cause(f: &Finding) -> Option<(String, String)> {
+    if f.oracle != super::oracle::Oracle::Realizable || !f.key.ends_with("without naming a field") {
+        return None;
+    }
+    let (_, m) = f.observed.split_once(" refused: ")?;
+    let webhook = m
+        .split_once("admission webhook \"")
+        .and_then(|(_, w)| w.split_once('"'))
+        .map_or_else(String::new, |(w, _)| w.to_string());
+    let last = m.trim_end().rsplit(": ").next()?;
+    let unquoted: Vec<&str> = last.split('"').step_by(2).collect();
+    let words = unquoted
+        .concat()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    Some((webhook, words))
 }
 
 /// The cause a refusal gives: the first field path it names and its last words (`spec.template`
@@ -316,6 +350,43 @@ mod tests {
             cause("x is invalid: [spec.a[0].b: Invalid value: -1: must be >= 0, spec.c: bad]"),
             Some(("spec.a[0].b".into(), "bad".into()))
         );
+    }
+
+    #[test]
+    fn a_refusal_naming_no_field_is_one_finding_for_its_kind_in_the_same_words() {
+        use crate::explore::oracle::Oracle;
+        let refused = |subject: &str, verb: &str, name: &str, last: &str| Finding {
+            oracle: Oracle::Realizable,
+            subject: subject.into(),
+            key: format!("{verb} refused without naming a field"),
+            observed: format!(
+                "{verb} setting spec.r.name=\"\" refused: admission webhook \"vx.kb.io\" denied \
+                 the request: r: Invalid value: \"null\": Revision.apps \"{name}\" not found{last}"
+            ),
+            expected: "a refusal that names the field it refuses".into(),
+        };
+        let over_a = refused("Policy.A", "update", "x-1", "");
+        assert!(alike(&over_a, &refused("Policy.B", "update", "x-2", "")));
+        assert!(alike(&over_a, &refused("Policy.A.t", "update", "", "")));
+        assert!(
+            !alike(&over_a, &refused("Other.A", "update", "x-1", "")),
+            "another kind"
+        );
+        assert!(
+            !alike(&over_a, &refused("Policy@v2.A", "update", "x-1", "")),
+            "another version"
+        );
+        assert!(
+            !alike(&over_a, &refused("Policy.B", "create", "x-1", "")),
+            "another verb"
+        );
+        assert!(
+            !alike(&over_a, &refused("Policy.B", "update", "x-1", ": gone")),
+            "other words"
+        );
+        let mut other_webhook = refused("Policy.B", "update", "x-1", "");
+        other_webhook.observed = other_webhook.observed.replace("vx.kb.io", "vy.kb.io");
+        assert!(!alike(&over_a, &other_webhook), "another webhook");
     }
 
     #[test]
