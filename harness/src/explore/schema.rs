@@ -5,7 +5,8 @@
 //! template is. The subject's own pod template, and every claim template, are walked from
 //! the core types the cell serves ([`super::openapi`]: `PodTemplateSpec`, `PodSpec`,
 //! `Container`, … and `PersistentVolumeClaim`), as the CRD's own fields are, with the same
-//! values per shape; another template (a nested workload's) gives only its metadata.
+//! values per shape, below a nested workload's template too (a UnitedDeployment's subset
+//! template); another template (a nested workload's not the subject's) gives only its metadata.
 //!
 //! How far the walk goes, so that a pod template's hundreds of leaves stay a bounded number
 //! of admission trials: an object more than [`MAX_DEPTH`] fields below the template is one
@@ -291,8 +292,10 @@ impl<'a> Walker<'a> {
                 }
                 return;
             }
-            // A nested workload's template: its metadata is the spec's to set.
-            Some(coverage::Template::Workload) => return self.metadata(&at),
+            // A nested workload's template: its metadata is the spec's to set, and the pod
+            // template below it when it is the subject's own (a UnitedDeployment's subset
+            // template), whatever the CRD declares of it.
+            Some(coverage::Template::Workload) => return self.nested(&at),
             Some(coverage::Template::Claim) => {
                 if let Some(doc) = self.w.doc
                     && doc.schema(CLAIM).is_some()
@@ -304,9 +307,28 @@ impl<'a> Walker<'a> {
                 return;
             }
             Some(_) => return,
+            // An object the CRD leaves undeclared on the way to the subject's own pod template
+            // (an AdvancedCronJob's job template) is a nested workload's template too.
+            None if s["properties"].as_object().is_none_or(|p| p.is_empty())
+                && self.w.template.starts_with(&format!("{}.", at.path)) =>
+            {
+                return self.nested(&at);
+            }
             None => {}
         }
         self.node(s, at);
+    }
+
+    /// A nested workload's template at `at`: its metadata, and the subject's own pod template
+    /// when it lies below.
+    fn nested(&mut self, at: &At) {
+        self.metadata(at);
+        if let Some(doc) = self.w.doc
+            && self.w.template.starts_with(&format!("{}.", at.path))
+            && let Some(t) = doc.schema(POD_TEMPLATE)
+        {
+            self.node(t, At::root(self.w.template).typed(Some(POD_TEMPLATE)));
+        }
     }
 
     fn node(&mut self, s: &Value, at: At) {
@@ -646,254 +668,4 @@ impl Leaf {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn crd(spec: Value) -> Value {
-        json!({"spec": {"group": "g", "names": {"kind": "K"}, "versions": [
-            {"name": "v1", "served": true, "storage": true,
-             "schema": {"openAPIV3Schema": {"properties": {"spec": spec}}}}]}})
-    }
-
-    #[test]
-    fn leaves_have_the_shapes_of_their_schemas_and_templates_only_their_metadata() {
-        let c = crd(
-            json!({"type": "object", "required": ["replicas"], "properties": {
-            "replicas": {"type": "integer", "minimum": 0},
-            "paused": {"type": "boolean"},
-            "selector": {"type": "object", "properties": {
-                "matchLabels": {"type": "object"}, "matchExpressions": {"type": "array"}}},
-            "template": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-            "jobTemplate": {"type": "object", "properties": {
-                "metadata": {"type": "object"}, "spec": {"type": "object"}}},
-            "updateStrategy": {"type": "object", "properties": {
-                "type": {"type": "string", "enum": ["ReCreate", "InPlaceIfPossible"]},
-                "maxUnavailable": {"x-kubernetes-int-or-string": true, "anyOf": [
-                    {"type": "integer"}, {"type": "string"}]},
-                "priorities": {"type": "array", "items": {"type": "object", "properties": {
-                    "weight": {"type": "integer"},
-                    "patch": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
-                "finalizers": {"type": "array", "items": {"type": "string"}},
-                "labels": {"type": "object", "additionalProperties": {"type": "string"}}}}}}),
-        );
-        let got: Vec<(String, Shape, bool)> = leaves(&c, "v1")
-            .into_iter()
-            .map(|l| (l.path, l.shape, l.required))
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                (
-                    "spec.jobTemplate.metadata.annotations".into(),
-                    Shape::Map,
-                    false
-                ),
-                ("spec.jobTemplate.metadata.labels".into(), Shape::Map, false),
-                ("spec.paused".into(), Shape::Bool, false),
-                (
-                    "spec.replicas".into(),
-                    Shape::Integer {
-                        minimum: Some(0),
-                        maximum: None
-                    },
-                    true
-                ),
-                ("spec.selector".into(), Shape::Selector, false),
-                (
-                    "spec.updateStrategy.finalizers".into(),
-                    Shape::List(Box::new(Shape::String(vec![]))),
-                    false
-                ),
-                ("spec.updateStrategy.labels".into(), Shape::Map, false),
-                (
-                    "spec.updateStrategy.maxUnavailable".into(),
-                    Shape::IntOrString,
-                    false
-                ),
-                (
-                    "spec.updateStrategy.priorities".into(),
-                    Shape::Objects(json!({})),
-                    false
-                ),
-                (
-                    "spec.updateStrategy.priorities[0].patch".into(),
-                    Shape::Free(vec![]),
-                    false
-                ),
-                (
-                    "spec.updateStrategy.priorities[0].weight".into(),
-                    Shape::Integer {
-                        minimum: None,
-                        maximum: None
-                    },
-                    false
-                ),
-                (
-                    "spec.updateStrategy.type".into(),
-                    Shape::Enum(vec!["ReCreate".into(), "InPlaceIfPossible".into()]),
-                    false
-                ),
-            ]
-        );
-        assert!(leaves(&c, "v2").is_empty());
-    }
-
-    fn fixture() -> Doc {
-        let text = include_str!("../../tests/fixtures/openapi-core.json");
-        Doc::new(&[serde_json::from_str(text).expect("the fixture is JSON")])
-    }
-
-    #[test]
-    fn a_pod_template_is_walked_from_the_cells_core_types() {
-        let doc = fixture();
-        let seed = json!({"spec": {"template": {"metadata": {"labels": {"app": "x"}},
-            "spec": {"containers": [{"name": "main", "image": "i"}]}}}});
-        let leaves = template_leaves(&doc, "spec.template", &seed);
-        let shape = |p: &str| {
-            leaves
-                .iter()
-                .find(|l| l.path == format!("spec.template.{p}"))
-                .map(|l| l.shape.clone())
-        };
-        // The seed's container is walked through; a union is also tried with no member.
-        assert_eq!(
-            shape("spec.containers[0].lifecycle.postStart"),
-            Some(Shape::Object(json!({})))
-        );
-        assert!(matches!(
-            shape("spec.containers[0].lifecycle.postStart.sleep.seconds"),
-            Some(Shape::Integer { .. })
-        ));
-        assert_eq!(
-            shape("spec.containers[0].lifecycle.postStart.httpGet.port"),
-            Some(Shape::IntOrString)
-        );
-        assert_eq!(
-            shape("spec.dnsPolicy"),
-            Some(Shape::Enum(vec![
-                "ClusterFirst".into(),
-                "ClusterFirstWithHostNet".into(),
-                "Default".into(),
-                "None".into()
-            ]))
-        );
-        assert_eq!(shape("metadata.labels"), Some(Shape::Map));
-        assert_eq!(shape("metadata.name"), None, "metadata gives only its maps");
-        // References name a kind the cell makes; a kind with a spec is not made bare.
-        for (p, kind) in [
-            ("spec.priorityClassName", "PriorityClass"),
-            ("spec.imagePullSecrets[0].name", "Secret"),
-            (
-                "spec.containers[0].env[0].valueFrom.configMapKeyRef.name",
-                "ConfigMap",
-            ),
-            ("spec.volumes[0].configMap.name", "ConfigMap"),
-        ] {
-            assert_eq!(shape(p), Some(Shape::Reference(kind.into())), "{p}");
-        }
-        assert!(matches!(
-            shape("spec.volumes[0].persistentVolumeClaim.claimName"),
-            Some(Shape::String(_))
-        ));
-        // A list of objects: empty and a minimal item; a second minimal item is not walked.
-        assert_eq!(
-            shape("spec.volumes"),
-            Some(Shape::Objects(json!({"name": "x"})))
-        );
-        assert!(matches!(
-            shape("spec.volumes[0].configMap.items"),
-            Some(Shape::Objects(_))
-        ));
-        assert_eq!(shape("spec.volumes[0].configMap.items[0].key"), None);
-        assert_eq!(
-            shape("spec.serviceAccount"),
-            None,
-            "a deprecated field is not walked"
-        );
-        assert!(matches!(
-            shape("spec.tolerations[0].effect"),
-            Some(Shape::Enum(_))
-        ));
-        let v = Shape::Reference("ConfigMap".into()).values();
-        assert_eq!(v, [json!(REFERENCED), json!("")]);
-        // Free-form patches of a pod: valid ones on the seed's container, and invalid ones.
-        let patches = pod_patches(&doc, &seed["spec"]["template"]);
-        assert!(
-            patches.len() <= MAX_PATCHES + MAX_PATCHES / 2,
-            "{}",
-            patches.len()
-        );
-        assert!(
-            patches
-                .iter()
-                .any(|p| p["spec"]["containers"][0]["name"] == "main")
-        );
-        assert!(
-            patches.contains(
-                &json!({"spec": {"containers": [{"name": "main", "lifecycle": {"postStart": {}}}]}})
-            ) || patches
-                .iter()
-                .any(|p| p.to_string().contains(&format!("{REFERENCED}-none")))
-        );
-    }
-
-    #[test]
-    fn a_strings_words_are_the_literals_its_description_quotes() {
-        let c = crd(json!({"type": "object", "properties": {
-            "policy": {"type": "string", "description": "One of 'Always' or \"Never\"."},
-            "ports": {"type": "array", "items": {"x-kubernetes-int-or-string": true}}}}));
-        let l = leaves(&c, "v1");
-        assert_eq!(
-            l[0].shape,
-            Shape::String(vec!["Always".into(), "Never".into()])
-        );
-        assert_eq!(
-            l[0].shape.values(),
-            [json!("Always"), json!("Never"), json!(NONSENSE), json!("")]
-        );
-        assert_eq!(
-            l[1].shape,
-            Shape::List(Box::new(Shape::IntOrString)),
-            "int-or-string items are scalars"
-        );
-    }
-
-    #[test]
-    fn values_follow_the_shape_and_optional_leaves_are_also_absent() {
-        let replicas = Leaf {
-            path: "spec.replicas".into(),
-            shape: Shape::Integer {
-                minimum: Some(0),
-                maximum: None,
-            },
-            required: true,
-        };
-        let v = replicas.values();
-        assert!(v.contains(&json!(-1)) && v.contains(&json!(0)) && v.contains(&json!(2147483647)));
-        assert!(
-            !v.contains(&Value::Null),
-            "a required leaf is never removed"
-        );
-        assert_eq!(v.len(), 6, "bounds already tried are not repeated: {v:?}");
-        assert_eq!(v[0], json!(1), "the typical value first: {v:?}");
-        // The least the schema allows, within its maximum.
-        for (minimum, maximum, first) in [(Some(5), Some(9), 5), (None, Some(-2), -2)] {
-            assert_eq!(
-                Shape::Integer { minimum, maximum }.values()[0],
-                json!(first)
-            );
-        }
-        let surge = Leaf {
-            path: "spec.x".into(),
-            shape: Shape::IntOrString,
-            required: false,
-        };
-        let v = surge.values();
-        for want in [json!("150%"), json!("1"), json!(0), Value::Null] {
-            assert!(v.contains(&want), "{want} in {v:?}");
-        }
-        assert_eq!(v[0], json!(1), "the typical value first: {v:?}");
-        let e = Shape::Enum(vec!["A".into()]).values();
-        assert_eq!(e, vec![json!("A"), json!(NOT_A_MEMBER)]);
-    }
-}
+mod tests;
