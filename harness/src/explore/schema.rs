@@ -310,7 +310,7 @@ impl<'a> Walker<'a> {
             // An object the CRD leaves undeclared on the way to the subject's own pod template
             // (an AdvancedCronJob's job template) is a nested workload's template too.
             None if s["properties"].as_object().is_none_or(|p| p.is_empty())
-                && self.w.template.starts_with(&format!("{}.", at.path)) =>
+                && self.above_own_template(&at) =>
             {
                 return self.nested(&at);
             }
@@ -324,11 +324,16 @@ impl<'a> Walker<'a> {
     fn nested(&mut self, at: &At) {
         self.metadata(at);
         if let Some(doc) = self.w.doc
-            && self.w.template.starts_with(&format!("{}.", at.path))
+            && self.above_own_template(at)
             && let Some(t) = doc.schema(POD_TEMPLATE)
         {
             self.node(t, At::root(self.w.template).typed(Some(POD_TEMPLATE)));
         }
+    }
+
+    /// Whether the subject's own pod template lies below `at`.
+    fn above_own_template(&self, at: &At) -> bool {
+        self.w.template.starts_with(&format!("{}.", at.path))
     }
 
     fn node(&mut self, s: &Value, at: At) {

@@ -269,7 +269,7 @@ fn unnamed_cause(f: &Finding) -> Option<(String, String)> {
         .split_once("admission webhook \"")
         .and_then(|(_, w)| w.split_once('"'))
         .map_or_else(String::new, |(w, _)| w.to_string());
-    let last = m.trim_end().rsplit(": ").next()?;
+    let last = last_words(m)?;
     let unquoted: Vec<&str> = last.split('"').step_by(2).collect();
     let words = unquoted
         .concat()
@@ -289,15 +289,16 @@ pub(super) fn cause(message: &str) -> Option<(String, String)> {
             .expect("a valid regex")
     });
     let path = PATH.captures(message)?.get(1)?.as_str().to_string();
-    let last = message
+    Some((path, last_words(message)?))
+}
+
+/// A refusal's last words: what follows its last `: `, closing brackets aside.
+fn last_words(message: &str) -> Option<String> {
+    let m = message
         .trim_end()
         .trim_end_matches(')')
-        .trim_end_matches(']')
-        .rsplit(": ")
-        .next()?
-        .trim()
-        .to_string();
-    Some((path, last))
+        .trim_end_matches(']');
+    Some(m.rsplit(": ").next()?.trim().to_string())
 }
 
 #[cfg(test)]
@@ -368,22 +369,20 @@ mod tests {
         let over_a = refused("Policy.A", "update", "x-1", "");
         assert!(alike(&over_a, &refused("Policy.B", "update", "x-2", "")));
         assert!(alike(&over_a, &refused("Policy.A.t", "update", "", "")));
-        assert!(
-            !alike(&over_a, &refused("Other.A", "update", "x-1", "")),
-            "another kind"
-        );
-        assert!(
-            !alike(&over_a, &refused("Policy@v2.A", "update", "x-1", "")),
-            "another version"
-        );
-        assert!(
-            !alike(&over_a, &refused("Policy.B", "create", "x-1", "")),
-            "another verb"
-        );
-        assert!(
-            !alike(&over_a, &refused("Policy.B", "update", "x-1", ": gone")),
-            "other words"
-        );
+        for (other, why) in [
+            (refused("Other.A", "update", "x-1", ""), "another kind"),
+            (
+                refused("Policy@v2.A", "update", "x-1", ""),
+                "another version",
+            ),
+            (refused("Policy.B", "create", "x-1", ""), "another verb"),
+            (
+                refused("Policy.B", "update", "x-1", ": gone"),
+                "other words",
+            ),
+        ] {
+            assert!(!alike(&over_a, &other), "{why}");
+        }
         let mut other_webhook = refused("Policy.B", "update", "x-1", "");
         other_webhook.observed = other_webhook.observed.replace("vx.kb.io", "vy.kb.io");
         assert!(!alike(&over_a, &other_webhook), "another webhook");
