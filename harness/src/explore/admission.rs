@@ -56,6 +56,35 @@ pub(super) fn weight(s: &Subject, crd: &Value, doc: &openapi::Doc, seed: u64) ->
     singles(s, crd, doc, seed).len().max(1)
 }
 
+/// `trials` in the order they start: those that try a field of the subject's own, then those
+/// that try its pod template's or its target's, each part in an order drawn with `seed`.
+///
+/// The pod template is one core type, the same in every workload kind and in every policy's
+/// target, and it is tried on each of them; the fields only this kind has are tried here
+/// alone. So when the deadline leaves trials out, it leaves out draws of the template, not
+/// fields no other subject offers. A trial's field is its last step's (an update is made on a
+/// quiet object first, whose fields are not what it tries).
+pub(super) fn own_first(trials: Vec<Trial>, template: &str, seed: u64) -> Vec<Trial> {
+    let shared = |t: &Trial| {
+        let tried = match t.steps.last() {
+            Some(Step::Create { set } | Step::Update { set }) => set,
+            _ => return false,
+        };
+        tried.keys().any(|k| {
+            k.starts_with(subject::TARGET)
+                || (!template.is_empty()
+                    && k.strip_prefix(template)
+                        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '['])))
+        })
+    };
+    let (mut own, mut rest): (Vec<_>, Vec<_>) = trials.into_iter().partition(|t| !shared(t));
+    let mut rng = Rng::new(seed, u64::MAX - 2);
+    rng.shuffle(&mut own);
+    rng.shuffle(&mut rest);
+    own.extend(rest);
+    own
+}
+
 impl Explorer<'_> {
     pub(super) fn cells(&self) -> Cells<'_> {
         Cells {
@@ -92,8 +121,9 @@ impl Explorer<'_> {
     }
 
     /// Admission trials of one subject: singles at create and update, then covering rows,
-    /// each started only before `deadline` (see [`admission_deadline`]); in a seeded order, so
-    /// that what a deadline leaves out is not always the same end of the schema.
+    /// each started only before `deadline` (see [`admission_deadline`]); the subject's own
+    /// fields before its template's ([`own_first`]), each in a seeded order, so that what a
+    /// deadline leaves out is not always the same end of the schema.
     pub(super) async fn admission(
         &mut self,
         s: &Subject,
@@ -133,7 +163,7 @@ impl Explorer<'_> {
                 Step::Update { set },
             ]));
         }
-        Rng::new(self.options.seed, u64::MAX - 2).shuffle(&mut trials);
+        let mut trials = own_first(trials, &s.template, self.options.seed);
         // The seed object alone first: an API that refuses it refuses every trial for that
         // reason, whatever the fields (see `owed_to_seed`).
         trials.insert(
@@ -346,6 +376,81 @@ fn owed_to_seed(t: &Trial, out: &exec::Outcome, seed: Option<&str>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_subjects_own_fields_start_before_its_templates_and_its_targets() {
+        let t = "spec.template";
+        let set = |k: &str| trial::Fields::from([(k.to_string(), serde_json::json!(1))]);
+        let trial = |index: u64, steps: Vec<Step>| Trial {
+            subject: "S".into(),
+            mode: Mode::Admission,
+            seed: 1,
+            index,
+            steps,
+        };
+        let create = |k: &str| Step::Create { set: set(k) };
+        // An update's first step makes a quiet object through the template: it is the
+        // update's field that counts.
+        let quiet = Step::Create {
+            set: set("spec.template.spec.nodeSelector"),
+        };
+        let trials = vec![
+            trial(0, vec![create("spec.template.spec.hostname")]),
+            trial(1, vec![create("spec.minReadySeconds")]),
+            trial(2, vec![create("target:spec.template.spec.hostname")]),
+            trial(
+                3,
+                vec![
+                    quiet.clone(),
+                    Step::Update {
+                        set: set("spec.paused"),
+                    },
+                ],
+            ),
+            trial(4, vec![create("spec.template")]),
+            trial(
+                5,
+                vec![
+                    quiet,
+                    Step::Update {
+                        set: set("spec.templateRatio"),
+                    },
+                ],
+            ),
+            trial(6, vec![create("spec.template.metadata.labels")]),
+        ];
+        for seed in 1..20 {
+            let order: Vec<u64> = own_first(trials.clone(), t, seed)
+                .iter()
+                .map(|t| t.index)
+                .collect();
+            let mut own = order[..3].to_vec();
+            own.sort_unstable();
+            assert_eq!(own, [1, 3, 5], "seed {seed}: {order:?}");
+            let mut rest = order[3..].to_vec();
+            rest.sort_unstable();
+            assert_eq!(rest, [0, 2, 4, 6], "seed {seed}: {order:?}");
+        }
+        // Each part's order is drawn with the seed, and replays from it.
+        let orders: std::collections::BTreeSet<Vec<u64>> = (1..20)
+            .map(|seed| {
+                own_first(trials.clone(), t, seed)
+                    .iter()
+                    .map(|t| t.index)
+                    .collect()
+            })
+            .collect();
+        assert!(orders.len() > 1, "{orders:?}");
+        let again = |seed| -> Vec<u64> {
+            own_first(trials.clone(), t, seed)
+                .iter()
+                .map(|t| t.index)
+                .collect()
+        };
+        assert_eq!(again(7), again(7));
+        // A subject without a template: every field its own.
+        assert_eq!(own_first(trials.clone(), "", 3).len(), trials.len());
+    }
 
     #[test]
     fn a_trial_refused_in_the_seed_objects_words_owes_it_the_refusal() {
