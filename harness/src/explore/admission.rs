@@ -28,6 +28,14 @@ pub(super) struct Explorer<'a> {
     pub(super) book: Book<'a>,
 }
 
+/// A subject's singles as [`Explorer::run_singles`] ran them: the trials started, their
+/// outcomes, and the next trial number.
+pub(super) struct Ran {
+    trials: Vec<Trial>,
+    results: Vec<exec::Outcome>,
+    next: u64,
+}
+
 /// By when the admission trials of a subject started `now` must have started: what is left
 /// of the phase's `share` of the `budget` (counted from `start`), in proportion to the
 /// subject's `weight` among the `weight_left` of the subjects left, itself included (a weight
@@ -131,11 +139,22 @@ impl Explorer<'_> {
         doc: &openapi::Doc,
         deadline: Instant,
     ) -> anyhow::Result<Vec<(String, Value)>> {
+        let ran = self.run_singles(&self.cell, s, crd, doc, deadline).await?;
+        self.judge_singles(s, crd, doc, deadline, ran).await
+    }
+
+    /// The singles of `s` run on `cell` before `deadline` (the seed object's whatever the
+    /// time): the first half of [`Explorer::admission`], which changes nothing of the run's,
+    /// so that subjects reached after the phase's share run theirs side by side.
+    pub(super) async fn run_singles(
+        &self,
+        cell: &Cell<'_>,
+        s: &Subject,
+        crd: &Value,
+        doc: &openapi::Doc,
+        deadline: Instant,
+    ) -> anyhow::Result<Ran> {
         let singles = singles(s, crd, doc, self.options.seed);
-        self.book
-            .summary
-            .reach
-            .offer(&s.name, &super::singles::offered(s, crd, doc));
         let mut trials: Vec<Trial> = vec![];
         let mut index = 0;
         let seed = self.options.seed;
@@ -172,10 +191,45 @@ impl Explorer<'_> {
                 set: Default::default(),
             }]),
         );
-        let mut results = self
-            .admit_all(&self.cell, s, &trials, Some(deadline))
-            .await?;
+        let results = self.admit_all(cell, s, &trials, Some(deadline)).await?;
         trials.truncate(results.len());
+        Ok(Ran {
+            trials,
+            results,
+            next: index,
+        })
+    }
+
+    /// The second half of [`Explorer::admission`]: judges the singles `ran`, then runs and
+    /// judges covering rows of the values admitted alone, before `deadline`.
+    pub(super) async fn judge_singles(
+        &mut self,
+        s: &Subject,
+        crd: &Value,
+        doc: &openapi::Doc,
+        deadline: Instant,
+        ran: Ran,
+    ) -> anyhow::Result<Vec<(String, Value)>> {
+        self.book
+            .summary
+            .reach
+            .offer(&s.name, &super::singles::offered(s, crd, doc));
+        let Ran {
+            trials,
+            mut results,
+            next: mut index,
+        } = ran;
+        let seed = self.options.seed;
+        let mut next = |steps: Vec<Step>| {
+            index += 1;
+            Trial {
+                subject: s.name.to_string(),
+                mode: Mode::Admission,
+                seed,
+                index: index - 1,
+                steps,
+            }
+        };
         // A baseline release that does not serve the subject (a kind or version newer than
         // it) has nothing to compare: no O5 for the subject.
         let compared = match (&self.baseline, &self.base_name) {

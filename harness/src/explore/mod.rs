@@ -54,7 +54,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use anyhow::Context;
-use futures::FutureExt;
+use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 
 use self::admission::{Explorer, admission_deadline, weight};
@@ -73,7 +73,7 @@ use crate::toolchain::Toolchain;
 pub use bring_up::cell;
 pub use options::{
     ADMISSION_SHARE, DEFAULT_PARALLEL, DEFAULT_SETTLE, DEFAULT_SHRINK_RUNS, Exploring, Gates,
-    Options, SHRINK_SHARE, default_cells,
+    Options, SHRINK_SHARE, TAIL_SIDE_BY_SIDE, default_cells,
 };
 pub use singles::{TARGET_SINGLES, TEMPLATE_SINGLES, singles};
 pub use summary::{Explored, Reported, Summary, read_summary};
@@ -244,6 +244,12 @@ pub async fn explore(
         .iter()
         .map(|s| served(s).map_or(0, |crd| weight(s, crd, &doc, options.seed)))
         .collect();
+    // Subjects reached once the phase's share is spent get their seed object alone (see
+    // `admission_deadline`); that floor, a namespace and a target or two each, is mostly
+    // waiting on the cell, and over a couple of hundred subjects on a loaded machine it
+    // outlasted the whole budget. So they run it side by side, and are judged in order.
+    let share_end = x.book.started + options.budget.mul_f64(share);
+    let mut tail: Vec<(&Subject, &Value)> = vec![];
     for (i, s) in subjects.iter().enumerate() {
         let group = s.api_version.split('/').next().unwrap_or_default();
         if let Some(g) = s
@@ -264,6 +270,10 @@ pub async fn explore(
             ));
             continue;
         };
+        if Instant::now() >= share_end {
+            tail.push((s, crd));
+            continue;
+        }
         say(format!("{}: admission trials", s.name));
         let deadline = admission_deadline(
             x.book.started,
@@ -277,6 +287,26 @@ pub async fn explore(
         materials.push((s.clone(), admitted));
         if x.book.left().is_zero() {
             break;
+        }
+    }
+    if !tail.is_empty() && !x.book.left().is_zero() {
+        say(format!(
+            "admission's share is spent: the {} subject(s) left try their seed objects alone, \
+             {TAIL_SIDE_BY_SIDE} at once",
+            tail.len()
+        ));
+        let ran: Vec<anyhow::Result<admission::Ran>> = futures::stream::iter(&tail)
+            .map(|(s, crd)| x.run_singles(&x.cell, s, crd, &doc, share_end))
+            .buffered(TAIL_SIDE_BY_SIDE)
+            .collect()
+            .await;
+        for ((s, crd), ran) in tail.iter().zip(ran) {
+            say(format!("{}: admission trials (its seed object)", s.name));
+            let admitted = x.judge_singles(s, crd, &doc, share_end, ran?).await?;
+            materials.push(((*s).clone(), admitted));
+            if x.book.left().is_zero() {
+                break;
+            }
         }
     }
     let perturbations: Vec<Perturbation> = options

@@ -115,9 +115,17 @@ pub const SHRINK_SHARE: f64 = 0.25;
 /// The share of the budget the admission phase may take when behaviour trials follow it:
 /// the subjects share it, each in turn with a part of what is left of it among the subjects
 /// left in proportion to what its schema offers (a subject that ends early leaves its rest to those after it), and a subject's admission trials not started by then
-/// are left out but its first, its seed object alone (the reach table shows what was tried),
-/// so behaviour trials always have the rest. An admission-only exploration has the whole budget, shared the same way.
+/// are left out but its first, its seed object alone (the reach table shows what was tried).
+/// The subjects reached once the share is spent try only their seed objects, side by side
+/// ([`TAIL_SIDE_BY_SIDE`] at once), so that behaviour trials have the rest even when a couple
+/// of hundred subjects' seed objects outlast the share. An admission-only exploration has the
+/// whole budget, shared the same way.
 pub const ADMISSION_SHARE: f64 = 0.5;
+
+/// How many subjects reached after the admission share try their seed objects at once (see
+/// [`ADMISSION_SHARE`]): each is a namespace, a dry run and a target or two, mostly waiting
+/// on the cell.
+pub const TAIL_SIDE_BY_SIDE: usize = 8;
 
 /// How long a behaviour trial may take to settle, unless told (`--settle`).
 pub const DEFAULT_SETTLE: Duration = Duration::from_secs(60);
