@@ -16,6 +16,7 @@ pub mod admission;
 pub mod convergence;
 pub mod copies;
 pub mod events;
+pub mod health;
 pub mod holds;
 pub mod injection;
 pub mod release;
@@ -27,6 +28,7 @@ pub use copies::{
     FORBIDDEN_NAMESPACES, NamespaceView, copies_convergence, selector_matches, selects,
 };
 pub use events::{by_own_policy, refused_writes, repeated_failures};
+pub use health::panics_are_theirs;
 pub use release::{EndState, release};
 pub use revisions::revision_history;
 

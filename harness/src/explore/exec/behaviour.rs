@@ -16,7 +16,7 @@ use super::{
 };
 use crate::explore::oracle::{self, Answer, Finding, Oracle};
 use crate::explore::pace::Phases;
-use crate::explore::subject::{Subject, resolve, split_target};
+use crate::explore::subject::{Subject, catalog, resolve, split_target};
 use crate::explore::trial::{Fields, Perturbation, Step, Trial};
 use crate::scenario::monitor;
 use crate::wait::{Check, poll};
@@ -122,7 +122,8 @@ impl Cell<'_> {
         if let Err(e) = self.installation.check(&window).await {
             let health = self
                 .health(s, format!("{e:#}"), served.as_ref(), &mut out.log)
-                .await;
+                .await
+                .filter(|f| self.charged(s, f, &window, &mut out.log));
             out.findings.extend(health);
         }
         if !out.findings.is_empty() {
@@ -560,6 +561,38 @@ impl Cell<'_> {
             observed: text,
             expected: "the controller neither exits, restarts, panics nor is denied".into(),
         })
+    }
+
+    /// Whether O6's finding `f` is trial `s`'s: a panic is not when every panic in its
+    /// `window` ran through the controller of another kind the exploration makes (see
+    /// [`oracle::panics_are_theirs`]); said in `log` when it is not.
+    fn charged(
+        &self,
+        s: &Subject,
+        f: &Finding,
+        window: &crate::controller::Window,
+        log: &mut Vec<String>,
+    ) -> bool {
+        if f.key != format!("controller {}", health_key("panicked")) {
+            return true;
+        }
+        let panics: Vec<String> = self
+            .installation
+            .logs()
+            .into_iter()
+            .flat_map(|path| crate::controller::panics_within(&window.read(path), window))
+            .collect();
+        let mut kinds = s.event_kinds();
+        kinds.extend(s.twin.as_deref().map(|t| t.kind));
+        let theirs = oracle::panics_are_theirs(&panics, &kinds, &catalog::kinds());
+        if !theirs {
+            log.push(format!(
+                "the controller panicked beside this trial, in another kind's controller; not \
+                 charged to it: {}",
+                f.observed.lines().take(2).collect::<Vec<_>>().join(" ")
+            ));
+        }
+        theirs
     }
 
     /// What a component's panics within `window` say, if any panicked: a check reports the

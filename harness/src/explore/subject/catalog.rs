@@ -550,6 +550,18 @@ fn distribution(api_version: &str, name: &str) -> Value {
     )
 }
 
+/// The kinds the catalog makes objects of (workloads, unions, policies, copiers), not their
+/// twins: the controller's own kinds, as a panic's stack names their controllers.
+pub fn kinds() -> Vec<&'static str> {
+    let mut k: Vec<&'static str> = WORKLOADS.iter().map(|w| w.kind).collect();
+    k.extend(UNIONS.iter().map(|u| u.kind));
+    k.extend(POLICIES.iter().map(|p| p.kind));
+    k.extend(COPIERS.iter().map(|c| c.kind));
+    k.sort_unstable();
+    k.dedup();
+    k
+}
+
 /// The kinds that copy a resource.
 pub const COPIERS: &[Copier] = &[Copier {
     name: "ResourceDistribution",

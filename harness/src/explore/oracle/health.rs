@@ -1,0 +1,86 @@
+//! O6's charge: whose trial a controller's panic is when trials run side by side.
+
+/// Whether the panics a controller logged while a trial ran (`panics`, each with the first
+/// lines of its stack) are that trial's, whose objects are of `kinds`.
+///
+/// A controller's panic is logged once, whatever trial made it, and every trial running
+/// beside it sees it in its window. A panic whose stack runs through the package of the
+/// controller of a kind the exploration makes (`pkg/controller/<that kind in lower case>/`,
+/// `explored`) is charged only to the trials of that kind; one whose stack names no such
+/// package (a shared package, a controller of every pod, a recovered panic's runtime frames)
+/// is every trial's. The trial's when any of its panics is.
+pub fn panics_are_theirs(panics: &[String], kinds: &[&str], explored: &[&str]) -> bool {
+    static DIR: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"/pkg/controller/([a-z0-9]+)[/.]").expect("a valid regex")
+    });
+    let lower = |k: &&str| k.to_ascii_lowercase();
+    let explored: Vec<String> = explored.iter().map(lower).collect();
+    let kinds: Vec<String> = kinds.iter().map(lower).collect();
+    panics.is_empty()
+        || panics.iter().any(|p| {
+            let owners: Vec<&str> = DIR
+                .captures_iter(p)
+                .filter_map(|c| c.get(1).map(|m| m.as_str()))
+                .filter(|d| explored.iter().any(|k| k == d))
+                .collect();
+            owners.is_empty() || owners.iter().any(|d| kinds.iter().any(|k| k == d))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXPLORED: &[&str] = &[
+        "CloneSet",
+        "UnitedDeployment",
+        "PersistentPodState",
+        "StatefulSet",
+    ];
+
+    fn stack(dir: &str) -> String {
+        format!(
+            "panic: assignment to entry in nil map\n\ngoroutine 37943 [running]:\n\
+             example.com/ctl/pkg/controller/{dir}/adapter.(*Adapter).Apply(0x1)\n\
+             \texample.com/ctl/pkg/controller/{dir}/adapter/adapter.go:123 +0x808"
+        )
+    }
+
+    #[test]
+    fn a_panic_in_another_explored_kinds_controller_is_not_the_trials() {
+        let other = vec![stack("uniteddeployment")];
+        assert!(!panics_are_theirs(
+            &other,
+            &["PersistentPodState", "StatefulSet"],
+            EXPLORED
+        ));
+        // The kind's own trials, or a trial whose objects include it (a policy over it).
+        assert!(panics_are_theirs(
+            &other,
+            &["UnitedDeployment", "CloneSet"],
+            EXPLORED
+        ));
+        assert!(panics_are_theirs(
+            &other,
+            &["SidecarSet", "UnitedDeployment"],
+            EXPLORED
+        ));
+        // A package no explored kind is named after (shared, or every pod's): every trial's.
+        for dir in ["util", "podreadiness"] {
+            assert!(
+                panics_are_theirs(&[stack(dir)], &["CloneSet"], EXPLORED),
+                "{dir}"
+            );
+        }
+        // A recovered panic's first lines are the runtime's: every trial's.
+        let recovered = "Observed a panic: runtime error\ngoroutine 1 [running]:\n\
+                         k8s.io/apimachinery/pkg/util/runtime.logPanic(...)"
+            .to_string();
+        assert!(panics_are_theirs(&[recovered], &["CloneSet"], EXPLORED));
+        // Any panic of the trial's among others makes them its.
+        let both = vec![stack("uniteddeployment"), stack("cloneset")];
+        assert!(panics_are_theirs(&both, &["CloneSet"], EXPLORED));
+        // No panic seen (an exit, a denial): the finding stands as it is.
+        assert!(panics_are_theirs(&[], &["CloneSet"], EXPLORED));
+    }
+}
