@@ -36,6 +36,36 @@ pub(super) struct Ran {
     next: u64,
 }
 
+/// A subject's admission trials, numbered in the order they are made.
+struct Numbering<'s> {
+    subject: &'s Subject,
+    seed: u64,
+    /// The next trial's number.
+    index: u64,
+}
+
+impl<'s> Numbering<'s> {
+    fn new(subject: &'s Subject, seed: u64, index: u64) -> Self {
+        Self {
+            subject,
+            seed,
+            index,
+        }
+    }
+
+    /// The next trial, of `steps`.
+    fn next(&mut self, steps: Vec<Step>) -> Trial {
+        self.index += 1;
+        Trial {
+            subject: self.subject.name.to_string(),
+            mode: Mode::Admission,
+            seed: self.seed,
+            index: self.index - 1,
+            steps,
+        }
+    }
+}
+
 /// By when the admission trials of a subject started `now` must have started: what is left
 /// of the phase's `share` of the `budget` (counted from `start`), in proportion to the
 /// subject's `weight` among the `weight_left` of the subjects left, itself included (a weight
@@ -156,18 +186,8 @@ impl Explorer<'_> {
     ) -> anyhow::Result<Ran> {
         let singles = singles(s, crd, doc, self.options.seed);
         let mut trials: Vec<Trial> = vec![];
-        let mut index = 0;
-        let seed = self.options.seed;
-        let mut next = |steps: Vec<Step>| {
-            index += 1;
-            Trial {
-                subject: s.name.to_string(),
-                mode: Mode::Admission,
-                seed,
-                index: index - 1,
-                steps,
-            }
-        };
+        let mut numbers = Numbering::new(s, self.options.seed, 0);
+        let mut next = |steps| numbers.next(steps);
         for set in singles {
             trials.push(next(vec![Step::Create { set: set.clone() }]));
             // A target's template is the target's to admit once it changes; a field through
@@ -196,7 +216,7 @@ impl Explorer<'_> {
         Ok(Ran {
             trials,
             results,
-            next: index,
+            next: numbers.index,
         })
     }
 
@@ -217,19 +237,10 @@ impl Explorer<'_> {
         let Ran {
             trials,
             mut results,
-            next: mut index,
+            next,
         } = ran;
-        let seed = self.options.seed;
-        let mut next = |steps: Vec<Step>| {
-            index += 1;
-            Trial {
-                subject: s.name.to_string(),
-                mode: Mode::Admission,
-                seed,
-                index: index - 1,
-                steps,
-            }
-        };
+        let mut numbers = Numbering::new(s, self.options.seed, next);
+        let mut next = |steps| numbers.next(steps);
         // A baseline release that does not serve the subject (a kind or version newer than
         // it) has nothing to compare: no O5 for the subject.
         let compared = match (&self.baseline, &self.base_name) {

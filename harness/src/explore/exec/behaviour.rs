@@ -576,12 +576,7 @@ impl Cell<'_> {
         if f.key != format!("controller {}", health_key("panicked")) {
             return true;
         }
-        let panics: Vec<String> = self
-            .installation
-            .logs()
-            .into_iter()
-            .flat_map(|path| crate::controller::panics_within(&window.read(path), window))
-            .collect();
+        let panics = self.panics(window);
         let mut kinds = s.event_kinds();
         kinds.extend(s.twin.as_deref().map(|t| t.kind));
         let theirs = oracle::panics_are_theirs(&panics, &kinds, &catalog::kinds());
@@ -595,16 +590,21 @@ impl Cell<'_> {
         theirs
     }
 
+    /// The panics the controller's components logged within `window`, each with the first
+    /// lines of its stack.
+    fn panics(&self, window: &crate::controller::Window) -> Vec<String> {
+        self.installation
+            .logs()
+            .into_iter()
+            .flat_map(|path| crate::controller::panics_within(&window.read(path), window))
+            .collect()
+    }
+
     /// What a component's panics within `window` say, if any panicked: a check reports the
     /// first problem it sees (an exit, then denials, then panics), so a problem excused leaves
     /// the panics after it to be asked for.
     fn panicked_within(&self, window: &crate::controller::Window) -> Option<String> {
-        let panics: Vec<String> = self
-            .installation
-            .logs()
-            .into_iter()
-            .flat_map(|path| crate::controller::panics_within(&window.read(path), window))
-            .collect();
+        let panics = self.panics(window);
         let first = panics.first()?;
         Some(format!(
             "the controller panicked ({} times) since the restarted apiserver served: {first}",
