@@ -169,22 +169,25 @@ impl Explorer<'_> {
         doc: &openapi::Doc,
         deadline: Instant,
     ) -> anyhow::Result<Vec<(String, Value)>> {
-        let ran = self.run_singles(&self.cell, s, crd, doc, deadline).await?;
+        let ran = self.run_singles(s, crd, doc, deadline).await?;
         self.judge_singles(s, crd, doc, deadline, ran).await
     }
 
-    /// The singles of `s` run on `cell` before `deadline` (the seed object's whatever the
-    /// time): the first half of [`Explorer::admission`], which changes nothing of the run's,
-    /// so that subjects reached after the phase's share run theirs side by side.
+    /// The singles of `s` run on the cell before `deadline` (the seed object's whatever the
+    /// time; only it when the deadline has passed, so its singles are not drawn): the first
+    /// half of [`Explorer::admission`], which changes nothing of the run's, so that subjects
+    /// reached after the phase's share run theirs side by side.
     pub(super) async fn run_singles(
         &self,
-        cell: &Cell<'_>,
         s: &Subject,
         crd: &Value,
         doc: &openapi::Doc,
         deadline: Instant,
     ) -> anyhow::Result<Ran> {
-        let singles = singles(s, crd, doc, self.options.seed);
+        let singles = match Instant::now() < deadline {
+            true => singles(s, crd, doc, self.options.seed),
+            false => vec![],
+        };
         let mut trials: Vec<Trial> = vec![];
         let mut numbers = Numbering::new(s, self.options.seed, 0);
         let mut next = |steps| numbers.next(steps);
@@ -211,7 +214,9 @@ impl Explorer<'_> {
                 set: Default::default(),
             }]),
         );
-        let results = self.admit_all(cell, s, &trials, Some(deadline)).await?;
+        let results = self
+            .admit_all(&self.cell, s, &trials, Some(deadline))
+            .await?;
         trials.truncate(results.len());
         Ok(Ran {
             trials,

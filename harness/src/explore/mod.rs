@@ -296,7 +296,7 @@ pub async fn explore(
             tail.len()
         ));
         let ran: Vec<anyhow::Result<admission::Ran>> = futures::stream::iter(&tail)
-            .map(|(s, crd)| x.run_singles(&x.cell, s, crd, &doc, share_end))
+            .map(|(s, crd)| x.run_singles(s, crd, &doc, share_end))
             .buffered(TAIL_SIDE_BY_SIDE)
             .collect()
             .await;
