@@ -15,10 +15,24 @@ pub(super) struct Book<'a> {
     pub(super) options: &'a Options,
     pub(super) started: Instant,
     pub(super) summary: Summary,
-    /// Findings seen and not written yet (waiting to be shrunk, or being shrunk), each with
-    /// the times other trials fired it again.
-    pub(super) held: Vec<(Finding, usize)>,
+    /// Findings seen and not written yet (waiting to be shrunk, or being shrunk).
+    pub(super) held: Vec<Held>,
     pub(super) say: &'a (dyn Fn(String) + Sync),
+}
+
+/// A finding seen and not written yet: the times other trials fired it again, and the other
+/// keys they fired it with ([`Reported::also`]).
+pub(super) struct Held {
+    pub(super) finding: Finding,
+    pub(super) repeats: usize,
+    pub(super) also: Vec<String>,
+}
+
+/// Adds `key` to `also` unless it is `own` or there already.
+fn stood_for(also: &mut Vec<String>, own: &str, key: &str) {
+    if key != own && !also.iter().any(|k| k == key) {
+        also.push(key.to_string());
+    }
 }
 
 impl Book<'_> {
@@ -61,7 +75,11 @@ impl Book<'_> {
                 f.key,
                 f.observed.lines().next().unwrap_or_default()
             ));
-            self.held.push((f.clone(), 0));
+            self.held.push(Held {
+                finding: f.clone(),
+                repeats: 0,
+                also: vec![],
+            });
             new.push(Pending {
                 subject: s.clone(),
                 finding: f,
@@ -74,18 +92,25 @@ impl Book<'_> {
         new
     }
 
-    /// Whether `f` is alike a finding written or held: then counted as its repeat.
+    /// Whether `f` is alike a finding written or held: then counted as its repeat, and its
+    /// key kept among the ones that finding stood for.
     pub(super) fn repeat(&mut self, f: &Finding) -> bool {
-        let written = self.summary.findings.iter().find(|r| alike(&r.finding, f));
+        let written = self
+            .summary
+            .findings
+            .iter_mut()
+            .find(|r| alike(&r.finding, f));
         if let Some(r) = written {
+            stood_for(&mut r.also, &r.finding.key, &f.key);
             let name = r.dir.file_name().unwrap_or_default().to_string_lossy();
             let record = self.summary.pace.findings.entry(name.into_owned());
             record.or_default().repeats += 1;
             return true;
         }
-        match self.held.iter_mut().find(|(h, _)| alike(h, f)) {
-            Some((_, repeats)) => {
-                *repeats += 1;
+        match self.held.iter_mut().find(|h| alike(&h.finding, f)) {
+            Some(h) => {
+                h.repeats += 1;
+                stood_for(&mut h.also, &h.finding.key, &f.key);
                 true
             }
             None => false,
@@ -96,9 +121,17 @@ impl Book<'_> {
     /// they cost.
     pub(super) fn write(&mut self, done: Shrunk) -> anyhow::Result<()> {
         let p = done.pending;
-        let at = self.held.iter().position(|(h, _)| alike(h, &p.finding));
-        let repeats = at.map_or(0, |i| self.held.remove(i).1);
+        let at = self.held.iter().position(|h| alike(&h.finding, &p.finding));
+        let (repeats, seen) = at.map_or((0, vec![]), |i| {
+            let h = self.held.remove(i);
+            (h.repeats, h.also)
+        });
+        let fired = p.finding.key.clone();
         let (finding, manager_log) = done.hit.unwrap_or((p.finding, p.manager_log));
+        let mut also = vec![];
+        for k in std::iter::once(&fired).chain(&seen) {
+            stood_for(&mut also, &finding.key, k);
+        }
         let s = p.subject;
         let n = self.summary.findings.len() + 1;
         let name = format!(
@@ -121,6 +154,7 @@ impl Book<'_> {
             kubernetes: self.options.kubernetes.to_string(),
             baseline: self.options.baseline.as_ref().map(ToString::to_string),
             gates: self.options.gates.clone(),
+            also,
         };
         output::write_finding(&dir, &s, &r, &self.options.controller, &manager_log)?;
         let shrunk = done.candidates > 0;
@@ -235,6 +269,8 @@ mod tests {
         assert_eq!(book.sort(&s, &trial, second, more, "").len(), 1);
         let r = &book.summary.findings[0];
         assert_eq!((r.confirm_runs, r.stable), (0, false));
+        // The key it stood for at the other verb is kept, its own is not repeated.
+        assert_eq!(r.also, ["admits x on update of a"]);
         let record = &book.summary.pace.findings["01-O4-cloneset"];
         assert_eq!(record.repeats, 3);
         assert!(!record.shrunk && !record.confirmed);

@@ -495,6 +495,7 @@ mod tests {
             kubernetes: "1.32.5".into(),
             baseline: None,
             gates: Default::default(),
+            also: vec![],
         }
     }
 

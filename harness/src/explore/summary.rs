@@ -41,6 +41,11 @@ pub struct Reported {
     /// The gates of the cell it was found on.
     #[serde(default, skip_serializing_if = "Gates::is_empty")]
     pub gates: Gates,
+    /// The other keys it stood for: those of the findings counted as its repeats (alike it:
+    /// the same cause on another field, or at the other verb) and the key it fired with before
+    /// shrinking, in the order first seen. A finding hides none of the keys its trials showed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<String>,
 }
 
 impl Reported {

@@ -201,6 +201,7 @@ mod tests {
             kubernetes: "1.32".into(),
             baseline: None,
             gates: Default::default(),
+            also: vec![],
         }
     }
 

@@ -41,6 +41,7 @@ pub(super) fn reported(f: Finding, first_seen: f64, stable: bool) -> Reported {
         kubernetes: "1.32.5".into(),
         baseline: None,
         gates: Default::default(),
+        also: vec![],
     }
 }
 

@@ -65,12 +65,13 @@ pub struct Seen {
     pub dir: PathBuf,
 }
 
-impl From<&Reported> for Seen {
-    fn from(r: &Reported) -> Self {
+impl From<(&Reported, &str)> for Seen {
+    /// A finding, and the key of it that counted ([`super::Wanted::key_of`]).
+    fn from((r, key): (&Reported, &str)) -> Self {
         Self {
             after: r.first_seen,
             subject: r.finding.subject.clone(),
-            key: r.finding.key.clone(),
+            key: key.to_string(),
             stable: r.stable,
             reproduced: r.reproduced,
             confirm_runs: r.confirm_runs,

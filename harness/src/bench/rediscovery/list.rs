@@ -81,12 +81,27 @@ impl Wanted {
             && key_matches(&self.key, &f.key)
     }
 
-    /// The earliest finding of `findings` that is this one.
-    pub fn first<'a>(&self, findings: &'a [Reported]) -> Option<&'a Reported> {
+    /// The key of `r` that is this finding: its own, or one of the findings counted as its
+    /// repeats ([`Reported::also`]: the same cause seen on another field or at the other verb,
+    /// each a trial the exploration ran).
+    pub fn key_of<'a>(&self, r: &'a Reported) -> Option<&'a str> {
+        if self.matches(&r.finding) {
+            return Some(&r.finding.key);
+        }
+        let kind =
+            r.finding.oracle.short() == self.oracle && kind_names(&self.kind, &r.finding.subject);
+        r.also
+            .iter()
+            .find(|k| kind && key_matches(&self.key, k))
+            .map(String::as_str)
+    }
+
+    /// The earliest finding of `findings` that is this one, with the key that is.
+    pub fn first<'a>(&self, findings: &'a [Reported]) -> Option<(&'a Reported, &'a str)> {
         findings
             .iter()
-            .filter(|r| self.matches(&r.finding))
-            .min_by(|a, b| a.first_seen.total_cmp(&b.first_seen))
+            .filter_map(|r| self.key_of(r).map(|k| (r, k)))
+            .min_by(|a, b| a.0.first_seen.total_cmp(&b.0.first_seen))
     }
 
     /// `O4 CloneSet "admits * ..."`.
@@ -306,10 +321,30 @@ mod tests {
                 false,
             ),
         ];
-        let first = w.first(&findings).unwrap();
+        let (first, key) = w.first(&findings).unwrap();
         assert_eq!(first.finding.subject, "WorkloadSpread.CloneSet");
         assert_eq!(first.first_seen, 40.0);
+        assert_eq!(key, "controller panicked");
         assert!(w.first(&findings[..1]).is_none());
+    }
+
+    #[test]
+    fn a_key_a_finding_stood_for_counts_as_its_own() {
+        let w = wanted("O4", "Thing", "refuses on create of *spec.b");
+        let mut r = reported(
+            finding(Oracle::Native, "Thing", "refuses on update of spec.a"),
+            5.0,
+            true,
+        );
+        assert!(w.first(std::slice::from_ref(&r)).is_none());
+        r.also = vec!["refuses on create of spec.c".into()];
+        assert!(w.first(std::slice::from_ref(&r)).is_none());
+        r.also.push("refuses on create of spec.b".into());
+        let (_, key) = w.first(std::slice::from_ref(&r)).unwrap();
+        assert_eq!(key, "refuses on create of spec.b");
+        // Another oracle's or another kind's finding does not count through its repeats.
+        r.finding.oracle = Oracle::Realizable;
+        assert!(w.first(std::slice::from_ref(&r)).is_none());
     }
 
     #[test]
