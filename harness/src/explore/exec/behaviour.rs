@@ -565,7 +565,8 @@ impl Cell<'_> {
 
     /// Whether O6's finding `f` is trial `s`'s: a panic is not when every panic in its
     /// `window` ran through the controller of another kind the exploration makes (see
-    /// [`oracle::panics_are_theirs`]); said in `log` when it is not.
+    /// [`oracle::panics_are_theirs`]), nor an exit or restart that such a panic caused
+    /// ([`oracle::exit_is_theirs`]); said in `log` when it is not.
     fn charged(
         &self,
         s: &Subject,
@@ -573,13 +574,17 @@ impl Cell<'_> {
         window: &crate::controller::Window,
         log: &mut Vec<String>,
     ) -> bool {
-        if f.key != format!("controller {}", health_key("panicked")) {
+        let judge = if f.key == format!("controller {}", health_key("panicked")) {
+            oracle::panics_are_theirs
+        } else if f.key == format!("controller {}", health_key("exited")) {
+            oracle::exit_is_theirs
+        } else {
             return true;
-        }
+        };
         let panics = self.panics(window);
         let mut kinds = s.event_kinds();
         kinds.extend(s.twin.as_deref().map(|t| t.kind));
-        let theirs = oracle::panics_are_theirs(&panics, &kinds, &catalog::kinds());
+        let theirs = judge(&panics, &kinds, &catalog::kinds());
         if !theirs {
             log.push(format!(
                 "the controller panicked beside this trial, in another kind's controller; not \

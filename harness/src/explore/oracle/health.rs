@@ -1,4 +1,5 @@
-//! O6's charge: whose trial a controller's panic is when trials run side by side.
+//! O6's charge: whose trial a controller's panic, or the exit it caused, is when trials run
+//! side by side.
 
 /// Whether the panics a controller logged while a trial ran (`panics`, each with the first
 /// lines of its stack) are that trial's, whose objects are of `kinds`.
@@ -25,6 +26,21 @@ pub fn panics_are_theirs(panics: &[String], kinds: &[&str], explored: &[&str]) -
                 .collect();
             owners.is_empty() || owners.iter().any(|d| kinds.iter().any(|k| k == d))
         })
+}
+
+/// Whether a controller's exit or restart while a trial ran is that trial's, given the panics
+/// logged in its window (`panics`, as for [`panics_are_theirs`]).
+///
+/// An unrecovered panic (`panic: ` and a goroutine's stack) ends the process, and the exit is
+/// the panic's: it is charged as that panic is. An exit with no unrecovered panic in the window
+/// (a lost lease, a failed check, a kill) names no controller, and is every trial's beside it.
+pub fn exit_is_theirs(panics: &[String], kinds: &[&str], explored: &[&str]) -> bool {
+    let fatal: Vec<String> = panics
+        .iter()
+        .filter(|p| p.starts_with("panic: "))
+        .cloned()
+        .collect();
+    panics_are_theirs(&fatal, kinds, explored)
 }
 
 #[cfg(test)]
@@ -82,5 +98,28 @@ mod tests {
         assert!(panics_are_theirs(&both, &["CloneSet"], EXPLORED));
         // No panic seen (an exit, a denial): the finding stands as it is.
         assert!(panics_are_theirs(&[], &["CloneSet"], EXPLORED));
+    }
+
+    #[test]
+    fn an_exit_is_charged_as_the_unrecovered_panic_that_ended_the_process() {
+        let kinds = &["PersistentPodState", "StatefulSet"];
+        // Another explored kind's controller panicked and the process ended: not this trial's.
+        assert!(!exit_is_theirs(
+            &[stack("uniteddeployment")],
+            kinds,
+            EXPLORED
+        ));
+        // The trial's own kind's: its.
+        assert!(exit_is_theirs(
+            &[stack("uniteddeployment")],
+            &["UnitedDeployment"],
+            EXPLORED
+        ));
+        // No unrecovered panic (a recovered one does not end the process): every trial's.
+        let recovered = "Observed a panic: runtime error\ngoroutine 1 [running]:\n\
+                         example.com/ctl/pkg/controller/uniteddeployment/x.go:1"
+            .to_string();
+        assert!(exit_is_theirs(&[recovered], kinds, EXPLORED));
+        assert!(exit_is_theirs(&[], kinds, EXPLORED));
     }
 }
