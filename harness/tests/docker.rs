@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use harness::cluster::docker::teardown::shim_socket;
 use harness::cluster::docker::{DockerOptions, DockerRecord, HostFacts, PrivateDocker};
 use harness::progress::Progress;
-use harness::toolchain::host::BUSYBOX_STATIC;
+use harness::toolchain::host::{BUSYBOX_STATIC, DebianPackage};
 use harness::toolchain::{Cache, Toolchain};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -53,6 +53,30 @@ const CHILD_DIR: &str = "HARNESS_TEST_DOCKER_CHILD_DIR";
 
 fn toolchain() -> Toolchain {
     Toolchain::new(Cache::from_env(), Progress::plain())
+}
+
+/// Debian's `iptables-save`, which [`HostState`] reads the host's rules with: installed as
+/// the harness installs what it runs when the host lacks it (a new machine has no iptables
+/// until Debian's `docker.io`, which the daemon's start installs, brings it along).
+fn iptables_save() -> &'static Path {
+    static FOUND: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    FOUND.get_or_init(|| {
+        const IPTABLES: DebianPackage = DebianPackage {
+            package: "iptables",
+            binaries: &["iptables-save"],
+        };
+        // Its own runtime on its own thread: called from async tests and from plain ones.
+        std::thread::spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(toolchain().debian_binary_in(IPTABLES, &["/usr/sbin", "/sbin"]))
+        })
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("the host's iptables rules cannot be read: {e}"))
+    })
 }
 
 /// Whether the test can run here: root (the daemons mount, make bridges and cgroups).
@@ -160,7 +184,7 @@ struct HostState {
 
 impl HostState {
     fn read(ours: &Ours) -> Self {
-        let save = Command::new("iptables-save").output().unwrap();
+        let save = Command::new(iptables_save()).output().unwrap();
         let iptables = String::from_utf8_lossy(&save.stdout)
             .lines()
             .filter(|l| !l.starts_with('#'))
