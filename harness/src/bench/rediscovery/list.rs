@@ -342,7 +342,7 @@ mod tests {
         r.also.push("refuses on create of spec.b".into());
         let (_, key) = w.first(std::slice::from_ref(&r)).unwrap();
         assert_eq!(key, "refuses on create of spec.b");
-        // Another oracle's or another kind's finding does not count through its repeats.
+        // Another oracle's finding does not count through the keys it stood for.
         r.finding.oracle = Oracle::Realizable;
         assert!(w.first(std::slice::from_ref(&r)).is_none());
     }

@@ -574,12 +574,13 @@ impl Cell<'_> {
         window: &crate::controller::Window,
         log: &mut Vec<String>,
     ) -> bool {
-        let judge = if f.key == format!("controller {}", health_key("panicked")) {
-            oracle::panics_are_theirs
-        } else if f.key == format!("controller {}", health_key("exited")) {
-            oracle::exit_is_theirs
-        } else {
+        let exited = f.key == format!("controller {}", health_key("exited"));
+        if !exited && f.key != format!("controller {}", health_key("panicked")) {
             return true;
+        }
+        let (judge, what) = match exited {
+            true => (oracle::exit_is_theirs as Charge, "exited on a panic"),
+            false => (oracle::panics_are_theirs as Charge, "panicked"),
         };
         let panics = self.panics(window);
         let mut kinds = s.event_kinds();
@@ -587,7 +588,7 @@ impl Cell<'_> {
         let theirs = judge(&panics, &kinds, &catalog::kinds());
         if !theirs {
             log.push(format!(
-                "the controller panicked beside this trial, in another kind's controller; not \
+                "the controller {what} beside this trial, in another kind's controller; not \
                  charged to it: {}",
                 f.observed.lines().take(2).collect::<Vec<_>>().join(" ")
             ));
@@ -776,6 +777,10 @@ fn monitored(s: &Subject, trial: &Trial, found: Vec<monitor::Violation>) -> Vec<
     }
     out
 }
+
+/// How O6 charges a finding to a trial: from the panics in its window, the trial's kinds and
+/// every kind the exploration makes ([`oracle::panics_are_theirs`]).
+type Charge = fn(&[String], &[&str], &[&str]) -> bool;
 
 /// The key of a Health finding whose error reads `text`.
 fn health_key(text: &str) -> &'static str {
