@@ -1,5 +1,5 @@
 //! The behaviour phase: [`Behaviour`] (start there) gives the [`pool`](super::pool) its jobs, the
-//! subjects taking turns ([`schedule`]) with trials made from what their admission trials
+//! subjects taking turns ([`Turns`]) with trials made from what their admission trials
 //! admitted ([`prepare`]), and the shrinking of the findings they fire; the width follows the
 //! [`pace::Pacer`].
 
@@ -10,10 +10,11 @@ use serde_json::Value;
 
 use super::book::Book;
 use super::exec;
+use super::options::Share;
 use super::pace;
 use super::pool::Jobs;
 use super::shrinking::{Pending, Plan, SIDE_BY_SIDE, Shrunk, plan};
-use super::subject::Subject;
+use super::subject::{CLAIMS, Subject};
 use super::trial::{self, Fields, Material, Perturbation, Trial};
 
 /// The latency counted for an apiserver read that failed: a strained apiserver answers errors
@@ -45,25 +46,73 @@ pub(super) fn prepare(s: Subject, admitted: Vec<(String, Value)>, seed: u64) -> 
     (s, creates, updates)
 }
 
-/// Schedules behaviour trials: the next batch, `parallel` trials (at least one) from the
-/// run's behaviour trial `next` on, each as (the position of its subject among `subjects`,
-/// its trial number: [`trial::behaviour`]'s `index`); empty without subjects.
-///
-/// How the budget is shared among subjects: they take turns, one trial each, in their order,
-/// so the run's trial k is number k / `subjects` of subject k % `subjects`. Every subject runs
-/// its numbers 0, 1, 2, … in order, each once (none repeated, none skipped), whatever the
-/// parallelism and the number of subjects; when the budget ends, each has started as many
-/// trials as the others or one more. The turns share trials, not time: a subject whose trials
-/// take longer to settle uses more of the budget.
-pub(super) fn schedule(next: u64, parallel: usize, subjects: usize) -> Vec<(usize, u64)> {
-    if subjects == 0 {
-        return vec![];
-    }
-    let n = subjects as u64;
-    (next..next + parallel.max(1) as u64)
-        .map(|k| ((k % n) as usize, k / n))
-        .collect()
+/// The groups `s` shares behaviour trials in ([`Share::Kinds`]), the widest first: its kind,
+/// then what it differs in next within its kind: a policy's target kind, else its name with
+/// the versions and the claim templates left out (a union's member).
+pub(super) fn groups(s: &Subject) -> [String; 2] {
+    let next = match &s.target {
+        Some(t) => t.family.to_string(),
+        None => s
+            .name
+            .split('.')
+            .map(|part| {
+                let part = part.split('@').next().unwrap_or_default();
+                part.strip_suffix(CLAIMS).unwrap_or(part)
+            })
+            .collect::<Vec<_>>()
+            .join("."),
+    };
+    [s.family.to_string(), next]
 }
+
+/// Who runs the next behaviour trial: each subject runs its trial numbers 0, 1, 2, … in
+/// order, each once, and the subject whose turns so far are the fewest for its share goes
+/// next (the earliest in the subjects' order when two are even), so every subject runs one
+/// trial before any runs a second, and past that the trials follow the shares.
+#[derive(Debug, Clone)]
+pub(super) struct Turns {
+    /// The inverse of each subject's share, up to a factor common to all: with
+    /// [`Share::Kinds`], its group's number of subjects times its kind's number of groups.
+    cost: Vec<u64>,
+    /// The trials each subject has started.
+    started: Vec<u64>,
+}
+
+impl Turns {
+    /// Turns for subjects in the groups `groups` (one entry each, in the subjects' order).
+    pub(super) fn new(share: Share, groups: &[[String; 2]]) -> Self {
+        let count = |f: &dyn Fn(&[String; 2]) -> bool| groups.iter().filter(|g| f(g)).count();
+        let cost = groups
+            .iter()
+            .map(|g| match share {
+                Share::Subjects => 1,
+                Share::Kinds => {
+                    let in_group = count(&|o| o == g);
+                    let mut kind: Vec<&String> = groups
+                        .iter()
+                        .filter(|o| o[0] == g[0])
+                        .map(|o| &o[1])
+                        .collect();
+                    kind.sort();
+                    kind.dedup();
+                    (in_group * kind.len()) as u64
+                }
+            })
+            .collect::<Vec<u64>>();
+        let started = vec![0; cost.len()];
+        Turns { cost, started }
+    }
+
+    /// The next trial: the position of its subject and its trial number ([`trial::behaviour`]'s
+    /// `index`); none without subjects.
+    pub(super) fn next(&mut self) -> Option<(usize, u64)> {
+        let at = (0..self.cost.len()).min_by_key(|&i| (self.started[i] * self.cost[i], i))?;
+        let number = self.started[at];
+        self.started[at] += 1;
+        Some((at, number))
+    }
+}
+
 /// A behaviour job of [`pool`]: a trial of a subject, or the shrinking of a finding.
 pub(super) enum Job {
     Trial(Box<(Subject, Trial)>),
@@ -86,7 +135,7 @@ pub(super) struct Ran {
     pub(super) lane: usize,
 }
 
-/// Behaviour trials, the subjects taking turns ([`schedule`]), and the shrinking of their
+/// Behaviour trials, the subjects taking turns ([`Turns`]), and the shrinking of their
 /// findings, as jobs of [`pool`]: a finding's shrinking starts before any new trial, one at a
 /// time (so that the share of the budget is not spent twice), its candidates side by side
 /// (half the width at most, [`SIDE_BY_SIDE`]) beside the trials; a finding the share cannot
@@ -99,8 +148,8 @@ pub(super) struct Behaviour<'b, 'a> {
     /// The cells' clients, to take their apiserver's latency with (a lane of the pool each).
     pub(super) clients: Vec<kube::Client>,
     pub(super) pacer: pace::Pacer,
-    /// The run's next behaviour trial.
-    pub(super) next: u64,
+    /// Whose behaviour trial is next.
+    pub(super) turns: Turns,
     /// When the behaviour trials started.
     pub(super) started: Instant,
     /// New findings waiting to be shrunk.
@@ -187,8 +236,9 @@ impl Jobs for Behaviour<'_, '_> {
         if self.book.left().is_zero() || self.prepared.is_empty() {
             return Ok(None);
         }
-        let (at, number) = schedule(self.next, 1, self.prepared.len())[0];
-        self.next += 1;
+        let Some((at, number)) = self.turns.next() else {
+            return Ok(None);
+        };
         self.book.summary.pace.widths.start(self.pacer.width());
         let (s, t) = self.trial(at, number);
         Ok(Some(Job::Trial(Box::new((s, t)))))
@@ -315,48 +365,136 @@ mod tests {
     use crate::explore::trial::Step;
     use serde_json::json;
 
+    /// The groups of subjects named as `--kinds` names them, the way [`groups`] reads them.
+    fn grouped(names: &[&str]) -> Vec<[String; 2]> {
+        let plain = |part: &str| {
+            let part = part.split('@').next().unwrap();
+            part.strip_suffix(CLAIMS).unwrap_or(part).to_string()
+        };
+        names
+            .iter()
+            .map(|n| {
+                let (kind, rest) = n.split_once('.').unwrap_or((n, ""));
+                [plain(kind), plain(rest)]
+            })
+            .collect()
+    }
+
+    fn run(turns: &mut Turns, trials: usize) -> Vec<(usize, u64)> {
+        (0..trials).map(|_| turns.next().unwrap()).collect()
+    }
+
     #[test]
-    fn behaviour_trials_run_each_number_once_per_subject_whatever_runs_at_once() {
-        for subjects in [1, 2, 3, 16, 17] {
-            for parallel in [0, 1, 2, 3, 8, 20] {
-                let budget = 200;
-                let mut run: Vec<(usize, u64)> = vec![];
-                let mut next = 0;
-                while run.len() < budget {
-                    let batch = schedule(next, parallel, subjects);
-                    assert_eq!(batch.len(), parallel.max(1));
-                    next += batch.len() as u64;
-                    run.extend(batch);
-                }
-                let mut pairs = run.clone();
-                pairs.sort();
-                pairs.dedup();
-                assert_eq!(
-                    pairs.len(),
-                    run.len(),
-                    "{subjects} subjects, {parallel} at once: a trial ran twice"
-                );
-                for s in 0..subjects {
-                    let numbers: Vec<u64> = run
-                        .iter()
-                        .filter(|(at, _)| *at == s)
-                        .map(|(_, n)| *n)
-                        .collect();
-                    let expected: Vec<u64> = (0..numbers.len() as u64).collect();
-                    assert_eq!(
-                        numbers, expected,
-                        "{subjects} subjects, {parallel} at once: subject {s}"
-                    );
-                }
-                // The budget is shared evenly: no subject more than one trial ahead.
-                let counts: Vec<usize> = (0..subjects)
-                    .map(|s| run.iter().filter(|(at, _)| *at == s).count())
+    fn every_subject_runs_its_numbers_once_each_in_order_and_each_once_before_any_twice() {
+        let names = [
+            "A",
+            "A@v2",
+            "B",
+            "P.A",
+            "P.AWithClaims",
+            "P@v2.A",
+            "P.B",
+            "P.C",
+            "P.C@v2",
+            "U.x",
+            "U.xWithClaims",
+            "U.y",
+        ];
+        for share in [Share::Kinds, Share::Subjects] {
+            let mut turns = Turns::new(share, &grouped(&names));
+            let ran = run(&mut turns, 500);
+            let first: Vec<usize> = ran[..names.len()].iter().map(|(at, _)| *at).collect();
+            assert_eq!(first, (0..names.len()).collect::<Vec<_>>(), "{share:?}");
+            for (s, name) in names.iter().enumerate() {
+                let numbers: Vec<u64> = ran
+                    .iter()
+                    .filter(|(at, _)| *at == s)
+                    .map(|(_, n)| *n)
                     .collect();
-                let (lo, hi) = (counts.iter().min(), counts.iter().max());
-                assert!(hi.unwrap() - lo.unwrap() <= 1, "{counts:?}");
+                let expected: Vec<u64> = (0..numbers.len() as u64).collect();
+                assert_eq!(numbers, expected, "{share:?}: subject {name}");
             }
         }
-        assert!(schedule(0, 2, 0).is_empty());
+        assert_eq!(Turns::new(Share::Kinds, &[]).next(), None);
+    }
+
+    #[test]
+    fn behaviour_trials_are_shared_by_kind_then_by_what_the_kind_differs_in() {
+        // A workload kind in two versions, one alone, a policy over three target kinds in
+        // several variants, a union of two members.
+        let names = [
+            "A",
+            "A@v2",
+            "B",
+            "P.A",
+            "P.AWithClaims",
+            "P@v2.A",
+            "P@v2.AWithClaims",
+            "P.B",
+            "P.C",
+            "P.C@v2",
+            "U.x",
+            "U.xWithClaims",
+            "U.y",
+        ];
+        let count = |ran: &[(usize, u64)], pick: &dyn Fn(&str) -> bool| {
+            ran.iter().filter(|(at, _)| pick(names[*at])).count()
+        };
+        let trials = 1200;
+        let ran = run(&mut Turns::new(Share::Kinds, &grouped(&names)), trials);
+        // Each of the four kinds a quarter, within one subject's turn of it.
+        for kind in ["A", "B", "P", "U"] {
+            let n = count(&ran, &|name| name.split(['.', '@']).next() == Some(kind));
+            assert!(n.abs_diff(trials / 4) <= 4, "{kind}: {n} of {trials}");
+        }
+        // Within the policy, each target kind a third, whatever its variants.
+        for target in ["A", "B", "C"] {
+            let n = count(&ran, &|name| {
+                name.starts_with('P') && name.split('.').nth(1).unwrap().starts_with(target)
+            });
+            assert!(n.abs_diff(trials / 12) <= 4, "P over {target}: {n}");
+        }
+        // Within a target kind, each variant alike.
+        let over_a: Vec<usize> = ["P.A", "P.AWithClaims", "P@v2.A", "P@v2.AWithClaims"]
+            .iter()
+            .map(|v| count(&ran, &|name| name == *v))
+            .collect();
+        assert!(
+            over_a.iter().all(|n| n.abs_diff(trials / 48) <= 1),
+            "{over_a:?}"
+        );
+        // Shared by subject, the policy's seven subjects take seven of the thirteen turns.
+        let ran = run(&mut Turns::new(Share::Subjects, &grouped(&names)), 1300);
+        assert_eq!(count(&ran, &|name| name.starts_with('P')), 700);
+        assert_eq!(count(&ran, &|name| name == "B"), 100);
+    }
+
+    #[test]
+    fn a_subject_is_grouped_by_its_kind_then_its_target_kind_or_member() {
+        let (crds, doc) = crate::explore::subject::derive::tests::cell();
+        let served = crate::explore::subject::derive::served(&crds, &doc);
+        let g = |n: &str| groups(served.iter().find(|s| s.name == n).expect(n));
+        assert_eq!(g("CloneSet"), ["CloneSet".to_string(), "CloneSet".into()]);
+        assert_eq!(g("CloneSetWithClaims"), g("CloneSet"));
+        assert_eq!(
+            g("WorkloadSpread.CloneSet"),
+            ["WorkloadSpread".to_string(), "CloneSet".into()]
+        );
+        assert_eq!(
+            g("WorkloadSpread.CloneSetWithClaims"),
+            g("WorkloadSpread.CloneSet")
+        );
+        assert_eq!(
+            g("UnitedDeployment.cloneSetTemplateWithClaims"),
+            [
+                "UnitedDeployment".to_string(),
+                "UnitedDeployment.cloneSetTemplate".into()
+            ]
+        );
+        assert_ne!(
+            g("UnitedDeployment.cloneSetTemplate"),
+            g("UnitedDeployment.deploymentTemplate")
+        );
     }
 
     #[test]

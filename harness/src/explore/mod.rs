@@ -58,7 +58,7 @@ use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 
 use self::admission::{Explorer, admission_deadline, weight};
-use self::behaviour::{Behaviour, Done, Job, Prepared, Ran, latency, prepare};
+use self::behaviour::{Behaviour, Done, Job, Prepared, Ran, Turns, groups, latency, prepare};
 use self::book::Book;
 use self::bring_up::{cell_reading, start_cell, start_cells, with_gates_of};
 use self::exec::Cell;
@@ -73,7 +73,7 @@ use crate::toolchain::Toolchain;
 pub use bring_up::cell;
 pub use options::{
     ADMISSION_SHARE, DEFAULT_PARALLEL, DEFAULT_SETTLE, DEFAULT_SHRINK_RUNS, Exploring, Gates,
-    Options, SHRINK_SHARE, TAIL_SIDE_BY_SIDE, default_cells,
+    Options, SHRINK_SHARE, Share, TAIL_SIDE_BY_SIDE, default_cells,
 };
 pub use singles::{TARGET_SINGLES, TEMPLATE_SINGLES, singles};
 pub use summary::{Explored, Reported, Summary, read_summary};
@@ -224,6 +224,7 @@ pub async fn explore(
     pace.cells = n;
     pace.budget = options.budget.as_secs_f64();
     pace.shrink_share = options.shrink_share;
+    pace.share = Some(options.share);
     let admitting = Instant::now();
     let mut materials = vec![];
     // Admission has its share of the budget when behaviour trials follow, else all of it.
@@ -326,7 +327,7 @@ pub async fn explore(
         })
         .flat_map(|c| c.perturbations())
         .collect();
-    // Behaviour trials, the subjects taking turns (see `schedule`), on a pool whose width
+    // Behaviour trials, the subjects taking turns (see `Turns`), on a pool whose width
     // adapts (see `pool`, `pace::Pacer`), until the budget.
     let prepared: Vec<Prepared> = materials
         .into_iter()
@@ -358,7 +359,10 @@ pub async fn explore(
             perturbations: &perturbations,
             clients: lanes.iter().map(|c| c.cell.client.clone()).collect(),
             pacer: pace::Pacer::new(options.parallel, cap, calm),
-            next: 0,
+            turns: Turns::new(
+                options.share,
+                &prepared.iter().map(|(s, ..)| groups(s)).collect::<Vec<_>>(),
+            ),
             started: behaving,
             queue: Default::default(),
             shrinking: false,
@@ -641,6 +645,7 @@ mod tests {
             confirm: 1,
             shrink_runs: 1,
             shrink_share: SHRINK_SHARE,
+            share: Share::default(),
             dir: PathBuf::new(),
             baseline: None,
             gates: Gates::default(),

@@ -45,6 +45,8 @@ pub struct Options {
     /// The share of the budget shrinking and confirming findings may take together (0 to 1):
     /// past it, a new finding is written as it fired, for `--replay` to shrink and confirm.
     pub shrink_share: f64,
+    /// How behaviour trials are shared among the subjects.
+    pub share: Share,
     /// Where findings are written (`<dir>/findings/<n>-<oracle>-<subject>/`).
     pub dir: PathBuf,
     /// A baseline release: every trial also runs on a cell of it, and where the controller
@@ -58,7 +60,8 @@ impl Options {
     /// The options `harness explore` takes by default, for `controller` on Kubernetes
     /// `kubernetes`, with `seed` and `budget`, into `dir`: every kind, both modes, the
     /// default perturbations, two behaviour trials at once to start with settling within 60 s,
-    /// on [`default_cells`] cells, 12 shrinking runs, three confirming runs, no baseline,
+    /// on [`default_cells`] cells, 12 shrinking runs, three confirming runs, behaviour trials
+    /// shared by kind first ([`Share::Kinds`]), no baseline,
     /// default gates.
     pub fn new(
         kubernetes: KubeVersion,
@@ -81,10 +84,51 @@ impl Options {
             confirm: 3,
             shrink_runs: DEFAULT_SHRINK_RUNS,
             shrink_share: SHRINK_SHARE,
+            share: Share::default(),
             dir,
             baseline: None,
             gates: Gates::default(),
         }
+    }
+}
+
+/// How the behaviour trials are shared among subjects (`--share`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Share {
+    /// Each kind alike, then within a kind each of what its subjects differ in next alike (a
+    /// policy's target kinds, a union's members), then each subject alike: a kind with forty
+    /// subjects (a policy over twenty targets in two versions) gets what a kind with one
+    /// gets.
+    #[default]
+    Kinds,
+    /// Each subject alike: a kind gets as many turns as it has subjects.
+    Subjects,
+}
+
+impl Share {
+    /// Every share, as `--share` names them.
+    pub const ALL: [(&'static str, Share); 2] =
+        [("kinds", Share::Kinds), ("subjects", Share::Subjects)];
+
+    /// Its name, as `--share` takes it.
+    pub fn name(self) -> &'static str {
+        Share::ALL
+            .iter()
+            .find(|(_, s)| *s == self)
+            .map_or("", |(n, _)| n)
+    }
+}
+
+impl std::str::FromStr for Share {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> anyhow::Result<Share> {
+        Share::ALL
+            .iter()
+            .find(|(n, _)| *n == s)
+            .map(|(_, v)| *v)
+            .ok_or_else(|| anyhow::anyhow!("no share {s:?}: one of kinds, subjects"))
     }
 }
 

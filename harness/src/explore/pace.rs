@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::options::Share;
 use super::trial::Trial;
 
 /// The phases of a behaviour trial, in order: its namespace made (with the objects its fields
@@ -44,6 +45,10 @@ pub struct Pace {
     /// The share of the budget that shrinking and confirming together may take.
     #[serde(default)]
     pub shrink_share: f64,
+    /// How behaviour trials were shared among the subjects (none: a run from before it was
+    /// a choice, shared by subject).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<Share>,
     /// How many behaviour trials ran at once, on each cell.
     #[serde(default)]
     pub widths: Widths,
@@ -173,12 +178,13 @@ impl Pace {
             ),
         };
         let mut out = vec![format!(
-            "behaviour: {} trials{by_cell} ({} distinct, {:.1} distinct a minute) in {:.0} s; \
-             at once{on}: {}",
+            "behaviour: {} trials{by_cell} ({} distinct, {:.1} distinct a minute) in {:.0} s, \
+             shared by {}; at once{on}: {}",
             self.trials(),
             self.distinct(),
             self.distinct_per_minute(),
             self.behaviour,
+            self.share.unwrap_or(Share::Subjects).name(),
             self.widths,
         )];
         let left: Vec<&FindingPace> = self.findings.values().filter(|f| !f.confirmed).collect();

@@ -67,6 +67,11 @@ pub struct ExploreArgs {
     /// shrinks and confirms it.
     #[arg(long, default_value_t = crate::explore::SHRINK_SHARE, value_parser = parse_share)]
     pub shrink_share: f64,
+    /// How behaviour trials are shared among the subjects: `kinds` (each kind alike, then
+    /// within it each target kind or member alike, then each subject), or `subjects` (each
+    /// subject alike, so a policy over twenty targets gets twenty kinds' turns).
+    #[arg(long, default_value = "kinds", value_parser = ["kinds", "subjects"])]
+    pub share: String,
     /// Run one finding's trial again (a findings/<n>-... directory) and say whether it still
     /// fires its oracle.
     #[arg(long, value_name = "DIR")]
@@ -184,6 +189,7 @@ impl ExploreArgs {
             confirm: 3,
             shrink_runs: self.shrink_runs,
             shrink_share: self.shrink_share,
+            share: self.share.parse()?,
             dir,
             baseline: match self.baseline.as_deref() {
                 Some(b) if b.contains('@') => Some(b.parse()?),

@@ -324,7 +324,7 @@ pub fn family_of(k: &str) -> Option<&'static str> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::explore::subject::{IMAGE_V1, embedded_values, get, target_name};
     use crate::explore::trial::Fields;
@@ -363,7 +363,7 @@ mod tests {
     /// in both), every other CRD kind in the version its seed is written for, a
     /// UnitedDeployment with two members, and a core document where StatefulSet has claim
     /// templates and Deployment an enum for its strategy.
-    fn cell() -> (BTreeMap<String, Value>, Doc) {
+    pub(crate) fn cell() -> (BTreeMap<String, Value>, Doc) {
         let mut crds = BTreeMap::new();
         let mut add = |api_version: &str, kind: &str, versions: &[(&str, Value)]| {
             let group = api_version.rsplit_once('/').unwrap().0;
