@@ -38,4 +38,36 @@ fn main() {
     code.push_str("]\n");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     std::fs::write(out.join("declarative.rs"), code).expect("write declarative.rs");
+    commit(Path::new(&manifest));
+}
+
+/// Names the commit the binary is built from (`HARNESS_COMMIT`, for the reports of benches
+/// run with a binary built before its checkout moved on), and has the script run again when
+/// the checkout's commit changes; nothing outside a git checkout.
+fn commit(dir: &Path) {
+    let git = |args: &[&str]| -> Option<String> {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())?;
+        Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let Some(head) = git(&["rev-parse", "HEAD"]) else {
+        return;
+    };
+    println!("cargo:rustc-env=HARNESS_COMMIT={head}");
+    // The files a commit or a checkout changes: HEAD, the branch it names, the packed refs
+    // (only those that exist: a path that does not exist would run the script every build).
+    let mut watched = vec!["HEAD".to_string(), "packed-refs".to_string()];
+    watched.extend(git(&["symbolic-ref", "-q", "HEAD"]));
+    for name in watched {
+        if let Some(path) = git(&["rev-parse", "--git-path", &name]) {
+            let path = dir.join(path);
+            if path.exists() {
+                println!("cargo:rerun-if-changed={}", path.display());
+            }
+        }
+    }
 }

@@ -21,6 +21,21 @@ use crate::progress::Progress;
 use crate::toolchain::{Cache, KubeVersion, Toolchain};
 use crate::wait::{self, Check};
 
+/// The commit this binary was built from (`build.rs` reads it), else that of the git checkout
+/// it runs in, for a bench's report to name.
+pub fn commit() -> String {
+    if let Some(c) = option_env!("HARNESS_COMMIT") {
+        return c.to_string();
+    }
+    std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown (not built or run in a git clone)".into())
+}
+
 /// Where benches keep their peers' work: `<state dir>/bench-work/`.
 fn work_root() -> PathBuf {
     crate::cluster::local::state::state_root().join("bench-work")
@@ -703,6 +718,24 @@ fn processes_under(dir: &Path) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_report_names_the_commit_the_binary_was_built_from() {
+        // Built in a git checkout (as the tests are), the build names its commit, and a
+        // report names it whatever the directory it runs in.
+        let built = option_env!("HARNESS_COMMIT").expect("build.rs names the commit");
+        assert_eq!(built.len(), 40, "{built}");
+        assert!(built.chars().all(|c| c.is_ascii_hexdigit()), "{built}");
+        assert_eq!(commit(), built);
+        // Built again when the checkout's commit changes (a commit made since the last build
+        // has the script run again before these tests run).
+        let head = std::process::Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&head.stdout).trim(), built);
+    }
 
     #[test]
     fn median_of_odd_and_even_counts() {

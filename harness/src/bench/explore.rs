@@ -264,7 +264,7 @@ fn median(mut xs: Vec<f64>) -> f64 {
 pub struct Report {
     /// When (RFC 3339, UTC).
     pub date: String,
-    /// The commit of the workspace the bench ran in.
+    /// The commit of the binary that ran the bench (see [`super::commit`]).
     pub commit: String,
     /// CPUs and memory.
     pub machine: super::flakes::tally::Machine,
@@ -429,13 +429,7 @@ pub async fn run(mut request: Request) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| PathBuf::from(format!("reports/bench-explore-{stamp}")));
     std::fs::create_dir_all(out.join("logs"))
         .with_context(|| format!("create {}", out.display()))?;
-    let commit = std::process::Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown (not run in a git clone)".into());
+    let commit = super::commit();
     let mut report = Report {
         date,
         commit,

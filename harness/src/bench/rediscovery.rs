@@ -168,17 +168,6 @@ async fn explore(binary: &Path, args: &[String], log: &Path, bound: Duration) ->
     }
 }
 
-/// The commit of the workspace the bench runs in.
-fn commit() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown (not run in a git clone)".into())
-}
-
 /// Writes the report as `rediscovery.md` and `rediscovery.json` in `out`; returns the Markdown.
 fn write(out: &Path, report: &Report) -> Result<String, RediscoveryError> {
     let md = markdown(report);
@@ -216,7 +205,7 @@ pub async fn run(request: Request) -> Result<ExitCode, RediscoveryError> {
     })?;
     let mut report = Report {
         date,
-        commit: commit(),
+        commit: super::commit(),
         machine: super::flakes::machine(),
         command: command(&request),
         budget: request.budget.as_secs(),

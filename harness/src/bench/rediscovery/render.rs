@@ -37,7 +37,7 @@ pub struct Ran {
 pub struct Report {
     /// When (RFC 3339, UTC).
     pub date: String,
-    /// The commit of the workspace the bench ran in.
+    /// The commit of the binary that ran the bench (see [`crate::bench::commit`]).
     pub commit: String,
     /// CPUs and memory.
     pub machine: crate::bench::flakes::tally::Machine,
