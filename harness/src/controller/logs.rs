@@ -173,6 +173,26 @@ pub fn panics_within(log: &str, window: &Window) -> Vec<String> {
 /// (recovered), and an unrecovered `panic:` followed by a `goroutine N [...]` stack; each with
 /// up to 8 lines after it.
 pub fn panics(log: &str) -> Vec<String> {
+    excerpts(log, false)
+}
+
+/// The panics of `log` that `window` keeps, as [`panics_within`], an unrecovered one with the
+/// whole stack of the goroutine that panicked (to the blank line that ends it, at most
+/// [`STACK_LINES`]): whose code panicked, which its first lines may not say (a shared
+/// library's frames come first, the controller that called it below them).
+pub fn panic_stacks_within(log: &str, window: &Window) -> Vec<String> {
+    excerpts(log, true)
+        .into_iter()
+        .filter(|p| window.keeps(p.lines().next().unwrap_or_default()))
+        .collect()
+}
+
+/// The most lines of a panicking goroutine's stack [`panic_stacks_within`] keeps.
+pub const STACK_LINES: usize = 200;
+
+/// Panics in `log`, each with up to 8 lines after it, or, `whole` and unrecovered, with its
+/// goroutine's stack.
+fn excerpts(log: &str, whole: bool) -> Vec<String> {
     let lines: Vec<&str> = log.lines().collect();
     let goroutine = |l: &str| l.starts_with("goroutine ") && l.trim_end().ends_with("]:");
     lines
@@ -182,8 +202,20 @@ pub fn panics(log: &str) -> Vec<String> {
             l.contains("Observed a panic")
                 || (l.starts_with("panic: ") && lines[*i..].iter().take(40).any(|l| goroutine(l)))
         })
-        .map(|(i, _)| {
-            lines[i..(i + 9).min(lines.len())]
+        .map(|(i, l)| {
+            let end = match whole && l.starts_with("panic: ") {
+                // The stack ends at the first blank line after its `goroutine` line.
+                true => {
+                    let stack = i + lines[i..].iter().position(|l| goroutine(l)).unwrap_or(0);
+                    let blank = lines[stack..]
+                        .iter()
+                        .position(|l| l.trim().is_empty())
+                        .map_or(lines.len(), |b| stack + b);
+                    blank.min(stack + STACK_LINES)
+                }
+                false => i + 9,
+            };
+            lines[i..end.min(lines.len())]
                 .iter()
                 .map(|l| l.chars().take(300).collect::<String>())
                 .collect::<Vec<_>>()
@@ -377,6 +409,45 @@ mod tests {
         assert_eq!(within.len(), 1, "{within:?}");
         assert!(within[0].contains("Observed a panic"));
         assert!(panics_within(denied, &Window::all()).is_empty());
+    }
+
+    #[test]
+    fn an_unrecovered_panics_stack_is_read_to_its_end_for_whose_code_it_was() {
+        let mut stack = vec![
+            "panic: runtime error: invalid memory address [recovered, repanicked]".to_string(),
+            String::new(),
+            "goroutine 7 [running]:".into(),
+        ];
+        for f in 0..6 {
+            stack.push(format!("example.com/lib/pkg/shared.f{f}(0x0)"));
+            stack.push(format!("\texample.com/lib/pkg/shared/f.go:{f} +0x38"));
+        }
+        stack.push("example.com/ctl/pkg/controller/thing.(*Control).sync(0x1)".into());
+        stack.push("\texample.com/ctl/pkg/controller/thing/sync.go:234 +0x3b4".into());
+        let log = format!(
+            "I1203 start\n{}\n\ngoroutine 8 [select]:\nexample.com/ctl/pkg/controller/other.wait()\n",
+            stack.join("\n")
+        );
+        // The first lines show the shared library's frames only.
+        let first = panics(&log);
+        assert_eq!(first.len(), 1);
+        assert!(!first[0].contains("pkg/controller/thing"), "{}", first[0]);
+        // The whole stack shows the controller, and ends with its goroutine.
+        let whole = panic_stacks_within(&log, &Window::all());
+        assert_eq!(whole.len(), 1);
+        assert!(
+            whole[0].contains("pkg/controller/thing/sync.go"),
+            "{}",
+            whole[0]
+        );
+        assert!(!whole[0].contains("pkg/controller/other"), "{}", whole[0]);
+        // A recovered panic is read as before.
+        let recovered =
+            "E1122 Observed a panic: x\ngoroutine 412 [running]:\nk8s.io/x.logPanic()\n";
+        assert_eq!(
+            panic_stacks_within(recovered, &Window::all()),
+            panics(recovered)
+        );
     }
 
     #[test]

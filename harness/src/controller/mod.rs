@@ -35,7 +35,9 @@ pub use component::{Component, Installation, SETTLE_TIMEOUT};
 pub use error::ControllerError;
 pub use family::{Family, families, family, register};
 pub use in_cluster::InClusterManager;
-pub use logs::{Denial, Window, forbidden_lines, panic_in, panics, panics_within};
+pub use logs::{
+    Denial, Window, forbidden_lines, panic_in, panic_stacks_within, panics, panics_within,
+};
 pub(crate) use manager::check_local_process;
 pub use manager::{Manager, delete_lease, http_get_status, service_account_token};
 pub use reference::{ControllerKind, ControllerRef, RefError, is_release_tag};

@@ -582,7 +582,7 @@ impl Cell<'_> {
             true => (oracle::exit_is_theirs as Charge, "exited on a panic"),
             false => (oracle::panics_are_theirs as Charge, "panicked"),
         };
-        let panics = self.panics(window);
+        let panics = self.panic_stacks(window);
         let mut kinds = s.event_kinds();
         kinds.extend(s.twin.as_deref().map(|t| t.kind));
         let theirs = judge(&panics, &kinds, &catalog::kinds());
@@ -594,6 +594,16 @@ impl Cell<'_> {
             ));
         }
         theirs
+    }
+
+    /// The panics the controller's components logged within `window`, each with its
+    /// goroutine's stack when it was not recovered (what decides whose controller it was).
+    fn panic_stacks(&self, window: &crate::controller::Window) -> Vec<String> {
+        self.installation
+            .logs()
+            .into_iter()
+            .flat_map(|path| crate::controller::panic_stacks_within(&window.read(path), window))
+            .collect()
     }
 
     /// The panics the controller's components logged within `window`, each with the first
