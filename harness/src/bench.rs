@@ -36,6 +36,55 @@ pub fn commit() -> String {
         .unwrap_or_else(|| "unknown (not built or run in a git clone)".into())
 }
 
+/// How long a child harness a bench stops (an exploration) may take to tear its clusters down
+/// after SIGINT before it is killed.
+pub const CHILD_TEARDOWN: Duration = Duration::from_secs(120);
+
+/// A harness a bench runs as a child (an exploration), stopped as a person would stop it when
+/// the bench ends before it does (the bench interrupted, or its future dropped): SIGINT, then
+/// up to [`CHILD_TEARDOWN`] to tear its clusters down, and SIGKILL only past that. (A child
+/// killed at once leaves its cluster's processes running.)
+pub struct ChildHarness {
+    pid: Option<nix::unistd::Pid>,
+}
+
+impl ChildHarness {
+    /// Watches `child` (spawned without `kill_on_drop`, which would kill it first).
+    pub fn watch(child: &tokio::process::Child) -> Self {
+        ChildHarness {
+            pid: child.id().map(|p| nix::unistd::Pid::from_raw(p as i32)),
+        }
+    }
+
+    /// The child ended (and was waited for): nothing to stop.
+    pub fn ended(&mut self) {
+        self.pid = None;
+    }
+}
+
+impl Drop for ChildHarness {
+    fn drop(&mut self) {
+        use nix::sys::signal::{Signal, kill};
+        use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+        let Some(pid) = self.pid.take() else {
+            return;
+        };
+        if kill(pid, Signal::SIGINT).is_err() {
+            return;
+        }
+        let deadline = Instant::now() + CHILD_TEARDOWN;
+        while Instant::now() < deadline {
+            match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => std::thread::sleep(Duration::from_millis(100)),
+                // Ended (and reaped here), or not this process's child any more.
+                _ => return,
+            }
+        }
+        let _ = kill(pid, Signal::SIGKILL);
+        let _ = waitpid(pid, None);
+    }
+}
+
 /// Where benches keep their peers' work: `<state dir>/bench-work/`.
 fn work_root() -> PathBuf {
     crate::cluster::local::state::state_root().join("bench-work")

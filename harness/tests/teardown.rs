@@ -210,6 +210,66 @@ fn gc_cleans_up_after_a_killed_bench() {
     assert_eq!(work(cli.state.path()), Vec::<String>::new());
 }
 
+/// A bench stopped while its exploration runs stops the exploration as a person would (SIGINT,
+/// and time to tear down), so the exploration's cell leaves nothing behind.
+#[test]
+fn a_stopped_bench_lets_its_exploration_tear_its_cell_down() {
+    let cli = Cli::new();
+    let out = tempfile::tempdir().unwrap();
+    let mut child = cli
+        .cmd()
+        .args(["bench", "explore", "--budget", "5m", "--seed", "1", "--out"])
+        .arg(out.path())
+        .args(["--", "--kinds", "CloneSet", "--modes", "admission"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Stop the bench once the exploration's cell runs its trials (the controller is up).
+    let trying = || {
+        std::fs::read_dir(out.path().join("logs"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                std::fs::read_to_string(e.path()).is_ok_and(|l| l.contains("admission trials"))
+            })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(900);
+    let (dir, procs) = loop {
+        assert!(std::time::Instant::now() < deadline, "no cell came up");
+        assert!(child.try_wait().unwrap().is_none(), "the bench ended early");
+        if !trying() {
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        }
+        let running = std::fs::read_dir(cli.state.path().join("clusters"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find_map(|e| {
+                let state = ClusterState::load(&e.path().join("cluster.json")).ok()?;
+                state
+                    .processes
+                    .iter()
+                    .any(ProcRecord::alive)
+                    .then(|| (e.path(), state.processes))
+            });
+        if let Some(found) = running {
+            break found;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let name = dir.file_name().unwrap().to_string_lossy().to_string();
+    assert!(name.starts_with("explore-"), "{name}");
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let status = wait_exit(&mut child, Duration::from_secs(300));
+    assert_eq!(status.code(), Some(130));
+    common::assert_nothing_left(&procs, &dir);
+    let left = common::processes_with(&dir.to_string_lossy());
+    assert!(left.is_empty(), "still running: {left:?}");
+}
+
 #[test]
 fn detached_clusters_are_listed_left_alone_by_gc_and_ended_by_down() {
     let cli = Cli::new();

@@ -237,11 +237,12 @@ async fn explore_once(
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
-        .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("start {}", binary.display()))?;
+    let mut stop = super::ChildHarness::watch(&child);
     let sampler = Sampler::start(child.id().unwrap_or(0));
     let status = child.wait().await;
+    stop.ended();
     let cpu = sampler.stop();
     Ok((t.elapsed().as_secs_f64(), status?.success(), cpu))
 }

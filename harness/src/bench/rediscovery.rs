@@ -47,9 +47,6 @@ pub const DEFAULT_SEED: u64 = 7;
 /// what it found, teardown) before it is stopped as hung.
 const OVERRUN: Duration = Duration::from_secs(30 * 60);
 
-/// How long a stopped exploration may take to tear down after SIGINT before it is killed.
-const TEARDOWN: Duration = Duration::from_secs(120);
-
 /// What failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RediscoveryError {
@@ -114,7 +111,7 @@ pub fn error_of(log: &str) -> Option<String> {
 
 /// Runs `explore` (this executable) with `args`, its output to `log`, within `bound`: past it
 /// the exploration is interrupted (SIGINT: it tears its cell down) and killed if it has not
-/// ended [`TEARDOWN`] later. Returns why it failed, if it did.
+/// ended [`crate::bench::CHILD_TEARDOWN`] later. Returns why it failed, if it did.
 async fn explore(binary: &Path, args: &[String], log: &Path, bound: Duration) -> Option<String> {
     let out = match std::fs::File::create(log) {
         Ok(f) => f,
@@ -129,12 +126,12 @@ async fn explore(binary: &Path, args: &[String], log: &Path, bound: Duration) ->
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
-        .kill_on_drop(true)
         .spawn()
     {
         Ok(c) => c,
         Err(e) => return Some(format!("start {}: {e}", binary.display())),
     };
+    let mut stop = crate::bench::ChildHarness::watch(&child);
     let status = match tokio::time::timeout(bound, child.wait()).await {
         Ok(s) => s,
         Err(_) => {
@@ -144,9 +141,13 @@ async fn explore(binary: &Path, args: &[String], log: &Path, bound: Duration) ->
                     nix::sys::signal::Signal::SIGINT,
                 );
             }
-            if tokio::time::timeout(TEARDOWN, child.wait()).await.is_err() {
+            if tokio::time::timeout(crate::bench::CHILD_TEARDOWN, child.wait())
+                .await
+                .is_err()
+            {
                 let _ = child.kill().await;
             }
+            stop.ended();
             return Some(format!(
                 "did not end within {} (its budget and {} more): interrupted",
                 duration(bound),
@@ -154,6 +155,7 @@ async fn explore(binary: &Path, args: &[String], log: &Path, bound: Duration) ->
             ));
         }
     };
+    stop.ended();
     match status {
         Ok(s) if s.success() => None,
         Ok(s) => {
