@@ -68,7 +68,9 @@ pub(super) fn groups(s: &Subject) -> [String; 2] {
 /// Who runs the next behaviour trial: each subject runs its trial numbers 0, 1, 2, … in
 /// order, each once, and the subject whose turns so far are the fewest for its share goes
 /// next (the earliest in the subjects' order when two are even), so every subject runs one
-/// trial before any runs a second, and past that the trials follow the shares.
+/// trial before any runs a second, and past that the trials follow the shares. The turns
+/// share trials, not time: a subject whose trials take longer to settle uses more of the
+/// budget.
 #[derive(Debug, Clone)]
 pub(super) struct Turns {
     /// The inverse of each subject's share, up to a factor common to all: with
@@ -81,24 +83,21 @@ pub(super) struct Turns {
 impl Turns {
     /// Turns for subjects in the groups `groups` (one entry each, in the subjects' order).
     pub(super) fn new(share: Share, groups: &[[String; 2]]) -> Self {
-        let count = |f: &dyn Fn(&[String; 2]) -> bool| groups.iter().filter(|g| f(g)).count();
-        let cost = groups
+        let cost: Vec<u64> = groups
             .iter()
             .map(|g| match share {
                 Share::Subjects => 1,
                 Share::Kinds => {
-                    let in_group = count(&|o| o == g);
-                    let mut kind: Vec<&String> = groups
+                    let in_group = groups.iter().filter(|o| *o == g).count();
+                    let in_kind: std::collections::BTreeSet<&String> = groups
                         .iter()
                         .filter(|o| o[0] == g[0])
                         .map(|o| &o[1])
                         .collect();
-                    kind.sort();
-                    kind.dedup();
-                    (in_group * kind.len()) as u64
+                    (in_group * in_kind.len()) as u64
                 }
             })
-            .collect::<Vec<u64>>();
+            .collect();
         let started = vec![0; cost.len()];
         Turns { cost, started }
     }
