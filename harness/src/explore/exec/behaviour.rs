@@ -582,7 +582,7 @@ impl Cell<'_> {
             true => (oracle::exit_is_theirs as Charge, "exited on a panic"),
             false => (oracle::panics_are_theirs as Charge, "panicked"),
         };
-        let panics = self.panic_stacks(window);
+        let panics = self.panics(window, crate::controller::panic_stacks_within);
         let mut kinds = s.event_kinds();
         kinds.extend(s.twin.as_deref().map(|t| t.kind));
         let theirs = judge(&panics, &kinds, &catalog::kinds());
@@ -596,23 +596,19 @@ impl Cell<'_> {
         theirs
     }
 
-    /// The panics the controller's components logged within `window`, each with its
-    /// goroutine's stack when it was not recovered (what decides whose controller it was).
-    fn panic_stacks(&self, window: &crate::controller::Window) -> Vec<String> {
+    /// The panics the controller's components logged within `window`, as `read` reads them
+    /// from a log ([`crate::controller::panics_within`]: with the first lines of each stack;
+    /// [`crate::controller::panic_stacks_within`]: with an unrecovered one's whole stack, what
+    /// decides whose controller it was).
+    fn panics(
+        &self,
+        window: &crate::controller::Window,
+        read: fn(&str, &crate::controller::Window) -> Vec<String>,
+    ) -> Vec<String> {
         self.installation
             .logs()
             .into_iter()
-            .flat_map(|path| crate::controller::panic_stacks_within(&window.read(path), window))
-            .collect()
-    }
-
-    /// The panics the controller's components logged within `window`, each with the first
-    /// lines of its stack.
-    fn panics(&self, window: &crate::controller::Window) -> Vec<String> {
-        self.installation
-            .logs()
-            .into_iter()
-            .flat_map(|path| crate::controller::panics_within(&window.read(path), window))
+            .flat_map(|path| read(&window.read(path), window))
             .collect()
     }
 
@@ -620,7 +616,7 @@ impl Cell<'_> {
     /// first problem it sees (an exit, then denials, then panics), so a problem excused leaves
     /// the panics after it to be asked for.
     fn panicked_within(&self, window: &crate::controller::Window) -> Option<String> {
-        let panics = self.panics(window);
+        let panics = self.panics(window, crate::controller::panics_within);
         let first = panics.first()?;
         Some(format!(
             "the controller panicked ({} times) since the restarted apiserver served: {first}",
