@@ -18,6 +18,23 @@ fn records(dir: &Path) -> Vec<ProcRecord> {
     common::processes(dir)
 }
 
+/// A cluster under the state directory `state` with a component alive: its directory and
+/// recorded processes.
+fn running_cluster(state: &Path) -> Option<(std::path::PathBuf, Vec<ProcRecord>)> {
+    std::fs::read_dir(state.join("clusters"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .find_map(|e| {
+            let state = ClusterState::load(&e.path().join("cluster.json")).ok()?;
+            state
+                .processes
+                .iter()
+                .any(ProcRecord::alive)
+                .then(|| (e.path(), state.processes))
+        })
+}
+
 fn assert_all_gone(procs: &[ProcRecord], dir: &Path) {
     assert_eq!(procs.len(), 6, "every component was recorded: {procs:?}");
     common::assert_nothing_left(procs, dir);
@@ -159,18 +176,7 @@ fn gc_cleans_up_after_a_killed_bench() {
             "no bench cluster came up"
         );
         assert!(child.try_wait().unwrap().is_none(), "the bench ended early");
-        let running = std::fs::read_dir(cli.state.path().join("clusters"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .find_map(|e| {
-                let state = ClusterState::load(&e.path().join("cluster.json")).ok()?;
-                state
-                    .processes
-                    .iter()
-                    .any(ProcRecord::alive)
-                    .then(|| (e.path(), state.processes))
-            });
+        let running = running_cluster(cli.state.path());
         if let Some(found) = running {
             child.kill().unwrap();
             child.wait().unwrap();
@@ -243,18 +249,7 @@ fn a_stopped_bench_lets_its_exploration_tear_its_cell_down() {
             std::thread::sleep(Duration::from_millis(200));
             continue;
         }
-        let running = std::fs::read_dir(cli.state.path().join("clusters"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .find_map(|e| {
-                let state = ClusterState::load(&e.path().join("cluster.json")).ok()?;
-                state
-                    .processes
-                    .iter()
-                    .any(ProcRecord::alive)
-                    .then(|| (e.path(), state.processes))
-            });
+        let running = running_cluster(cli.state.path());
         if let Some(found) = running {
             break found;
         }

@@ -379,26 +379,31 @@ mod tests {
             .collect()
     }
 
+    /// Subjects as `--kinds` names them: a workload kind in two versions, one alone, a policy
+    /// over three target kinds in several variants, a union of two members.
+    const NAMES: [&str; 13] = [
+        "A",
+        "A@v2",
+        "B",
+        "P.A",
+        "P.AWithClaims",
+        "P@v2.A",
+        "P@v2.AWithClaims",
+        "P.B",
+        "P.C",
+        "P.C@v2",
+        "U.x",
+        "U.xWithClaims",
+        "U.y",
+    ];
+
     fn run(turns: &mut Turns, trials: usize) -> Vec<(usize, u64)> {
         (0..trials).map(|_| turns.next().unwrap()).collect()
     }
 
     #[test]
     fn every_subject_runs_its_numbers_once_each_in_order_and_each_once_before_any_twice() {
-        let names = [
-            "A",
-            "A@v2",
-            "B",
-            "P.A",
-            "P.AWithClaims",
-            "P@v2.A",
-            "P.B",
-            "P.C",
-            "P.C@v2",
-            "U.x",
-            "U.xWithClaims",
-            "U.y",
-        ];
+        let names = NAMES;
         for share in [Share::Kinds, Share::Subjects] {
             let mut turns = Turns::new(share, &grouped(&names));
             let ran = run(&mut turns, 500);
@@ -419,23 +424,7 @@ mod tests {
 
     #[test]
     fn behaviour_trials_are_shared_by_kind_then_by_what_the_kind_differs_in() {
-        // A workload kind in two versions, one alone, a policy over three target kinds in
-        // several variants, a union of two members.
-        let names = [
-            "A",
-            "A@v2",
-            "B",
-            "P.A",
-            "P.AWithClaims",
-            "P@v2.A",
-            "P@v2.AWithClaims",
-            "P.B",
-            "P.C",
-            "P.C@v2",
-            "U.x",
-            "U.xWithClaims",
-            "U.y",
-        ];
+        let names = NAMES;
         let count = |ran: &[(usize, u64)], pick: &dyn Fn(&str) -> bool| {
             ran.iter().filter(|(at, _)| pick(names[*at])).count()
         };
