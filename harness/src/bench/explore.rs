@@ -7,7 +7,11 @@
 //! time went: [`crate::explore::pace`]); while it runs, every process it started is sampled
 //! from `/proc` each second, and its CPU seconds are summed by class ([`class`]). The
 //! medians by binary, and each binary's ratio to the first, go to `bench-explore.md` and
-//! `bench-explore.json` with the date, commit, machine and the command that reproduces them.
+//! `bench-explore.json` with the date, commit, machine and the command that reproduces them,
+//! and after them which of the first binary's stable findings each other binary found again
+//! ([`sensitivity`]).
+
+pub mod sensitivity;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -56,6 +60,9 @@ pub struct Sample {
     pub admission: usize,
     /// Findings reported, and of them those that reproduced every time.
     pub findings: (usize, usize),
+    /// The findings, to compare with the other binaries' ([`sensitivity`]).
+    #[serde(default)]
+    pub seen: Vec<sensitivity::Seen>,
     /// Where its time went, when the binary keeps it.
     pub pace: Option<crate::explore::pace::Pace>,
     /// CPU seconds of its processes by class ([`class`]).
@@ -203,6 +210,7 @@ fn read(sample: &mut Sample, dir: &Path) -> anyhow::Result<()> {
     let findings = v["findings"].as_array().cloned().unwrap_or_default();
     let stable = findings.iter().filter(|f| f["stable"] == true).count();
     sample.findings = (findings.len(), stable);
+    sample.seen = sensitivity::Seen::read(&findings);
     // What binaries that keep their pace wrote.
     if v.get("pace").is_some() {
         let s: Summary = serde_json::from_value(v)?;
@@ -276,7 +284,7 @@ pub struct Report {
 }
 
 /// The report as Markdown: a table of medians by binary (the first the reference of the
-/// ratio), then one row a run.
+/// ratio), then one row a run, then what the first binary found that the others did not.
 pub fn markdown(r: &Report) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
@@ -374,6 +382,13 @@ pub fn markdown(r: &Report) -> String {
             by.join(", ")
         );
     }
+    let runs: Vec<(String, Vec<sensitivity::Seen>)> = r
+        .samples
+        .iter()
+        .map(|s| (s.binary.clone(), s.seen.clone()))
+        .collect();
+    let (wanted, rows) = sensitivity::compare(&runs);
+    out.push_str(&sensitivity::markdown(&wanted, &rows));
     out
 }
 
