@@ -159,7 +159,17 @@ impl Book<'_> {
         output::write_finding(&dir, &s, &r, &self.options.controller, &manager_log)?;
         let shrunk = done.candidates > 0;
         (self.say)(match (shrunk, confirmed) {
-            (_, false) => format!(
+            (true, false) => format!(
+                "         shrunk to {} step(s), {} field(s) in {} runs, not confirmed: its \
+                 confirming runs no longer fit in what is left of shrinking's share ({:.0} s); \
+                 `harness explore --replay {}` confirms it",
+                r.trial.steps.len(),
+                r.trial.fields().len(),
+                done.candidates,
+                (self.shrink_left().as_secs_f64() - done.shrinking).max(0.0),
+                dir.display()
+            ),
+            (false, false) => format!(
                 "         written as it fired, neither shrunk nor confirmed: its confirming runs \
                  (about {:.0} s, as long as its trial) do not fit in what is left of the budget \
                  and of shrinking's share of it ({:.0} s); `harness explore --replay {}` does \

@@ -19,7 +19,8 @@
 //! times at once (a finding that does not fire every time is reported as unstable) and
 //! written as a reproduction ([`output`]) — while shrinking and confirming have used less
 //! than their share of the budget ([`SHRINK_SHARE`] by default); past it, it is written as it fired,
-//! for `--replay` to shrink and confirm. Every trial is data: replayed exactly from its YAML
+//! for `--replay` to shrink and confirm (shrunk but not confirmed when, once shrunk, its
+//! confirming runs no longer fit: [`shrinking::confirm_fits`]). Every trial is data: replayed exactly from its YAML
 //! ([`replay`]), or regenerated from the seed.
 //!
 //! The run is split by phase: [`Options`] and [`Gates`] say how it goes ([`options`]), the
@@ -503,7 +504,9 @@ async fn shrink_written(
         first_seen: r.first_seen,
         manager_log: String::new(),
     };
+    // Replay confirms whatever shrinking took.
     let plan = Plan {
+        left: std::time::Duration::MAX,
         shrink_for: options.budget,
         side_by_side: if global { 1 } else { SIDE_BY_SIDE },
         confirm_at_once: !global,

@@ -2,6 +2,7 @@
 //! [`Pending`] finding as a [`Plan`] says ([`plan`] fits it in the time left) and runs the
 //! smallest trial found again, on [`Cells`]; [`fires`] runs a candidate.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::exec::{self, Cell};
@@ -38,6 +39,9 @@ pub(super) struct Pending {
 /// How a finding's shrinking and confirming fit in the time left for them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Plan {
+    /// The time shrinking and confirming were given: the confirming runs start only if, at
+    /// that moment, they still fit in it ([`confirm_fits`]).
+    pub(super) left: Duration,
     /// How long after the shrinking starts a candidate may still start.
     pub(super) shrink_for: Duration,
     /// Candidates at once.
@@ -60,22 +64,38 @@ pub(super) fn plan(
     side_by_side: usize,
     global: bool,
 ) -> Option<Plan> {
-    let (side_by_side, rounds) = match global {
-        true => (1, confirm.max(1)),
-        false => (side_by_side.max(1), 1),
+    let side_by_side = match global {
+        true => 1,
+        false => side_by_side.max(1),
     };
-    let confirming = match global {
-        true => trial * u32::try_from(rounds).unwrap_or(u32::MAX),
-        false => trial.mul_f64((confirm as f64 / CORES_PER_CELL as f64).max(1.0)),
-    };
+    let confirming = confirming(trial, confirm, global);
     if left.is_zero() || left < confirming {
         return None;
     }
     Some(Plan {
+        left,
         shrink_for: (left - confirming).saturating_sub(trial),
         side_by_side,
         confirm_at_once: !global,
     })
+}
+
+/// How long `confirm` confirming runs of a trial that takes `trial` are taken to last: at once
+/// on a cell's [`CORES_PER_CELL`] cores, or one after another for a trial that runs alone.
+fn confirming(trial: Duration, confirm: usize, global: bool) -> Duration {
+    match global {
+        true => trial * u32::try_from(confirm.max(1)).unwrap_or(u32::MAX),
+        false => trial.mul_f64((confirm as f64 / CORES_PER_CELL as f64).max(1.0)),
+    }
+}
+
+/// Whether the confirming runs still fit in `plan`'s time once shrinking took `spent`, a run
+/// taken to last `run`: the trial that fired the finding, or the longest candidate when one
+/// took longer (a smaller trial can wait longer, and a loaded cell is slower than the
+/// estimate). When they do not, the finding is written shrunk but not confirmed, for
+/// `--replay` to confirm, and the share is not overrun.
+pub(super) fn confirm_fits(plan: &Plan, spent: Duration, run: Duration, confirm: usize) -> bool {
+    spent.saturating_add(confirming(run, confirm, !plan.confirm_at_once)) <= plan.left
 }
 
 /// The cells a finding's trial runs on again: the cell, and for an O5 finding the baseline's
@@ -132,15 +152,35 @@ pub(super) async fn shrink(
     let started = Instant::now();
     let (s, target) = (&p.subject, &p.finding);
     let deadline = started + plan.shrink_for;
-    let minimized = minimize::minimize(
-        p.trial.clone(),
-        runs,
-        deadline,
-        plan.side_by_side,
-        |t| async move { fires(cells, s, &t, target).await.is_some() },
-    )
+    // The longest candidate, in milliseconds.
+    let longest = AtomicU64::new(0);
+    let minimized = minimize::minimize(p.trial.clone(), runs, deadline, plan.side_by_side, |t| {
+        let longest = &longest;
+        async move {
+            let t0 = Instant::now();
+            let hit = fires(cells, s, &t, target).await.is_some();
+            let ms = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
+            longest.fetch_max(ms, Ordering::Relaxed);
+            hit
+        }
+    })
     .await;
     let shrinking = started.elapsed().as_secs_f64();
+    let run = p
+        .seconds
+        .max(Duration::from_millis(longest.load(Ordering::Relaxed)));
+    if !confirm_fits(&plan, started.elapsed(), run, confirm) {
+        return Shrunk {
+            pending: p,
+            trial: minimized.trial,
+            candidates: minimized.runs,
+            confirm_runs: 0,
+            reproduced: 0,
+            hit: None,
+            shrinking,
+            confirming: 0.0,
+        };
+    }
     let confirming = Instant::now();
     let run = || fires(cells, s, &minimized.trial, target);
     let hits = match plan.confirm_at_once {
@@ -391,8 +431,9 @@ mod tests {
     #[test]
     fn shrinking_starts_only_where_its_confirming_runs_still_fit() {
         let s = Duration::from_secs;
-        let plain = |shrink_for| {
+        let plain = |left, shrink_for| {
             Some(Plan {
+                left,
                 shrink_for,
                 side_by_side: 2,
                 confirm_at_once: true,
@@ -400,16 +441,16 @@ mod tests {
         };
         // Three confirming runs at once on a cell's two cores take a trial and a half;
         // candidates start while one more trial fits.
-        assert_eq!(plan(s(100), s(20), 3, 2, false), plain(s(50)));
+        assert_eq!(plan(s(100), s(20), 3, 2, false), plain(s(100), s(50)));
         assert_eq!(
             plan(s(30), s(20), 3, 2, false),
-            plain(s(0)),
+            plain(s(30), s(0)),
             "confirmed, not shrunk"
         );
         assert_eq!(plan(s(29), s(20), 3, 2, false), None, "written as it fired");
         assert_eq!(
             plan(s(100), s(20), 1, 2, false),
-            plain(s(60)),
+            plain(s(100), s(60)),
             "one run: a trial"
         );
         assert_eq!(plan(Duration::ZERO, s(1), 3, 2, false), None);
@@ -417,11 +458,30 @@ mod tests {
         assert_eq!(
             plan(s(100), s(20), 3, 4, true),
             Some(Plan {
+                left: s(100),
                 shrink_for: s(20),
                 side_by_side: 1,
                 confirm_at_once: false,
             })
         );
         assert_eq!(plan(s(50), s(20), 3, 4, true), None);
+    }
+
+    #[test]
+    fn confirming_runs_start_only_if_they_still_fit_with_the_longest_run_seen() {
+        let s = Duration::from_secs;
+        let p = plan(s(100), s(20), 3, 2, false).unwrap();
+        // As planned: 50 s of candidates, then a trial and a half of confirming.
+        assert!(confirm_fits(&p, s(50), s(20), 3));
+        assert!(confirm_fits(&p, s(70), s(20), 3));
+        // The last candidate ran past the candidates' deadline: what is left is too short.
+        assert!(!confirm_fits(&p, s(71), s(20), 3));
+        // A candidate took longer than the trial that fired it: its length is the estimate.
+        assert!(!confirm_fits(&p, s(50), s(40), 3));
+        assert!(confirm_fits(&p, s(10), s(40), 3));
+        // A trial that runs alone confirms one run after another.
+        let alone = plan(s(100), s(20), 3, 4, true).unwrap();
+        assert!(confirm_fits(&alone, s(40), s(20), 3));
+        assert!(!confirm_fits(&alone, s(41), s(20), 3));
     }
 }
