@@ -256,6 +256,10 @@ fn kubectl_op(s: &Subject, op: Op, name: &str) -> String {
             "kubectl patch {res} {name} --type merge -p \
              '{{\"spec\":{{\"resource\":{{\"data\":{{\"explore-next\":\"dg==\"}}}}}}}}'"
         ),
+        Op::Retag => format!(
+            "kubectl patch {res} {name} --type merge -p \
+             '{{\"spec\":{{\"resource\":{{\"metadata\":{{\"labels\":{{\"explore.harness.io/retagged\":\"v\"}},\"annotations\":{{\"explore.harness.io/retagged\":\"v\"}}}}}}}}}}'"
+        ),
         Op::AddNamespace => format!(
             "kubectl create namespace $NAMESPACE-added && \
              kubectl label namespace $NAMESPACE-added {TRIAL_LABEL}=$NAMESPACE"
@@ -568,6 +572,7 @@ mod tests {
                     op: Op::AddNamespace,
                 },
                 Step::Operate { op: Op::Rewrite },
+                Step::Operate { op: Op::Retag },
                 Step::Perturb {
                     perturbation: Perturbation::DeleteCopy,
                 },
@@ -585,6 +590,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("explore-next"), "{text}");
+        assert!(text.contains("explore.harness.io/retagged"), "{text}");
         assert!(text.contains(COPIED_LABEL), "{text}");
     }
 

@@ -317,7 +317,7 @@ impl Subject {
                 }
                 ops
             }
-            Makes::Copies => vec![Op::Rewrite, Op::AddNamespace, Op::Relabel],
+            Makes::Copies => vec![Op::Rewrite, Op::Retag, Op::AddNamespace, Op::Relabel],
         }
     }
 

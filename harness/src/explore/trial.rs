@@ -86,6 +86,10 @@ pub enum Op {
     ChangeSelector,
     /// Change what is copied: a key added to the data of the object's resource.
     Rewrite,
+    /// Change only the metadata of what is copied: a label and an annotation added to the
+    /// object's resource, its data as it was (each part of a copy the copy oracle judges has
+    /// an operation that changes it alone).
+    Retag,
     /// Make another namespace of the trial (labelled as the trial's are).
     AddNamespace,
     /// Take the trial's label off its namespace, or put it back.

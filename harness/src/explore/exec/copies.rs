@@ -30,6 +30,9 @@ use crate::explore::trial::Op;
 /// base64.
 const REWRITTEN: &str = "dg==";
 
+/// The label and annotation key [`Op::Retag`] adds (numbered after those already there).
+const RETAGGED: &str = "explore.harness.io/retagged";
+
 impl Cell<'_> {
     /// Every namespace of the cluster, as the copy oracle sees it.
     pub(super) async fn namespaces(&self) -> anyhow::Result<Vec<NamespaceView>> {
@@ -155,6 +158,18 @@ impl Cell<'_> {
                     .map_or(0, |m| m.len());
                 let patch =
                     json!({"spec": {"resource": {"data": {format!("explore-{n}"): REWRITTEN}}}});
+                merge(api, name, &patch).await
+            }
+            Op::Retag => {
+                let obj = serde_json::to_value(api.get(name).await?)?;
+                let meta = &obj["spec"]["resource"]["metadata"];
+                let n = ["labels", "annotations"]
+                    .iter()
+                    .map(|m| meta[m].as_object().map_or(0, |o| o.len()))
+                    .sum::<usize>();
+                let key = format!("{RETAGGED}-{n}");
+                let patch = json!({"spec": {"resource": {"metadata": {
+                    "labels": {&key: "v"}, "annotations": {&key: "v"}}}}});
                 merge(api, name, &patch).await
             }
             Op::AddNamespace => {

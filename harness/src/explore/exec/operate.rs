@@ -46,7 +46,7 @@ impl Cell<'_> {
                 set(&mut patch, "spec.selector", json!({"matchLabels": labels}))
                     .map_err(anyhow::Error::msg)?;
             }
-            Op::Rewrite | Op::AddNamespace | Op::Relabel => {
+            Op::Rewrite | Op::Retag | Op::AddNamespace | Op::Relabel => {
                 anyhow::bail!(
                     "{op:?} applies to a kind that copies a resource, not to {}",
                     s.kind
