@@ -9,7 +9,8 @@
 //! medians by binary, and each binary's ratio to the first, go to `bench-explore.md` and
 //! `bench-explore.json` with the date, commit, machine and the command that reproduces them,
 //! and after them which of the first binary's stable findings each other binary found again
-//! ([`sensitivity`]).
+//! ([`sensitivity`]). With `--from`, explorations already made are reported on the same way,
+//! none run ([`report_from`]).
 
 pub mod sensitivity;
 
@@ -41,6 +42,9 @@ pub struct Request {
     pub explore_args: Vec<String>,
     /// Where the report goes (default: `reports/bench-explore-<time>`).
     pub out: Option<PathBuf>,
+    /// Explorations already made to report on instead of running any (run directories, or
+    /// directories holding them), the first the reference.
+    pub from: Vec<PathBuf>,
 }
 
 /// One exploration run, as measured.
@@ -406,6 +410,12 @@ fn per_minute(r: &Report, b: &str) -> Option<f64> {
 /// The command that reproduces `request`.
 fn command(request: &Request) -> String {
     let mut words = vec!["harness".to_string(), "bench".into(), "explore".into()];
+    if !request.from.is_empty() {
+        for d in &request.from {
+            words.extend(["--from".into(), d.display().to_string()]);
+        }
+        return words.join(" ");
+    }
     for b in &request.binaries {
         words.extend(["--binary".into(), b.display().to_string()]);
     }
@@ -427,6 +437,9 @@ fn command(request: &Request) -> String {
 /// Runs the bench: each binary's explorations, interleaved, then the report (printed and
 /// written). Exit 1 when a run did not exit 0 (its log says why).
 pub async fn run(mut request: Request) -> anyhow::Result<ExitCode> {
+    if !request.from.is_empty() {
+        return report_from(&request);
+    }
     if request.binaries.is_empty() {
         request.binaries.push(std::env::current_exe()?);
     }
@@ -512,6 +525,52 @@ pub async fn run(mut request: Request) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Reports on the explorations `request.from` names, running none: each read as a run's
+/// sample (its wall time the exploration's own, no CPU sampled).
+fn report_from(request: &Request) -> anyhow::Result<ExitCode> {
+    let (date, stamp) = super::flakes::now();
+    let out = request
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("reports/bench-explore-{stamp}")));
+    let mut report = Report {
+        date,
+        commit: super::commit(),
+        machine: super::flakes::machine(),
+        command: command(request),
+        samples: vec![],
+    };
+    for d in &request.from {
+        let mut sample = Sample {
+            binary: d.display().to_string(),
+            run: 1,
+            ok: true,
+            ..Sample::default()
+        };
+        read(&mut sample, d).with_context(|| {
+            format!(
+                "--from {}: not an exploration's run directory (one holding explore.json, or \
+                 a directory holding such runs)",
+                d.display()
+            )
+        })?;
+        let path = run_dir(d)?.join("explore.json");
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+        sample.wall = v["seconds"].as_f64().unwrap_or(0.0);
+        report.samples.push(sample);
+    }
+    std::fs::create_dir_all(&out).with_context(|| format!("create {}", out.display()))?;
+    let md = markdown(&report);
+    std::fs::write(out.join("bench-explore.md"), &md)?;
+    std::fs::write(
+        out.join("bench-explore.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
+    println!("{md}");
+    println!("written: {}", out.join("bench-explore.md").display());
+    Ok(ExitCode::SUCCESS)
 }
 
 /// A short name of a binary for its directories: its parent directories' names and its own.
@@ -629,6 +688,55 @@ mod tests {
     }
 
     #[test]
+    fn explorations_already_made_are_reported_and_compared_without_running_any() {
+        let root = tempfile::tempdir().unwrap();
+        let finding = |key: &str, stable: bool| {
+            serde_json::json!({"finding": {"oracle": "O2-convergence", "subject": "CloneSet",
+                "key": key, "observed": "", "expected": ""}, "stable": stable})
+        };
+        let run = |name: &str, findings: Vec<serde_json::Value>| {
+            // A directory holding one run, as `--report-dir` leaves it.
+            let dir = root.path().join(name).join("explore-20261203-000000-abcd");
+            std::fs::create_dir_all(&dir).unwrap();
+            let v = serde_json::json!({"seconds": 1200.5, "trials": {"behaviour CloneSet": 4,
+                "admission CloneSet": 10}, "findings": findings});
+            std::fs::write(dir.join("explore.json"), v.to_string()).unwrap();
+            root.path().join(name)
+        };
+        let old = run(
+            "old",
+            vec![finding("live pods", true), finding("image", true)],
+        );
+        let new = run("new", vec![finding("live pods", false)]);
+        let out = root.path().join("report");
+        let request = Request {
+            from: vec![old, new],
+            out: Some(out.clone()),
+            ..Request::default()
+        };
+        assert_eq!(report_from(&request).unwrap(), ExitCode::SUCCESS);
+        let md = std::fs::read_to_string(out.join("bench-explore.md")).unwrap();
+        assert!(md.contains("| 1 | 0 | 1 |"), "{md}");
+        assert!(md.contains("- O2 `CloneSet`: image"), "{md}");
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("bench-explore.json")).unwrap())
+                .unwrap();
+        assert_eq!(json["samples"][0]["wall"], 1200.5);
+        assert_eq!(json["samples"][0]["admission"], 10);
+        // Not an exploration: said so.
+        let bad = Request {
+            from: vec![root.path().join("report")],
+            out: Some(root.path().join("again")),
+            ..Request::default()
+        };
+        let e = report_from(&bad).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("not an exploration's run directory"),
+            "{e:#}"
+        );
+    }
+
+    #[test]
     fn the_command_reproduces_the_request() {
         let r = Request {
             binaries: vec!["/a/harness".into(), "/b/harness".into()],
@@ -637,10 +745,20 @@ mod tests {
             seed: 1,
             explore_args: vec!["--kinds".into(), "CloneSet".into()],
             out: None,
+            from: vec![],
         };
         assert_eq!(
             command(&r),
             "harness bench explore --binary /a/harness --binary /b/harness --runs 3 --budget 1200s --seed 1 -- --kinds CloneSet"
+        );
+        // Explorations already made: only them.
+        let from = Request {
+            from: vec!["/runs/old".into(), "/runs/new".into()],
+            ..r
+        };
+        assert_eq!(
+            command(&from),
+            "harness bench explore --from /runs/old --from /runs/new"
         );
         assert_eq!(
             stem(Path::new("/x/target/debug/harness")),

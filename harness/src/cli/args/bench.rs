@@ -108,6 +108,11 @@ pub struct ExploreBenchArgs {
     /// CloneSet`).
     #[arg(last = true, value_name = "EXPLORE_FLAGS")]
     pub explore_args: Vec<String>,
+    /// Run nothing: report on explorations already made, each an `explore` run directory (or
+    /// a directory holding them: its newest) given in the order to compare, the first the
+    /// reference (repeat). CPU seconds are not known then.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["binaries", "runs", "explore_args"])]
+    pub from: Vec<PathBuf>,
 }
 
 impl ExploreBenchArgs {
@@ -120,6 +125,7 @@ impl ExploreBenchArgs {
             seed: self.seed,
             explore_args: self.explore_args,
             out: self.out,
+            from: self.from,
         }
     }
 }
