@@ -716,7 +716,7 @@ mod tests {
         };
         assert_eq!(report_from(&request).unwrap(), ExitCode::SUCCESS);
         let md = std::fs::read_to_string(out.join("bench-explore.md")).unwrap();
-        assert!(md.contains("| 1 | 0 | 1 |"), "{md}");
+        assert!(md.contains("| 1 | 0 | 0 | 1 |"), "{md}");
         assert!(md.contains("- O2 `CloneSet`: image"), "{md}");
         let json: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(out.join("bench-explore.json")).unwrap())

@@ -8,6 +8,11 @@
 //!   indices aside; a wanted path ending in `*` stands for every path below it), the value's
 //!   form or the verb being another.
 //!
+//! Failing both, a finding with its oracle and key on another subject of the same kind
+//! ([`kind`]: another served version, with or without claim templates, a policy over another
+//! target) finds it too: an exploration reports a cause once per kind where its subjects share
+//! it (a refusal naming no field), on the subject that met it first.
+//!
 //! Otherwise it is not found, and the report lists it.
 
 use std::collections::BTreeSet;
@@ -72,6 +77,8 @@ pub enum Match {
     Key,
     /// On a field its key names, with another key.
     Field,
+    /// With its key, on another subject of its kind.
+    Kind,
     /// Not at all.
     Missing,
 }
@@ -91,6 +98,14 @@ pub fn fields(key: &str) -> Vec<String> {
         })
         .map(without_indices)
         .collect()
+}
+
+/// The kind a subject explores: its name before any `.` (a policy's or a union's target or
+/// member) or `@` (a served version), `WithClaims` taken off.
+pub fn kind(subject: &str) -> &str {
+    let end = subject.find(['.', '@']).unwrap_or(subject.len());
+    let k = &subject[..end];
+    k.strip_suffix("WithClaims").unwrap_or(k)
 }
 
 /// `p` with every `[n]` written `[]`.
@@ -139,9 +154,17 @@ pub fn find(wanted: &Seen, found: &[Seen]) -> Match {
             .flat_map(fields)
             .any(|p| paths.iter().any(|w| names(w, &p)))
     });
-    match on_field {
-        true => Match::Field,
-        false => Match::Missing,
+    let in_kind = || {
+        found.iter().any(|f| {
+            f.oracle == wanted.oracle
+                && kind(&f.subject) == kind(&wanted.subject)
+                && f.keys().any(|k| k == wanted.key)
+        })
+    };
+    match (on_field, in_kind()) {
+        (true, _) => Match::Field,
+        (false, true) => Match::Kind,
+        (false, false) => Match::Missing,
     }
 }
 
@@ -154,6 +177,8 @@ pub struct Row {
     pub same_key: usize,
     /// Wanted findings found on the same field with another key.
     pub same_field: usize,
+    /// Wanted findings found with their key on another subject of their kind.
+    pub same_kind: usize,
     /// Wanted findings not found.
     pub missing: Vec<Seen>,
 }
@@ -191,12 +216,14 @@ pub fn compare(runs: &[(String, Vec<Seen>)]) -> (Vec<Seen>, Vec<Row>) {
                 binary: b.clone(),
                 same_key: 0,
                 same_field: 0,
+                same_kind: 0,
                 missing: vec![],
             };
             for w in &wanted {
                 match find(w, &found) {
                     Match::Key => row.same_key += 1,
                     Match::Field => row.same_field += 1,
+                    Match::Kind => row.same_kind += 1,
                     Match::Missing => row.missing.push(w.clone()),
                 }
             }
@@ -217,19 +244,25 @@ pub fn markdown(wanted: &[Seen], rows: &[Row]) -> String {
         out,
         "\n### Sensitivity\n\nThe first binary's stable findings ({}, once each by oracle, \
          subject and key over its runs), found again by each other binary's findings (any, \
-         over its runs) with the same oracle and subject: with the same key (or a key it \
-         stood for), on a field the key names with another key, or not found.\n",
+         over its runs) with the same oracle: on the same subject with the same key (or a key \
+         it stood for), on the same subject on a field the key names with another key, with \
+         the same key on another subject of the same kind (a cause reported once per kind), or \
+         not found.\n",
         wanted.len()
     );
-    let _ = writeln!(out, "| binary | same key | same field | not found |");
-    let _ = writeln!(out, "|---|--:|--:|--:|");
+    let _ = writeln!(
+        out,
+        "| binary | same key | same field | same key, another subject of the kind | not found |"
+    );
+    let _ = writeln!(out, "|---|--:|--:|--:|--:|");
     for r in rows {
         let _ = writeln!(
             out,
-            "| `{}` | {} | {} | {} |",
+            "| `{}` | {} | {} | {} | {} |",
             r.binary,
             r.same_key,
             r.same_field,
+            r.same_kind,
             r.missing.len()
         );
     }
@@ -316,10 +349,18 @@ mod tests {
             find(&w, &found("O4-native-differential", "CloneSet", other)),
             Match::Field
         );
-        // Another oracle, another subject, another field: not found.
+        // The same key on another subject of its kind.
+        assert_eq!(
+            find(
+                &w,
+                &found("O4-native-differential", "CloneSet@v1beta1", key)
+            ),
+            Match::Kind
+        );
+        // Another oracle, another kind, another field: not found.
         for (o, s, k) in [
             ("O1-admitted-means-realizable", "CloneSet", key),
-            ("O4-native-differential", "CloneSet@v1beta1", key),
+            ("O4-native-differential", "AdvancedStatefulSet", key),
             (
                 "O4-native-differential",
                 "CloneSet",
@@ -357,6 +398,18 @@ mod tests {
     }
 
     #[test]
+    fn a_subjects_kind_is_its_name_before_a_target_member_or_version_without_claims() {
+        assert_eq!(kind("CloneSet"), "CloneSet");
+        assert_eq!(kind("CloneSetWithClaims@v1beta1"), "CloneSet");
+        assert_eq!(kind("WorkloadSpread@v1beta1.CloneSet"), "WorkloadSpread");
+        assert_eq!(
+            kind("UnitedDeployment.cloneSetTemplate"),
+            "UnitedDeployment"
+        );
+        assert_eq!(kind("AdvancedStatefulSet"), "AdvancedStatefulSet");
+    }
+
+    #[test]
     fn only_the_first_binarys_stable_findings_are_wanted_and_each_other_binary_gets_a_row() {
         let runs = vec![
             (
@@ -390,7 +443,7 @@ mod tests {
         assert_eq!(rows[0].missing.len(), 1);
         assert_eq!(rows[0].missing[0].subject, "UnitedDeployment");
         let md = markdown(&wanted, &rows);
-        assert!(md.contains("| `new` | 1 | 0 | 1 |"), "{md}");
+        assert!(md.contains("| `new` | 1 | 0 | 0 | 1 |"), "{md}");
         assert!(md.contains("- O6 `UnitedDeployment`: panicked"), "{md}");
         // One binary alone: nothing to compare.
         assert!(markdown(&wanted, &[]).is_empty());
