@@ -108,12 +108,7 @@ pub(super) fn own_first(trials: Vec<Trial>, template: &str, seed: u64) -> Vec<Tr
             Some(Step::Create { set } | Step::Update { set }) => set,
             _ => return false,
         };
-        tried.keys().any(|k| {
-            k.starts_with(subject::TARGET)
-                || (!template.is_empty()
-                    && k.strip_prefix(template)
-                        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '['])))
-        })
+        tried.keys().any(|k| shared_field(k, template))
     };
     let (mut own, mut rest): (Vec<_>, Vec<_>) = trials.into_iter().partition(|t| !shared(t));
     let mut rng = Rng::new(seed, u64::MAX - 2);
@@ -121,6 +116,15 @@ pub(super) fn own_first(trials: Vec<Trial>, template: &str, seed: u64) -> Vec<Tr
     rng.shuffle(&mut rest);
     own.extend(rest);
     own
+}
+
+/// Whether field `k` is not the subject's own: its target's, or inside its pod template (at
+/// `template`; empty for none).
+pub(super) fn shared_field(k: &str, template: &str) -> bool {
+    k.starts_with(subject::TARGET)
+        || (!template.is_empty()
+            && k.strip_prefix(template)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '['])))
 }
 
 impl Explorer<'_> {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use kube::api::Api;
 use serde_json::Value;
 
+use super::admission::shared_field;
 use super::book::Book;
 use super::exec;
 use super::options::Share;
@@ -32,18 +33,32 @@ pub(super) fn small(v: &Value) -> bool {
 pub(super) type Prepared = (Subject, Vec<Fields>, Vec<(String, Value)>);
 
 /// What behaviour trials of `s` are made from, given the single values its admission trials
-/// admitted (in schema order): the small ones for updates, and those that set a value each a
-/// create, in the seeded order of [`trial::create_order`] (so that a budget that ends early
-/// has created with fields from across the schema).
+/// admitted (in schema order): the small ones for updates, the subject's own fields first
+/// ([`own_updates`]), and those that set a value each a create, in the seeded order of
+/// [`trial::create_order`] (so that a budget that ends early has created with fields from
+/// across the schema).
 pub(super) fn prepare(s: Subject, admitted: Vec<(String, Value)>, seed: u64) -> Prepared {
-    let updates: Vec<(String, Value)> = admitted.into_iter().filter(|(_, v)| small(v)).collect();
-    let creates: Vec<Fields> = updates
+    let kept: Vec<(String, Value)> = admitted.into_iter().filter(|(_, v)| small(v)).collect();
+    let creates: Vec<Fields> = kept
         .iter()
         .filter(|(_, v)| !v.is_null())
         .map(|(k, v)| Fields::from([(k.clone(), v.clone())]))
         .collect();
     let creates = s.vary(trial::create_order(&creates, seed, &s.name), seed);
+    let (mut updates, shared): (Vec<_>, Vec<_>) = kept
+        .into_iter()
+        .partition(|(k, _)| !shared_field(k, &s.template));
+    updates.extend(shared);
     (s, creates, updates)
+}
+
+/// How many of a prepared subject's updates, the first, set its own fields
+/// ([`trial::Material::own_updates`]).
+pub(super) fn own_updates(s: &Subject, updates: &[(String, Value)]) -> usize {
+    updates
+        .iter()
+        .take_while(|(k, _)| !shared_field(k, &s.template))
+        .count()
 }
 
 /// The groups `s` shares behaviour trials in ([`Share::Kinds`]), the widest first: its kind,
@@ -172,6 +187,7 @@ impl Behaviour<'_, '_> {
             subject: &s.name,
             creates,
             updates,
+            own_updates: own_updates(s, updates),
             ops: &ops,
             perturbations: &perturbations,
         };
@@ -486,6 +502,32 @@ mod tests {
     }
 
     #[test]
+    fn updates_are_prepared_with_the_subjects_own_fields_first_and_counted() {
+        let cloneset = select(&["CloneSet".to_string()]).unwrap().remove(0);
+        let t = &cloneset.template;
+        let admitted = vec![
+            (format!("{t}.spec.hostname"), json!("x")),
+            ("spec.minReadySeconds".to_string(), json!(1)),
+            (format!("{t}.metadata.labels"), json!({"k": "v"})),
+            ("spec.paused".to_string(), json!(true)),
+            // Too big for a behaviour trial: left out.
+            ("spec.replicas".to_string(), json!(2_000_000_000)),
+        ];
+        let (s, _, updates) = prepare(cloneset.clone(), admitted, 1);
+        let keys: Vec<&str> = updates.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "spec.minReadySeconds",
+                "spec.paused",
+                &format!("{t}.spec.hostname"),
+                &format!("{t}.metadata.labels")
+            ]
+        );
+        assert_eq!(own_updates(&s, &updates), 2);
+    }
+
+    #[test]
     fn creates_reach_fields_from_across_the_schema_in_an_order_drawn_from_the_seed() {
         let cloneset = select(&["CloneSet".to_string()]).unwrap().remove(0);
         let schema: Vec<String> = (0..20).map(|f| format!("spec.f{f:02}")).collect();
@@ -507,6 +549,7 @@ mod tests {
                 subject: &s.name,
                 creates: &creates,
                 updates: &updates,
+                own_updates: own_updates(&s, &updates),
                 ops: &[],
                 perturbations: &[],
             };

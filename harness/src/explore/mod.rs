@@ -616,6 +616,7 @@ mod tests {
             subject: &rd.name,
             creates: &creates,
             updates: &[],
+            own_updates: 0,
             ops: &ops,
             perturbations: &mine,
         };

@@ -486,6 +486,11 @@ pub struct Material<'a> {
     pub creates: &'a [Fields],
     /// Single admitted field values an update step may set.
     pub updates: &'a [(String, Value)],
+    /// How many of `updates`, the first, set the subject's own fields (not its pod
+    /// template's nor its target's): an update draws from them or from the rest, each half
+    /// the time, so that a template's hundreds of leaves, tried on every kind, do not crowd
+    /// out the fields only this kind has.
+    pub own_updates: usize,
     /// The semantic operations that apply to the subject.
     pub ops: &'a [Op],
     /// The perturbations that apply to the subject and the provider can do.
@@ -586,7 +591,14 @@ pub fn behaviour(m: &Material<'_>, seed: u64, index: u64) -> Trial {
         let settles = i + 1 < count && steps.last() != Some(&Step::Settle);
         let step = match rng.below(4) {
             0 if !m.updates.is_empty() => {
-                let (k, v) = rng.pick(m.updates).clone();
+                let (own, rest) = m.updates.split_at(m.own_updates.min(m.updates.len()));
+                let part = match (own.is_empty(), rest.is_empty()) {
+                    (true, _) => rest,
+                    (_, true) => own,
+                    _ if rng.below(2) == 0 => own,
+                    _ => rest,
+                };
+                let (k, v) = rng.pick(part).clone();
                 Step::Update {
                     set: Fields::from([(k, v)]),
                 }
@@ -669,6 +681,7 @@ mod tests {
         let m = Material {
             subject: "CloneSet",
             creates: &creates,
+            own_updates: 0,
             updates: &updates,
             ops: POD_OPS,
             perturbations: &[Perturbation::DeletePod { which: Which::Old }],
@@ -691,6 +704,7 @@ mod tests {
         let m = Material {
             subject: "CloneSet",
             creates: &creates,
+            own_updates: 0,
             updates: &[],
             ops: POD_OPS,
             perturbations: &[],
@@ -730,12 +744,54 @@ mod tests {
     }
 
     #[test]
+    fn an_update_sets_the_subjects_own_fields_half_the_time_however_many_the_template_has() {
+        let creates = vec![Fields::new()];
+        // Two fields of its own, a hundred of its template's.
+        let mut updates = vec![
+            ("spec.minReadySeconds".to_string(), json!(1)),
+            ("spec.paused".to_string(), json!(true)),
+        ];
+        updates.extend((0..100).map(|i| (format!("spec.template.spec.f{i}"), json!(i))));
+        let draws = |own_updates| {
+            let m = Material {
+                subject: "CloneSet",
+                creates: &creates,
+                updates: &updates,
+                own_updates,
+                ops: &[],
+                perturbations: &[],
+            };
+            let (mut own, mut all) = (0, 0);
+            for i in 0..400 {
+                for step in behaviour(&m, 3, i).steps {
+                    if let Step::Update { set } = step {
+                        all += 1;
+                        own += usize::from(!set.keys().any(|k| k.starts_with("spec.template")));
+                    }
+                }
+            }
+            (own, all)
+        };
+        let (own, all) = draws(2);
+        assert!(all > 200, "{all} updates");
+        let half = own as f64 / all as f64;
+        assert!(
+            (0.4..0.6).contains(&half),
+            "{own} of {all} set an own field"
+        );
+        // Not told which are its own: each update as likely as another.
+        let (own, all) = draws(0);
+        assert!((own as f64 / all as f64) < 0.1, "{own} of {all}");
+    }
+
+    #[test]
     fn a_settle_waits_between_steps_never_last_nor_twice_in_a_row() {
         let creates = vec![Fields::new()];
         let updates = vec![("spec.minReadySeconds".to_string(), json!(1))];
         let m = Material {
             subject: "CloneSet",
             creates: &creates,
+            own_updates: 0,
             updates: &updates,
             ops: POD_OPS,
             perturbations: &[Perturbation::DeletePod {
@@ -806,6 +862,7 @@ mod tests {
         let m = Material {
             subject: "CloneSet",
             creates: &creates,
+            own_updates: 0,
             updates: &[],
             ops: POD_OPS,
             perturbations: &all,
