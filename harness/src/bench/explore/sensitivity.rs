@@ -4,9 +4,9 @@
 //! A wanted finding (stable in one of the first binary's runs) is found again by another
 //! binary when one of that binary's findings, confirmed or not, has its oracle and subject and
 //! - **the same key**: its key, or a key it stood for (`also`), is the wanted one; or
-//! - **the same field**: a field path named by its keys is one the wanted key names (list
-//!   indices aside; a wanted path ending in `*` stands for every path below it), the value's
-//!   form or the verb being another.
+//! - **the same field**: a field path named by its keys is one the wanted key names, or inside
+//!   it (list indices aside; a wanted path ending in `*` stands for every path below it), the
+//!   value's form or the verb being another.
 //!
 //! Failing both, a finding with its oracle and key on another subject of the same kind
 //! ([`kind`]: another served version, with or without claim templates, a policy over another
@@ -129,12 +129,15 @@ fn without_indices(p: &str) -> String {
     out
 }
 
-/// Whether wanted path `w` names `p`: the same path, or `w` ends in `*` and `p` is below what
+/// Whether wanted path `w` names `p`: the same path, a path inside it (a key that named an
+/// object field and one that names a leaf of it), or `w` ends in `*` and `p` is below what
 /// comes before it.
 fn names(w: &str, p: &str) -> bool {
     match w.strip_suffix('*') {
         Some(prefix) => p.starts_with(prefix),
-        None => w == p,
+        None => p
+            .strip_prefix(w)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '['])),
     }
 }
 
@@ -369,6 +372,19 @@ mod tests {
         ] {
             assert_eq!(find(&w, &found(o, s, k)), Match::Missing, "{o} {s} {k}");
         }
+        // A leaf inside the wanted object field: the same field.
+        let object = seen(
+            "O1-admitted-means-realizable",
+            "AdvancedStatefulSet",
+            "drops spec.template.spec.containers[0].lifecycle.preStop admitted on create",
+            true,
+        );
+        let leaf = "drops spec.template.spec.containers[0].lifecycle.preStop.sleep.seconds admitted on create";
+        let sibling =
+            "drops spec.template.spec.containers[0].lifecycle.preStopX admitted on create";
+        let o1 = |k| found("O1-admitted-means-realizable", "AdvancedStatefulSet", k);
+        assert_eq!(find(&object, &o1(leaf)), Match::Field);
+        assert_eq!(find(&object, &o1(sibling)), Match::Missing);
         // A wanted path ending in `*` stands for the paths below it.
         let wild = seen(
             "O4-native-differential",
