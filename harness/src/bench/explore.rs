@@ -94,7 +94,8 @@ pub fn class(comm: &str) -> &'static str {
         "kube-controller" => "kube-controller-manager",
         "kube-scheduler" => "scheduler",
         "kwok" => "kwok",
-        "harness" => "harness",
+        // A harness executable is often named after its commit (`harness-083f75d`).
+        c if c.starts_with("harness") => "harness",
         c if c.contains("manager") => "controller manager",
         _ => "other",
     }
@@ -631,6 +632,7 @@ mod tests {
         assert_eq!(class("kube-controller"), "kube-controller-manager");
         assert_eq!(class("kruise-manager"), "controller manager");
         assert_eq!(class("harness"), "harness");
+        assert_eq!(class("harness-083f75d"), "harness");
         assert_eq!(class("sh"), "other");
     }
 
