@@ -368,14 +368,20 @@ pub fn markdown(r: &Report) -> String {
     }
     let _ = writeln!(
         out,
-        "\n| binary | run | wall s | ok | behaviour trials by subject |"
+        "\n| binary | run | wall s | ok | behaviour trials by kind (subjects) |"
     );
     let _ = writeln!(out, "|---|--:|--:|---|---|");
     for s in &r.samples {
-        let by: Vec<String> = s
-            .behaviour
+        // By kind: a run can have hundreds of subjects (`bench-explore.json` keeps them).
+        let mut kinds: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+        for (subject, n) in &s.behaviour {
+            let k = kinds.entry(sensitivity::kind(subject)).or_default();
+            k.0 += n;
+            k.1 += 1;
+        }
+        let by: Vec<String> = kinds
             .iter()
-            .map(|(k, n)| format!("{k} {n}"))
+            .map(|(k, (n, subjects))| format!("{k} {n} ({subjects})"))
             .collect();
         let _ = writeln!(
             out,
@@ -685,6 +691,10 @@ mod tests {
         // The second: distinct 4 and 6 in a minute, median 5.
         assert!(md.contains("| `new` | 4 | 5.0 | 5.00 | n/a |"), "{md}");
         assert!(md.contains(" CPU apiserver s |"), "{md}");
+        assert!(
+            md.contains("| `old` | 1 | 0 | yes | CloneSet 4 (1) |"),
+            "{md}"
+        );
         assert_eq!(per_minute(&r, "new"), Some(5.0));
         assert_eq!(per_minute(&r, "old"), None);
     }
