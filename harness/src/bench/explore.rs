@@ -198,12 +198,13 @@ pub(super) fn run_dir(dir: &Path) -> anyhow::Result<PathBuf> {
         .with_context(|| format!("no explore.json under {}", dir.display()))
 }
 
-/// Reads what a run wrote.
-fn read(sample: &mut Sample, dir: &Path) -> anyhow::Result<()> {
+/// Reads what a run wrote into `sample`; the exploration's own seconds.
+fn read(sample: &mut Sample, dir: &Path) -> anyhow::Result<f64> {
     let path = run_dir(dir)?.join("explore.json");
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
     let v: serde_json::Value = serde_json::from_str(&text)?;
+    let seconds = v["seconds"].as_f64().unwrap_or(0.0);
     // What every binary wrote: trials by mode and subject, the findings.
     for (k, n) in v["trials"].as_object().into_iter().flatten() {
         let n = n.as_u64().unwrap_or(0) as usize;
@@ -221,7 +222,7 @@ fn read(sample: &mut Sample, dir: &Path) -> anyhow::Result<()> {
         let s: Summary = serde_json::from_value(v)?;
         sample.pace = Some(s.pace);
     }
-    Ok(())
+    Ok(seconds)
 }
 
 /// Runs `binary explore` once into `dir`, its output to `log`.
@@ -458,21 +459,9 @@ pub async fn run(mut request: Request) -> anyhow::Result<ExitCode> {
             b.display()
         );
     }
-    let (date, stamp) = super::flakes::now();
-    let out = request
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("reports/bench-explore-{stamp}")));
+    let (mut report, out) = begin(&request);
     std::fs::create_dir_all(out.join("logs"))
         .with_context(|| format!("create {}", out.display()))?;
-    let commit = super::commit();
-    let mut report = Report {
-        date,
-        commit,
-        machine: super::flakes::machine(),
-        command: command(&request),
-        samples: vec![],
-    };
     println!("{}", report.command);
     let mut failed = false;
     for run in 1..=request.runs.max(1) {
@@ -519,14 +508,7 @@ pub async fn run(mut request: Request) -> anyhow::Result<ExitCode> {
             report.samples.push(sample);
         }
     }
-    let md = markdown(&report);
-    std::fs::write(out.join("bench-explore.md"), &md)?;
-    std::fs::write(
-        out.join("bench-explore.json"),
-        serde_json::to_string_pretty(&report)?,
-    )?;
-    println!("\n{md}");
-    println!("written: {}", out.join("bench-explore.md").display());
+    finish(&report, &out)?;
     Ok(if failed {
         ExitCode::FAILURE
     } else {
@@ -537,18 +519,7 @@ pub async fn run(mut request: Request) -> anyhow::Result<ExitCode> {
 /// Reports on the explorations `request.from` names, running none: each read as a run's
 /// sample (its wall time the exploration's own, no CPU sampled).
 fn report_from(request: &Request) -> anyhow::Result<ExitCode> {
-    let (date, stamp) = super::flakes::now();
-    let out = request
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("reports/bench-explore-{stamp}")));
-    let mut report = Report {
-        date,
-        commit: super::commit(),
-        machine: super::flakes::machine(),
-        command: command(request),
-        samples: vec![],
-    };
+    let (mut report, out) = begin(request);
     for d in &request.from {
         let mut sample = Sample {
             binary: d.display().to_string(),
@@ -556,28 +527,49 @@ fn report_from(request: &Request) -> anyhow::Result<ExitCode> {
             ok: true,
             ..Sample::default()
         };
-        read(&mut sample, d).with_context(|| {
+        sample.wall = read(&mut sample, d).with_context(|| {
             format!(
                 "--from {}: not an exploration's run directory (one holding explore.json, or \
                  a directory holding such runs)",
                 d.display()
             )
         })?;
-        let path = run_dir(d)?.join("explore.json");
-        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
-        sample.wall = v["seconds"].as_f64().unwrap_or(0.0);
         report.samples.push(sample);
     }
     std::fs::create_dir_all(&out).with_context(|| format!("create {}", out.display()))?;
-    let md = markdown(&report);
+    finish(&report, &out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A report of `request` with no sample yet, and where it goes (default:
+/// `reports/bench-explore-<time>`).
+fn begin(request: &Request) -> (Report, PathBuf) {
+    let (date, stamp) = super::flakes::now();
+    let out = request
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("reports/bench-explore-{stamp}")));
+    let report = Report {
+        date,
+        commit: super::commit(),
+        machine: super::flakes::machine(),
+        command: command(request),
+        samples: vec![],
+    };
+    (report, out)
+}
+
+/// Writes `report` into `out` (`bench-explore.md` and `.json`) and prints it.
+fn finish(report: &Report, out: &Path) -> anyhow::Result<()> {
+    let md = markdown(report);
     std::fs::write(out.join("bench-explore.md"), &md)?;
     std::fs::write(
         out.join("bench-explore.json"),
-        serde_json::to_string_pretty(&report)?,
+        serde_json::to_string_pretty(report)?,
     )?;
-    println!("{md}");
+    println!("\n{md}");
     println!("written: {}", out.join("bench-explore.md").display());
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// A short name of a binary for its directories: its parent directories' names and its own.

@@ -28,13 +28,14 @@ pub(super) fn small(v: &Value) -> bool {
     v.as_i64().is_none_or(|i| (-1..=10).contains(&i))
 }
 
-/// A subject with the field sets its behaviour trials create objects with, and the single
-/// values its updates set.
-pub(super) type Prepared = (Subject, Vec<Fields>, Vec<(String, Value)>);
+/// A subject with the field sets its behaviour trials create objects with, the single values
+/// its updates set, and how many of those, the first, set its own fields
+/// ([`trial::Material::own_updates`]).
+pub(super) type Prepared = (Subject, Vec<Fields>, Vec<(String, Value)>, usize);
 
 /// What behaviour trials of `s` are made from, given the single values its admission trials
 /// admitted (in schema order): the small ones for updates, the subject's own fields first
-/// ([`own_updates`]), and those that set a value each a create, in the seeded order of
+/// (and counted), and those that set a value each a create, in the seeded order of
 /// [`trial::create_order`] (so that a budget that ends early has created with fields from
 /// across the schema).
 pub(super) fn prepare(s: Subject, admitted: Vec<(String, Value)>, seed: u64) -> Prepared {
@@ -48,17 +49,9 @@ pub(super) fn prepare(s: Subject, admitted: Vec<(String, Value)>, seed: u64) -> 
     let (mut updates, shared): (Vec<_>, Vec<_>) = kept
         .into_iter()
         .partition(|(k, _)| !shared_field(k, &s.template));
+    let own = updates.len();
     updates.extend(shared);
-    (s, creates, updates)
-}
-
-/// How many of a prepared subject's updates, the first, set its own fields
-/// ([`trial::Material::own_updates`]).
-pub(super) fn own_updates(s: &Subject, updates: &[(String, Value)]) -> usize {
-    updates
-        .iter()
-        .take_while(|(k, _)| !shared_field(k, &s.template))
-        .count()
+    (s, creates, updates, own)
 }
 
 /// The groups `s` shares behaviour trials in ([`Share::Kinds`]), the widest first: its kind,
@@ -175,7 +168,7 @@ pub(super) struct Behaviour<'b, 'a> {
 impl Behaviour<'_, '_> {
     /// Trial `number` of the subject at `at` of the prepared ones.
     pub(super) fn trial(&self, at: usize, number: u64) -> (Subject, Trial) {
-        let (s, creates, updates) = &self.prepared[at];
+        let (s, creates, updates, own) = &self.prepared[at];
         let ops = s.ops();
         let perturbations: Vec<Perturbation> = self
             .perturbations
@@ -187,7 +180,7 @@ impl Behaviour<'_, '_> {
             subject: &s.name,
             creates,
             updates,
-            own_updates: own_updates(s, updates),
+            own_updates: *own,
             ops: &ops,
             perturbations: &perturbations,
         };
@@ -513,7 +506,7 @@ mod tests {
             // Too big for a behaviour trial: left out.
             ("spec.replicas".to_string(), json!(2_000_000_000)),
         ];
-        let (s, _, updates) = prepare(cloneset.clone(), admitted, 1);
+        let (_, _, updates, own) = prepare(cloneset.clone(), admitted, 1);
         let keys: Vec<&str> = updates.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             keys,
@@ -524,7 +517,7 @@ mod tests {
                 &format!("{t}.metadata.labels")
             ]
         );
-        assert_eq!(own_updates(&s, &updates), 2);
+        assert_eq!(own, 2);
     }
 
     #[test]
@@ -544,12 +537,12 @@ mod tests {
             .map(|(k, _)| k.as_str())
             .collect();
         let tried = |seed: u64| -> Vec<Fields> {
-            let (s, creates, updates) = prepare(cloneset.clone(), admitted.clone(), seed);
+            let (s, creates, updates, own) = prepare(cloneset.clone(), admitted.clone(), seed);
             let m = Material {
                 subject: &s.name,
                 creates: &creates,
                 updates: &updates,
-                own_updates: own_updates(&s, &updates),
+                own_updates: own,
                 ops: &[],
                 perturbations: &[],
             };
@@ -583,7 +576,7 @@ mod tests {
         assert_eq!(tried(7), a, "the same seed, the same creates");
         assert_ne!(tried(8), a, "another seed, other creates");
         // Every admitted create is kept, each once.
-        let (_, mut creates, _) = prepare(cloneset.clone(), admitted.clone(), 7);
+        let (_, mut creates, _, _) = prepare(cloneset.clone(), admitted.clone(), 7);
         let mut all: Vec<Fields> = admitted
             .iter()
             .filter(|(_, v)| !v.is_null())

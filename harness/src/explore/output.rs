@@ -232,6 +232,10 @@ pub fn chainsaw_test(s: &Subject, r: &Reported, controller: &ControllerRef) -> S
     serde_saphyr::to_string(&test).unwrap_or_default()
 }
 
+/// The label and annotation key [`Op::Retag`] adds (in a trial, numbered after those already
+/// there).
+pub(super) const RETAGGED: &str = "explore.harness.io/retagged";
+
 fn kubectl_op(s: &Subject, op: Op, name: &str) -> String {
     let res = format!(
         "{}.{}",
@@ -258,7 +262,7 @@ fn kubectl_op(s: &Subject, op: Op, name: &str) -> String {
         ),
         Op::Retag => format!(
             "kubectl patch {res} {name} --type merge -p \
-             '{{\"spec\":{{\"resource\":{{\"metadata\":{{\"labels\":{{\"explore.harness.io/retagged\":\"v\"}},\"annotations\":{{\"explore.harness.io/retagged\":\"v\"}}}}}}}}}}'"
+             '{{\"spec\":{{\"resource\":{{\"metadata\":{{\"labels\":{{\"{RETAGGED}\":\"v\"}},\"annotations\":{{\"{RETAGGED}\":\"v\"}}}}}}}}}}'"
         ),
         Op::AddNamespace => format!(
             "kubectl create namespace $NAMESPACE-added && \

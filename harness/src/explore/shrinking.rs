@@ -165,11 +165,12 @@ pub(super) async fn shrink(
         }
     })
     .await;
-    let shrinking = started.elapsed().as_secs_f64();
+    let spent = started.elapsed();
+    let shrinking = spent.as_secs_f64();
     let run = p
         .seconds
         .max(Duration::from_millis(longest.load(Ordering::Relaxed)));
-    if !confirm_fits(&plan, started.elapsed(), run, confirm) {
+    if !confirm_fits(&plan, spent, run, confirm) {
         return Shrunk {
             pending: p,
             trial: minimized.trial,

@@ -20,6 +20,8 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::explore::subject::derive::family_of;
+
 /// A finding as a run's `explore.json` has it: enough to match it with another run's.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Seen {
@@ -100,12 +102,10 @@ pub fn fields(key: &str) -> Vec<String> {
         .collect()
 }
 
-/// The kind a subject explores: its name before any `.` (a policy's or a union's target or
-/// member) or `@` (a served version), `WithClaims` taken off.
+/// The kind a subject explores: its family ([`family_of`]: with or without claim templates,
+/// any served version, a policy over any target, a union's any member), else its name.
 pub fn kind(subject: &str) -> &str {
-    let end = subject.find(['.', '@']).unwrap_or(subject.len());
-    let k = &subject[..end];
-    k.strip_suffix("WithClaims").unwrap_or(k)
+    family_of(subject).unwrap_or(subject)
 }
 
 /// `p` with every `[n]` written `[]`.

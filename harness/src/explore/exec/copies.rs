@@ -23,15 +23,13 @@ use serde_json::{Value, json};
 use super::{Cell, api_for, merge};
 use crate::cluster::OWNER_LABEL;
 use crate::explore::oracle::{self, NamespaceView};
+use crate::explore::output::RETAGGED;
 use crate::explore::subject::TRIAL_LABEL;
 use crate::explore::trial::Op;
 
 /// The data value [`Op::Rewrite`] adds: valid as a ConfigMap's text and as a Secret's
 /// base64.
 const REWRITTEN: &str = "dg==";
-
-/// The label and annotation key [`Op::Retag`] adds (numbered after those already there).
-const RETAGGED: &str = "explore.harness.io/retagged";
 
 impl Cell<'_> {
     /// Every namespace of the cluster, as the copy oracle sees it.
