@@ -18,12 +18,13 @@ pub struct Minimized {
 }
 
 /// Shrinks `trial` (which reproduces) with `reproduces`, running at most `max_runs`
-/// candidates, `side_by_side` at once (at least one), and none after `deadline`: first whole
-/// steps (the create stays), then the fields of each create or update.
+/// candidates, `side_by_side` at once (at least one), a round of them only while `may_start`
+/// says so (asked before each round: the time left can depend on how long the rounds before
+/// took): first whole steps (the create stays), then the fields of each create or update.
 pub async fn minimize<F, Fut>(
     trial: Trial,
     max_runs: usize,
-    deadline: std::time::Instant,
+    may_start: &dyn Fn() -> bool,
     side_by_side: usize,
     mut reproduces: F,
 ) -> Minimized
@@ -38,7 +39,7 @@ where
     let head = best.steps[0].clone();
     let budget = Budget {
         max_runs,
-        deadline,
+        may_start,
         side_by_side: side_by_side.max(1),
     };
     let kept = ddmin(rest, &mut runs, budget, |steps| {
@@ -77,17 +78,18 @@ where
     Minimized { trial: best, runs }
 }
 
-/// How many candidates a shrinking may run, how many at once, and until when.
-#[derive(Debug, Clone, Copy)]
-struct Budget {
+/// How many candidates a shrinking may run, how many at once, and whether one more round may
+/// start.
+#[derive(Clone, Copy)]
+struct Budget<'a> {
     max_runs: usize,
-    deadline: std::time::Instant,
+    may_start: &'a dyn Fn() -> bool,
     side_by_side: usize,
 }
 
-impl Budget {
+impl Budget<'_> {
     fn left(&self, runs: usize) -> bool {
-        runs < self.max_runs && std::time::Instant::now() < self.deadline
+        runs < self.max_runs && (self.may_start)()
     }
 }
 
@@ -97,7 +99,7 @@ impl Budget {
 async fn first<T, F, Fut>(
     candidates: &[Vec<T>],
     runs: &mut usize,
-    budget: Budget,
+    budget: Budget<'_>,
     test: &mut F,
 ) -> Option<usize>
 where
@@ -124,7 +126,12 @@ where
 
 /// The classic ddmin: a 1-minimal subset of `items` for which `test` holds (it is taken to
 /// hold for all of them), within the run budget.
-async fn ddmin<T, F, Fut>(items: Vec<T>, runs: &mut usize, budget: Budget, mut test: F) -> Vec<T>
+async fn ddmin<T, F, Fut>(
+    items: Vec<T>,
+    runs: &mut usize,
+    budget: Budget<'_>,
+    mut test: F,
+) -> Vec<T>
 where
     T: Clone,
     F: FnMut(Vec<T>) -> Fut,
@@ -206,8 +213,7 @@ mod tests {
             let has = |k: &str| fields.iter().any(|(p, _)| *p == k);
             has("spec.f3") && has("spec.f6") && t.steps.contains(&Step::Operate { op: Op::Rollout })
         };
-        let later = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        let m = minimize(trial, 100, later, 1, fails).await;
+        let m = minimize(trial, 100, &|| true, 1, fails).await;
         assert_eq!(
             m.trial.steps,
             vec![
@@ -243,7 +249,6 @@ mod tests {
                 .chain([Step::Operate { op: Op::Rollout }])
                 .collect(),
         };
-        let later = std::time::Instant::now() + std::time::Duration::from_secs(60);
         let shrink = |side_by_side: usize, max_runs: usize| {
             let trial = trial.clone();
             async move {
@@ -252,7 +257,7 @@ mod tests {
                 let m = minimize(
                     trial,
                     max_runs,
-                    later,
+                    &|| true,
                     side_by_side,
                     |t: Trial| async move {
                         let at_once = now.fetch_add(1, Ordering::SeqCst) + 1;
@@ -301,18 +306,20 @@ mod tests {
                 .chain(steps)
                 .collect(),
         };
-        let later = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        let m = minimize(
-            trial,
-            3,
-            later,
-            1,
-            |t: Trial| async move { t.steps.len() > 4 },
-        )
+        let m = minimize(trial, 3, &|| true, 1, |t: Trial| async move {
+            t.steps.len() > 4
+        })
         .await;
         assert_eq!(m.runs, 3);
-        let past = std::time::Instant::now();
-        let m = minimize(m.trial, 100, past, 1, |_| async { true }).await;
-        assert_eq!(m.runs, 0, "nothing runs past the deadline");
+        let m = minimize(m.trial.clone(), 100, &|| false, 1, |_| async { true }).await;
+        assert_eq!(m.runs, 0, "no round starts when none may");
+        // Whether a round may start is asked before each: here, while fewer than two ran.
+        let ran = std::cell::Cell::new(0);
+        let m = minimize(m.trial, 100, &|| ran.get() < 2, 1, |_| {
+            ran.set(ran.get() + 1);
+            async { false }
+        })
+        .await;
+        assert_eq!(m.runs, 2, "asked before each round");
     }
 }

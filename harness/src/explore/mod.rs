@@ -504,12 +504,12 @@ async fn shrink_written(
         first_seen: r.first_seen,
         manager_log: String::new(),
     };
-    // Replay confirms whatever shrinking took.
+    // Replay shrinks within the budget and confirms whatever shrinking took.
     let plan = Plan {
-        left: std::time::Duration::MAX,
-        shrink_for: options.budget,
+        left: options.budget,
         side_by_side: if global { 1 } else { SIDE_BY_SIDE },
         confirm_at_once: !global,
+        always_confirm: true,
     };
     let done = shrink(cells, p, plan, runs, options.confirm).await;
     let fired: Vec<Finding> = done.hit.iter().map(|(f, _)| f.clone()).collect();

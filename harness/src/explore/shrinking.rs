@@ -39,22 +39,23 @@ pub(super) struct Pending {
 /// How a finding's shrinking and confirming fit in the time left for them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Plan {
-    /// The time shrinking and confirming were given: the confirming runs start only if, at
-    /// that moment, they still fit in it ([`confirm_fits`]).
+    /// The time shrinking and confirming were given: a round of candidates starts only if it
+    /// and the confirming runs still fit in what is left of it ([`candidates_fit`]), the
+    /// confirming runs only if they do ([`confirm_fits`]).
     pub(super) left: Duration,
-    /// How long after the shrinking starts a candidate may still start.
-    pub(super) shrink_for: Duration,
     /// Candidates at once.
     pub(super) side_by_side: usize,
     /// Whether the confirming runs run at once (else one after another).
     pub(super) confirm_at_once: bool,
+    /// Whether the confirming runs run whatever shrinking took (a replay has no share).
+    pub(super) always_confirm: bool,
 }
 
 /// How a finding whose trial took `trial` is shrunk and confirmed (`confirm` runs) with `left`
 /// of the time for both: the confirming runs come last and, all at once, share a cell's
 /// [`CORES_PER_CELL`] cores (three runs on two cores take about one and a half trials: taken
-/// as one, the last confirming runs ended after the share); candidates (`side_by_side` at once) may start while a candidate and the confirming
-/// runs still fit. A trial that acts on the whole controller or cluster ([`Trial::global`])
+/// as one, the last confirming runs ended after the share); candidates (`side_by_side` at
+/// once) start while a round of them and the confirming runs still fit. A trial that acts on the whole controller or cluster ([`Trial::global`])
 /// runs alone: its candidates and confirming runs one after another. None when not even the
 /// confirming runs fit: the finding is then written as it fired.
 pub(super) fn plan(
@@ -74,9 +75,9 @@ pub(super) fn plan(
     }
     Some(Plan {
         left,
-        shrink_for: (left - confirming).saturating_sub(trial),
         side_by_side,
         confirm_at_once: !global,
+        always_confirm: false,
     })
 }
 
@@ -95,7 +96,19 @@ fn confirming(trial: Duration, confirm: usize, global: bool) -> Duration {
 /// estimate). When they do not, the finding is written shrunk but not confirmed, for
 /// `--replay` to confirm, and the share is not overrun.
 pub(super) fn confirm_fits(plan: &Plan, spent: Duration, run: Duration, confirm: usize) -> bool {
-    spent.saturating_add(confirming(run, confirm, !plan.confirm_at_once)) <= plan.left
+    plan.always_confirm
+        || spent.saturating_add(confirming(run, confirm, !plan.confirm_at_once)) <= plan.left
+}
+
+/// Whether one more round of candidates may start once shrinking took `spent`, a run taken to
+/// last `run` (as for [`confirm_fits`]: the longest seen so far): the round, then the
+/// confirming runs, still fit in `plan`'s time. Weighed before each round, so a round that ran
+/// long shortens what may follow it, and the last round cannot push the confirming runs out.
+pub(super) fn candidates_fit(plan: &Plan, spent: Duration, run: Duration, confirm: usize) -> bool {
+    spent
+        .saturating_add(run)
+        .saturating_add(confirming(run, confirm, !plan.confirm_at_once))
+        <= plan.left
 }
 
 /// The cells a finding's trial runs on again: the cell, and for an O5 finding the baseline's
@@ -151,10 +164,14 @@ pub(super) async fn shrink(
 ) -> Shrunk {
     let started = Instant::now();
     let (s, target) = (&p.subject, &p.finding);
-    let deadline = started + plan.shrink_for;
     // The longest candidate, in milliseconds.
     let longest = AtomicU64::new(0);
-    let minimized = minimize::minimize(p.trial.clone(), runs, deadline, plan.side_by_side, |t| {
+    let run = |longest: &AtomicU64| {
+        p.seconds
+            .max(Duration::from_millis(longest.load(Ordering::Relaxed)))
+    };
+    let may_start = || candidates_fit(&plan, started.elapsed(), run(&longest), confirm);
+    let minimized = minimize::minimize(p.trial.clone(), runs, &may_start, plan.side_by_side, |t| {
         let longest = &longest;
         async move {
             let t0 = Instant::now();
@@ -167,10 +184,7 @@ pub(super) async fn shrink(
     .await;
     let spent = started.elapsed();
     let shrinking = spent.as_secs_f64();
-    let run = p
-        .seconds
-        .max(Duration::from_millis(longest.load(Ordering::Relaxed)));
-    if !confirm_fits(&plan, spent, run, confirm) {
+    if !confirm_fits(&plan, spent, run(&longest), confirm) {
         return Shrunk {
             pending: p,
             trial: minimized.trial,
@@ -430,42 +444,54 @@ mod tests {
     }
 
     #[test]
-    fn shrinking_starts_only_where_its_confirming_runs_still_fit() {
+    fn shrinking_is_planned_only_where_its_confirming_runs_fit() {
         let s = Duration::from_secs;
-        let plain = |left, shrink_for| {
+        let plain = |left| {
             Some(Plan {
                 left,
-                shrink_for,
                 side_by_side: 2,
                 confirm_at_once: true,
+                always_confirm: false,
             })
         };
-        // Three confirming runs at once on a cell's two cores take a trial and a half;
-        // candidates start while one more trial fits.
-        assert_eq!(plan(s(100), s(20), 3, 2, false), plain(s(100), s(50)));
-        assert_eq!(
-            plan(s(30), s(20), 3, 2, false),
-            plain(s(30), s(0)),
-            "confirmed, not shrunk"
-        );
+        // Three confirming runs at once on a cell's two cores take a trial and a half.
+        assert_eq!(plan(s(100), s(20), 3, 2, false), plain(s(100)));
+        assert_eq!(plan(s(30), s(20), 3, 2, false), plain(s(30)));
         assert_eq!(plan(s(29), s(20), 3, 2, false), None, "written as it fired");
-        assert_eq!(
-            plan(s(100), s(20), 1, 2, false),
-            plain(s(100), s(60)),
-            "one run: a trial"
-        );
         assert_eq!(plan(Duration::ZERO, s(1), 3, 2, false), None);
         // A trial that runs alone: its runs one after another.
         assert_eq!(
             plan(s(100), s(20), 3, 4, true),
             Some(Plan {
                 left: s(100),
-                shrink_for: s(20),
                 side_by_side: 1,
                 confirm_at_once: false,
+                always_confirm: false,
             })
         );
         assert_eq!(plan(s(50), s(20), 3, 4, true), None);
+    }
+
+    #[test]
+    fn a_round_of_candidates_starts_only_if_it_and_the_confirming_runs_fit_with_the_longest_run_seen()
+     {
+        let s = Duration::from_secs;
+        let p = plan(s(100), s(20), 3, 2, false).unwrap();
+        // A round of 20 s, then a trial and a half of confirming: rounds start until 50 s.
+        assert!(candidates_fit(&p, s(0), s(20), 3));
+        assert!(candidates_fit(&p, s(50), s(20), 3));
+        assert!(!candidates_fit(&p, s(51), s(20), 3));
+        // A round took 40 s: the next starts only if 40 s and 60 s of confirming fit.
+        assert!(!candidates_fit(&p, s(1), s(40), 3));
+        assert!(candidates_fit(&p, s(0), s(40), 3));
+        // Confirmed, not shrunk: no round fits beside the confirming runs.
+        let tight = plan(s(30), s(20), 3, 2, false).unwrap();
+        assert!(!candidates_fit(&tight, s(0), s(20), 3));
+        assert!(confirm_fits(&tight, s(0), s(20), 3));
+        // A trial that runs alone: a round, then three runs one after another.
+        let alone = plan(s(100), s(20), 3, 4, true).unwrap();
+        assert!(candidates_fit(&alone, s(20), s(20), 3));
+        assert!(!candidates_fit(&alone, s(21), s(20), 3));
     }
 
     #[test]
@@ -475,7 +501,6 @@ mod tests {
         // As planned: 50 s of candidates, then a trial and a half of confirming.
         assert!(confirm_fits(&p, s(50), s(20), 3));
         assert!(confirm_fits(&p, s(70), s(20), 3));
-        // The last candidate ran past the candidates' deadline: what is left is too short.
         assert!(!confirm_fits(&p, s(71), s(20), 3));
         // A candidate took longer than the trial that fired it: its length is the estimate.
         assert!(!confirm_fits(&p, s(50), s(40), 3));
@@ -484,5 +509,11 @@ mod tests {
         let alone = plan(s(100), s(20), 3, 4, true).unwrap();
         assert!(confirm_fits(&alone, s(40), s(20), 3));
         assert!(!confirm_fits(&alone, s(41), s(20), 3));
+        // A replay confirms whatever shrinking took.
+        let replay = Plan {
+            always_confirm: true,
+            ..p
+        };
+        assert!(confirm_fits(&replay, s(1000), s(40), 3));
     }
 }
