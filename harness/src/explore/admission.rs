@@ -95,13 +95,17 @@ pub(super) fn weight(s: &Subject, crd: &Value, doc: &openapi::Doc, seed: u64) ->
 }
 
 /// `trials` in the order they start: those that try a field of the subject's own, then those
-/// that try its pod template's or its target's, each part in an order drawn with `seed`.
+/// that try its pod template's or its target's, each part in an order drawn with `seed` and
+/// the subject's name.
 ///
 /// The pod template is one core type, the same in every workload kind and in every policy's
 /// target, and it is tried on each of them; the fields only this kind has are tried here
 /// alone. So when the deadline leaves trials out, it leaves out draws of the template, not
 /// fields no other subject offers. A trial's field is its last step's (an update is made on a
-/// quiet object first, whose fields are not what it tries).
+/// quiet object first, whose fields are not what it tries). The subjects of one kind (a
+/// policy over each of its targets, a kind at each of its versions) have the same own fields:
+/// each draws its own order of them, so that where deadlines cut each subject short the kind
+/// as a whole still tries more of its fields than the first few of one order.
 pub(super) fn own_first(trials: Vec<Trial>, template: &str, seed: u64) -> Vec<Trial> {
     let shared = |t: &Trial| {
         let tried = match t.steps.last() {
@@ -110,8 +114,12 @@ pub(super) fn own_first(trials: Vec<Trial>, template: &str, seed: u64) -> Vec<Tr
         };
         tried.keys().any(|k| shared_field(k, template))
     };
+    let name = trials
+        .first()
+        .map(|t| t.subject.clone())
+        .unwrap_or_default();
     let (mut own, mut rest): (Vec<_>, Vec<_>) = trials.into_iter().partition(|t| !shared(t));
-    let mut rng = Rng::new(seed, u64::MAX - 2);
+    let mut rng = Rng::new(seed, trial::stream_of(&name) ^ (u64::MAX - 2));
     rng.shuffle(&mut own);
     rng.shuffle(&mut rest);
     own.extend(rest);
@@ -522,6 +530,27 @@ mod tests {
                 .collect()
         };
         assert_eq!(again(7), again(7));
+        // Subjects of one kind with the same fields draw their own orders of them.
+        let named = |name: &str| -> Vec<u64> {
+            let trials: Vec<Trial> = trials
+                .iter()
+                .cloned()
+                .map(|t| Trial {
+                    subject: name.into(),
+                    ..t
+                })
+                .collect();
+            own_first(trials, t, 7).iter().map(|t| t.index).collect()
+        };
+        let firsts: std::collections::BTreeSet<u64> = ["P.A", "P.B", "P.C", "P.D", "P.E", "P.F"]
+            .iter()
+            .map(|n| named(n)[0])
+            .collect();
+        assert!(
+            firsts.len() > 1,
+            "every subject starts with the same field: {firsts:?}"
+        );
+        assert_eq!(named("P.A"), named("P.A"));
         // A subject without a template: every field its own.
         assert_eq!(own_first(trials.clone(), "", 3).len(), trials.len());
     }

@@ -573,7 +573,7 @@ pub fn meets(a: &str, b: &str) -> bool {
 
 /// A stream number for `name` (FNV-1a): the same on every platform and release, as replay
 /// needs.
-fn stream_of(name: &str) -> u64 {
+pub(super) fn stream_of(name: &str) -> u64 {
     name.bytes().fold(0xCBF2_9CE4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3)
     })
@@ -583,7 +583,9 @@ fn stream_of(name: &str) -> u64 {
 /// four steps drawn from updates, semantic operations, perturbations and settles (a settle
 /// neither last, where the trial's end settles anyway, nor right after another).
 pub fn behaviour(m: &Material<'_>, seed: u64, index: u64) -> Trial {
-    let mut rng = Rng::new(seed, index);
+    // The subject's name in the stream: subjects of one kind (a policy over each target)
+    // with much the same material draw different steps at the same number.
+    let mut rng = Rng::new(seed, index ^ stream_of(m.subject));
     let create = create_of(m.creates, index, &mut rng);
     let mut steps = vec![Step::Create { set: create }];
     let count = 2 + rng.below(3);
@@ -693,6 +695,15 @@ mod tests {
         let others: Vec<Trial> = (0..20).map(|i| behaviour(&m, 43, i)).collect();
         assert!(others.iter().any(|t| t.steps[1..] != a.steps[1..]));
         assert_eq!(Trial::from_yaml(&a.to_yaml()).unwrap(), a);
+        // Another subject with the same material draws other steps at the same numbers.
+        let other = Material {
+            subject: "SidecarSet.CloneSet",
+            ..m
+        };
+        let differ = (0..20)
+            .filter(|&i| behaviour(&m, 42, i).steps[1..] != behaviour(&other, 42, i).steps[1..])
+            .count();
+        assert!(differ > 0, "the same steps for every number");
     }
 
     #[test]
