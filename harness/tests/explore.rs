@@ -522,6 +522,69 @@ async fn a_copying_kind_follows_its_targets_and_makes_a_deleted_copy_again() {
     drop(session);
 }
 
+/// [`Op::Retag`] changes only the labels and annotations of the resource a copying kind
+/// distributes: alone, on the default release, the copies never follow (#2557, open
+/// upstream; ledger `kruise-resourcedistribution-resource-labels-not-propagated`), and the
+/// copy oracle says so on labels and annotations, never on the data; the same change followed
+/// by a change of the data reaches the copies, and nothing fires. When a default release fixes
+/// the bug, the first half of this test says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retag_alone_changes_the_metadata_a_copy_oracle_judges() {
+    use harness::explore::oracle::Oracle;
+    use harness::explore::trial::{Fields, Mode, Op, Step, Trial};
+
+    let subject = harness::explore::select(&["ResourceDistribution".to_string()])
+        .unwrap()
+        .remove(0);
+    let gates = subject
+        .gates
+        .iter()
+        .map(|g| (g.to_string(), true))
+        .collect();
+    let (_root, session) = cell_session("retag", gates, false).await;
+    let cell = harness::explore::cell("retag", &session, std::time::Duration::from_secs(60))
+        .await
+        .unwrap();
+    let trial = |index, ops: &[Op]| Trial {
+        subject: subject.name.clone(),
+        mode: Mode::Behaviour,
+        seed: 0,
+        index,
+        steps: std::iter::once(Step::Create { set: Fields::new() })
+            .chain(ops.iter().map(|&op| Step::Operate { op }))
+            .collect(),
+    };
+    let alone = cell
+        .run(&subject, &trial(0, &[Op::Retag]))
+        .await
+        .expect("the trial runs");
+    let log = alone.log.join("\n");
+    eprintln!("{log}");
+    let keys: Vec<&str> = alone.findings.iter().map(|f| f.key.as_str()).collect();
+    assert!(!keys.is_empty(), "the copies followed a retag alone: {log}");
+    for f in &alone.findings {
+        assert_eq!(f.oracle, Oracle::Convergence, "{f:#?}");
+        assert!(
+            ["labels", "annotations"]
+                .iter()
+                .any(|m| f.key.ends_with(&format!("copy {m}"))),
+            "only the metadata the retag changed: {keys:?}"
+        );
+    }
+    let rewritten = cell
+        .run(&subject, &trial(1, &[Op::Retag, Op::Rewrite]))
+        .await
+        .expect("the trial runs");
+    assert!(
+        rewritten.findings.is_empty(),
+        "a change of the data carries the metadata along: {:#?}\n{}",
+        rewritten.findings,
+        rewritten.log.join("\n")
+    );
+    drop(cell);
+    drop(session);
+}
+
 /// A policy's trial that waits and aims: it settles after its create (the target's pods made
 /// and written into), its target's rollout also changes the container the policy declares,
 /// it settles again (the pods updated, the sidecar in place at the new image), and the pod

@@ -258,7 +258,18 @@ async fn explore_once(
     let status = child.wait().await;
     stop.ended();
     let cpu = sampler.stop();
-    Ok((t.elapsed().as_secs_f64(), status?.success(), cpu))
+    let status = status?;
+    if !status.success() {
+        // How it ended (an exit code, or the signal that ended it), in the run's log and here:
+        // a report written and then a failure says nothing else.
+        let how = format!("bench: the exploration ended with {status}");
+        println!("  {how}");
+        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(log) {
+            use std::io::Write;
+            let _ = writeln!(f, "{how}");
+        }
+    }
+    Ok((t.elapsed().as_secs_f64(), status.success(), cpu))
 }
 
 /// The median of `xs` (0 when empty).
