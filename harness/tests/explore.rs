@@ -446,6 +446,22 @@ async fn a_trial_takes_a_node_away_and_crashes_the_apiserver() {
     assert!(!after.alive(), "the new apiserver ends with the cluster");
 }
 
+/// The copying kind's subject, and the gates it needs on.
+fn copying_kind() -> (
+    harness::explore::subject::Subject,
+    std::collections::BTreeMap<String, bool>,
+) {
+    let subject = harness::explore::select(&["ResourceDistribution".to_string()])
+        .unwrap()
+        .remove(0);
+    let gates = subject
+        .gates
+        .iter()
+        .map(|g| (g.to_string(), true))
+        .collect();
+    (subject, gates)
+}
+
 /// A kind that copies a resource into namespaces, through a trial of its own operations and
 /// perturbation: a copy in each namespace its targets select once it settles (the trial's,
 /// kept by name when its label goes, and the one the trial added, selected by label), a
@@ -457,14 +473,7 @@ async fn a_copying_kind_follows_its_targets_and_makes_a_deleted_copy_again() {
     use harness::explore::trial::{Fields, Mode, Op, Perturbation, Step, Trial};
     use k8s_openapi::api::core::v1::Namespace;
 
-    let subject = harness::explore::select(&["ResourceDistribution".to_string()])
-        .unwrap()
-        .remove(0);
-    let gates = subject
-        .gates
-        .iter()
-        .map(|g| (g.to_string(), true))
-        .collect();
+    let (subject, gates) = copying_kind();
     let (_root, session) = cell_session("copies", gates, false).await;
     let cell = harness::explore::cell("copies", &session, std::time::Duration::from_secs(60))
         .await
@@ -533,14 +542,7 @@ async fn a_retag_alone_changes_the_metadata_a_copy_oracle_judges() {
     use harness::explore::oracle::Oracle;
     use harness::explore::trial::{Fields, Mode, Op, Step, Trial};
 
-    let subject = harness::explore::select(&["ResourceDistribution".to_string()])
-        .unwrap()
-        .remove(0);
-    let gates = subject
-        .gates
-        .iter()
-        .map(|g| (g.to_string(), true))
-        .collect();
+    let (subject, gates) = copying_kind();
     let (_root, session) = cell_session("retag", gates, false).await;
     let cell = harness::explore::cell("retag", &session, std::time::Duration::from_secs(60))
         .await
