@@ -55,9 +55,10 @@ pub(super) struct Plan {
 /// of the time for both: the confirming runs come last and, all at once, share a cell's
 /// [`CORES_PER_CELL`] cores (three runs on two cores take about one and a half trials: taken
 /// as one, the last confirming runs ended after the share); candidates (`side_by_side` at
-/// once) start while a round of them and the confirming runs still fit. A trial that acts on the whole controller or cluster ([`Trial::global`])
-/// runs alone: its candidates and confirming runs one after another. None when not even the
-/// confirming runs fit: the finding is then written as it fired.
+/// once) start while a round of them and the confirming runs still fit ([`candidates_fit`]).
+/// A trial that acts on the whole controller or cluster ([`Trial::global`]) runs alone: its
+/// candidates and confirming runs one after another. None when not even the confirming runs
+/// fit: the finding is then written as it fired.
 pub(super) fn plan(
     left: Duration,
     trial: Duration,
