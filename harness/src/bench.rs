@@ -1,7 +1,9 @@
 //! Benchmarks run by `harness bench`: each measures the harness against a peer in the same run,
 //! interleaved run by run, and reports medians; [`flakes`] counts the test suite's flaky tests;
-//! [`rediscovery`] explores releases with known bugs and says which it finds.
+//! [`rediscovery`] explores releases with known bugs and says which it finds; [`explain`] says
+//! what explains each finding of an exploration (`harness report explain`).
 
+pub mod explain;
 pub mod explore;
 pub mod flakes;
 pub mod rediscovery;

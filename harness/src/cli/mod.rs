@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::bail;
+use anyhow::{Context as _, bail};
 use clap::Parser;
 
 use self::args::{
@@ -307,6 +307,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Chainsaw(ChainsawCommand::Check { paths }) => chainsaw_check(&paths).await,
         Command::Qualify(args) => qualify(args).await,
         Command::Report(ReportCommand::Diff { before, after }) => report_diff(&before, &after),
+        Command::Report(ReportCommand::Explain { dir, differences }) => {
+            report_explain(&dir, differences.as_deref())
+        }
         Command::Report(ReportCommand::Merge { dirs, report_dir }) => {
             report_merge(&dirs, &report_dir)
         }
@@ -423,6 +426,40 @@ fn report_merge(dirs: &[PathBuf], report_dir: &Path) -> anyhow::Result<ExitCode>
     Ok(exit_code(crate::results::Status::of(
         merged.report.cells.iter().flat_map(|c| &c.results),
     )))
+}
+
+fn report_explain(dir: &Path, differences: Option<&Path>) -> anyhow::Result<ExitCode> {
+    use crate::bench::explain::{self, Differences};
+    let summary = crate::explore::read_summary(dir).with_context(|| {
+        format!(
+            "{} is not an exploration's directory (reports/<run>/, which holds its \
+             explore.json)",
+            dir.display()
+        )
+    })?;
+    let differences = match differences {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| anyhow::anyhow!("read the differences {}: {e}", p.display()))?;
+            Differences::parse(&text, &p.display().to_string())?
+        }
+        None => Differences::builtin(),
+    };
+    let list = crate::bench::rediscovery::List::builtin();
+    let ledger = crate::run::ledger::Ledger::builtin();
+    let rows = explain::explain(&summary, &list, &ledger, &differences);
+    let md = explain::markdown(&summary, &rows, &differences);
+    print!("{md}");
+    crate::report::atomic_write(&dir.join("explained.md"), md.as_bytes())?;
+    crate::report::atomic_write(
+        &dir.join("explained.json"),
+        serde_json::to_string_pretty(&rows)?.as_bytes(),
+    )?;
+    Ok(if explain::all_explained(&rows) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn report_diff(before: &Path, after: &Path) -> anyhow::Result<ExitCode> {

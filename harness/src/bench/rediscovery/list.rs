@@ -70,6 +70,11 @@ pub struct Wanted {
     pub kind: String,
     /// Text the finding's key must contain; `*` stands for any text between two parts.
     pub key: String,
+    /// Text the finding's trial must hold (its shrunk or its first trial, as `trial.yaml`
+    /// writes it): what the bug needs, for a key that does not name it (a panic, pods that
+    /// never come), so that the same symptom from another cause does not count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
 }
 
 impl Wanted {
@@ -85,6 +90,9 @@ impl Wanted {
     /// repeats ([`Reported::also`]: the same cause seen on another field or at the other verb,
     /// each a trial the exploration ran).
     pub fn key_of<'a>(&self, r: &'a Reported) -> Option<&'a str> {
+        if !self.caused(r) {
+            return None;
+        }
         if self.matches(&r.finding) {
             return Some(&r.finding.key);
         }
@@ -96,6 +104,13 @@ impl Wanted {
             .map(String::as_str)
     }
 
+    /// Whether `r`'s trials hold [`Self::cause`] (always, without one).
+    pub fn caused(&self, r: &Reported) -> bool {
+        self.cause
+            .as_deref()
+            .is_none_or(|c| r.trial.to_yaml().contains(c) || r.original.to_yaml().contains(c))
+    }
+
     /// The earliest finding of `findings` that is this one, with the key that is.
     pub fn first<'a>(&self, findings: &'a [Reported]) -> Option<(&'a Reported, &'a str)> {
         findings
@@ -104,9 +119,13 @@ impl Wanted {
             .min_by(|a, b| a.0.first_seen.total_cmp(&b.0.first_seen))
     }
 
-    /// `O4 CloneSet "admits * ..."`.
+    /// `O4 CloneSet "admits * ..."`, and `(trial holds `…`)` with a cause.
     pub(super) fn describe(&self) -> String {
-        format!("{} {} `{}`", self.oracle, self.kind, self.key)
+        let base = format!("{} {} `{}`", self.oracle, self.kind, self.key);
+        match &self.cause {
+            Some(c) => format!("{base} (trial holds `{c}`)"),
+            None => base,
+        }
     }
 }
 
@@ -221,6 +240,7 @@ mod tests {
             oracle: oracle.into(),
             kind: kind.into(),
             key: key.into(),
+            cause: None,
         }
     }
 
@@ -345,6 +365,39 @@ mod tests {
         // Another oracle's finding does not count through the keys it stood for.
         r.finding.oracle = Oracle::Realizable;
         assert!(w.first(std::slice::from_ref(&r)).is_none());
+    }
+
+    #[test]
+    fn a_cause_counts_a_symptom_only_from_a_trial_that_holds_it() {
+        use crate::explore::trial::Step;
+        let mut w = wanted("O2", "Thing", "does not converge: live pods");
+        w.cause = Some("spec.scale.limit".into());
+        let mut r = reported(
+            finding(Oracle::Convergence, "Thing", "does not converge: live pods"),
+            5.0,
+            true,
+        );
+        // The same symptom from a trial without the cause: not this bug.
+        let update = |field: &str| Step::Update {
+            set: [(field.to_string(), serde_json::json!(0))].into(),
+        };
+        r.trial.steps = vec![update("spec.other")];
+        r.original.steps = vec![update("spec.other")];
+        assert!(w.first(std::slice::from_ref(&r)).is_none());
+        // Its first trial held the cause (shrinking dropped it): counted.
+        r.original.steps.push(update("spec.scale.limit"));
+        assert!(w.first(std::slice::from_ref(&r)).is_some());
+        // Its shrunk trial holds it: counted.
+        r.original.steps.clear();
+        r.trial.steps = vec![update("spec.scale.limit")];
+        assert!(w.first(std::slice::from_ref(&r)).is_some());
+        // Through a key it stood for, the trial is still the one that must hold it.
+        r.finding.key = "does not converge: image".into();
+        r.also = vec!["does not converge: live pods".into()];
+        assert!(w.first(std::slice::from_ref(&r)).is_some());
+        r.trial.steps.clear();
+        assert!(w.first(std::slice::from_ref(&r)).is_none());
+        assert!(w.describe().ends_with("(trial holds `spec.scale.limit`)"));
     }
 
     #[test]

@@ -78,7 +78,8 @@ pub enum Command {
     /// Remove what killed runs left behind: processes and directories of clusters, and private
     /// Docker daemons, whose owner is gone.
     Gc,
-    /// Work with reports: merge the outputs of a sharded matrix or qualification.
+    /// Work with reports: merge the outputs of a sharded matrix or qualification, compare two
+    /// runs, explain an exploration's findings.
     #[command(subcommand)]
     Report(ReportCommand),
     /// Measure things (see docs/benchmarks.md for figures).
@@ -156,6 +157,19 @@ pub enum ReportCommand {
         /// Where the merged reports go (`<dir>/<id>/`, `<dir>/latest`).
         #[arg(long, default_value = "reports")]
         report_dir: PathBuf,
+    },
+    /// What explains each finding of an exploration: a known bug (the rediscovery list's
+    /// entry, with the ledger's range holding the release), a documented difference
+    /// (suites/differences.yaml), or nothing; printed as Markdown, unexplained first. Exit 1
+    /// when a finding is unexplained.
+    Explain {
+        /// The exploration's directory, reports/<run>/ (its explore.json).
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// Read the differences from this file instead of the built-in
+        /// suites/differences.yaml.
+        #[arg(long, value_name = "FILE")]
+        differences: Option<PathBuf>,
     },
     /// What changed from one run to another: new failures, fixes, new flakes, other changes
     /// of state, scenarios more than 20 % slower (and over 5 s), scenarios added or removed;

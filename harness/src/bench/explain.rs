@@ -1,0 +1,416 @@
+//! `harness report explain`: what explains each finding of an exploration (beside the
+//! rediscovery benchmark, whose list it reads). Start with [`explain`] and [`markdown`].
+//!
+//! A finding is explained by a **known bug** when an entry of the rediscovery list
+//! (`suites/rediscovery.yaml`: each ledger entry that needs no real node, with the finding
+//! that shows it) matches it and the ledger puts the exploration's release inside the bug's
+//! range; or by a **documented difference** when an entry of `suites/differences.yaml` matches
+//! it (the controller differs from its native twin, or from what its API says, by design or by
+//! a choice its documentation does not make, each with its words). Otherwise it is
+//! **unexplained**: a new bug to ledger with a catalog scenario, a difference to write down, or
+//! the harness's own mistake to mend. Neither file is read by the explorer: exploration knows
+//! no bug and no difference.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bench::rediscovery::{List, Wanted};
+use crate::explore::Reported;
+use crate::explore::Summary;
+use crate::run::ledger::{Ledger, Range};
+
+/// The checked-in differences, `suites/differences.yaml`.
+pub const DIFFERENCES: &str = include_str!("../../../suites/differences.yaml");
+
+/// The documented differences (`suites/differences.yaml`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Differences {
+    /// The differences.
+    pub differences: Vec<Difference>,
+}
+
+/// One documented difference.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Difference {
+    /// A short name.
+    pub id: String,
+    /// The finding it explains (oracle, kind, key, as the rediscovery list writes them).
+    pub finding: Wanted,
+    /// The controller's releases it holds on (any, without one).
+    #[serde(default)]
+    pub controller: Range,
+    /// What differs and why.
+    pub why: String,
+}
+
+impl Differences {
+    /// Parses and checks `text` read from `path`.
+    pub fn parse(text: &str, path: &str) -> anyhow::Result<Self> {
+        let d: Differences = serde_saphyr::from_str(text)
+            .map_err(|e| anyhow::anyhow!("{path} is not a list of differences: {e}"))?;
+        let mut ids = std::collections::BTreeSet::new();
+        for x in &d.differences {
+            anyhow::ensure!(
+                ids.insert(x.id.as_str()),
+                "{path}: the difference `{}` is listed twice",
+                x.id
+            );
+            anyhow::ensure!(
+                !x.why.trim().is_empty(),
+                "{path}: the difference `{}` says nothing of why (`why:`)",
+                x.id
+            );
+        }
+        Ok(d)
+    }
+
+    /// The checked-in differences.
+    pub fn builtin() -> Self {
+        Self::parse(DIFFERENCES, "suites/differences.yaml").expect("the checked-in differences")
+    }
+}
+
+/// What explains a finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "by", content = "id")]
+pub enum Explanation {
+    /// A ledgered bug, by id.
+    Bug(String),
+    /// A documented difference, by id.
+    Difference(String),
+    /// Nothing.
+    Unexplained,
+}
+
+/// A finding and what explains it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Explained {
+    /// The finding's oracle, short (`O4`).
+    pub oracle: String,
+    /// Its subject.
+    pub subject: String,
+    /// Its key.
+    pub key: String,
+    /// Confirming runs that fired it, of `confirm_runs`.
+    pub reproduced: usize,
+    /// Confirming runs.
+    pub confirm_runs: usize,
+    /// Its directory.
+    pub dir: String,
+    /// What explains it.
+    pub by: Explanation,
+}
+
+impl Explained {
+    /// Whether it was confirmed and reproduced every time.
+    pub fn stable(&self) -> bool {
+        self.confirm_runs > 0 && self.reproduced == self.confirm_runs
+    }
+
+    /// `3/3`, or `not confirmed`.
+    fn reproduced(&self) -> String {
+        match self.confirm_runs {
+            0 => "not confirmed".into(),
+            n => format!("{}/{n}", self.reproduced),
+        }
+    }
+}
+
+/// The release of `controller` (`openkruise@v1.9.0` is `v1.9.0`).
+fn release(controller: &str) -> &str {
+    controller.rsplit_once('@').map_or(controller, |(_, r)| r)
+}
+
+/// What explains `r`, found on `release`: a bug of `list` the ledger puts `release` in the
+/// range of (an entry without a ledger entry of its own: from its bad release up to its fixed
+/// one), else a difference of `differences` whose range holds it.
+pub fn explain_one(
+    r: &Reported,
+    release: &str,
+    list: &List,
+    ledger: &Ledger,
+    differences: &Differences,
+) -> Explanation {
+    let in_range = |id: &str, bad: &str| match ledger.bugs.iter().find(|k| k.id == id) {
+        Some(k) => k.controller.contains(release),
+        None => Range {
+            min: None,
+            max: Some(bad.to_string()),
+        }
+        .contains(release),
+    };
+    if let Some(b) = list
+        .bugs
+        .iter()
+        .find(|b| b.finding.key_of(r).is_some() && in_range(&b.id, &b.bad))
+    {
+        return Explanation::Bug(b.id.clone());
+    }
+    match differences
+        .differences
+        .iter()
+        .find(|d| d.finding.key_of(r).is_some() && d.controller.contains(release))
+    {
+        Some(d) => Explanation::Difference(d.id.clone()),
+        None => Explanation::Unexplained,
+    }
+}
+
+/// Every finding of `summary`, in the order first seen, with what explains it.
+pub fn explain(
+    summary: &Summary,
+    list: &List,
+    ledger: &Ledger,
+    differences: &Differences,
+) -> Vec<Explained> {
+    let release = release(&summary.controller);
+    summary
+        .findings
+        .iter()
+        .map(|r| Explained {
+            oracle: r.finding.oracle.short().to_string(),
+            subject: r.finding.subject.clone(),
+            key: r.finding.key.clone(),
+            reproduced: r.reproduced,
+            confirm_runs: r.confirm_runs,
+            dir: r.dir.display().to_string(),
+            by: explain_one(r, release, list, ledger, differences),
+        })
+        .collect()
+}
+
+/// Whether every finding is explained.
+pub fn all_explained(rows: &[Explained]) -> bool {
+    rows.iter().all(|e| e.by != Explanation::Unexplained)
+}
+
+/// The explanation as Markdown: a count, then a table of the findings, the unexplained first.
+pub fn markdown(summary: &Summary, rows: &[Explained], differences: &Differences) -> String {
+    let count = |f: fn(&Explanation) -> bool| rows.iter().filter(|e| f(&e.by)).count();
+    let bugs = count(|b| matches!(b, Explanation::Bug(_)));
+    let diffs = count(|b| matches!(b, Explanation::Difference(_)));
+    let none = count(|b| *b == Explanation::Unexplained);
+    let stable_none = rows
+        .iter()
+        .filter(|e| e.by == Explanation::Unexplained && e.stable())
+        .count();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "## What explains the findings of {} on Kubernetes {}\n\n{} findings: {bugs} a known \
+         bug, {diffs} a documented difference, **{none} unexplained** ({stable_none} of them \
+         confirmed and reproduced every time).\n",
+        summary.controller,
+        summary.kubernetes,
+        rows.len()
+    );
+    if rows.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "| oracle | subject | key | reproduced | explained by |"
+    );
+    let _ = writeln!(out, "|---|---|---|--:|---|");
+    let mut sorted: Vec<&Explained> = rows.iter().collect();
+    sorted.sort_by_key(|e| e.by != Explanation::Unexplained);
+    for e in sorted {
+        let by = match &e.by {
+            Explanation::Bug(id) => format!("bug `{id}`"),
+            Explanation::Difference(id) => {
+                let why = differences
+                    .differences
+                    .iter()
+                    .find(|d| &d.id == id)
+                    .map_or("", |d| d.why.as_str());
+                format!("difference `{id}`: {why}")
+            }
+            Explanation::Unexplained => "**unexplained**".into(),
+        };
+        let _ = writeln!(
+            out,
+            "| {} | `{}` | {} | {} | {} |",
+            e.oracle,
+            e.subject,
+            e.key.replace('|', "\\|"),
+            e.reproduced(),
+            by.replace('|', "\\|")
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::explore::oracle::{Finding, Oracle};
+    use crate::explore::trial::{Mode, Trial};
+
+    fn reported(oracle: Oracle, subject: &str, key: &str) -> Reported {
+        let trial = Trial {
+            subject: subject.into(),
+            mode: Mode::Admission,
+            seed: 1,
+            index: 0,
+            steps: vec![],
+        };
+        Reported {
+            finding: Finding {
+                oracle,
+                subject: subject.into(),
+                key: key.into(),
+                observed: "o".into(),
+                expected: "e".into(),
+            },
+            original: trial.clone(),
+            trial,
+            reproduced: 3,
+            confirm_runs: 3,
+            stable: true,
+            first_seen: 1.0,
+            dir: "findings/1".into(),
+            controller: "openkruise@v1.9.0".into(),
+            kubernetes: "1.32.5".into(),
+            baseline: None,
+            gates: Default::default(),
+            also: vec![],
+        }
+    }
+
+    fn differences() -> Differences {
+        Differences::parse(
+            "differences:\n\
+             - id: mutable-history\n  finding: {oracle: O4, kind: AdvancedStatefulSet, key: \"admits on update of spec.revisionHistoryLimit\"}\n  why: its spec is mutable\n\
+             - id: old-only\n  finding: {oracle: O4, kind: CloneSet, key: \"spec.old\"}\n  controller: {max: v1.6.0}\n  why: before v1.7.0\n",
+            "t.yaml",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_finding_is_a_bug_in_its_ledger_range_else_a_difference_else_unexplained() {
+        let list = List::builtin();
+        let ledger = Ledger::builtin();
+        let d = differences();
+        let over = reported(
+            Oracle::Native,
+            "CloneSet",
+            "admits on create of spec.updateStrategy.maxUnavailable as a percentage over 100 what Deployment does not",
+        );
+        assert_eq!(
+            explain_one(&over, "v1.9.0", &list, &ledger, &d),
+            Explanation::Bug("kruise-cloneset-max-unavailable-over-100-percent".into())
+        );
+        // A bug fixed before the release does not explain it: the numeric string was fixed in
+        // v1.9.0.
+        let string = reported(
+            Oracle::Native,
+            "CloneSet",
+            "admits on create of spec.updateStrategy.maxUnavailable as a numeric string what Deployment does not",
+        );
+        assert!(matches!(
+            explain_one(&string, "v1.8.3", &list, &ledger, &d),
+            Explanation::Bug(_)
+        ));
+        assert_eq!(
+            explain_one(&string, "v1.9.0", &list, &ledger, &d),
+            Explanation::Unexplained
+        );
+        let history = reported(
+            Oracle::Native,
+            "AdvancedStatefulSet@v1alpha1",
+            "admits on update of spec.revisionHistoryLimit as a positive number what StatefulSet does not",
+        );
+        assert_eq!(
+            explain_one(&history, "v1.9.0", &list, &ledger, &d),
+            Explanation::Difference("mutable-history".into())
+        );
+        // A difference outside its range, or another oracle: unexplained.
+        let old = reported(Oracle::Native, "CloneSet", "admits on create of spec.old");
+        assert_eq!(
+            explain_one(&old, "v1.9.0", &list, &ledger, &d),
+            Explanation::Unexplained
+        );
+        assert_eq!(
+            explain_one(&old, "v1.5.5", &list, &ledger, &d),
+            Explanation::Difference("old-only".into())
+        );
+        let mut other = history.clone();
+        other.finding.oracle = Oracle::Realizable;
+        assert_eq!(
+            explain_one(&other, "v1.9.0", &list, &ledger, &d),
+            Explanation::Unexplained
+        );
+    }
+
+    #[test]
+    fn the_report_counts_and_lists_the_unexplained_first() {
+        let list = List::builtin();
+        let ledger = Ledger::builtin();
+        let d = differences();
+        let mut flaky = reported(Oracle::Health, "BroadcastJob", "controller panicked");
+        flaky.reproduced = 1;
+        let mut unconfirmed = reported(Oracle::Health, "CloneSet", "controller panicked");
+        unconfirmed.reproduced = 0;
+        unconfirmed.confirm_runs = 0;
+        let summary = Summary {
+            controller: "openkruise@v1.9.0".into(),
+            kubernetes: "1.32.5".into(),
+            seed: 1,
+            trials: Default::default(),
+            findings: vec![
+                reported(
+                    Oracle::Native,
+                    "AdvancedStatefulSet",
+                    "admits on update of spec.revisionHistoryLimit as zero what StatefulSet does not",
+                ),
+                flaky,
+                unconfirmed,
+            ],
+            seconds: 1.0,
+            baseline: None,
+            gates: Default::default(),
+            pace: Default::default(),
+            reach: Default::default(),
+        };
+        let rows = explain(&summary, &list, &ledger, &d);
+        assert!(!all_explained(&rows));
+        let md = markdown(&summary, &rows, &d);
+        assert!(
+            md.contains("3 findings: 0 a known bug, 1 a documented difference, **2 unexplained** (0 of them confirmed and reproduced every time)"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| O6 | `CloneSet` | controller panicked | not confirmed | **unexplained** |"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("| 1/3 |"), "{md}");
+        let unexplained = md.find("**unexplained**").unwrap();
+        let difference = md
+            .find("difference `mutable-history`: its spec is mutable")
+            .unwrap();
+        assert!(unexplained < difference, "{md}");
+        assert!(all_explained(&rows[..1]));
+    }
+
+    #[test]
+    fn the_checked_in_differences_parse_and_a_bad_file_is_refused_with_the_reason() {
+        let d = Differences::builtin();
+        assert!(!d.differences.is_empty());
+        let twice = "differences:\n- {id: a, finding: {oracle: O4, kind: K, key: k}, why: w}\n- {id: a, finding: {oracle: O4, kind: K, key: k}, why: w}\n";
+        let e = Differences::parse(twice, "d.yaml").unwrap_err().to_string();
+        assert!(e.contains("`a` is listed twice"), "{e}");
+        let mute = "differences:\n- {id: a, finding: {oracle: O4, kind: K, key: k}, why: ' '}\n";
+        let e = Differences::parse(mute, "d.yaml").unwrap_err().to_string();
+        assert!(e.contains("says nothing of why"), "{e}");
+        let e = Differences::parse("differences: 3", "d.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("d.yaml is not a list of differences"), "{e}");
+    }
+}
