@@ -3,8 +3,9 @@
 //!
 //! A finding is explained by a **known bug** when an entry of the rediscovery list
 //! (`suites/rediscovery.yaml`: each ledger entry that needs no real node, with the finding
-//! that shows it) matches it and the ledger puts the exploration's release inside the bug's
-//! range; or by a **documented difference** when an entry of `suites/differences.yaml` matches
+//! that shows it) matches it ([`explains`]: on its subject or, for a policy, on its target,
+//! served versions and claim templates aside) and the ledger puts the exploration's release
+//! inside the bug's range; or by a **documented difference** when an entry of `suites/differences.yaml` matches
 //! it (the controller differs from its native twin, or from what its API says, by design or by
 //! a choice its documentation does not make, each with its words). Otherwise it is
 //! **unexplained**: a new bug to ledger with a catalog scenario, a difference to write down, or
@@ -15,7 +16,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bench::rediscovery::{List, Wanted};
+use crate::bench::rediscovery::{List, Wanted, key_matches, kind_names};
 use crate::explore::Reported;
 use crate::explore::Summary;
 use crate::run::ledger::{Ledger, Range};
@@ -124,6 +125,35 @@ fn release(controller: &str) -> &str {
     controller.rsplit_once('@').map_or(controller, |(_, r)| r)
 }
 
+/// The subjects a finding on `subject` is a finding of, each without its served versions and
+/// claim templates: the subject, and for a policy over a target its target (and the target's
+/// own targets): `SidecarSet@v1beta1.UnitedDeployment.cloneSetTemplateWithClaims@v1beta1` is a
+/// finding of `SidecarSet.UnitedDeployment.cloneSetTemplate` and of
+/// `UnitedDeployment.cloneSetTemplate`, whose pods the policy's trial judged.
+pub fn seen_on(subject: &str) -> Vec<String> {
+    let segments: Vec<&str> = subject
+        .split('.')
+        .map(|s| s.split('@').next().unwrap_or(s))
+        .map(|s| s.strip_suffix(crate::explore::subject::CLAIMS).unwrap_or(s))
+        .collect();
+    (0..segments.len())
+        .map(|i| segments[i..].join("."))
+        .collect()
+}
+
+/// Whether `w` is `r`: its oracle, a subject `w` names among those `r` is a finding of
+/// ([`seen_on`]), its key (or one it stood for), and the cause in its trial.
+pub fn explains(w: &Wanted, r: &Reported) -> bool {
+    r.finding.oracle.short() == w.oracle
+        && seen_on(&r.finding.subject)
+            .iter()
+            .any(|s| kind_names(&w.kind, s))
+        && std::iter::once(&r.finding.key)
+            .chain(&r.also)
+            .any(|k| key_matches(&w.key, k))
+        && w.caused(r)
+}
+
 /// What explains `r`, found on `release`: a bug of `list` the ledger puts `release` in the
 /// range of (an entry without a ledger entry of its own: from its bad release up to its fixed
 /// one), else a difference of `differences` whose range holds it.
@@ -145,14 +175,14 @@ pub fn explain_one(
     if let Some(b) = list
         .bugs
         .iter()
-        .find(|b| b.finding.key_of(r).is_some() && in_range(&b.id, &b.bad))
+        .find(|b| explains(&b.finding, r) && in_range(&b.id, &b.bad))
     {
         return Explanation::Bug(b.id.clone());
     }
     match differences
         .differences
         .iter()
-        .find(|d| d.finding.key_of(r).is_some() && d.controller.contains(release))
+        .find(|d| explains(&d.finding, r) && d.controller.contains(release))
     {
         Some(d) => Explanation::Difference(d.id.clone()),
         None => Explanation::Unexplained,
@@ -344,6 +374,54 @@ mod tests {
             explain_one(&other, "v1.9.0", &list, &ledger, &d),
             Explanation::Unexplained
         );
+    }
+
+    #[test]
+    fn a_finding_through_a_policy_or_with_claims_is_one_of_its_target_s_kind() {
+        assert_eq!(
+            seen_on("SidecarSet@v1beta1.UnitedDeployment.cloneSetTemplateWithClaims@v1beta1"),
+            [
+                "SidecarSet.UnitedDeployment.cloneSetTemplate",
+                "UnitedDeployment.cloneSetTemplate",
+                "cloneSetTemplate"
+            ]
+        );
+        assert_eq!(seen_on("CloneSet"), ["CloneSet"]);
+        let list = List::builtin();
+        let ledger = Ledger::builtin();
+        let d = differences();
+        let revisions = |subject: &str| {
+            reported(
+                Oracle::Convergence,
+                subject,
+                "does not converge: revision numbers: 2 revisions share number 1",
+            )
+        };
+        let bug = Explanation::Bug(
+            "kruise-uniteddeployment-cloneset-template-revisions-unlabelled".into(),
+        );
+        for s in [
+            "UnitedDeployment.cloneSetTemplate",
+            "UnitedDeployment.cloneSetTemplateWithClaims@v1beta1",
+            "PodUnavailableBudget@v1beta1.UnitedDeployment.cloneSetTemplate",
+        ] {
+            assert_eq!(
+                explain_one(&revisions(s), "v1.9.0", &list, &ledger, &d),
+                bug,
+                "{s}"
+            );
+        }
+        // Another member, or a policy over another kind: not that bug.
+        for s in [
+            "UnitedDeployment.statefulSetTemplate",
+            "SidecarSet.CloneSet",
+        ] {
+            assert_eq!(
+                explain_one(&revisions(s), "v1.9.0", &list, &ledger, &d),
+                Explanation::Unexplained,
+                "{s}"
+            );
+        }
     }
 
     #[test]
