@@ -276,38 +276,12 @@ pub fn markdown(summary: &Summary, rows: &[Explained], differences: &Differences
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::explore::oracle::{Finding, Oracle};
-    use crate::explore::trial::{Mode, Trial};
+    use crate::bench::rediscovery::fixtures;
+    use crate::explore::oracle::Oracle;
 
+    /// A stable finding `key` of `subject`, confirmed 3 of 3.
     fn reported(oracle: Oracle, subject: &str, key: &str) -> Reported {
-        let trial = Trial {
-            subject: subject.into(),
-            mode: Mode::Admission,
-            seed: 1,
-            index: 0,
-            steps: vec![],
-        };
-        Reported {
-            finding: Finding {
-                oracle,
-                subject: subject.into(),
-                key: key.into(),
-                observed: "o".into(),
-                expected: "e".into(),
-            },
-            original: trial.clone(),
-            trial,
-            reproduced: 3,
-            confirm_runs: 3,
-            stable: true,
-            first_seen: 1.0,
-            dir: "findings/1".into(),
-            controller: "openkruise@v1.9.0".into(),
-            kubernetes: "1.32.5".into(),
-            baseline: None,
-            gates: Default::default(),
-            also: vec![],
-        }
+        fixtures::reported(fixtures::finding(oracle, subject, key), 1.0, true)
     }
 
     fn differences() -> Differences {

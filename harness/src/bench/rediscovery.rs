@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-mod fixtures;
+pub(crate) mod fixtures;
 mod judge;
 mod list;
 mod plan;

@@ -1,5 +1,5 @@
-//! Test fixtures of the rediscovery benchmark, shared by its files' unit tests: a finding, a
-//! reported finding, a request and a small list of known bugs. Test code only.
+//! Test fixtures of the rediscovery benchmark, shared by its files' unit tests and `explain`'s:
+//! a finding, a reported finding, a request and a small list of known bugs. Test code only.
 
 #![cfg(test)]
 
@@ -10,7 +10,7 @@ use crate::explore::Reported;
 use crate::explore::oracle::{Finding, Oracle};
 use crate::explore::trial::{Mode, Trial};
 
-pub(super) fn finding(oracle: Oracle, subject: &str, key: &str) -> Finding {
+pub(crate) fn finding(oracle: Oracle, subject: &str, key: &str) -> Finding {
     Finding {
         oracle,
         subject: subject.into(),
@@ -20,7 +20,7 @@ pub(super) fn finding(oracle: Oracle, subject: &str, key: &str) -> Finding {
     }
 }
 
-pub(super) fn reported(f: Finding, first_seen: f64, stable: bool) -> Reported {
+pub(crate) fn reported(f: Finding, first_seen: f64, stable: bool) -> Reported {
     let trial = Trial {
         subject: f.subject.clone(),
         mode: Mode::Admission,
