@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bench::rediscovery::{List, Wanted, key_matches, kind_names};
+use crate::bench::rediscovery::{List, Wanted};
 use crate::explore::Reported;
 use crate::explore::Summary;
 use crate::run::ledger::{Ledger, Range};
@@ -112,7 +112,7 @@ impl Explained {
     }
 
     /// `3/3`, or `not confirmed`.
-    fn reproduced(&self) -> String {
+    fn confirmed(&self) -> String {
         match self.confirm_runs {
             0 => "not confirmed".into(),
             n => format!("{}/{n}", self.reproduced),
@@ -141,17 +141,11 @@ pub fn seen_on(subject: &str) -> Vec<String> {
         .collect()
 }
 
-/// Whether `w` is `r`: its oracle, a subject `w` names among those `r` is a finding of
-/// ([`seen_on`]), its key (or one it stood for), and the cause in its trial.
+/// Whether `w` is `r` ([`Wanted::key_as`]) on a subject `r` is a finding of ([`seen_on`]).
 pub fn explains(w: &Wanted, r: &Reported) -> bool {
-    r.finding.oracle.short() == w.oracle
-        && seen_on(&r.finding.subject)
-            .iter()
-            .any(|s| kind_names(&w.kind, s))
-        && std::iter::once(&r.finding.key)
-            .chain(&r.also)
-            .any(|k| key_matches(&w.key, k))
-        && w.caused(r)
+    seen_on(&r.finding.subject)
+        .iter()
+        .any(|s| w.key_as(r, s).is_some())
 }
 
 /// What explains `r`, found on `release`: a bug of `list` the ledger puts `release` in the
@@ -266,7 +260,7 @@ pub fn markdown(summary: &Summary, rows: &[Explained], differences: &Differences
             e.oracle,
             e.subject,
             e.key.replace('|', "\\|"),
-            e.reproduced(),
+            e.confirmed(),
             by.replace('|', "\\|")
         );
     }
@@ -294,18 +288,27 @@ mod tests {
         .unwrap()
     }
 
+    /// What explains `r` on `release`, with the checked-in list and ledger and the test's
+    /// differences.
+    fn by(r: &Reported, release: &str) -> Explanation {
+        explain_one(
+            r,
+            release,
+            &List::builtin(),
+            &Ledger::builtin(),
+            &differences(),
+        )
+    }
+
     #[test]
     fn a_finding_is_a_bug_in_its_ledger_range_else_a_difference_else_unexplained() {
-        let list = List::builtin();
-        let ledger = Ledger::builtin();
-        let d = differences();
         let over = reported(
             Oracle::Native,
             "CloneSet",
             "admits on create of spec.updateStrategy.maxUnavailable as a percentage over 100 what Deployment does not",
         );
         assert_eq!(
-            explain_one(&over, "v1.9.0", &list, &ledger, &d),
+            by(&over, "v1.9.0"),
             Explanation::Bug("kruise-cloneset-max-unavailable-over-100-percent".into())
         );
         // A bug fixed before the release does not explain it: the numeric string was fixed in
@@ -315,39 +318,27 @@ mod tests {
             "CloneSet",
             "admits on create of spec.updateStrategy.maxUnavailable as a numeric string what Deployment does not",
         );
-        assert!(matches!(
-            explain_one(&string, "v1.8.3", &list, &ledger, &d),
-            Explanation::Bug(_)
-        ));
-        assert_eq!(
-            explain_one(&string, "v1.9.0", &list, &ledger, &d),
-            Explanation::Unexplained
-        );
+        assert!(matches!(by(&string, "v1.8.3"), Explanation::Bug(_)));
+        assert_eq!(by(&string, "v1.9.0"), Explanation::Unexplained);
         let history = reported(
             Oracle::Native,
             "AdvancedStatefulSet@v1alpha1",
             "admits on update of spec.revisionHistoryLimit as a positive number what StatefulSet does not",
         );
         assert_eq!(
-            explain_one(&history, "v1.9.0", &list, &ledger, &d),
+            by(&history, "v1.9.0"),
             Explanation::Difference("mutable-history".into())
         );
         // A difference outside its range, or another oracle: unexplained.
         let old = reported(Oracle::Native, "CloneSet", "admits on create of spec.old");
+        assert_eq!(by(&old, "v1.9.0"), Explanation::Unexplained);
         assert_eq!(
-            explain_one(&old, "v1.9.0", &list, &ledger, &d),
-            Explanation::Unexplained
-        );
-        assert_eq!(
-            explain_one(&old, "v1.5.5", &list, &ledger, &d),
+            by(&old, "v1.5.5"),
             Explanation::Difference("old-only".into())
         );
         let mut other = history.clone();
         other.finding.oracle = Oracle::Realizable;
-        assert_eq!(
-            explain_one(&other, "v1.9.0", &list, &ledger, &d),
-            Explanation::Unexplained
-        );
+        assert_eq!(by(&other, "v1.9.0"), Explanation::Unexplained);
     }
 
     #[test]
@@ -361,9 +352,6 @@ mod tests {
             ]
         );
         assert_eq!(seen_on("CloneSet"), ["CloneSet"]);
-        let list = List::builtin();
-        let ledger = Ledger::builtin();
-        let d = differences();
         let revisions = |subject: &str| {
             reported(
                 Oracle::Convergence,
@@ -379,22 +367,14 @@ mod tests {
             "UnitedDeployment.cloneSetTemplateWithClaims@v1beta1",
             "PodUnavailableBudget@v1beta1.UnitedDeployment.cloneSetTemplate",
         ] {
-            assert_eq!(
-                explain_one(&revisions(s), "v1.9.0", &list, &ledger, &d),
-                bug,
-                "{s}"
-            );
+            assert_eq!(by(&revisions(s), "v1.9.0"), bug, "{s}");
         }
         // Another member, or a policy over another kind: not that bug.
         for s in [
             "UnitedDeployment.statefulSetTemplate",
             "SidecarSet.CloneSet",
         ] {
-            assert_eq!(
-                explain_one(&revisions(s), "v1.9.0", &list, &ledger, &d),
-                Explanation::Unexplained,
-                "{s}"
-            );
+            assert_eq!(by(&revisions(s), "v1.9.0"), Explanation::Unexplained, "{s}");
         }
     }
 

@@ -90,18 +90,21 @@ impl Wanted {
     /// repeats ([`Reported::also`]: the same cause seen on another field or at the other verb,
     /// each a trial the exploration ran).
     pub fn key_of<'a>(&self, r: &'a Reported) -> Option<&'a str> {
-        if !self.caused(r) {
+        self.key_as(r, &r.finding.subject)
+    }
+
+    /// [`Self::key_of`], `r` taken as a finding of `subject` (its own, or the target of the
+    /// policy it is a finding of). Its trials are read last, only for a finding that matches
+    /// otherwise.
+    pub fn key_as<'a>(&self, r: &'a Reported, subject: &str) -> Option<&'a str> {
+        if r.finding.oracle.short() != self.oracle || !kind_names(&self.kind, subject) {
             return None;
         }
-        if self.matches(&r.finding) {
-            return Some(&r.finding.key);
-        }
-        let kind =
-            r.finding.oracle.short() == self.oracle && kind_names(&self.kind, &r.finding.subject);
-        r.also
-            .iter()
-            .find(|k| kind && key_matches(&self.key, k))
+        std::iter::once(&r.finding.key)
+            .chain(&r.also)
+            .find(|k| key_matches(&self.key, k))
             .map(String::as_str)
+            .filter(|_| self.caused(r))
     }
 
     /// Whether `r`'s trials hold [`Self::cause`] (always, without one).
