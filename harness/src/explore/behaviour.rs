@@ -35,7 +35,8 @@ pub(super) type Prepared = (Subject, Vec<Fields>, Vec<(String, Value)>, usize);
 
 /// What behaviour trials of `s` are made from, given the single values its admission trials
 /// admitted (in schema order): the small ones for updates, the subject's own fields first
-/// (and counted), and those that set a value each a create, in the seeded order of
+/// (and counted, in the order their trials walk them, [`trial::own_order`]), and those that
+/// set a value each a create, in the seeded order of
 /// [`trial::create_order`] (so that a budget that ends early has created with fields from
 /// across the schema).
 pub(super) fn prepare(s: Subject, admitted: Vec<(String, Value)>, seed: u64) -> Prepared {
@@ -46,9 +47,10 @@ pub(super) fn prepare(s: Subject, admitted: Vec<(String, Value)>, seed: u64) -> 
         .map(|(k, v)| Fields::from([(k.clone(), v.clone())]))
         .collect();
     let creates = s.vary(trial::create_order(&creates, seed, &s.name), seed);
-    let (mut updates, shared): (Vec<_>, Vec<_>) = kept
+    let (updates, shared): (Vec<_>, Vec<_>) = kept
         .into_iter()
         .partition(|(k, _)| !shared_field(k, &s.template));
+    let mut updates = trial::own_order(updates, seed, s.family);
     let own = updates.len();
     updates.extend(shared);
     (s, creates, updates, own)
@@ -176,11 +178,20 @@ impl Behaviour<'_, '_> {
             .copied()
             .filter(|p| s.perturbed_by(*p))
             .collect();
+        // The subject's place among its kind's, which share one walk of own updates.
+        let kind: Vec<usize> = (0..self.prepared.len())
+            .filter(|&i| self.prepared[i].0.family == s.family)
+            .collect();
+        let walk = trial::Walk {
+            at: kind.iter().position(|&i| i == at).unwrap_or_default() as u64,
+            of: kind.len() as u64,
+        };
         let m = Material {
             subject: &s.name,
             creates,
             updates,
             own_updates: *own,
+            walk,
             ops: &ops,
             perturbations: &perturbations,
         };
@@ -508,16 +519,20 @@ mod tests {
         ];
         let (_, _, updates, own) = prepare(cloneset.clone(), admitted, 1);
         let keys: Vec<&str> = updates.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(own, 2);
+        // Its own first, in the order its trials walk them; the template's after.
+        let walk = trial::own_order(updates[..own].to_vec(), 1, cloneset.family);
+        assert_eq!(updates[..own], walk[..]);
+        let mut first = keys[..own].to_vec();
+        first.sort();
+        assert_eq!(first, ["spec.minReadySeconds", "spec.paused"]);
         assert_eq!(
-            keys,
+            keys[own..],
             [
-                "spec.minReadySeconds",
-                "spec.paused",
                 &format!("{t}.spec.hostname"),
                 &format!("{t}.metadata.labels")
             ]
         );
-        assert_eq!(own, 2);
     }
 
     #[test]
@@ -543,6 +558,7 @@ mod tests {
                 creates: &creates,
                 updates: &updates,
                 own_updates: own,
+                walk: trial::Walk::ALONE,
                 ops: &[],
                 perturbations: &[],
             };

@@ -543,7 +543,7 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
     use std::time::Duration;
-    use trial::{Fields, Material, Step};
+    use trial::{Fields, Material, Step, Walk};
 
     #[test]
     fn a_kind_selects_its_subjects_and_a_policy_every_target() {
@@ -617,6 +617,7 @@ mod tests {
             creates: &creates,
             updates: &[],
             own_updates: 0,
+            walk: Walk::ALONE,
             ops: &ops,
             perturbations: &mine,
         };

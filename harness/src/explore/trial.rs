@@ -487,14 +487,78 @@ pub struct Material<'a> {
     /// Single admitted field values an update step may set.
     pub updates: &'a [(String, Value)],
     /// How many of `updates`, the first, set the subject's own fields (not its pod
-    /// template's nor its target's): an update draws from them or from the rest, each half
+    /// template's nor its target's), in the order of [`own_order`]: every trial sets one of
+    /// them where `walk` says, and a drawn update draws from them or from the rest, each half
     /// the time, so that a template's hundreds of leaves, tried on every kind, do not crowd
     /// out the fields only this kind has.
     pub own_updates: usize,
+    /// Where in the own updates this subject's trials walk.
+    pub walk: Walk,
     /// The semantic operations that apply to the subject.
     pub ops: &'a [Op],
     /// The perturbations that apply to the subject and the provider can do.
     pub perturbations: &'a [Perturbation],
+}
+
+/// Where a subject's trials take their walked own update ([`walked`]): the subject is number
+/// `at` of the `of` subjects of its kind (a policy over each target, a union's members, the
+/// served versions), and its trial `i` takes own update `at + i * of` (wrapping). The kind's
+/// subjects thus share one walk through the order of [`own_order`] without taking the same
+/// step twice, until it wraps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Walk {
+    pub at: u64,
+    pub of: u64,
+}
+
+impl Walk {
+    /// A subject alone in its kind.
+    pub const ALONE: Walk = Walk { at: 0, of: 1 };
+}
+
+/// A subject's own updates in the order its trials walk them: in rounds, one value of every
+/// field before a second of any, the fields of a round and the values of a field each in an
+/// order drawn from `seed` and the `kind`'s name by a hash of the path (and value), not of
+/// the position, so that subjects of one kind whose own fields mostly agree walk them in the
+/// same order ([`Walk`]), and the same seed gives the same order.
+pub fn own_order(own: Vec<(String, Value)>, seed: u64, kind: &str) -> Vec<(String, Value)> {
+    let key = |text: &str| stream_of(&format!("{seed}/{kind}/{text}"));
+    let mut by_field: BTreeMap<String, Vec<(u64, (String, Value))>> = BTreeMap::new();
+    for (k, v) in own {
+        let value_key = key(&format!("{k}={v}"));
+        by_field
+            .entry(k.clone())
+            .or_default()
+            .push((value_key, (k, v)));
+    }
+    let mut fields: Vec<(u64, Vec<(u64, (String, Value))>)> = by_field
+        .into_iter()
+        .map(|(k, mut values)| {
+            values.sort_by_key(|(vk, _)| *vk);
+            (key(&k), values)
+        })
+        .collect();
+    fields.sort_by_key(|(fk, _)| *fk);
+    let rounds = fields.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
+    let mut out = Vec::new();
+    for round in 0..rounds {
+        for (_, values) in &fields {
+            if let Some((_, kv)) = values.get(round) {
+                out.push(kv.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The own update behaviour trial `index` of `m` sets ([`Walk`]); none without own updates.
+pub fn walked(m: &Material<'_>, index: u64) -> Option<(String, Value)> {
+    let own = &m.updates[..m.own_updates.min(m.updates.len())];
+    if own.is_empty() {
+        return None;
+    }
+    let at = m.walk.at.wrapping_add(index.wrapping_mul(m.walk.of.max(1))) % own.len() as u64;
+    Some(own[at as usize].clone())
 }
 
 /// `creates` in the order behaviour trials of `subject` take them, drawn from `seed` (and the
@@ -580,15 +644,18 @@ pub(super) fn stream_of(name: &str) -> u64 {
 }
 
 /// Behaviour trial `index` of `seed`: the object created as [`create_of`] says, then two to
-/// four steps drawn from updates, semantic operations, perturbations and settles (a settle
-/// neither last, where the trial's end settles anyway, nor right after another).
+/// four steps: the subject's walked own update ([`walked`]), if it has own fields, at a drawn
+/// place among the others, drawn from updates, semantic operations, perturbations and
+/// settles (a settle neither last, where the trial's end settles anyway, nor right after
+/// another).
 pub fn behaviour(m: &Material<'_>, seed: u64, index: u64) -> Trial {
     // The subject's name in the stream: subjects of one kind (a policy over each target)
     // with much the same material draw different steps at the same number.
     let mut rng = Rng::new(seed, index ^ stream_of(m.subject));
     let create = create_of(m.creates, index, &mut rng);
     let mut steps = vec![Step::Create { set: create }];
-    let count = 2 + rng.below(3);
+    let walk = walked(m, index);
+    let count = usize::from(walk.is_none()) + 1 + rng.below(3);
     for i in 0..count {
         let settles = i + 1 < count && steps.last() != Some(&Step::Settle);
         let step = match rng.below(4) {
@@ -616,6 +683,15 @@ pub fn behaviour(m: &Material<'_>, seed: u64, index: u64) -> Trial {
         };
         steps.push(step);
     }
+    if let Some((k, v)) = walk {
+        let at = 1 + rng.below(steps.len());
+        steps.insert(
+            at,
+            Step::Update {
+                set: Fields::from([(k, v)]),
+            },
+        );
+    }
     Trial {
         subject: m.subject.into(),
         mode: Mode::Behaviour,
@@ -626,270 +702,4 @@ pub fn behaviour(m: &Material<'_>, seed: u64, index: u64) -> Trial {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn fields(n: usize, values: usize) -> Vec<(String, Vec<Value>)> {
-        (0..n)
-            .map(|f| {
-                (
-                    format!("spec.f{f}"),
-                    (0..values).map(|v| json!(v)).collect(),
-                )
-            })
-            .collect()
-    }
-
-    #[test]
-    fn every_pair_of_values_is_in_some_row_and_rows_replay_from_the_seed() {
-        let f = fields(6, 3);
-        let rows = covering_rows(&f, &mut Rng::new(7, 0));
-        for a in 0..6 {
-            for b in a + 1..6 {
-                for i in 0..3 {
-                    for j in 0..3 {
-                        let (fa, fb) = (&f[a].0, &f[b].0);
-                        assert!(
-                            rows.iter().any(|r| r[fa] == json!(i) && r[fb] == json!(j)),
-                            "{fa}={i} with {fb}={j} in no row"
-                        );
-                    }
-                }
-            }
-        }
-        assert!(
-            rows.len() < 3 * 3 * 3,
-            "far fewer rows than all pairs: {}",
-            rows.len()
-        );
-        assert_eq!(rows, covering_rows(&f, &mut Rng::new(7, 0)));
-        assert_ne!(rows, covering_rows(&f, &mut Rng::new(8, 0)));
-    }
-
-    /// The operations of a replicated workload kind.
-    const POD_OPS: &[Op] = &[
-        Op::Rollout,
-        Op::Recreate,
-        Op::ChangeSelector,
-        Op::ScaleUp,
-        Op::ScaleDown,
-    ];
-
-    #[test]
-    fn a_trial_is_the_same_for_the_same_seed_and_index_and_survives_yaml() {
-        let creates = vec![Fields::from([("spec.paused".to_string(), json!(true))])];
-        let updates = vec![("spec.minReadySeconds".to_string(), json!(-1))];
-        let m = Material {
-            subject: "CloneSet",
-            creates: &creates,
-            own_updates: 0,
-            updates: &updates,
-            ops: POD_OPS,
-            perturbations: &[Perturbation::DeletePod { which: Which::Old }],
-        };
-        let a = behaviour(&m, 42, 3);
-        assert_eq!(a, behaviour(&m, 42, 3));
-        assert!(matches!(a.steps[0], Step::Create { .. }));
-        assert!((3..=5).contains(&a.steps.len()));
-        let others: Vec<Trial> = (0..20).map(|i| behaviour(&m, 43, i)).collect();
-        assert!(others.iter().any(|t| t.steps[1..] != a.steps[1..]));
-        assert_eq!(Trial::from_yaml(&a.to_yaml()).unwrap(), a);
-        // Another subject with the same material draws other steps at the same numbers.
-        let other = Material {
-            subject: "SidecarSet.CloneSet",
-            ..m
-        };
-        let differ = (0..20)
-            .filter(|&i| behaviour(&m, 42, i).steps[1..] != behaviour(&other, 42, i).steps[1..])
-            .count();
-        assert!(differ > 0, "the same steps for every number");
-    }
-
-    #[test]
-    fn creates_take_each_set_once_and_every_third_trial_sets_fields_apart_together() {
-        let creates: Vec<Fields> = (0..10)
-            .map(|i| Fields::from([(format!("spec.f{i}"), json!(i))]))
-            .chain([Fields::from([("spec.f0.inner".to_string(), json!(1))])])
-            .collect();
-        let m = Material {
-            subject: "CloneSet",
-            creates: &creates,
-            own_updates: 0,
-            updates: &[],
-            ops: POD_OPS,
-            perturbations: &[],
-        };
-        let created = |i: u64| match &behaviour(&m, 3, i).steps[0] {
-            Step::Create { set } => set.clone(),
-            other => panic!("{other:?}"),
-        };
-        let trials: Vec<Fields> = (0..40).map(created).collect();
-        // Two of every three take the sets in order, each once.
-        let singles: Vec<&Fields> = (0..40)
-            .filter(|i| i % 3 != 2)
-            .map(|i| &trials[i])
-            .take(creates.len())
-            .collect();
-        assert_eq!(singles, creates.iter().collect::<Vec<_>>());
-        // The others (and all past the sets) set two or three fields apart together.
-        let mut combined = 0;
-        for (i, t) in trials.iter().enumerate() {
-            if i % 3 != 2 && i / 3 * 2 + i % 3 < creates.len() {
-                continue;
-            }
-            combined += 1;
-            assert!((2..=3).contains(&t.len()), "{i}: {t:?}");
-            for a in t.keys() {
-                for b in t.keys().filter(|b| *b != a) {
-                    assert!(!meets(a, b), "{i}: {a} and {b} meet: {t:?}");
-                }
-            }
-        }
-        assert!(combined >= 20, "{combined}");
-        assert_ne!(trials[2], trials[5], "drawn at random");
-        assert_eq!(created(2), trials[2], "the same seed, the same draw");
-        assert!(meets("spec.a", "spec.a.b") && meets("spec.a[0].b", "spec.a"));
-        assert!(!meets("spec.ab", "spec.a") && !meets("spec.b", "spec.a"));
-        assert!(combination(&[], &mut Rng::new(1, 1)).is_empty());
-    }
-
-    #[test]
-    fn an_update_sets_the_subjects_own_fields_half_the_time_however_many_the_template_has() {
-        let creates = vec![Fields::new()];
-        // Two fields of its own, a hundred of its template's.
-        let mut updates = vec![
-            ("spec.minReadySeconds".to_string(), json!(1)),
-            ("spec.paused".to_string(), json!(true)),
-        ];
-        updates.extend((0..100).map(|i| (format!("spec.template.spec.f{i}"), json!(i))));
-        let draws = |own_updates| {
-            let m = Material {
-                subject: "CloneSet",
-                creates: &creates,
-                updates: &updates,
-                own_updates,
-                ops: &[],
-                perturbations: &[],
-            };
-            let (mut own, mut all) = (0, 0);
-            for i in 0..400 {
-                for step in behaviour(&m, 3, i).steps {
-                    if let Step::Update { set } = step {
-                        all += 1;
-                        own += usize::from(!set.keys().any(|k| k.starts_with("spec.template")));
-                    }
-                }
-            }
-            (own, all)
-        };
-        let (own, all) = draws(2);
-        assert!(all > 200, "{all} updates");
-        let half = own as f64 / all as f64;
-        assert!(
-            (0.4..0.6).contains(&half),
-            "{own} of {all} set an own field"
-        );
-        // Not told which are its own: each update as likely as another.
-        let (own, all) = draws(0);
-        assert!((own as f64 / all as f64) < 0.1, "{own} of {all}");
-    }
-
-    #[test]
-    fn a_settle_waits_between_steps_never_last_nor_twice_in_a_row() {
-        let creates = vec![Fields::new()];
-        let updates = vec![("spec.minReadySeconds".to_string(), json!(1))];
-        let m = Material {
-            subject: "CloneSet",
-            creates: &creates,
-            own_updates: 0,
-            updates: &updates,
-            ops: POD_OPS,
-            perturbations: &[Perturbation::DeletePod {
-                which: Which::Newest,
-            }],
-        };
-        let trials: Vec<Trial> = (0..200).map(|i| behaviour(&m, 11, i)).collect();
-        let settles = trials
-            .iter()
-            .filter(|t| t.steps.contains(&Step::Settle))
-            .count();
-        assert!(settles > 20, "{settles} of 200 trials settle between steps");
-        for t in &trials {
-            assert_ne!(t.steps.last(), Some(&Step::Settle), "{t:?}");
-            assert!(
-                t.steps
-                    .windows(2)
-                    .all(|w| w != [Step::Settle, Step::Settle]),
-                "{t:?}"
-            );
-        }
-        let t = trials
-            .iter()
-            .find(|t| t.steps.contains(&Step::Settle))
-            .unwrap();
-        let text = t.to_yaml();
-        assert!(text.contains("step: settle"), "{text}");
-        assert_eq!(&Trial::from_yaml(&text).unwrap(), t);
-    }
-
-    #[test]
-    fn perturbation_classes_read_from_the_command_line_and_name_what_runs_alone() {
-        assert_eq!(Class::parse_list("true").unwrap(), Class::DEFAULT);
-        assert_eq!(Class::parse_list("default").unwrap(), Class::DEFAULT);
-        assert!(Class::parse_list("false").unwrap().is_empty());
-        assert_eq!(Class::parse_list("all").unwrap(), Class::ALL);
-        assert_eq!(
-            Class::parse_list("watches,pods,watches").unwrap(),
-            [Class::Pods, Class::Watches]
-        );
-        let e = Class::parse_list("pods,clocks").unwrap_err();
-        assert!(e.contains("`clocks`") && e.contains("watches"), "{e}");
-        assert_eq!(
-            Class::parse_list("apiserver,node-down").unwrap(),
-            [Class::NodeDown, Class::Apiserver]
-        );
-        for c in Class::ALL {
-            for p in c.perturbations() {
-                assert_eq!(p.class(), c);
-                assert_eq!(p.global(), !Class::DEFAULT.contains(&c), "{p:?}");
-            }
-            // Only what acts on the manager's traffic needs it behind the proxy.
-            assert_eq!(
-                c.needs_proxy(),
-                [Class::Manager, Class::Watches].contains(&c),
-                "{c:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_trial_with_a_stale_view_replays_from_its_yaml_and_runs_alone() {
-        let creates = vec![Fields::new()];
-        let all: Vec<Perturbation> = Class::ALL
-            .into_iter()
-            .flat_map(Class::perturbations)
-            .collect();
-        let m = Material {
-            subject: "CloneSet",
-            creates: &creates,
-            own_updates: 0,
-            updates: &[],
-            ops: POD_OPS,
-            perturbations: &all,
-        };
-        let trials: Vec<Trial> = (0..40).map(|i| behaviour(&m, 9, i)).collect();
-        let stale = trials
-            .iter()
-            .find(|t| {
-                t.perturbations()
-                    .any(|p| matches!(p, Perturbation::HoldEvents { .. }))
-            })
-            .expect("some trial holds events");
-        assert!(stale.global());
-        let text = stale.to_yaml();
-        assert!(text.contains("hold-events"), "{text}");
-        assert_eq!(&Trial::from_yaml(&text).unwrap(), stale);
-        assert!(trials.iter().any(|t| !t.global()));
-    }
-}
+mod tests;
