@@ -507,7 +507,9 @@ pub struct Material<'a> {
 /// step twice, until it wraps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Walk {
+    /// The subject's number among its kind's.
     pub at: u64,
+    /// How many subjects its kind has.
     pub of: u64,
 }
 
