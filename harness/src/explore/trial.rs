@@ -524,8 +524,10 @@ impl Walk {
 /// the position, so that subjects of one kind whose own fields mostly agree walk them in the
 /// same order ([`Walk`]), and the same seed gives the same order.
 pub fn own_order(own: Vec<(String, Value)>, seed: u64, kind: &str) -> Vec<(String, Value)> {
+    /// An update with the key that orders it.
+    type Keyed = (u64, (String, Value));
     let key = |text: &str| stream_of(&format!("{seed}/{kind}/{text}"));
-    let mut by_field: BTreeMap<String, Vec<(u64, (String, Value))>> = BTreeMap::new();
+    let mut by_field: BTreeMap<String, Vec<Keyed>> = BTreeMap::new();
     for (k, v) in own {
         let value_key = key(&format!("{k}={v}"));
         by_field
@@ -533,7 +535,7 @@ pub fn own_order(own: Vec<(String, Value)>, seed: u64, kind: &str) -> Vec<(Strin
             .or_default()
             .push((value_key, (k, v)));
     }
-    let mut fields: Vec<(u64, Vec<(u64, (String, Value))>)> = by_field
+    let mut fields: Vec<(u64, Vec<Keyed>)> = by_field
         .into_iter()
         .map(|(k, mut values)| {
             values.sort_by_key(|(vk, _)| *vk);
