@@ -26,7 +26,10 @@ impl Cell<'_> {
         match op {
             Op::Rollout | Op::Recreate => {
                 let mut containers = get(&obj, t)["spec"]["containers"].clone();
-                change_first(&mut containers, op);
+                // A template an earlier step left without a container: nothing to roll out.
+                if !change_first(&mut containers, op) {
+                    return Ok(());
+                }
                 set(&mut patch, &format!("{t}.spec.containers"), containers)
                     .map_err(anyhow::Error::msg)?;
             }
@@ -70,18 +73,22 @@ impl Cell<'_> {
         }
         let obj = serde_json::to_value(api.get(name).await?)?;
         let mut containers = obj["spec"]["containers"].clone();
-        if containers.as_array().is_none_or(Vec::is_empty) {
+        if !change_first(&mut containers, op) {
             return Ok(false);
         }
-        change_first(&mut containers, op);
         merge(api, name, &json!({"spec": {"containers": containers}})).await?;
         Ok(true)
     }
 }
 
 /// The first of `containers` changed as `op` changes a template: another image (a rollout),
-/// or one more environment variable, which no in-place update carries (a recreate).
-fn change_first(containers: &mut Value, op: Op) {
+/// or one more environment variable, which no in-place update carries (a recreate). Whether
+/// it changed one: not without a first container (a list an update emptied, or none), nor for
+/// another operation.
+fn change_first(containers: &mut Value, op: Op) -> bool {
+    if containers.as_array().is_none_or(Vec::is_empty) {
+        return false;
+    }
     match op {
         Op::Rollout => {
             let image = match containers[0]["image"] == IMAGE_V2 {
@@ -95,8 +102,9 @@ fn change_first(containers: &mut Value, op: Op) {
             env.push(json!({"name": format!("EXPLORE_{}", env.len()), "value": "1"}));
             containers[0]["env"] = json!(env);
         }
-        _ => {}
+        _ => return false,
     }
+    true
 }
 
 #[cfg(test)]
@@ -110,7 +118,7 @@ mod tests {
     #[test]
     fn a_rollout_swaps_the_first_image_and_a_recreate_adds_a_variable() {
         let mut c = json!([{"name": "a", "image": IMAGE_V1}, {"name": "b", "image": "x"}]);
-        change_first(&mut c, Op::Rollout);
+        assert!(change_first(&mut c, Op::Rollout));
         assert_eq!(c[0]["image"], IMAGE_V2);
         change_first(&mut c, Op::Rollout);
         assert_eq!(c[0]["image"], IMAGE_V1);
@@ -122,7 +130,19 @@ mod tests {
         );
         assert_eq!(c[1], json!({"name": "b", "image": "x"}), "only the first");
         let before = c.clone();
-        change_first(&mut c, Op::ScaleUp);
+        assert!(!change_first(&mut c, Op::ScaleUp));
         assert_eq!(c, before);
+    }
+
+    #[test]
+    fn a_template_without_a_container_is_left_as_it_is() {
+        for mut none in [json!([]), json!(null)] {
+            let before = none.clone();
+            assert!(!change_first(&mut none, Op::Rollout));
+            assert!(!change_first(&mut none, Op::Recreate));
+            assert_eq!(none, before);
+        }
+        let mut one = json!([{"name": "a", "image": IMAGE_V1}]);
+        assert!(change_first(&mut one, Op::Rollout));
     }
 }
