@@ -28,7 +28,7 @@ pub use copies::{
     FORBIDDEN_NAMESPACES, NamespaceView, copies_convergence, selector_matches, selects,
 };
 pub use events::{by_own_policy, refused_writes, repeated_failures};
-pub use health::{exit_is_theirs, panics_are_theirs};
+pub use health::{denied_request, exit_is_theirs, panics_are_theirs};
 pub use release::{EndState, release};
 pub use revisions::revision_history;
 

@@ -66,7 +66,8 @@ pub struct Wanted {
     /// The oracle's short name (`O4`, see [`crate::explore::oracle::Oracle::short`]).
     pub oracle: String,
     /// The subject as `--kinds` names it: a subject (`WorkloadSpread.CloneSet`), or a kind
-    /// that names all its subjects (`UnitedDeployment`).
+    /// that names all its subjects (`UnitedDeployment`); several, each as one of these, split
+    /// by `|` (`AdvancedDaemonSet|DaemonSet`), for a bug that shows on any of them.
     pub kind: String,
     /// Text the finding's key must contain; `*` stands for any text between two parts.
     pub key: String,
@@ -137,6 +138,11 @@ impl Wanted {
 /// (`UnitedDeployment.cloneSetTemplate` names `UnitedDeployment.cloneSetTemplate@v1beta1`), or
 /// its family (`CloneSet` names `CloneSetWithClaims`, `UnitedDeployment` each member).
 pub fn kind_names(kind: &str, subject: &str) -> bool {
+    kind.split('|').any(|one| names(one.trim(), subject))
+}
+
+/// [`kind_names`] for one kind.
+fn names(kind: &str, subject: &str) -> bool {
     let (k, s) = (kind.to_ascii_lowercase(), subject.to_ascii_lowercase());
     s.strip_prefix(&k)
         .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '@']))
@@ -221,8 +227,10 @@ impl List {
                     oracles.join(", ")
                 )));
             }
-            crate::explore::select(std::slice::from_ref(&w.kind))
-                .map_err(|e| at(format!("{e:#}")))?;
+            for kind in w.kind.split('|') {
+                crate::explore::select(&[kind.trim().to_string()])
+                    .map_err(|e| at(format!("{e:#}")))?;
+            }
             if w.key.replace('*', "").trim().is_empty() {
                 return Err(at("an empty key".into()));
             }
@@ -303,6 +311,13 @@ mod tests {
             "AdvancedCronJob.broadcastJobTemplate",
             "AdvancedCronJob"
         ));
+        // Several kinds: any of them.
+        assert!(names("AdvancedDaemonSet|DaemonSet", "DaemonSet"));
+        assert!(names(
+            "AdvancedDaemonSet | DaemonSet",
+            "AdvancedDaemonSet@v1beta1"
+        ));
+        assert!(!names("AdvancedDaemonSet|DaemonSet", "CloneSet"));
     }
 
     #[test]
@@ -505,6 +520,10 @@ mod tests {
             ),
             (bug("v1.7.0", "v1.8.0", "O9", "CloneSet"), "oracle `O9`"),
             (bug("v1.7.0", "v1.8.0", "O4", "Widget"), "kind `Widget`"),
+            (
+                bug("v1.7.0", "v1.8.0", "O4", "\"CloneSet|Widget\""),
+                "kind `Widget`",
+            ),
             (format!("{head}- id: x\n  bad: v1.7.0\n  typo: 1\n"), "typo"),
         ] {
             let e = List::parse(&text, "l").unwrap_err().to_string();

@@ -105,7 +105,9 @@ impl Cell<'_> {
         out.end = self
             .end_state(&out.answers, &differences, refused, &ours, ns)
             .await;
-        let events = self.warnings(ns, served_at).await?;
+        let (events, twin_events) = self.warnings(ns, served_at).await?;
+        // The twin's refusals count only where it went through the trial's steps.
+        let twin_events = if twin.is_some() { twin_events } else { vec![] };
         held_by_policy(s, name, &events, &mut differences, &mut out.log);
         out.findings
             .extend(convergence(s, &differences, self.settle));
@@ -117,8 +119,12 @@ impl Cell<'_> {
             out.findings
                 .extend(oracle::repeated_failures(s, name, &events));
         }
-        out.findings
-            .extend(oracle::refused_writes(s, name, &events));
+        out.findings.extend(oracle::refused_writes(
+            s,
+            (name, tname),
+            &events,
+            &twin_events,
+        ));
         if let Err(e) = self.installation.check(&window).await {
             let health = self
                 .health(s, format!("{e:#}"), served.as_ref(), &mut out.log)
@@ -449,46 +455,51 @@ impl Cell<'_> {
         }
     }
 
-    /// The warning events of namespace `ns` about the subject's objects (the twin shares the
-    /// namespace: its objects' events are the twin's, not the subject's), but the refusals by
-    /// role of an apiserver that the trial restarted (`served_at`: when it served again).
+    /// The warning events of namespace `ns` about the subject's objects, and apart those
+    /// about the twin's (the twin shares the namespace), but the refusals by role of an
+    /// apiserver that the trial restarted (`served_at`: when it served again).
     async fn warnings(
         &self,
         ns: &str,
         served_at: Option<k8s_openapi::jiff::Timestamp>,
-    ) -> anyhow::Result<Vec<Warning>> {
+    ) -> anyhow::Result<(Vec<Warning>, Vec<Warning>)> {
         let events: Api<Event> = Api::namespaced(self.client.clone(), ns);
-        Ok(events
+        let (twin, ours): (Vec<Event>, Vec<Event>) = events
             .list(&ListParams::default())
             .await?
             .items
             .into_iter()
             .filter(|e| e.type_.as_deref() == Some("Warning"))
-            .filter(|e| !of_twin(e.involved_object.name.as_deref().unwrap_or_default()))
-            .filter(|e| {
-                // A new apiserver refuses what its authorizer cannot yet tell is allowed (it has
-                // not read the roles and bindings): refusals by role until a second after it
-                // served are the restart's, not the controller's.
-                let (Some(at), Some(m)) = (served_at, e.message.as_deref()) else {
-                    return true;
-                };
-                let when = e
-                    .last_timestamp
-                    .as_ref()
-                    .map(|t| t.0)
-                    .or(e.event_time.as_ref().map(|t| t.0));
-                let by_role = m.contains("is forbidden: User \"") && m.contains("\" cannot ");
-                !(by_role && when.is_some_and(|w| w.as_second() <= at.as_second() + 1))
-            })
-            .map(|e| {
-                (
-                    e.involved_object.kind.unwrap_or_default(),
-                    e.reason.unwrap_or_default(),
-                    e.count.unwrap_or(1),
-                    e.message.unwrap_or_default(),
-                )
-            })
-            .collect())
+            .partition(|e| of_twin(e.involved_object.name.as_deref().unwrap_or_default()));
+        let read = |events: Vec<Event>| -> Vec<Warning> {
+            events
+                .into_iter()
+                .filter(|e| {
+                    // A new apiserver refuses what its authorizer cannot yet tell is allowed (it has
+                    // not read the roles and bindings): refusals by role until a second after it
+                    // served are the restart's, not the controller's.
+                    let (Some(at), Some(m)) = (served_at, e.message.as_deref()) else {
+                        return true;
+                    };
+                    let when = e
+                        .last_timestamp
+                        .as_ref()
+                        .map(|t| t.0)
+                        .or(e.event_time.as_ref().map(|t| t.0));
+                    let by_role = m.contains("is forbidden: User \"") && m.contains("\" cannot ");
+                    !(by_role && when.is_some_and(|w| w.as_second() <= at.as_second() + 1))
+                })
+                .map(|e| {
+                    (
+                        e.involved_object.kind.unwrap_or_default(),
+                        e.reason.unwrap_or_default(),
+                        e.count.unwrap_or(1),
+                        e.message.unwrap_or_default(),
+                    )
+                })
+                .collect()
+        };
+        Ok((read(ours), read(twin)))
     }
 
     /// The Health finding of the manager's error `whole` over the trial's window, if any.
@@ -557,7 +568,11 @@ impl Cell<'_> {
         judged.map(|text| Finding {
             oracle: Oracle::Health,
             subject: s.name.to_string(),
-            key: format!("controller {}", health_key(&text)),
+            // A denial is keyed by what was denied: two missing permissions, two findings.
+            key: match (health_key(&text), oracle::denied_request(&text)) {
+                (k @ "denied by its RBAC", Some(what)) => format!("controller {k}: {what}"),
+                (k, _) => format!("controller {k}"),
+            },
             observed: text,
             expected: "the controller neither exits, restarts, panics nor is denied".into(),
         })

@@ -69,23 +69,64 @@ fn refusal(message: &str) -> bool {
                 && message.contains("/default: serviceaccount \"default\" not found")))
 }
 
+/// What a refusal refused for, as the API said it: its message from the refusal on (`is
+/// forbidden:` or `is invalid:`, after the refused object's name), up to the object the
+/// controller logs after it (`, pod: {`), a quoted name of the trial's objects (one of
+/// `names`, or one they made: `x-target-5vs69`) written alike, so that two objects refused
+/// for one cause have the same one.
+fn refused_for(message: &str, names: &[&str]) -> Option<String> {
+    let at = [" is forbidden: ", " is invalid: "]
+        .iter()
+        .filter_map(|m| message.find(m))
+        .min()?;
+    let mut cause = &message[at..];
+    if let Some(end) = cause.find(", pod: {") {
+        cause = &cause[..end];
+    }
+    let ours = |quoted: &str| {
+        names
+            .iter()
+            .any(|n| quoted == *n || quoted.starts_with(&format!("{n}-")))
+    };
+    let parts: Vec<&str> = cause
+        .split('"')
+        .enumerate()
+        .map(|(i, part)| match i % 2 == 1 && ours(part) {
+            true => "<name>",
+            false => part,
+        })
+        .collect();
+    Some(parts.join("\"").trim().to_string())
+}
+
 /// The writes the controller made that the API refused for their content, once each, settled
 /// or not: a `Failed*` Warning event of the subject's kinds (see [`Subject::event_kinds`])
 /// carrying a refusal, other than one by the trial's own policy object `name`
-/// ([`by_own_policy`]). A controller that builds an object the API refuses realizes its spec
+/// ([`by_own_policy`]), and other than one the trial's native twin (object `tname`, through
+/// the same steps) met for the same cause ([`refused_for`]) in `twin`, its warning events:
+/// the API refusing what the trial asked for (a reference to nothing, say) whichever
+/// controller writes it. A controller that builds an object the API refuses realizes its spec
 /// only where it happens to build another.
 pub fn refused_writes(
     subject: &Subject,
-    name: &str,
+    (name, tname): (&str, &str),
     events: &[(String, String, i32, String)],
+    twin: &[(String, String, i32, String)],
 ) -> Vec<Finding> {
     let kinds = subject.event_kinds();
+    let names = [name, tname];
+    let twin_met: Vec<String> = twin
+        .iter()
+        .filter(|(_, reason, _, m)| reason.starts_with("Failed") && refusal(m))
+        .filter_map(|(.., m)| refused_for(m, &names))
+        .collect();
     let mut by_reason: BTreeMap<&str, &str> = BTreeMap::new();
     for (kind, reason, _, message) in events {
         if kinds.contains(&kind.as_str())
             && reason.starts_with("Failed")
             && refusal(message)
             && !by_own_policy(subject, name, message)
+            && !refused_for(message, &names).is_some_and(|c| twin_met.contains(&c))
         {
             by_reason.entry(reason.as_str()).or_insert(message);
         }
@@ -156,7 +197,7 @@ mod tests {
             ev("CloneSet", "FailedDelete", "the object has been modified"),
             ev("Pod", "FailedMount", "pods \"x-1\" is invalid: something"),
         ];
-        let f = refused_writes(&cs, "x", &events);
+        let f = refused_writes(&cs, ("x", "t"), &events, &[]);
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].key, "FailedCreate refused by the API");
         assert!(f[0].observed.contains("x-1"), "{}", f[0].observed);
@@ -183,7 +224,7 @@ mod tests {
              the request: workloadspread.apps.kruise.io \"x\" is forbidden: no room",
         );
         assert!(by_own_policy(&policy, "x", &own[0].3));
-        assert!(refused_writes(&policy, "x", &own).is_empty());
+        assert!(refused_writes(&policy, ("x", "t"), &own, &[]).is_empty());
         assert!(repeated_failures(&policy, "x", &own).is_empty());
         // Another object of the kind, another kind, or a subject that is no policy: a finding.
         for (subject, name) in [(&policy, "y"), (&cloneset(), "x")] {
@@ -191,6 +232,53 @@ mod tests {
         }
         let other = ev("failed to delete pod x-target-1: pods \"x\" is forbidden: no room");
         assert!(!by_own_policy(&policy, "x", &other[0].3));
-        assert_eq!(refused_writes(&policy, "x", &other).len(), 1);
+        assert_eq!(refused_writes(&policy, ("x", "t"), &other, &[]).len(), 1);
+    }
+
+    #[test]
+    fn a_refusal_the_native_twin_met_for_the_same_cause_is_the_apis_answer_to_the_trial() {
+        let policy = subjects()
+            .into_iter()
+            .find(|s| s.target.is_some() && s.kind == "WorkloadSpread")
+            .unwrap();
+        let ev = |kind: &str, m: &str| {
+            (
+                kind.to_string(),
+                "FailedCreate".to_string(),
+                2,
+                m.to_string(),
+            )
+        };
+        let ours = [ev(
+            "CloneSet",
+            "failed to create pod: pods \"x-target-5vs69\" is forbidden: pod rejected: \
+             RuntimeClass \"none\" not found, pod: {\"metadata\":{\"name\":\"x-target-5vs69\"}}",
+        )];
+        let twin_alike = [ev(
+            "ReplicaSet",
+            "Error creating: pods \"t-target-7d9f-abcde\" is forbidden: pod rejected: \
+             RuntimeClass \"none\" not found",
+        )];
+        let twin_other = [ev(
+            "ReplicaSet",
+            "Error creating: pods \"t-target-7d9f-abcde\" is forbidden: pod rejected: \
+             RuntimeClass \"other\" not found",
+        )];
+        assert!(refused_writes(&policy, ("x", "t"), &ours, &twin_alike).is_empty());
+        assert_eq!(
+            refused_writes(&policy, ("x", "t"), &ours, &twin_other).len(),
+            1
+        );
+        assert_eq!(refused_writes(&policy, ("x", "t"), &ours, &[]).len(), 1);
+        // A name of the trial's objects inside the cause is written alike; another is not.
+        let named = |who: &str| {
+            refused_for(
+                &format!("pods \"{who}-1\" is invalid: spec.x: Invalid value: \"{who}-target-2\""),
+                &["x", "t"],
+            )
+        };
+        assert_eq!(named("x"), named("t"));
+        assert_ne!(named("x"), named("y"));
+        assert_eq!(refused_for("the object has been modified", &["x"]), None);
     }
 }

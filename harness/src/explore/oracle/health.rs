@@ -1,5 +1,5 @@
-//! O6's charge: whose trial a controller's panic, or the exit it caused, is when trials run
-//! side by side.
+//! O6: whose trial a controller's panic, or the exit it caused, is when trials run
+//! side by side; what a denial it logged denied.
 
 /// Whether the panics a controller logged while a trial ran (`panics`, each with the first
 /// lines of its stack) are that trial's, whose objects are of `kinds`.
@@ -43,9 +43,58 @@ pub fn exit_is_theirs(panics: &[String], kinds: &[&str], explored: &[&str]) -> b
     panics_are_theirs(&fatal, kinds, explored)
 }
 
+/// What the controller was denied, read from a denial it logged (`text`, its log line or a
+/// summary holding it, quotes escaped or not): `get daemonsets.apps`, `list pods` (the core
+/// group named by nothing), the first denial's; none when `text` holds none in the apiserver's
+/// words.
+pub fn denied_request(text: &str) -> Option<String> {
+    static DENIED: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r#"cannot ([a-z]+) resource \\*"([a-z0-9./-]+)\\*" in API group \\*"([a-z0-9.-]*)\\*""#,
+        )
+        .expect("a valid regex")
+    });
+    let c = DENIED.captures(text)?;
+    let (verb, resource, group) = (&c[1], &c[2], &c[3]);
+    Some(match group {
+        "" => format!("{verb} {resource}"),
+        g => format!("{verb} {resource}.{g}"),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_denial_is_read_as_the_request_denied_in_any_quoting() {
+        let plain = r#"daemonsets.apps "x" is forbidden: User "system:serviceaccount:k:m" cannot get resource "daemonsets" in API group "apps" in the namespace "n""#;
+        assert_eq!(
+            denied_request(plain).as_deref(),
+            Some("get daemonsets.apps")
+        );
+        // As a JSON log line quotes it, and as a finding's summary quotes that again.
+        let once = plain.replace('"', "\\\"");
+        assert_eq!(
+            denied_request(&once).as_deref(),
+            Some("get daemonsets.apps")
+        );
+        let twice = once.replace('\\', "\\\\");
+        assert_eq!(
+            denied_request(&twice).as_deref(),
+            Some("get daemonsets.apps")
+        );
+        let core = r#"cannot list resource "pods" in API group "" at the cluster scope"#;
+        assert_eq!(denied_request(core).as_deref(), Some("list pods"));
+        assert_eq!(
+            denied_request(
+                r#"cannot update resource "leases/status" in API group "coordination.k8s.io""#
+            )
+            .as_deref(),
+            Some("update leases/status.coordination.k8s.io")
+        );
+        assert_eq!(denied_request("the manager exited with status 2"), None);
+    }
 
     const EXPLORED: &[&str] = &[
         "CloneSet",
