@@ -1,7 +1,8 @@
 //! PodUnavailableBudget (`policy.kruise.io/v1alpha1`): the pod webhook refuses deletions,
 //! evictions and in-place updates that would take more pods down than the budget allows, over
 //! every target kind, by `targetRef` and by `selector`. Start with [`scenarios`]: one table of
-//! budgets (named [`Case`]s) and the in-place update case.
+//! budgets (named [`Case`]s), the in-place update case, and a budget over a kind that owns no
+//! pod itself (a CronJob).
 
 use std::collections::BTreeMap;
 
@@ -14,7 +15,8 @@ use serde_json::{Value, json};
 use super::common::*;
 use crate::scenario::wait::{Check, until};
 use crate::scenario::workload::{
-    AdvancedStatefulSet, CloneSet, Deployment, Handle, Kind, Spec, StatefulSet, same_image,
+    AdvancedStatefulSet, CloneSet, Deployment, Handle, IMAGE_V1, Kind, Spec, StatefulSet,
+    same_image,
 };
 use crate::scenario::{BodyFn, Ctx, Requirements, Scenario, status};
 
@@ -204,7 +206,62 @@ pub fn scenarios() -> Vec<Scenario> {
         .allowing(&[PREVENTED])
         // The PubPreventPodDeletion event it watches for came in v1.5.1.
         .since("v1.5.1"),
+        Scenario::new(
+            "podunavailablebudget/cronjob-target-is-reconciled",
+            "a budget whose targetRef names a CronJob (suspended: no pod) is reconciled, counting no pod, without the manager denied reading the CronJob",
+            &["podunavailablebudget", "cronjob", "target-ref", "rbac"],
+            |ctx| cronjob_target(ctx).boxed(),
+        )
+        .requiring(requires()),
     ]
+}
+
+/// A budget over a suspended CronJob: observed by its controller, which counts no pod (the
+/// run's manager check fails the scenario if the manager was denied on the way).
+async fn cronjob_target(ctx: Ctx) -> anyhow::Result<()> {
+    let name = "scheduled";
+    ctx.step("a suspended CronJob", async {
+        let pod = json!({"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": IMAGE_V1}]
+        }});
+        ctx.create(json!({
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "metadata": {"name": name},
+            "spec": {
+                "schedule": "0 0 1 1 *",
+                "suspend": true,
+                "jobTemplate": {"spec": {"template": pod}}
+            }
+        }))
+        .await
+        .map_err(refusal)?;
+        Ok(())
+    })
+    .await?;
+    ctx.step(
+        "a budget over it is observed by its controller and counts no pod",
+        async {
+            let budget = json!({
+                "apiVersion": API,
+                "kind": KIND,
+                "metadata": {"name": BUDGET},
+                "spec": {
+                    "targetRef": {"apiVersion": "batch/v1", "kind": "CronJob", "name": name},
+                    "maxUnavailable": 1
+                }
+            });
+            create_observed(&ctx, budget).await?;
+            let got = Counts::of(&ctx.dyn_api(API, KIND).await?.get(BUDGET).await?);
+            ensure!(
+                got.total == 0 && got.current == 0,
+                "the budget counts pods of a CronJob that has none: {got:?}"
+            );
+            Ok(())
+        },
+    )
+    .await
 }
 
 /// The budget manifest over workload `name` of kind `K`.

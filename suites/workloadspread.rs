@@ -1,13 +1,17 @@
 //! WorkloadSpread: subset patches admitted by the validating webhook (S1), interplay with
 //! Priority admission (S4), what a subset injects into the pods it admits, the target filter,
-//! and the adaptive schedule strategy that moves unschedulable pods to the next subset.
+//! the adaptive schedule strategy that moves unschedulable pods to the next subset, and subset
+//! patches validated over an Advanced StatefulSet as over a StatefulSet.
 
 use anyhow::{bail, ensure};
 use futures::FutureExt;
 use serde_json::{Value, json};
 
 use super::common::*;
-use crate::scenario::workload::{CloneSet, Deployment, Kind, Spec, StatefulSet};
+use crate::scenario::workload::{
+    AdvancedStatefulSet, AdvancedStatefulSetKind, CloneSet, Deployment, Kind, Spec, StatefulSet,
+    StatefulSetKind,
+};
 use crate::scenario::{Ctx, Scenario, status};
 use crate::wait::{Check, until};
 
@@ -68,7 +72,66 @@ pub fn scenarios() -> Vec<Scenario> {
         // records DeletePodFailed for any error deleting one (NotFound from a stale cache
         // included) and retries on requeue; the body asserts the replacements landed.
         .allowing(&["FailedScheduling", "DeletePodFailed"]),
+        Scenario::new(
+            "workloadspread/advanced-statefulset-subset-patch-is-validated",
+            "a subset patch that leaves the pod invalid (a preStop hook with no handler) is refused over an Advanced StatefulSet as it is over a StatefulSet",
+            &["workloadspread", "webhook", "advanced-statefulset"],
+            |ctx| patch_validated(ctx).boxed(),
+        ),
     ]
+}
+
+/// A subset patch that leaves container `c`'s preStop hook without a handler, which the
+/// API refuses in a pod: refused by the webhook over a StatefulSet (its precondition), then
+/// over an Advanced StatefulSet.
+async fn patch_validated(ctx: Ctx) -> anyhow::Result<()> {
+    let (native, advanced) = ("native", "advanced");
+    let container = ctx
+        .step(
+            "a StatefulSet and an Advanced StatefulSet with no pod",
+            async {
+                let s = StatefulSet::new(native).replicas(0);
+                let container = s.manifest()["spec"]["template"]["spec"]["containers"][0]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                s.create(&ctx).await?;
+                AdvancedStatefulSet::new(advanced)
+                    .replicas(0)
+                    .create(&ctx)
+                    .await?;
+                Ok(container)
+            },
+        )
+        .await?;
+    let subsets = || {
+        vec![json!({"name": "a", "patch": {"spec": {"containers": [
+            {"name": container, "lifecycle": {"preStop": {}}}
+        ]}}})]
+    };
+    ctx.step("over the StatefulSet, the webhook refuses the patch", async {
+        let mut ws = spread::<StatefulSetKind>(native, subsets());
+        ws["metadata"]["name"] = json!("over-native");
+        ensure!(
+            ctx.create(ws).await.is_err(),
+            "the WorkloadSpread over the StatefulSet was admitted with a subset patch that leaves a preStop hook without a handler"
+        );
+        Ok(())
+    })
+    .await?;
+    ctx.step(
+        "over the Advanced StatefulSet, the webhook refuses it too",
+        async {
+            let mut ws = spread::<AdvancedStatefulSetKind>(advanced, subsets());
+            ws["metadata"]["name"] = json!("over-advanced");
+            ensure!(
+                ctx.create(ws).await.is_err(),
+                "the WorkloadSpread over the Advanced StatefulSet was admitted with a subset patch refused over a StatefulSet"
+            );
+            Ok(())
+        },
+    )
+    .await
 }
 
 #[derive(Debug, Clone, Copy)]
