@@ -404,7 +404,7 @@ impl Supervisor {
                 .map_err(|e| ProcessError::io(&self.log, e))?;
             writeln!(
                 f,
-                "harness: {} (pid {}) exited ({status}); starting it again",
+                "{RESTART_MARK}{} (pid {}) exited ({status}){RESTART_END}",
                 self.spec.name, current.pid
             )
             .map_err(|e| ProcessError::io(&self.log, e))?;
@@ -418,24 +418,83 @@ impl Supervisor {
     }
 }
 
-/// The last `lines` lines of a file (reads at most the last 64 KiB).
-pub fn log_tail(path: &Path, lines: usize) -> String {
-    let Ok(mut f) = File::open(path) else {
-        return String::from("(no log)");
-    };
+/// How the line a [`Supervisor`] writes into a log when it starts a process again begins
+/// ([`RESTART_END`] ends it).
+const RESTART_MARK: &str = "harness: ";
+/// How that line ends.
+const RESTART_END: &str = "; starting it again";
+
+/// The text of the last `max` bytes of a file.
+fn read_end(path: &Path, max: u64) -> Option<String> {
+    let mut f = File::open(path).ok()?;
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let start = len.saturating_sub(64 * 1024);
-    let _ = f.seek(SeekFrom::Start(start));
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(max)));
     let mut buf = Vec::new();
     let _ = f.read_to_end(&mut buf);
-    let text = String::from_utf8_lossy(&buf);
+    Some(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// The last `lines` lines of a file (reads at most the last 64 KiB).
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let Some(text) = read_end(path, 64 * 1024) else {
+        return String::from("(no log)");
+    };
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// The last `lines` lines a supervised process wrote before it exited: those before the line
+/// its [`Supervisor`] wrote when it started it again (that line included), not the start-up
+/// lines of the process after it. The plain [`log_tail`] when the log holds no such line in
+/// its last MiB.
+pub fn log_tail_before_restart(path: &Path, lines: usize) -> String {
+    let Some(text) = read_end(path, 1024 * 1024) else {
+        return String::from("(no log)");
+    };
+    let all: Vec<&str> = text.lines().collect();
+    match all
+        .iter()
+        .rposition(|l| l.starts_with(RESTART_MARK) && l.ends_with(RESTART_END))
+    {
+        Some(at) => all[(at + 1).saturating_sub(lines + 1)..=at].join("\n"),
+        None => log_tail(path, lines),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tail_before_a_restart_is_what_the_exited_process_wrote() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("m.log");
+        let mut text = String::new();
+        for i in 0..30 {
+            text.push_str(&format!("old {i}\n"));
+        }
+        text.push_str("E lost\n");
+        text.push_str(&format!(
+            "{RESTART_MARK}m (pid 7) exited (exit status: 1){RESTART_END}\n"
+        ));
+        for i in 0..40 {
+            text.push_str(&format!("new {i}\n"));
+        }
+        std::fs::write(&log, &text).unwrap();
+        let tail = log_tail_before_restart(&log, 3);
+        assert_eq!(
+            tail.lines().collect::<Vec<_>>(),
+            [
+                "old 28",
+                "old 29",
+                "E lost",
+                "harness: m (pid 7) exited (exit status: 1); starting it again"
+            ]
+        );
+        assert!(log_tail(&log, 3).contains("new 39"));
+        std::fs::write(&log, "a\nb\nc\n").unwrap();
+        assert_eq!(log_tail_before_restart(&log, 2), "b\nc");
+    }
 
     fn sh(script: &str) -> ComponentSpec {
         ComponentSpec {

@@ -13,7 +13,7 @@ use futures::future::BoxFuture;
 use super::logs::log_findings;
 use super::{Component, ControllerError, Window};
 use crate::cluster::local::LocalError;
-use crate::process::{ProcRecord, Supervisor, log_tail};
+use crate::process::{ProcRecord, Supervisor, log_tail, log_tail_before_restart};
 
 /// A token of ServiceAccount `namespace/name` (a manager's, a node component's): its identity
 /// when it runs as a local process, so it gets exactly the RBAC its release ships.
@@ -234,7 +234,7 @@ impl Manager {
             log: self.log.clone(),
             tail: format!(
                 "{}\n(it exited: {status}; started again)",
-                log_tail(&self.log, 20)
+                log_tail_before_restart(&self.log, 20)
             ),
         }
     }

@@ -9,22 +9,34 @@
 /// controller of a kind the exploration makes (`pkg/controller/<that kind in lower case>/`,
 /// `explored`) is charged only to the trials of that kind; one whose stack names no such
 /// package (a shared package, a controller of every pod, a recovered panic's runtime frames)
-/// is every trial's. The trial's when any of its panics is.
+/// is every trial's. Within the trials of that kind, a stack that runs through a method of a
+/// type named after a kind the exploration makes and `Adapter` (`(*CloneSetAdapter)`: what
+/// a controller of several kinds of object uses for one of them) is charged only to the
+/// trials whose objects include that kind. The trial's when any of its panics is.
 pub fn panics_are_theirs(panics: &[String], kinds: &[&str], explored: &[&str]) -> bool {
     static DIR: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
         regex::Regex::new(r"/pkg/controller/([a-z0-9]+)[/.]").expect("a valid regex")
     });
+    static ADAPTER: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"\(\*([A-Za-z0-9]+)Adapter\)").expect("a valid regex")
+    });
     let lower = |k: &&str| k.to_ascii_lowercase();
     let explored: Vec<String> = explored.iter().map(lower).collect();
     let kinds: Vec<String> = kinds.iter().map(lower).collect();
+    // The names `re` captures in `p` that are kinds the exploration makes, in lower case.
+    let named = |re: &regex::Regex, p: &str| -> Vec<String> {
+        re.captures_iter(p)
+            .filter_map(|c| c.get(1).map(|m| m.as_str().to_ascii_lowercase()))
+            .filter(|d| explored.contains(d))
+            .collect()
+    };
+    let any_theirs = |names: &[String]| names.iter().any(|d| kinds.contains(d));
     panics.is_empty()
         || panics.iter().any(|p| {
-            let owners: Vec<&str> = DIR
-                .captures_iter(p)
-                .filter_map(|c| c.get(1).map(|m| m.as_str()))
-                .filter(|d| explored.iter().any(|k| k == d))
-                .collect();
-            owners.is_empty() || owners.iter().any(|d| kinds.iter().any(|k| k == d))
+            let owners = named(&DIR, p);
+            let adapters = named(&ADAPTER, p);
+            owners.is_empty()
+                || (any_theirs(&owners) && (adapters.is_empty() || any_theirs(&adapters)))
         })
 }
 
@@ -147,6 +159,44 @@ mod tests {
         assert!(panics_are_theirs(&both, &["CloneSet"], EXPLORED));
         // No panic seen (an exit, a denial): the finding stands as it is.
         assert!(panics_are_theirs(&[], &["CloneSet"], EXPLORED));
+    }
+
+    #[test]
+    fn a_panic_in_a_kinds_adapter_is_the_trials_whose_objects_include_that_kind() {
+        let adapter = |ty: &str| {
+            format!(
+                "panic: assignment to entry in nil map\n\ngoroutine 5 [running]:\n\
+                 example.com/ctl/pkg/controller/uniteddeployment/adapter.(*{ty}Adapter).Apply(0x1)\n\
+                 \texample.com/ctl/pkg/controller/uniteddeployment/adapter/a.go:144 +0x808\n\
+                 example.com/ctl/pkg/controller/uniteddeployment.(*Reconcile).sync(0x2)"
+            )
+        };
+        let stateful = vec![adapter("StatefulSet")];
+        // The union's trial that makes StatefulSets: its.
+        assert!(panics_are_theirs(
+            &stateful,
+            &["UnitedDeployment", "StatefulSet"],
+            EXPLORED
+        ));
+        // The union's trials that make only CloneSets (a policy over one among them): not.
+        assert!(!panics_are_theirs(
+            &stateful,
+            &["UnitedDeployment", "CloneSet"],
+            EXPLORED
+        ));
+        assert!(!exit_is_theirs(
+            &stateful,
+            &["PodUnavailableBudget", "UnitedDeployment", "CloneSet"],
+            EXPLORED
+        ));
+        // An adapter named after no kind the exploration makes narrows nothing.
+        assert!(panics_are_theirs(
+            &[adapter("Generic")],
+            &["UnitedDeployment", "CloneSet"],
+            EXPLORED
+        ));
+        // Another kind's controller stays another's, adapter or not.
+        assert!(!panics_are_theirs(&stateful, &["CloneSet"], EXPLORED));
     }
 
     #[test]
