@@ -414,7 +414,7 @@ impl Explorer<'_> {
                     if i > 0 && deadline.is_some_and(|d| Instant::now() >= d) {
                         return None;
                     }
-                    Some(cell.admit(s, t, &ns, &name).await)
+                    Some(super::shrinking::unpanicked(cell.admit(s, t, &ns, &name)).await)
                 }
             })
             .buffered(8)

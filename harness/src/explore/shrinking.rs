@@ -255,9 +255,12 @@ pub(super) async fn run_compared(
     trial: &Trial,
 ) -> anyhow::Result<exec::Outcome> {
     let Some((base, name)) = cells.baseline else {
-        return cells.cell.run(s, trial).await;
+        return unpanicked(cells.cell.run(s, trial)).await;
     };
-    let (ours, theirs) = futures::join!(cells.cell.run(s, trial), base.run(s, trial));
+    let (ours, theirs) = futures::join!(
+        unpanicked(cells.cell.run(s, trial)),
+        unpanicked(base.run(s, trial))
+    );
     let mut ours = ours?;
     if let Ok(theirs) = theirs {
         ours.findings.extend(oracle::release(
@@ -269,6 +272,28 @@ pub(super) async fn run_compared(
         ));
     }
     Ok(ours)
+}
+
+/// `run`, with a panic inside it turned into its error: a bug of the harness met by one trial
+/// is that trial's (it did not run, and says why), and the exploration goes on.
+pub(super) async fn unpanicked<T>(
+    run: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    use futures::FutureExt;
+    std::panic::AssertUnwindSafe(run)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|p| {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".into());
+            Err(anyhow::anyhow!(
+                "the harness panicked while running it (a bug of the harness, not a finding): \
+                 {what}"
+            ))
+        })
 }
 
 pub(super) fn same(a: &Finding, b: &Finding) -> bool {
@@ -360,6 +385,31 @@ fn last_words(message: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_panic_in_a_trial_is_its_error_and_nothing_more() {
+        let ok = futures::executor::block_on(unpanicked(async { Ok(7) }));
+        assert_eq!(ok.unwrap(), 7);
+        let failed: anyhow::Result<()> =
+            futures::executor::block_on(unpanicked(async { anyhow::bail!("refused") }));
+        assert_eq!(failed.unwrap_err().to_string(), "refused");
+        let index = 3;
+        let panicked: anyhow::Result<()> = futures::executor::block_on(unpanicked(async move {
+            let containers: Vec<u8> = vec![];
+            panic!(
+                "index out of bounds: the len is {} but the index is {index}",
+                containers.len()
+            )
+        }));
+        let e = panicked.unwrap_err().to_string();
+        assert!(
+            e.contains("the harness panicked") && e.contains("the index is 3"),
+            "{e}"
+        );
+        let boxed: anyhow::Result<()> =
+            futures::executor::block_on(unpanicked(async { std::panic::panic_any(5u8) }));
+        assert!(boxed.unwrap_err().to_string().contains("without a message"));
+    }
 
     #[test]
     fn findings_whose_refusing_side_gives_one_cause_are_one() {
