@@ -14,8 +14,10 @@
 //! item's fields are walked when the seed has an item (the seed's container) or, through a
 //! minimal item, for one such list on a path (the second is not walked into), and a type
 //! walked through a list's item once (or one holding all its fields, an extension of it) is
-//! not walked through a minimal item again (the fields of init and ephemeral containers are
-//! those of the seed's container). Deprecated fields are
+//! not walked through a minimal item again but for its own scalar fields, through the seed's
+//! item of that type with its required fields at their first values (an init container: the
+//! seed's container renamed, and its restart policy, image pull policy, … each tried; its
+//! probes, resources and lifecycle are the seed's container's). Deprecated fields are
 //! not walked. [`super::singles`] then bounds the values tried per subject.
 
 use std::collections::BTreeSet;
@@ -231,8 +233,9 @@ impl At {
 struct Walker<'a> {
     w: &'a Walk<'a>,
     out: Vec<Leaf>,
-    /// The fields of the types walked through a list's item.
-    item_types: Vec<BTreeSet<String>>,
+    /// The fields of the types walked through a list's item, each with the seed's item when
+    /// the walk went through it.
+    item_types: Vec<(BTreeSet<String>, Option<Value>)>,
 }
 
 impl<'a> Walker<'a> {
@@ -410,19 +413,20 @@ impl<'a> Walker<'a> {
             }
             return;
         }
-        let minimal = self.minimal(items);
-        self.push(&at, Shape::Objects(minimal));
         // The fields of an item, through the first: the seed's, or a minimal one.
-        let seeded = super::path::get(self.w.seed, at.path.trim_start_matches('.'))
+        let first = super::path::get(self.w.seed, at.path.trim_start_matches('.'))
             .as_array()
-            .is_some_and(|a| !a.is_empty());
+            .and_then(|a| a.first().cloned());
+        let seeded = first.is_some();
         let mut item = At {
             path: format!("{}[0]", at.path),
             required: false,
             ..at.clone()
         };
         // A type walked already, or one that holds every field of one walked already and
-        // less as many again (an extension of it), is not walked again through a minimal item.
+        // less as many again (an extension of it), is not walked again through a minimal item
+        // but for its own scalar fields (an init container's restart policy: what a field
+        // means may hang on the list it is in).
         let fields = |s: &Value| -> BTreeSet<String> {
             s["properties"]
                 .as_object()
@@ -430,20 +434,69 @@ impl<'a> Walker<'a> {
                 .unwrap_or_default()
         };
         let keys = fields(items);
-        let new_type = keys.is_empty()
-            || !self
+        let like =
+            |walked: &BTreeSet<String>| walked.is_subset(&keys) && walked.len() * 2 > keys.len();
+        let new_type = keys.is_empty() || !self.item_types.iter().any(|(w, _)| like(w));
+        // The minimal item: its required fields at their first values, over the seed's item
+        // of a type walked already (an init container: the seed's container, renamed), which
+        // a workload's pods can run.
+        let mut minimal = self.minimal(items);
+        if !seeded
+            && let Some(base) = self
                 .item_types
                 .iter()
-                .any(|walked| walked.is_subset(&keys) && walked.len() * 2 > keys.len());
-        self.item_types.push(keys);
+                .find_map(|(w, v)| v.as_ref().filter(|_| like(w)))
+            && let (Some(b), Some(m)) = (base.as_object(), minimal.as_object())
+        {
+            let mut over = b.clone();
+            over.extend(m.clone());
+            minimal = Value::Object(over);
+        }
+        self.push(&at, Shape::Objects(minimal));
+        self.item_types.push((keys, first));
         if !seeded && at.depth.is_some() {
-            if at.fresh >= 1 || !new_type {
+            if at.fresh >= 1 {
                 return;
             }
             item.fresh += 1;
+            if !new_type {
+                item.holder_type = item_type.map(String::from).or(item.holder_type);
+                return self.scalars(items, item);
+            }
         }
         item.holder_type = item_type.map(String::from).or(item.holder_type);
         self.node(&s["items"], item);
+    }
+
+    /// The scalar fields of object `s` at `at` (strings, numbers, booleans), none of its
+    /// objects or lists.
+    fn scalars(&mut self, s: &Value, at: At) {
+        let Some(props) = s["properties"].as_object() else {
+            return;
+        };
+        let req: Vec<&str> = s["required"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let holder = at.holder_type.clone();
+        for (k, v) in props {
+            let own = self.w.doc.map_or(v, |d| d.resolve(v).1);
+            let scalar = own["enum"].is_array()
+                || matches!(
+                    own["type"].as_str(),
+                    Some("string" | "integer" | "number" | "boolean")
+                );
+            let words = format!(
+                "{} {}",
+                v["description"].as_str().unwrap_or_default(),
+                own["description"].as_str().unwrap_or_default()
+            );
+            if scalar && !deprecated(&words) {
+                self.node(v, at.field(k, req.contains(&k.as_str()), holder.as_deref()));
+            }
+        }
     }
 
     fn object(&mut self, s: &Value, at: At, type_name: Option<&str>, description: &str) {

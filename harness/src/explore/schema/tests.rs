@@ -300,3 +300,41 @@ fn a_nested_workload_template_walks_the_subjects_own_pod_template_only() {
             .any(|p| p == "spec.jobTemplate.metadata.labels")
     );
 }
+
+#[test]
+fn a_list_of_a_type_walked_already_tries_its_scalars_through_the_seeds_item() {
+    let text = include_str!("../../../tests/fixtures/openapi-core.json");
+    let mut core: Value = serde_json::from_str(text).expect("the fixture is JSON");
+    let schemas = &mut core["components"]["schemas"];
+    let containers = schemas["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"].clone();
+    schemas["io.k8s.api.core.v1.PodSpec"]["properties"]["initContainers"] = containers;
+    schemas["io.k8s.api.core.v1.Container"]["properties"]["restartPolicy"] =
+        json!({"type": "string", "description": "Set to \"Always\" for an init container."});
+    let doc = Doc::new(&[core]);
+    let seed = json!({"spec": {"template": {"metadata": {"labels": {"app": "x"}},
+        "spec": {"containers": [{"name": "main", "image": "i"}]}}}});
+    let leaves = template_leaves(&doc, "spec.template", &seed);
+    let shape = |p: &str| {
+        leaves
+            .iter()
+            .find(|l| l.path == format!("spec.template.{p}"))
+            .map(|l| l.shape.clone())
+    };
+    // The seed's container is walked through, objects and all.
+    assert!(shape("spec.containers[0].restartPolicy").is_some());
+    assert!(shape("spec.containers[0].lifecycle.postStart").is_some());
+    // The other list of containers: its item is the seed's container renamed, and only its
+    // scalar fields are tried through it.
+    assert_eq!(
+        shape("spec.initContainers"),
+        Some(Shape::Objects(json!({"name": "x", "image": "i"})))
+    );
+    assert_eq!(
+        shape("spec.initContainers[0].restartPolicy"),
+        Some(Shape::String(vec!["Always".into()]))
+    );
+    assert!(shape("spec.initContainers[0].image").is_some());
+    assert_eq!(shape("spec.initContainers[0].lifecycle"), None);
+    assert_eq!(shape("spec.initContainers[0].lifecycle.postStart"), None);
+    assert_eq!(shape("spec.initContainers[0].env"), None);
+}
