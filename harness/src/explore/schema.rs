@@ -474,12 +474,7 @@ impl<'a> Walker<'a> {
         let Some(props) = s["properties"].as_object() else {
             return;
         };
-        let req: Vec<&str> = s["required"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
+        let req = required(s);
         let holder = at.holder_type.clone();
         for (k, v) in props {
             let own = self.w.doc.map_or(v, |d| d.resolve(v).1);
@@ -488,12 +483,7 @@ impl<'a> Walker<'a> {
                     own["type"].as_str(),
                     Some("string" | "integer" | "number" | "boolean")
                 );
-            let words = format!(
-                "{} {}",
-                v["description"].as_str().unwrap_or_default(),
-                own["description"].as_str().unwrap_or_default()
-            );
-            if scalar && !deprecated(&words) {
+            if scalar && !deprecated(&descriptions(v, own)) {
                 self.node(v, at.field(k, req.contains(&k.as_str()), holder.as_deref()));
             }
         }
@@ -521,22 +511,12 @@ impl<'a> Walker<'a> {
                 if in_core && union(description) {
                     self.push(&at, Shape::Object(json!({})));
                 }
-                let req: Vec<&str> = s["required"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .collect();
+                let req = required(s);
                 let kind = s["x-kubernetes-group-version-kind"].is_array();
                 for (k, v) in p {
                     let own = self.w.doc.map_or(v, |d| d.resolve(v).1);
-                    let words = format!(
-                        "{} {}",
-                        v["description"].as_str().unwrap_or_default(),
-                        own["description"].as_str().unwrap_or_default()
-                    );
                     if in_core
-                        && (deprecated(&words)
+                        && (deprecated(&descriptions(v, own))
                             || (kind && matches!(k.as_str(), "status" | "apiVersion" | "kind")))
                     {
                         continue;
@@ -577,6 +557,25 @@ impl<'a> Walker<'a> {
 fn union(description: &str) -> bool {
     let d = description.to_lowercase();
     d.contains("one and only one of") || d.contains("only one of") || d.contains("exactly one of")
+}
+
+/// The fields object schema `s` requires.
+fn required(s: &Value) -> Vec<&str> {
+    s["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+/// A field's description where it is used (`v`) and of its type (`own`), together.
+fn descriptions(v: &Value, own: &Value) -> String {
+    format!(
+        "{} {}",
+        v["description"].as_str().unwrap_or_default(),
+        own["description"].as_str().unwrap_or_default()
+    )
 }
 
 /// Whether a description says its field is deprecated.
