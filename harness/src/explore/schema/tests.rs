@@ -91,6 +91,20 @@ fn leaves_have_the_shapes_of_their_schemas_and_templates_only_their_metadata() {
     assert!(leaves(&c, "v2").is_empty());
 }
 
+/// A seed whose pod template has one container, `main`.
+fn one_container_seed() -> Value {
+    json!({"spec": {"template": {"metadata": {"labels": {"app": "x"}},
+        "spec": {"containers": [{"name": "main", "image": "i"}]}}}})
+}
+
+/// The shape of the leaf at `p` below `spec.template`, if the walk gave one.
+fn template_shape(leaves: &[Leaf], p: &str) -> Option<Shape> {
+    leaves
+        .iter()
+        .find(|l| l.path == format!("spec.template.{p}"))
+        .map(|l| l.shape.clone())
+}
+
 fn fixture() -> Doc {
     let text = include_str!("../../../tests/fixtures/openapi-core.json");
     Doc::new(&[serde_json::from_str(text).expect("the fixture is JSON")])
@@ -99,15 +113,9 @@ fn fixture() -> Doc {
 #[test]
 fn a_pod_template_is_walked_from_the_cells_core_types() {
     let doc = fixture();
-    let seed = json!({"spec": {"template": {"metadata": {"labels": {"app": "x"}},
-        "spec": {"containers": [{"name": "main", "image": "i"}]}}}});
+    let seed = one_container_seed();
     let leaves = template_leaves(&doc, "spec.template", &seed);
-    let shape = |p: &str| {
-        leaves
-            .iter()
-            .find(|l| l.path == format!("spec.template.{p}"))
-            .map(|l| l.shape.clone())
-    };
+    let shape = |p: &str| template_shape(&leaves, p);
     // The seed's container is walked through; a union is also tried with no member.
     assert_eq!(
         shape("spec.containers[0].lifecycle.postStart"),
@@ -311,15 +319,9 @@ fn a_list_of_a_type_walked_already_tries_its_scalars_through_the_seeds_item() {
     schemas["io.k8s.api.core.v1.Container"]["properties"]["restartPolicy"] =
         json!({"type": "string", "description": "Set to \"Always\" for an init container."});
     let doc = Doc::new(&[core]);
-    let seed = json!({"spec": {"template": {"metadata": {"labels": {"app": "x"}},
-        "spec": {"containers": [{"name": "main", "image": "i"}]}}}});
+    let seed = one_container_seed();
     let leaves = template_leaves(&doc, "spec.template", &seed);
-    let shape = |p: &str| {
-        leaves
-            .iter()
-            .find(|l| l.path == format!("spec.template.{p}"))
-            .map(|l| l.shape.clone())
-    };
+    let shape = |p: &str| template_shape(&leaves, p);
     // The seed's container is walked through, objects and all.
     assert!(shape("spec.containers[0].restartPolicy").is_some());
     assert!(shape("spec.containers[0].lifecycle.postStart").is_some());
