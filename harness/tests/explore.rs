@@ -643,3 +643,124 @@ async fn a_policys_trial_settles_rolls_its_declared_containers_out_and_aims_at_t
     drop(cell);
     drop(session);
 }
+
+/// A change of claim templates, then a rollout, on a cell whose manager recreates a CloneSet's
+/// pods when its claim templates change (the gate that asks for it on): the CloneSet updated in
+/// place by its strategy replaces its pods instead, whose new claims carry the new size, and the
+/// rule on claims stays quiet; an Advanced StatefulSet, whose claims outlive its pods and
+/// revisions by design, updates its pods in place and keeps their claims, and the rule fires
+/// (`does not converge: claims`, a documented difference), naming the size the claim kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_template_change_reaches_the_claims_or_the_rule_on_claims_fires() {
+    use harness::explore::trial::{Fields, Mode, Op, Step, Trial};
+    use serde_json::json;
+
+    let gates = [("RecreatePodWhenChangeVCTInCloneSetGate".to_string(), true)].into();
+    let (_root, session) = cell_session("claims", gates, false).await;
+    let (cell, doc, crds) =
+        harness::explore::cell_reading("claims", &session, std::time::Duration::from_secs(90))
+            .await
+            .unwrap();
+    let names = ["CloneSetWithClaims", "AdvancedStatefulSetWithClaims"];
+    let (subjects, unserved) = harness::explore::select_served(
+        &names.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
+        &crds,
+        &doc,
+    );
+    assert!(unserved.is_empty(), "{unserved:?}");
+    let subject = |name: &str| {
+        subjects
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("{name} among {:?}", subjects.iter().map(|s| &s.name)))
+            .clone()
+    };
+    let trial = |name: &str, create: Fields| Trial {
+        subject: name.into(),
+        mode: Mode::Behaviour,
+        seed: 0,
+        index: 0,
+        steps: vec![
+            Step::Create { set: create },
+            Step::Settle,
+            Step::Update {
+                set: Fields::from([(
+                    "spec.volumeClaimTemplates[0].spec.resources.requests".to_string(),
+                    json!({"storage": "2Gi"}),
+                )]),
+            },
+            Step::Operate { op: Op::Rollout },
+        ],
+    };
+    let claims = |out: &harness::explore::exec::Outcome| -> Vec<String> {
+        out.findings
+            .iter()
+            .filter(|f| f.key == "does not converge: claims")
+            .map(|f| f.observed.clone())
+            .collect()
+    };
+
+    let cloneset = subject(names[0]);
+    let out = cell
+        .run(
+            &cloneset,
+            &trial(
+                names[0],
+                Fields::from([(
+                    "spec.updateStrategy.type".to_string(),
+                    json!("InPlaceIfPossible"),
+                )]),
+            ),
+        )
+        .await
+        .expect("the trial runs");
+    let log = out.log.join("\n");
+    eprintln!("{log}");
+    assert!(
+        log.contains("claim templates changed: 2 live pod(s)"),
+        "{log}"
+    );
+    assert!(
+        claims(&out).is_empty(),
+        "the CloneSet replaced its pods, whose claims follow: {:#?}",
+        out.findings
+    );
+
+    let stateful = subject(names[1]);
+    let out = cell
+        .run(
+            &stateful,
+            &trial(
+                names[1],
+                Fields::from([
+                    (
+                        "spec.updateStrategy.rollingUpdate.podUpdatePolicy".to_string(),
+                        json!("InPlaceIfPossible"),
+                    ),
+                    // What an update in place of a StatefulSet's pods asks of its template.
+                    (
+                        "spec.template.spec.readinessGates".to_string(),
+                        json!([{"conditionType": "InPlaceUpdateReady"}]),
+                    ),
+                ]),
+            ),
+        )
+        .await
+        .expect("the trial runs");
+    let log = out.log.join("\n");
+    eprintln!("{log}");
+    assert!(
+        log.contains("claim templates changed: 2 live pod(s)"),
+        "{log}"
+    );
+    let found = claims(&out);
+    assert!(
+        found
+            .iter()
+            .any(|d| d.contains("\"1Gi\"") && d.contains("\"2Gi\"")),
+        "the Advanced StatefulSet's pods kept their 1Gi claims: {:#?}",
+        out.findings
+    );
+    drop(cell);
+    drop(session);
+}

@@ -191,11 +191,11 @@ pub(super) fn run_dir(dir: &Path) -> anyhow::Result<PathBuf> {
         .with_context(|| format!("read {}", dir.display()))?
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.join("explore.json").is_file())
+        .filter(|p| p.join("explore.json").is_file() || p.join("cells.json").is_file())
         .collect();
     dirs.sort();
     dirs.pop()
-        .with_context(|| format!("no explore.json under {}", dir.display()))
+        .with_context(|| format!("no explore.json or cells.json under {}", dir.display()))
 }
 
 /// Reads what a run wrote into `sample`; the exploration's own seconds.

@@ -90,8 +90,9 @@ pub async fn cell<'a>(
     Ok(cell_reading(name, session, settle).await?.0)
 }
 
-/// As [`cell`], with what the cell serves: its OpenAPI and its CRDs (see [`crds`]).
-pub(super) async fn cell_reading<'a>(
+/// As [`cell`], with what the cell serves: its OpenAPI and its CRDs (see [`crds`]), which
+/// [`super::select_served`] derives the subjects from.
+pub async fn cell_reading<'a>(
     name: &str,
     session: &'a Session,
     settle: Duration,

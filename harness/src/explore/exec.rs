@@ -234,6 +234,8 @@ struct Side {
     workload: Subject,
     wapi: Api<DynamicObject>,
     wname: String,
+    /// The workload's pods when an update of the trial last changed its claim templates.
+    claims_changed: std::sync::Mutex<Option<oracle::ClaimsChanged>>,
 }
 
 impl Side {
@@ -248,7 +250,16 @@ impl Side {
                 None => name.to_string(),
             },
             workload,
+            claims_changed: std::sync::Mutex::new(None),
         })
+    }
+
+    /// What the workload's pods were when its claim templates last changed, if they did.
+    fn claims_changed(&self) -> Option<oracle::ClaimsChanged> {
+        self.claims_changed
+            .lock()
+            .map(|c| c.clone())
+            .unwrap_or_default()
     }
 }
 

@@ -123,6 +123,28 @@ impl Cells {
             .flat_map(|s| s.stable())
     }
 
+    /// The cells as one exploration: their trials and seconds added, their findings in cell
+    /// order, each first seen at its time into the whole (the cells before it counted), each
+    /// with its own cell's gates; the rest (controller, seed, pace, reach, gates) the first
+    /// cell's that ran. `None` when no cell ran.
+    pub fn merged(&self) -> Option<Summary> {
+        let mut ran = self.cells.iter().filter_map(|c| c.summary.as_ref());
+        let mut whole = ran.next()?.clone();
+        for s in ran {
+            let before = whole.seconds;
+            for (k, n) in &s.trials {
+                *whole.trials.entry(k.clone()).or_default() += n;
+            }
+            whole.findings.extend(s.findings.iter().map(|r| {
+                let mut r = r.clone();
+                r.first_seen += before;
+                r
+            }));
+            whole.seconds += s.seconds;
+        }
+        Some(whole)
+    }
+
     /// A Markdown table of the cells: gates on, budget, trials, findings (stable), or the
     /// reason a cell did not run.
     pub fn markdown(&self) -> String {
@@ -398,5 +420,45 @@ mod tests {
             "02-A+B"
         );
         assert_eq!(cell_dir(0, &BTreeSet::new()), "01-defaults");
+    }
+
+    #[test]
+    fn cells_merge_into_one_exploration_with_each_finding_at_its_time_into_the_whole() {
+        use crate::bench::rediscovery::fixtures::{finding, reported};
+        use crate::explore::oracle::Oracle;
+        let cell = |seconds: f64, trials: usize, gate: Option<&str>| {
+            let mut r = reported(finding(Oracle::Convergence, "Thing", "k"), 10.0, true);
+            if let Some(g) = gate {
+                r.gates.controller.insert(g.into(), true);
+            }
+            Summary {
+                seconds,
+                trials: [("behaviour Thing".to_string(), trials)].into(),
+                findings: vec![r],
+                ..Summary::default()
+            }
+        };
+        let run = |on: &[&str], summary: Option<Summary>| CellRun {
+            on: on.iter().map(|g| g.to_string()).collect(),
+            budget: 60.0,
+            dir: "cells/x".into(),
+            summary,
+            error: None,
+        };
+        let cells = Cells {
+            cells: vec![
+                run(&[], Some(cell(100.0, 3, None))),
+                run(&["A"], None),
+                run(&["B"], Some(cell(50.0, 2, Some("B")))),
+            ],
+            ..Cells::default()
+        };
+        let whole = cells.merged().unwrap();
+        assert_eq!(whole.seconds, 150.0);
+        assert_eq!(whole.trials["behaviour Thing"], 5);
+        assert_eq!(whole.findings.len(), 2);
+        assert_eq!(whole.findings[1].first_seen, 110.0);
+        assert_eq!(whole.findings[1].gates.controller.get("B"), Some(&true));
+        assert!(Cells::default().merged().is_none());
     }
 }

@@ -61,7 +61,7 @@ use serde_json::Value;
 use self::admission::{Explorer, admission_deadline, weight};
 use self::behaviour::{Behaviour, Done, Job, Prepared, Ran, Turns, groups, latency, prepare};
 use self::book::Book;
-use self::bring_up::{cell_reading, start_cell, start_cells, with_gates_of};
+use self::bring_up::{start_cell, start_cells, with_gates_of};
 use self::exec::Cell;
 use self::oracle::{Finding, Oracle};
 use self::pool::pool;
@@ -71,7 +71,7 @@ use self::trial::{Mode, Perturbation};
 use crate::cluster::any::Provider;
 use crate::controller::ControllerRef;
 use crate::toolchain::Toolchain;
-pub use bring_up::cell;
+pub use bring_up::{cell, cell_reading};
 pub use options::{
     ADMISSION_SHARE, DEFAULT_PARALLEL, DEFAULT_SETTLE, DEFAULT_SHRINK_RUNS, Exploring, Gates,
     Options, SHRINK_SHARE, Share, TAIL_SIDE_BY_SIDE, default_cells,

@@ -3,7 +3,8 @@
 //! in the submodules, one per family: [`mod@admission`] (a refusal names a field, the twin
 //! answers alike, what is stored is what was sent), [`mod@release`] (O5, against a baseline),
 //! [`events`] (repeated failures and refused writes), [`mod@convergence`] (the pods a workload
-//! keeps, as far as what [`holds`] it lets them go), [`revisions`] (the history it keeps),
+//! keeps, as far as what [`holds`] it lets them go), [`claims`] (the claims its pods get from
+//! its claim templates), [`revisions`] (the history it keeps),
 //! [`copies`] (a kind that copies a resource into namespaces) and [`injection`] (what a
 //! policy writes into pods). The ones that watch a cluster run in [`super::exec`].
 
@@ -13,6 +14,7 @@ use serde_json::Value;
 use super::trial::Trial;
 
 pub mod admission;
+pub mod claims;
 pub mod convergence;
 pub mod copies;
 pub mod events;
@@ -23,6 +25,7 @@ pub mod release;
 pub mod revisions;
 
 pub use admission::{admission, dropped, stored, within};
+pub use claims::{ClaimedPod, ClaimsChanged, claims_follow};
 pub use convergence::{PodView, convergence, holds_updates};
 pub use copies::{
     FORBIDDEN_NAMESPACES, NamespaceView, copies_convergence, selector_matches, selects,

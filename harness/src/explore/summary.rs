@@ -132,8 +132,19 @@ impl Explored {
     }
 }
 
-/// Reads a summary [`output::write_summary`] wrote.
+/// Reads a summary [`output::write_summary`] wrote; of an exploration over gate sets
+/// (`cells.json`, [`super::gates::Cells`]), its cells as one ([`super::gates::Cells::merged`]).
 pub fn read_summary(dir: &std::path::Path) -> anyhow::Result<Summary> {
+    let cells = dir.join("cells.json");
+    if cells.is_file() && !dir.join("explore.json").is_file() {
+        let text =
+            std::fs::read_to_string(&cells).with_context(|| format!("read {}", cells.display()))?;
+        let c: super::gates::Cells =
+            serde_json::from_str(&text).with_context(|| format!("parse {}", cells.display()))?;
+        return c
+            .merged()
+            .with_context(|| format!("no cell of {} ran", cells.display()));
+    }
     let p = dir.join("explore.json");
     let text = std::fs::read_to_string(&p).with_context(|| format!("read {}", p.display()))?;
     serde_json::from_str(&text).with_context(|| format!("parse {}", p.display()))

@@ -2,7 +2,7 @@
 //! `suites/rediscovery.yaml` ([`BUILTIN`]) or another file, with its [`Bug`]s and the finding
 //! that counts for each ([`Wanted`], matched by oracle, [`kind_names`] and [`key_matches`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -76,6 +76,13 @@ pub struct Wanted {
     /// never come), so that the same symptom from another cause does not count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
+    /// Feature gates the finding's cell must have set so (the controller's or the control
+    /// plane's): `true`, turned on by the cell; `false`, not turned on. For a behaviour that
+    /// differs by gate, so that the same finding from a cell on the other side of it does not
+    /// count. A release without the gate (one that came later) cannot set it: any of its cells
+    /// counts.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gates: BTreeMap<String, bool>,
 }
 
 impl Wanted {
@@ -105,7 +112,20 @@ impl Wanted {
             .chain(&r.also)
             .find(|k| key_matches(&self.key, k))
             .map(String::as_str)
-            .filter(|_| self.caused(r))
+            .filter(|_| self.gated(r) && self.caused(r))
+    }
+
+    /// Whether the cell `r` was found on sets [`Self::gates`] so.
+    pub fn gated(&self, r: &Reported) -> bool {
+        let controller = r
+            .controller
+            .parse::<crate::controller::ControllerRef>()
+            .ok()
+            .map(|c| c.controller());
+        self.gates.iter().all(|(gate, want)| {
+            let on = r.gates.controller.get(gate).or(r.gates.cluster.get(gate)) == Some(&true);
+            on == *want || controller.as_ref().is_some_and(|c| !c.has_gate(gate))
+        })
     }
 
     /// Whether `r`'s trials hold [`Self::cause`] (always, without one).
@@ -125,11 +145,15 @@ impl Wanted {
 
     /// `O4 CloneSet "admits * ..."`, and `(trial holds `…`)` with a cause.
     pub(super) fn describe(&self) -> String {
-        let base = format!("{} {} `{}`", self.oracle, self.kind, self.key);
-        match &self.cause {
-            Some(c) => format!("{base} (trial holds `{c}`)"),
-            None => base,
+        let mut base = format!("{} {} `{}`", self.oracle, self.kind, self.key);
+        if let Some(c) = &self.cause {
+            base.push_str(&format!(" (trial holds `{c}`)"));
         }
+        if !self.gates.is_empty() {
+            let gates: Vec<String> = self.gates.iter().map(|(g, v)| format!("{g}={v}")).collect();
+            base.push_str(&format!(" (cell with {})", gates.join(",")));
+        }
+        base
     }
 }
 
@@ -252,6 +276,7 @@ mod tests {
             kind: kind.into(),
             key: key.into(),
             cause: None,
+            gates: Default::default(),
         }
     }
 
@@ -416,6 +441,35 @@ mod tests {
         r.trial.steps.clear();
         assert!(w.first(std::slice::from_ref(&r)).is_none());
         assert!(w.describe().ends_with("(trial holds `spec.scale.limit`)"));
+    }
+
+    #[test]
+    fn a_gated_finding_counts_only_from_a_cell_with_its_gates_so() {
+        let mut w = wanted("O2", "Thing", "does not converge: claims");
+        w.gates = [("G".to_string(), true)].into();
+        let mut r = reported(
+            finding(Oracle::Convergence, "Thing", "does not converge: claims"),
+            5.0,
+            true,
+        );
+        // The default cell: the gate is not on.
+        assert!(w.first(std::slice::from_ref(&r)).is_none());
+        r.gates.controller.insert("G".into(), false);
+        assert!(w.first(std::slice::from_ref(&r)).is_none());
+        r.gates.controller.insert("G".into(), true);
+        assert!(w.first(std::slice::from_ref(&r)).is_some());
+        assert!(w.describe().ends_with("(cell with G=true)"));
+        // Wanted off: any cell that does not turn it on.
+        w.gates = [("G".to_string(), false)].into();
+        assert!(w.first(std::slice::from_ref(&r)).is_none());
+        r.gates.controller.clear();
+        assert!(w.first(std::slice::from_ref(&r)).is_some());
+        // A release that does not have the gate yet: any cell counts.
+        let gate = "RecreatePodWhenChangeVCTInCloneSetGate";
+        w.gates = [(gate.to_string(), true)].into();
+        assert!(w.first(std::slice::from_ref(&r)).is_none());
+        r.controller = "openkruise@v1.6.0".into();
+        assert!(w.first(std::slice::from_ref(&r)).is_some());
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, DynamicObject, ListParams, Patch};
 
+use super::observe::claims_path;
 use super::{
     Cell, Outcome, Side, TWIN, Undo, answer, api_for, object, of_twin, resolved, scoped_name,
     strict, update_patch,
@@ -312,6 +313,25 @@ impl Cell<'_> {
             Some(p) => answer(api.patch(name, &strict(), &Patch::Merge(&p)).await),
             None => Answer::Refused(format!("set {set:?} on the object")),
         };
+        // A change of the workload's claim templates: what its pods are then, for the rule
+        // on the claims they get ([`oracle::claims_follow`]).
+        let claims = claims_path(&ours.workload);
+        if matches!(a, Answer::Admitted)
+            && (own.is_empty() || s.target.is_none())
+            && set.keys().any(|k| k.starts_with(&claims))
+        {
+            let now = self.claims_snapshot(&ours.workload, api, name, at.ns).await;
+            out.log.push(match &now {
+                Some(c) => format!(
+                    "claim templates changed: {} live pod(s) then, judged by the rule on claims",
+                    c.pods.len()
+                ),
+                None => "claim templates changed: the pods could not be read".to_string(),
+            });
+            if let Ok(mut c) = ours.claims_changed.lock() {
+                *c = now;
+            }
+        }
         out.answers.push(a.clone());
         if let Some(twin_api) = twin_api
             && let Some(p) = update_patch(twin_api, twin_name, set, |k| s.twin_path(k)).await
@@ -346,10 +366,11 @@ impl Cell<'_> {
     async fn settle(&self, s: &Subject, at: &Place<'_>, ours: &Side) -> Vec<String> {
         let (this, ns) = (self, at.ns);
         let (w, wapi, wname) = (&ours.workload, &ours.wapi, ours.wname.as_str());
+        let changed = &ours.claims_changed();
         // A policy that writes into pods settles once its content is in them, too.
         let policy = (s.target.is_some()).then_some((at.api, at.name));
         let all = move || async move {
-            let mut d = this.differences(w, wapi, ns, wname).await;
+            let mut d = this.differences(w, wapi, ns, wname, changed.as_ref()).await;
             if let Some((api, name)) = policy {
                 d.extend(this.injection_differences(api, name, ns).await);
             }
@@ -385,7 +406,7 @@ impl Cell<'_> {
             self.settle,
             Duration::from_millis(500),
             move || async move {
-                let d = self.differences(w, wapi, ns, wname).await;
+                let d = self.differences(w, wapi, ns, wname, None).await;
                 Check::when(d.is_empty(), || d.join("; "))
             },
         )

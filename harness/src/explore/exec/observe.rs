@@ -114,13 +114,16 @@ impl Cell<'_> {
         })
     }
 
-    /// What differs from the declared state now ([`oracle::convergence`]).
+    /// What differs from the declared state now ([`oracle::convergence`], the revision history
+    /// it keeps, and, once a trial's update `changed` its claim templates, the claims of its
+    /// pods: [`oracle::claims_follow`]).
     pub(super) async fn differences(
         &self,
         s: &Subject,
         api: &Api<DynamicObject>,
         ns: &str,
         name: &str,
+        changed: Option<&oracle::ClaimsChanged>,
     ) -> Vec<String> {
         if s.makes == Makes::Copies {
             return self.copy_differences(api, ns, name).await;
@@ -169,7 +172,71 @@ impl Cell<'_> {
             .collect();
         let mut out = oracle::convergence(s, &obj, &views, self.settle.as_secs() as i64);
         out.extend(oracle::revision_history(&obj, &revisions));
+        if let Some(changed) = changed
+            && s.via.is_empty()
+        {
+            let live: Vec<&Pod> = pods
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .collect();
+            match self.claims(ns).await {
+                Ok(claims) => out.extend(oracle::claims_follow(
+                    subject::get(&obj, parent(&s.template)),
+                    &claims_path(s),
+                    changed,
+                    &revisions,
+                    &claimed(&live),
+                    &claims,
+                )),
+                Err(e) => out.push(format!("list claims: {e:#}")),
+            }
+        }
         out
+    }
+
+    /// The claims of namespace `ns`, by name.
+    async fn claims(&self, ns: &str) -> anyhow::Result<std::collections::BTreeMap<String, Value>> {
+        use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), ns);
+        Ok(api
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter_map(|c| {
+                let name = c.metadata.name.clone()?;
+                Some((name, serde_json::to_value(c).ok()?))
+            })
+            .collect())
+    }
+
+    /// What the pods of workload `name` of `s` are now, for the rule on claims: each live
+    /// pod's revision by UID and the newest revision number (none when they cannot be read, or
+    /// its pods are not its own).
+    pub(super) async fn claims_snapshot(
+        &self,
+        s: &Subject,
+        api: &Api<DynamicObject>,
+        name: &str,
+        ns: &str,
+    ) -> Option<oracle::ClaimsChanged> {
+        if !s.via.is_empty() {
+            return None;
+        }
+        let uid = api.get(name).await.ok()?.metadata.uid?;
+        let pods = self.pods(ns, &uid, &s.via).await.ok()?;
+        let revisions = self.revisions(ns, &uid).await.ok()?;
+        let live: Vec<&Pod> = pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        Some(oracle::ClaimsChanged {
+            pods: claimed(&live)
+                .into_iter()
+                .map(|p| (p.uid, p.revision))
+                .collect(),
+            newest: revisions.iter().map(|(_, n)| *n).max().unwrap_or(0),
+        })
     }
 
     /// What a policy that declares containers to put into pods (`spec.containers` or
@@ -267,4 +334,31 @@ impl Cell<'_> {
             .map(|r| (r.metadata.name.unwrap_or_default(), r.revision))
             .collect())
     }
+}
+
+/// The path of the object that holds `path`'s last field.
+fn parent(path: &str) -> &str {
+    path.rsplit_once('.').map_or("", |(p, _)| p)
+}
+
+/// Where workload `s` declares its claim templates: beside its pod template.
+pub(super) fn claims_path(s: &Subject) -> String {
+    format!("{}.volumeClaimTemplates", parent(&s.template))
+}
+
+/// The pods as the rule on claims sees them.
+fn claimed(pods: &[&Pod]) -> Vec<oracle::ClaimedPod> {
+    pods.iter()
+        .map(|p| oracle::ClaimedPod {
+            name: p.metadata.name.clone().unwrap_or_default(),
+            uid: p.metadata.uid.clone().unwrap_or_default(),
+            revision: p
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(oracle::claims::REVISION_LABEL))
+                .cloned()
+                .unwrap_or_default(),
+        })
+        .collect()
 }
