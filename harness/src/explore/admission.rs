@@ -226,10 +226,10 @@ impl Explorer<'_> {
                 set: Default::default(),
             }]),
         );
-        let results = self
+        let ran = self
             .admit_all(&self.cell, s, &trials, Some(deadline))
             .await?;
-        trials.truncate(results.len());
+        let (trials, results) = self.kept(s, trials, ran, true)?;
         Ok(Ran {
             trials,
             results,
@@ -315,7 +315,7 @@ impl Explorer<'_> {
             })
             .collect();
         let rows = trial::covering_rows(&fields, &mut Rng::new(self.options.seed, u64::MAX));
-        let mut row_trials: Vec<Trial> = rows
+        let row_trials: Vec<Trial> = rows
             .into_iter()
             .map(|set| {
                 next(vec![Step::Create {
@@ -323,10 +323,10 @@ impl Explorer<'_> {
                 }])
             })
             .collect();
-        let mut results = self
+        let ran = self
             .admit_all(&self.cell, s, &row_trials, Some(deadline))
             .await?;
-        row_trials.truncate(results.len());
+        let (row_trials, mut results) = self.kept(s, row_trials, ran, false)?;
         if compared {
             self.compare(s, &row_trials, &mut results).await;
         }
@@ -381,7 +381,9 @@ impl Explorer<'_> {
                 return;
             }
         };
+        // A trial the baseline could not run is not compared.
         for ((t, ours), theirs) in trials.iter().zip(outcomes.iter_mut()).zip(theirs) {
+            let Ok(theirs) = theirs else { continue };
             ours.findings.extend(oracle::release(
                 s,
                 &t.fields(),
@@ -402,7 +404,7 @@ impl Explorer<'_> {
         s: &Subject,
         trials: &[Trial],
         deadline: Option<Instant>,
-    ) -> anyhow::Result<Vec<exec::Outcome>> {
+    ) -> anyhow::Result<Vec<anyhow::Result<exec::Outcome>>> {
         let ns = cell.namespace(s).await?;
         let results: Vec<Option<anyhow::Result<exec::Outcome>>> = futures::stream::iter(trials)
             .enumerate()
@@ -421,7 +423,63 @@ impl Explorer<'_> {
             .collect()
             .await;
         cell.drop_namespace(&ns, s).await;
-        results.into_iter().map_while(|r| r).collect()
+        Ok(results.into_iter().map_while(|r| r).collect())
+    }
+
+    /// [`ran_alone`], what it leaves out said.
+    fn kept(
+        &self,
+        s: &Subject,
+        trials: Vec<Trial>,
+        ran: Vec<anyhow::Result<exec::Outcome>>,
+        seed_first: bool,
+    ) -> anyhow::Result<(Vec<Trial>, Vec<exec::Outcome>)> {
+        let (trials, outcomes, failed) = ran_alone(trials, ran, seed_first)?;
+        if let Some((n, first)) = failed {
+            (self.book.say)(format!(
+                "{}: {n} admission trial(s) did not run and are left out, the exploration goes \
+                 on (the first: {first})",
+                s.name
+            ));
+        }
+        Ok((trials, outcomes))
+    }
+}
+
+/// The trials kept, their outcomes, and how many were left out with the first one's error.
+type Kept = (Vec<Trial>, Vec<exec::Outcome>, Option<(usize, String)>);
+
+/// `trials` and the outcomes of those that ran (`ran`: the first ones of `trials`, in order),
+/// less those that failed to run (an API error, a harness panic): a trial that did not run
+/// says nothing of the controller, and the others are judged. With how many failed and the
+/// first one's error. An error when every one failed, or, when `seed_first`, the first (the
+/// seed object alone, which the others are read against).
+fn ran_alone(
+    trials: Vec<Trial>,
+    ran: Vec<anyhow::Result<exec::Outcome>>,
+    seed_first: bool,
+) -> anyhow::Result<Kept> {
+    let (mut kept, mut outcomes, mut failed) = (vec![], vec![], None::<(usize, String)>);
+    let mut last = None;
+    for (i, (t, r)) in trials.into_iter().zip(ran).enumerate() {
+        match r {
+            Ok(out) => {
+                kept.push(t);
+                outcomes.push(out);
+            }
+            Err(e) if i == 0 && seed_first => {
+                return Err(e.context("its seed object's admission trial did not run"));
+            }
+            Err(e) => {
+                let f = failed.get_or_insert_with(|| (0, format!("trial {}: {e:#}", t.index)));
+                f.0 += 1;
+                last = Some(e);
+            }
+        }
+    }
+    match last {
+        Some(e) if kept.is_empty() => Err(e.context("no admission trial of it ran")),
+        _ => Ok((kept, outcomes, failed)),
     }
 }
 
@@ -458,6 +516,42 @@ fn owed_to_seed(t: &Trial, out: &exec::Outcome, seed: Option<&str>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_admission_trial_that_did_not_run_is_left_out_and_the_others_judged() {
+        let trial = |index: u64| Trial {
+            subject: "S".into(),
+            mode: Mode::Admission,
+            seed: 1,
+            index,
+            steps: vec![],
+        };
+        let ok = |n: usize| -> anyhow::Result<exec::Outcome> {
+            Ok(exec::Outcome {
+                log: vec![format!("ran {n}")],
+                ..Default::default()
+            })
+        };
+        let failed =
+            || -> anyhow::Result<exec::Outcome> { Err(anyhow::anyhow!("connection reset")) };
+        // The third of four did not run; the last was not started (past the deadline).
+        let (kept, outcomes, left) = ran_alone(
+            (0..4).map(trial).collect(),
+            vec![ok(0), ok(1), failed()],
+            true,
+        )
+        .unwrap();
+        assert_eq!(kept.iter().map(|t| t.index).collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(outcomes[1].log, ["ran 1"]);
+        assert_eq!(left, Some((1, "trial 2: connection reset".to_string())));
+        // The seed object's trial, which the others are read against: the subject's error.
+        let e = ran_alone((0..2).map(trial).collect(), vec![failed(), ok(1)], true).unwrap_err();
+        assert!(format!("{e:#}").contains("seed object"), "{e:#}");
+        // Covering rows have no seed trial first; none that ran is an error.
+        assert!(ran_alone((0..2).map(trial).collect(), vec![failed(), ok(1)], false).is_ok());
+        assert!(ran_alone((0..2).map(trial).collect(), vec![failed(), failed()], false).is_err());
+        assert!(ran_alone(vec![], vec![], false).unwrap().0.is_empty());
+    }
 
     #[test]
     fn a_subjects_own_fields_start_before_its_templates_and_its_targets() {
