@@ -340,6 +340,15 @@ impl Model {
                     _ => (at_rev.clone(), true),
                 };
                 match s.partition_breach(&baseline) {
+                    // A controller is judged on what it did once it observed the spec: pods it
+                    // made or updated at the update revision before it caught up with the
+                    // latest generation (a partition raised a moment before, seen by it only
+                    // after) stand, as those a lower partition allowed do.
+                    Some(_) if !w.caught_up() => {
+                        let mut grown = baseline;
+                        grown.extend(at_rev);
+                        baselines.push((w.uid.clone(), (rev.to_string(), grown)));
+                    }
                     Some(what) => {
                         instant.push(held(rules::PARTITION, what));
                         if first {
@@ -770,6 +779,49 @@ mod tests {
         );
         let seen: Vec<(i64, i64)> = plot.points.iter().map(|&(_, v, b)| (v, b)).collect();
         assert_eq!(seen, [(2, 2), (3, 2)]);
+    }
+
+    #[test]
+    fn a_partition_judges_only_what_the_controller_did_once_it_observed_it() {
+        let mut m = Model::default();
+        let mut w = cloneset(2);
+        w.spec = json!({"replicas": 2});
+        w.status = json!({"observedGeneration": 1, "replicas": 2, "readyReplicas": 2,
+                          "updatedReplicas": 0, "currentRevision": "web-a", "updateRevision": "web-b"});
+        m.apply(Change::Workload(Box::new(w.clone())));
+        let mut p = pod();
+        let at = |p: &mut Pod, name: &str, rev: &str| {
+            p.metadata.name = Some(name.into());
+            p.metadata.uid = Some(format!("{name}-uid"));
+            p.metadata.labels = Some([("controller-revision-hash".into(), rev.into())].into());
+        };
+        at(&mut p, "web-1", "web-a");
+        m.apply(Change::Pod(Box::new(p.clone())));
+        let now = Instant::now();
+        let s = Settings::with_liveness(Duration::from_secs(60));
+        m.evaluate(now, &s);
+        // The partition rises to keep both pods; before the controller observed it, it made a
+        // pod at the update revision from the spec it knew: not the partition's breach.
+        w.generation = Some(2);
+        w.spec["updateStrategy"] = json!({"partition": 2});
+        m.apply(Change::Workload(Box::new(w.clone())));
+        at(&mut p, "web-2", "web-b");
+        m.apply(Change::Pod(Box::new(p.clone())));
+        m.evaluate(now, &s);
+        assert!(m.take_suspects().is_empty());
+        w.status["observedGeneration"] = json!(2);
+        m.apply(Change::Workload(Box::new(w)));
+        m.evaluate(now, &s);
+        assert!(m.take_suspects().is_empty(), "the pod made before stands");
+        // Once it observed the partition, the old pod replaced by one at the update revision
+        // breaches it.
+        m.apply(Change::PodGone("web-1-uid".into()));
+        at(&mut p, "web-3", "web-b");
+        m.apply(Change::Pod(Box::new(p)));
+        m.evaluate(now, &s);
+        let held = m.take_suspects();
+        assert_eq!(held.len(), 1, "{held:?}");
+        assert_eq!(held[0].0.0, rules::PARTITION);
     }
 
     #[test]
