@@ -35,11 +35,17 @@ pub struct ClaimedPod {
 }
 
 /// Whether the update strategy of `spec` updates pods in place only (a pod is never replaced
-/// to bring it to a new revision, so its claims stay whatever changed).
+/// to bring it to a new revision, so its claims stay whatever changed): a value of it, at any
+/// depth (a strategy's `type`, a rolling update's pod update policy), that says so.
 fn in_place_only(spec: &Value) -> bool {
-    spec["updateStrategy"]["type"]
-        .as_str()
-        .is_some_and(|t| t.starts_with("InPlace") && t.ends_with("Only"))
+    fn says(v: &Value) -> bool {
+        match v {
+            Value::String(t) => t.starts_with("InPlace") && t.ends_with("Only"),
+            Value::Object(m) => m.values().any(says),
+            _ => false,
+        }
+    }
+    says(&spec["updateStrategy"])
 }
 
 /// O2 on the claims of a workload whose claim templates a trial changed (`changed`, taken then):
@@ -255,6 +261,9 @@ mod tests {
         // A strategy that only updates in place keeps the claims.
         let only = spec("InPlaceOnly", "2Gi");
         assert!(claims_follow(&only, AT, &changed(), &revisions(), &moved, &old).is_empty());
+        let mut policy = spec("RollingUpdate", "2Gi");
+        policy["updateStrategy"]["rollingUpdate"] = json!({"podUpdatePolicy": "InPlaceOnly"});
+        assert!(claims_follow(&policy, AT, &changed(), &revisions(), &moved, &old).is_empty());
         // A claim that already holds what the template declares, written otherwise.
         let same = claims(&[("data-x-a", "2048Mi")]);
         assert!(claims_follow(&s, AT, &changed(), &revisions(), &moved, &same).is_empty());
