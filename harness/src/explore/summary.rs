@@ -149,3 +149,46 @@ pub fn read_summary(dir: &std::path::Path) -> anyhow::Result<Summary> {
     let text = std::fs::read_to_string(&p).with_context(|| format!("read {}", p.display()))?;
     serde_json::from_str(&text).with_context(|| format!("parse {}", p.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gate_set_run_reads_as_its_cells_merged_and_a_plain_one_as_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let cell = |seconds: f64| Summary {
+            controller: "openkruise@v1.9.0".into(),
+            seconds,
+            ..Summary::default()
+        };
+        let cells = super::super::gates::Cells {
+            cells: vec![super::super::gates::CellRun {
+                on: Default::default(),
+                budget: 60.0,
+                dir: "cells/01-defaults".into(),
+                summary: Some(cell(70.0)),
+                error: None,
+            }],
+            ..Default::default()
+        };
+        super::super::gates::write(dir.path(), &cells).unwrap();
+        let read = read_summary(dir.path()).unwrap();
+        assert_eq!(
+            (read.controller.as_str(), read.seconds),
+            ("openkruise@v1.9.0", 70.0)
+        );
+        // No cell ran: said, not an empty exploration.
+        let none = super::super::gates::Cells::default();
+        super::super::gates::write(dir.path(), &none).unwrap();
+        let e = read_summary(dir.path()).unwrap_err();
+        assert!(format!("{e:#}").contains("no cell"), "{e:#}");
+        // A plain exploration's own explore.json comes first.
+        std::fs::write(
+            dir.path().join("explore.json"),
+            serde_json::to_string(&cell(5.0)).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(read_summary(dir.path()).unwrap().seconds, 5.0);
+    }
+}
