@@ -79,11 +79,21 @@ impl Cell<'_> {
                     let theirs = match &twin {
                         Some((_, api)) => {
                             let set = resolved(set, ns, tname);
-                            match update_patch(api, tname, &set, |k| s.twin_path(k)).await {
-                                Some(p) => {
-                                    Some(answer(api.patch(tname, &params, &Patch::Merge(&p)).await))
+                            let held = match api.get(tname).await {
+                                Ok(o) => serde_json::to_value(o)?,
+                                Err(_) => Value::Null,
+                            };
+                            if let Some(k) = removes_nothing(&held, &set, |k| s.twin_path(k)) {
+                                Some(Answer::UnknownField(format!(
+                                    "the twin holds no {k} to remove"
+                                )))
+                            } else {
+                                match update_patch(api, tname, &set, |k| s.twin_path(k)).await {
+                                    Some(p) => Some(answer(
+                                        api.patch(tname, &params, &Patch::Merge(&p)).await,
+                                    )),
+                                    None => None,
                                 }
-                                None => None,
                             }
                         }
                         None => None,
@@ -132,9 +142,13 @@ impl Cell<'_> {
         (ns, tname): (&str, &str),
         params: &PatchParams,
     ) -> anyhow::Result<Option<Answer>> {
-        let Some(o) = object(resolve(&t.seed.make(tname), ns, tname), own, |k| {
-            s.twin_path(k)
-        }) else {
+        let seed = resolve(&t.seed.make(tname), ns, tname);
+        if let Some(k) = removes_nothing(&seed, own, |k| s.twin_path(k)) {
+            return Ok(Some(Answer::UnknownField(format!(
+                "the twin's seed holds no {k} to remove"
+            ))));
+        }
+        let Some(o) = object(seed, own, |k| s.twin_path(k)) else {
             return Ok(None);
         };
         // The twin's target, with the target's fields at its twin's paths; one it cannot be
@@ -161,5 +175,53 @@ impl Cell<'_> {
             ))));
         }
         Ok(Some(answer(r)))
+    }
+}
+
+/// The first field of `set` made absent (null) that `held` (the twin's object, or its seed)
+/// does not hold at its twin's path (`twin_path`): removing what is not there changes nothing,
+/// so the twin's answer says nothing of the subject's (a field of the subject's seed that the
+/// twin's has not, a claim template beside a Deployment, say). None when every removed field is
+/// there, or has no twin path (not compared anyway).
+fn removes_nothing(
+    held: &Value,
+    set: &Fields,
+    twin_path: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    set.iter()
+        .filter(|(_, v)| v.is_null())
+        .filter_map(|(k, _)| twin_path(k).map(|p| (k, p)))
+        .find(|(_, p)| crate::explore::path::get(held, p).is_null())
+        .map(|(k, _)| k.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn removing_what_the_twin_does_not_hold_is_not_compared() {
+        let twin = json!({"spec": {"replicas": 2, "template": {"spec": {}}}});
+        let set = |k: &str, v: Value| Fields::from([(k.to_string(), v)]);
+        let same = |k: &str| Some(k.to_string());
+        assert_eq!(
+            removes_nothing(&twin, &set("spec.volumeClaimTemplates", Value::Null), same),
+            Some("spec.volumeClaimTemplates".to_string())
+        );
+        // The twin holds it: removing it is compared.
+        assert_eq!(
+            removes_nothing(&twin, &set("spec.replicas", Value::Null), same),
+            None
+        );
+        // A value set, not removed; a field with no twin path.
+        assert_eq!(
+            removes_nothing(&twin, &set("spec.volumeClaimTemplates", json!([])), same),
+            None
+        );
+        assert_eq!(
+            removes_nothing(&twin, &set("spec.x", Value::Null), |_| None),
+            None
+        );
     }
 }
