@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use super::broadcastjob::{exiting_main, job_spec};
 use super::common::*;
 use crate::scenario::wait::{Check, until};
-use crate::scenario::{Ctx, Scenario, status};
+use crate::scenario::{Ctx, FINDING, Scenario, status};
 
 const API: &str = "apps.kruise.io/v1alpha1";
 const KIND: &str = "AdvancedCronJob";
@@ -88,7 +88,76 @@ pub fn scenarios() -> Vec<Scenario> {
             &["advancedcronjob", "validation", "time-zone"],
             |ctx| validation(ctx).boxed(),
         ),
+        Scenario::new(
+            "advancedcronjob/every-served-version-refuses-a-job-template-that-always-restarts",
+            "a jobTemplate whose pods restart Always (which no Job may have), asked through each API version the CRD serves, is refused as a CronJob's is",
+            &["advancedcronjob", "api-versions", "validation", "job"],
+            |ctx| job_restart_policy(ctx).boxed(),
+        ),
     ]
+}
+
+/// A job template whose pods have restart policy `policy`.
+fn job_template(policy: &str) -> Value {
+    json!({"spec": {"template": {"metadata": {"labels": {"app": "restarts"}},
+        "spec": {"restartPolicy": policy, "containers": [exiting_main()]}}}})
+}
+
+async fn job_restart_policy(ctx: Ctx) -> anyhow::Result<()> {
+    let control = ctx
+        .step("a CronJob's answer (the control)", async {
+            let cronjob = json!({"apiVersion": "batch/v1", "kind": "CronJob",
+                "metadata": {"name": "restarts"},
+                "spec": {"schedule": "*/5 * * * *", "jobTemplate": job_template("Always")}});
+            match ctx.admits(&cronjob).await {
+                Ok(()) => {
+                    bail!("the control: a CronJob whose job pods restart Always was admitted")
+                }
+                Err(e) => Ok(refusal(e).to_string()),
+            }
+        })
+        .await?;
+    let versions = ctx
+        .step("the versions the CRD serves", async {
+            let crds: kube::api::Api<
+                k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+            > = kube::api::Api::all(ctx.client.clone());
+            let crd = serde_json::to_value(crds.get("advancedcronjobs.apps.kruise.io").await?)?;
+            let served: Vec<String> = crd["spec"]["versions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|v| v["served"] == json!(true))
+                .filter_map(|v| v["name"].as_str().map(String::from))
+                .collect();
+            ensure!(!served.is_empty(), "the CRD serves no version");
+            Ok(served)
+        })
+        .await?;
+    let mut findings = vec![];
+    for version in &versions {
+        // Valid the other way: the same template restarting Never is admitted.
+        for (policy, refused) in [("Never", false), ("Always", true)] {
+            let mut o = cron(
+                "restarts",
+                json!({"jobTemplate": job_template(policy)}),
+                json!({}),
+            );
+            o["apiVersion"] = json!(format!("apps.kruise.io/{version}"));
+            match (ctx.admits(&o).await, refused) {
+                (Ok(()), true) => findings.push(format!(
+                    "{FINDING}job-restart-policy-always: AdvancedCronJob admitted through apps.kruise.io/{version} with spec.template.jobTemplate.spec.template.spec.restartPolicy Always, where a CronJob is refused ({control}); every Job it would make is refused"
+                )),
+                (Err(e), false) => bail!(
+                    "AdvancedCronJob through apps.kruise.io/{version} with restartPolicy {policy} refused: {}",
+                    refusal(e)
+                ),
+                _ => {}
+            }
+        }
+    }
+    ensure!(findings.is_empty(), "{}", findings.join("\n"));
+    Ok(())
 }
 
 /// An AdvancedCronJob `name` on [`EVERY`] with `template` and `extra` merged into its spec.
