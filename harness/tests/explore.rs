@@ -700,59 +700,50 @@ async fn a_claim_template_change_reaches_the_claims_or_the_rule_on_claims_fires(
             .collect()
     };
 
-    let cloneset = subject(names[0]);
-    let out = cell
-        .run(
-            &cloneset,
-            &trial(
-                names[0],
-                Fields::from([(
-                    "spec.updateStrategy.type".to_string(),
-                    json!("InPlaceIfPossible"),
-                )]),
-            ),
-        )
-        .await
-        .expect("the trial runs");
-    let log = out.log.join("\n");
-    eprintln!("{log}");
-    assert!(
-        log.contains("claim templates changed: 2 live pod(s)"),
-        "{log}"
-    );
+    // Each trial changes the claim templates with both pods live.
+    let run = async |name: &str, create: Fields| {
+        let out = cell
+            .run(&subject(name), &trial(name, create))
+            .await
+            .expect("the trial runs");
+        let log = out.log.join("\n");
+        eprintln!("{log}");
+        assert!(
+            log.contains("claim templates changed: 2 live pod(s)"),
+            "{log}"
+        );
+        out
+    };
+
+    let out = run(
+        names[0],
+        Fields::from([(
+            "spec.updateStrategy.type".to_string(),
+            json!("InPlaceIfPossible"),
+        )]),
+    )
+    .await;
     assert!(
         claims(&out).is_empty(),
         "the CloneSet replaced its pods, whose claims follow: {:#?}",
         out.findings
     );
 
-    let stateful = subject(names[1]);
-    let out = cell
-        .run(
-            &stateful,
-            &trial(
-                names[1],
-                Fields::from([
-                    (
-                        "spec.updateStrategy.rollingUpdate.podUpdatePolicy".to_string(),
-                        json!("InPlaceIfPossible"),
-                    ),
-                    // What an update in place of a StatefulSet's pods asks of its template.
-                    (
-                        "spec.template.spec.readinessGates".to_string(),
-                        json!([{"conditionType": "InPlaceUpdateReady"}]),
-                    ),
-                ]),
+    let out = run(
+        names[1],
+        Fields::from([
+            (
+                "spec.updateStrategy.rollingUpdate.podUpdatePolicy".to_string(),
+                json!("InPlaceIfPossible"),
             ),
-        )
-        .await
-        .expect("the trial runs");
-    let log = out.log.join("\n");
-    eprintln!("{log}");
-    assert!(
-        log.contains("claim templates changed: 2 live pod(s)"),
-        "{log}"
-    );
+            // What an update in place of a StatefulSet's pods asks of its template.
+            (
+                "spec.template.spec.readinessGates".to_string(),
+                json!([{"conditionType": "InPlaceUpdateReady"}]),
+            ),
+        ]),
+    )
+    .await;
     let found = claims(&out);
     assert!(
         found

@@ -77,6 +77,17 @@ fn assign(obj: &mut Value, path: &str, value: Value, null_removes: bool) -> Resu
     Ok(())
 }
 
+/// The path of the object that holds `path`'s last field (`spec` for `spec.template`).
+pub fn parent(path: &str) -> &str {
+    path.rsplit_once('.').map_or("", |(p, _)| p)
+}
+
+/// Where a workload whose pod template is at `template` declares its claim templates: beside
+/// it (`spec.volumeClaimTemplates` for `spec.template`).
+pub fn claims_at(template: &str) -> String {
+    format!("{}.volumeClaimTemplates", parent(template))
+}
+
 /// The value at `path` in `obj` (see [`set`]), or null.
 pub fn get<'a>(obj: &'a Value, path: &str) -> &'a Value {
     let mut at = obj;

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 pub use self::derive::{served, subjects};
-pub use super::path::{NAME, NAMESPACE, get, put, set};
+pub use super::path::{NAME, NAMESPACE, claims_at, get, parent, put, set};
 pub use super::schema::{COPIED_LABEL, embedded_values};
 use super::trial::{Fields, Op, Perturbation, Rng, Watched, meets};
 

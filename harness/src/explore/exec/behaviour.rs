@@ -10,7 +10,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, DynamicObject, ListParams, Patch};
 
-use super::observe::claims_path;
 use super::{
     Cell, Outcome, Side, TWIN, Undo, answer, api_for, object, of_twin, resolved, scoped_name,
     strict, update_patch,
@@ -315,7 +314,7 @@ impl Cell<'_> {
         };
         // A change of the workload's claim templates: what its pods are then, for the rule
         // on the claims they get ([`oracle::claims_follow`]).
-        let claims = claims_path(&ours.workload);
+        let claims = crate::explore::subject::claims_at(&ours.workload.template);
         if matches!(a, Answer::Admitted)
             && (own.is_empty() || s.target.is_none())
             && set.keys().any(|k| k.starts_with(&claims))

@@ -33,11 +33,7 @@ impl Cell<'_> {
         let uid = o.metadata.uid.unwrap_or_default();
         self.pods(ns, &uid, &s.via)
             .await
-            .map(|p| {
-                p.iter()
-                    .filter(|p| p.metadata.deletion_timestamp.is_none())
-                    .count()
-            })
+            .map(|p| live(&p).len())
             .unwrap_or(0)
     }
 
@@ -151,9 +147,9 @@ impl Cell<'_> {
         let first = subject::get(&obj, &format!("{}.spec.containers[0].name", s.template))
             .as_str()
             .map(String::from);
-        let views: Vec<PodView> = pods
+        let live = live(&pods);
+        let views: Vec<PodView> = live
             .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
             .map(|p| PodView {
                 name: p.metadata.name.clone().unwrap_or_default(),
                 image: p
@@ -175,14 +171,10 @@ impl Cell<'_> {
         if let Some(changed) = changed
             && s.via.is_empty()
         {
-            let live: Vec<&Pod> = pods
-                .iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .collect();
             match self.claims(ns).await {
                 Ok(claims) => out.extend(oracle::claims_follow(
-                    subject::get(&obj, parent(&s.template)),
-                    &claims_path(s),
+                    subject::get(&obj, subject::parent(&s.template)),
+                    &subject::claims_at(&s.template),
                     changed,
                     &revisions,
                     &claimed(&live),
@@ -226,12 +218,8 @@ impl Cell<'_> {
         let uid = api.get(name).await.ok()?.metadata.uid?;
         let pods = self.pods(ns, &uid, &s.via).await.ok()?;
         let revisions = self.revisions(ns, &uid).await.ok()?;
-        let live: Vec<&Pod> = pods
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .collect();
         Some(oracle::ClaimsChanged {
-            pods: claimed(&live)
+            pods: claimed(&live(&pods))
                 .into_iter()
                 .map(|p| (p.uid, p.revision))
                 .collect(),
@@ -336,14 +324,11 @@ impl Cell<'_> {
     }
 }
 
-/// The path of the object that holds `path`'s last field.
-fn parent(path: &str) -> &str {
-    path.rsplit_once('.').map_or("", |(p, _)| p)
-}
-
-/// Where workload `s` declares its claim templates: beside its pod template.
-pub(super) fn claims_path(s: &Subject) -> String {
-    format!("{}.volumeClaimTemplates", parent(&s.template))
+/// The pods of `pods` not being deleted.
+fn live(pods: &[Pod]) -> Vec<&Pod> {
+    pods.iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect()
 }
 
 /// The pods as the rule on claims sees them.

@@ -36,7 +36,7 @@ use crate::explore::openapi::Doc;
 
 mod source;
 
-use source::{Source, Version, parent};
+use source::{Source, Version};
 
 /// The subjects a cell serves: derived from its CRDs (`group/Kind` → CRD, as JSON) and its
 /// OpenAPI `doc` (the built-in kinds' schemas), in rounds (see the module's doc).
@@ -52,7 +52,7 @@ pub fn subjects() -> Vec<Subject> {
 /// `seed` with a claim template `data`, at the object that holds the pod template at
 /// `template`, mounted by the template's first container at `/data`.
 fn with_claims(seed: Seed, template: &str) -> Seed {
-    let claims = format!("{}.volumeClaimTemplates", parent(template));
+    let claims = super::claims_at(template);
     let mounts = format!("{template}.spec.containers[0].volumeMounts");
     Seed::new(move |n| {
         let mut o = seed.make(n);

@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use crate::explore::openapi::Doc;
 use crate::explore::schema::{self, Shape};
-use crate::explore::subject::Subject;
 use crate::explore::subject::catalog::{Union, WORKLOADS, Workload};
+use crate::explore::subject::{Subject, claims_at};
 use crate::explore::trial::Fields;
 
 /// Where the kinds' schemas come from.
@@ -71,11 +71,6 @@ fn holds(spec: &Value) -> Option<String> {
         .map(String::from)
 }
 
-/// The path of the object that holds `path`'s last field.
-pub(super) fn parent(path: &str) -> &str {
-    path.rsplit_once('.').map_or("", |(p, _)| p)
-}
-
 impl<'a> Source<'a> {
     /// The versions of kind `kind` (whose seed is written for `api_version`) it serves, the
     /// plain one first; a built-in kind's only version.
@@ -122,7 +117,7 @@ impl<'a> Source<'a> {
 
     /// Whether workload `w` in version `v` has claim templates beside its pod template.
     pub(super) fn claims(&self, w: &Workload, v: &Version<'_>) -> bool {
-        let at = format!("{}.volumeClaimTemplates", parent(w.template));
+        let at = claims_at(w.template);
         match self {
             Source::Known => false,
             Source::Cell { doc, .. } if w.builtin => doc
