@@ -532,7 +532,8 @@ async fn a_copying_kind_follows_its_targets_and_makes_a_deleted_copy_again() {
 }
 
 /// [`Op::Retag`] changes only the labels and annotations of the resource a copying kind
-/// distributes: alone, on the default release, the copies never follow (#2557, open
+/// distributes: alone, after the trial settles with its copies made, on the default release,
+/// the copies never follow (#2557, open
 /// upstream; ledger `kruise-resourcedistribution-resource-labels-not-propagated`), and the
 /// copy oracle says so on labels and annotations, never on the data; the same change followed
 /// by a change of the data reaches the copies, and nothing fires. When a default release fixes
@@ -552,7 +553,10 @@ async fn a_retag_alone_changes_the_metadata_a_copy_oracle_judges() {
         mode: Mode::Behaviour,
         seed: 0,
         index,
-        steps: std::iter::once(Step::Create { set: Fields::new() })
+        // The copies exist before the retag: without the settle, a controller that reads the
+        // object only after the retag makes its first copies with the new metadata already.
+        steps: [Step::Create { set: Fields::new() }, Step::Settle]
+            .into_iter()
             .chain(ops.iter().map(|&op| Step::Operate { op }))
             .collect(),
     };
@@ -562,6 +566,10 @@ async fn a_retag_alone_changes_the_metadata_a_copy_oracle_judges() {
         .expect("the trial runs");
     let log = alone.log.join("\n");
     eprintln!("{log}");
+    assert!(
+        alone.log.iter().any(|l| l.starts_with("settle: settled")),
+        "the copies were made before the retag: {log}"
+    );
     let keys: Vec<&str> = alone.findings.iter().map(|f| f.key.as_str()).collect();
     assert!(!keys.is_empty(), "the copies followed a retag alone: {log}");
     for f in &alone.findings {
