@@ -118,21 +118,10 @@ async fn job_restart_policy(ctx: Ctx) -> anyhow::Result<()> {
         })
         .await?;
     let versions = ctx
-        .step("the versions the CRD serves", async {
-            let crds: kube::api::Api<
-                k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-            > = kube::api::Api::all(ctx.client.clone());
-            let crd = serde_json::to_value(crds.get("advancedcronjobs.apps.kruise.io").await?)?;
-            let served: Vec<String> = crd["spec"]["versions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|v| v["served"] == json!(true))
-                .filter_map(|v| v["name"].as_str().map(String::from))
-                .collect();
-            ensure!(!served.is_empty(), "the CRD serves no version");
-            Ok(served)
-        })
+        .step(
+            "the versions the CRD serves",
+            served_versions(&ctx, "advancedcronjobs.apps.kruise.io"),
+        )
         .await?;
     let mut findings = vec![];
     for version in &versions {

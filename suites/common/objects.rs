@@ -1,7 +1,7 @@
 //! Pods and objects as the lifecycle suites read them: [`wait_pods`], the wait over a workload
 //! and its pods every such suite shares, the small readers of a pod (its name, a label,
 //! readiness, revision) and of a status (a count, a text, whether the controller observed the
-//! latest generation), and [`merge`], the JSON merge the suites build manifests with.
+//! latest generation), the versions a CRD serves ([`served_versions`]), and [`merge`], the JSON merge the suites build manifests with.
 
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -144,6 +144,24 @@ pub fn text(o: &DynamicObject, field: &str) -> String {
 /// Whether the controller has observed the object's latest generation.
 pub fn observed(o: &DynamicObject) -> bool {
     status(o)["observedGeneration"].as_i64() >= o.metadata.generation
+}
+
+/// The API versions the CustomResourceDefinition `crd` (its name, `plural.group`) serves; an
+/// error when it serves none.
+pub async fn served_versions(ctx: &Ctx, crd: &str) -> anyhow::Result<Vec<String>> {
+    let crds: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(ctx.client.clone());
+    let crd_value = serde_json::to_value(crds.get(crd).await?)?;
+    let served: Vec<String> = crd_value["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["served"] == Value::Bool(true))
+        .filter_map(|v| v["name"].as_str().map(String::from))
+        .collect();
+    anyhow::ensure!(!served.is_empty(), "the CRD {crd} serves no version");
+    Ok(served)
 }
 
 /// JSON merge of `patch` into `target` (objects merge, everything else replaces).

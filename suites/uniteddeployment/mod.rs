@@ -1,6 +1,9 @@
 //! UnitedDeployment (`apps.kruise.io/v1alpha1`): one workload per subset of nodes, from one
 //! template of each kind. Start with [`scenarios`]: a table over the template kinds and the
-//! forms of subset replicas (named [`Case`]s), then manual update partitions per subset.
+//! forms of subset replicas (named [`Case`]s), then manual update partitions per subset;
+//! what its webhook admits of each template kind is in [`validation`].
+
+pub mod validation;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -227,6 +230,9 @@ pub fn scenarios() -> Vec<Scenario> {
         // Releases that panic on such a selector restart the controller on every sync.
         .alone(),
     ]
+    .into_iter()
+    .chain(validation::scenarios())
+    .collect()
 }
 
 /// A selector of `matchExpressions` alone: refused, or a controller that makes its subsets.
