@@ -183,10 +183,17 @@ async fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
         dir.display()
     );
     let say = |line: String| eprintln!("{line}");
-    if args.gate_sets == "pairwise" {
-        let cells =
-            crate::explore::gates::explore_gate_sets(&options, &provider, &toolchain(), &say)
-                .await?;
+    let profiles = args.cell_profiles(options.kubernetes);
+    if args.gate_sets == "pairwise" || !profiles.is_empty() {
+        let cells = crate::explore::gates::explore_cells(
+            &options,
+            &profiles,
+            args.gate_sets == "pairwise",
+            &provider,
+            &toolchain(),
+            &say,
+        )
+        .await?;
         for c in &cells.cells {
             if let Some(summary) = &c.summary {
                 let cell_dir = dir.join(&c.dir);

@@ -1,4 +1,5 @@
-//! The release's own feature gates as a dimension of exploration (`--gate-sets pairwise`).
+//! The release's own feature gates as a dimension of exploration (`--gate-sets pairwise`),
+//! and the catalog's cluster profiles as another (`--profiles all`).
 //!
 //! What a release keeps behind a gate that is off by default is never reached by a cell at
 //! its default gates. The gates come from the release itself: every gate it registers with
@@ -6,9 +7,12 @@
 //! off (it does not run with them: [`crate::controller::Controller::ci_gates`]) and those the
 //! user set. Over the rest, each either at its default or turned on, the cells cover every
 //! pair of two gates' settings ([`super::trial::covering_rows`]); the default cell comes
-//! first. The cells run one after another, each with its share of the budget
-//! ([`shares`]), each into a directory of its own; a cell that does not start is a result
-//! of its own (the gates it had and why), and the others go on.
+//! first. What a release does only on a cluster with some Kubernetes feature gate on is never
+//! reached on a cell without it: the profiles are the catalog's own (each the control-plane
+//! gates some of its scenarios need), and each gets a cell ([`plan`]). The cells run one after
+//! another, each with its share of the budget ([`shares`]), each into a directory of its own;
+//! a cell that does not start is a result of its own (the gates it had and why), and the
+//! others go on.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -86,9 +90,59 @@ pub fn shares(budget: Duration, cells: usize) -> Vec<Duration> {
     out
 }
 
-/// One cell of a gate-set exploration.
+/// A cluster profile a cell runs on: its name and the control-plane gates it turns on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Profile {
+    /// Its name in the catalog (`default`, or one named after its gates).
+    pub name: String,
+    /// Its Kubernetes feature gates.
+    pub gates: BTreeMap<String, bool>,
+}
+
+/// A cell to explore: the cluster profile it runs on (none: the options' own cluster) and the
+/// release's gates it turns on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Planned {
+    /// The cluster profile, by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// The release's gates it turns on.
+    pub on: BTreeSet<String>,
+}
+
+/// The cells in the order they run: the default cell (the first profile, the release's
+/// default gates); then each other profile at the default gates; then each gate set of `sets`
+/// after its first (the default set), on each profile in turn. Each value of one dimension
+/// is thus met at the other's default before any combination. No profiles: the options' own
+/// cluster.
+pub fn plan(profiles: &[Profile], sets: &[BTreeSet<String>]) -> Vec<Planned> {
+    let names: Vec<Option<String>> = match profiles.is_empty() {
+        true => vec![None],
+        false => profiles.iter().map(|p| Some(p.name.clone())).collect(),
+    };
+    let default_set = sets.first().cloned().unwrap_or_default();
+    let mut out: Vec<Planned> = names
+        .iter()
+        .map(|p| Planned {
+            profile: p.clone(),
+            on: default_set.clone(),
+        })
+        .collect();
+    for on in sets.iter().skip(1) {
+        out.extend(names.iter().map(|p| Planned {
+            profile: p.clone(),
+            on: on.clone(),
+        }));
+    }
+    out
+}
+
+/// One cell of a gate-set or profile exploration.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CellRun {
+    /// The cluster profile it ran on (none: the options' own cluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
     /// The gates it turned on beyond the options' own (none: the default cell).
     pub on: BTreeSet<String>,
     /// Its budget, in seconds.
@@ -103,15 +157,18 @@ pub struct CellRun {
     pub error: Option<String>,
 }
 
-/// What a gate-set exploration did: the dimension and each cell.
+/// What a gate-set or profile exploration did: the dimensions and each cell.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Cells {
     /// The gates of the dimension ([`factors`]).
     pub factors: Vec<String>,
+    /// The cluster profiles of the dimension, by name (none: the options' own cluster).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub profiles: Vec<String>,
     /// The cells that ran or failed to, in order.
     pub cells: Vec<CellRun>,
-    /// The gate sets the budget left out.
-    pub left_out: Vec<BTreeSet<String>>,
+    /// The cells the budget left out.
+    pub left_out: Vec<Planned>,
 }
 
 impl Cells {
@@ -149,9 +206,7 @@ impl Cells {
     /// reason a cell did not run.
     pub fn markdown(&self) -> String {
         let mut out = format!(
-            "## Gate sets\n\nThe release's gates off by default ({}): {}.\n\n\
-             | cell | gates on | budget | trials | findings (stable) | directory |\n\
-             |---|---|---|---|---|---|\n",
+            "## Cells\n\nThe release's gates off by default ({}): {}.\n",
             self.factors.len(),
             if self.factors.is_empty() {
                 "none".to_string()
@@ -159,11 +214,23 @@ impl Cells {
                 self.factors.join(", ")
             }
         );
+        if !self.profiles.is_empty() {
+            out.push_str(&format!(
+                "The catalog's cluster profiles ({}): {}.\n",
+                self.profiles.len(),
+                self.profiles.join(", ")
+            ));
+        }
+        out.push_str(
+            "\n| cell | profile | gates on | budget | trials | findings (stable) | directory |\n\
+             |---|---|---|---|---|---|---|\n",
+        );
         for (i, c) in self.cells.iter().enumerate() {
             let on = match c.on.is_empty() {
                 true => "(defaults)".to_string(),
                 false => c.on.iter().cloned().collect::<Vec<_>>().join(", "),
             };
+            let profile = c.profile.as_deref().unwrap_or("(options)");
             let (trials, findings) = match (&c.summary, &c.error) {
                 (Some(s), _) => (
                     s.trials.values().sum::<usize>().to_string(),
@@ -173,7 +240,7 @@ impl Cells {
                 (None, None) => ("-".into(), "-".into()),
             };
             out.push_str(&format!(
-                "| {} | {on} | {:.0} s | {trials} | {findings} | {} |\n",
+                "| {} | {profile} | {on} | {:.0} s | {trials} | {findings} | {} |\n",
                 i + 1,
                 c.budget,
                 c.dir.display()
@@ -181,12 +248,21 @@ impl Cells {
         }
         if !self.left_out.is_empty() {
             out.push_str(&format!(
-                "\n{} gate set(s) left out for the budget (each needs {} s): {}\n",
+                "\n{} cell(s) left out for the budget (each needs {} s): {}\n",
                 self.left_out.len(),
                 MIN_CELL.as_secs(),
                 self.left_out
                     .iter()
-                    .map(|s| s.iter().cloned().collect::<Vec<_>>().join("+"))
+                    .map(|p| {
+                        let on = match p.on.is_empty() {
+                            true => "(defaults)".to_string(),
+                            false => p.on.iter().cloned().collect::<Vec<_>>().join("+"),
+                        };
+                        match &p.profile {
+                            Some(profile) => format!("{profile}: {on}"),
+                            None => on,
+                        }
+                    })
                     .collect::<Vec<_>>()
                     .join("; ")
             ));
@@ -220,49 +296,91 @@ async fn release_gates(
     Ok((defaults, ci))
 }
 
-/// Explores the cells of the release's gate sets (see the module's documentation), each into
-/// `<options.dir>/cells/<n>-…`, and writes `cells.json` and `cells.md` into `options.dir`.
-pub async fn explore_gate_sets(
+/// Explores the cells of the release's gate sets (when `pairwise`; else its default gates
+/// alone) on each of `profiles` (none: the options' own cluster), in the order of [`plan`]
+/// (see the module's documentation), each into `<options.dir>/cells/<n>-…`, and writes
+/// `cells.json` and `cells.md` into `options.dir`.
+pub async fn explore_cells(
     options: &Options,
+    profiles: &[Profile],
+    pairwise: bool,
     provider: &Provider,
     toolchain: &Toolchain,
     say: &(dyn Fn(String) + Sync),
 ) -> anyhow::Result<Cells> {
-    let (defaults, ci) = release_gates(options).await?;
-    let factors = factors(&defaults, &ci, &options.gates.controller);
-    let all = sets(&factors, options.seed);
+    let (factors, sets) = match pairwise {
+        true => {
+            let (defaults, ci) = release_gates(options).await?;
+            let factors = factors(&defaults, &ci, &options.gates.controller);
+            let sets = sets(&factors, options.seed);
+            (factors, sets)
+        }
+        false => (vec![], vec![BTreeSet::new()]),
+    };
+    let all = plan(profiles, &sets);
     let budgets = shares(options.budget, all.len());
+    if pairwise {
+        say(format!(
+            "gate sets: {} of the release's gates are off by default and free ({}); {} set(s) \
+             cover every pair",
+            factors.len(),
+            factors.join(", "),
+            sets.len(),
+        ));
+    }
+    if !profiles.is_empty() {
+        say(format!(
+            "profiles: the catalog's {} cluster profile(s) ({})",
+            profiles.len(),
+            profiles
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     say(format!(
-        "gate sets: {} of the release's gates are off by default and free ({}); {} cell(s) \
-         cover every pair, {} fit the budget",
-        factors.len(),
-        factors.join(", "),
+        "cells: {}, {} fit the budget",
         all.len(),
         budgets.len()
     ));
     let mut cells = Cells {
         factors,
+        profiles: profiles.iter().map(|p| p.name.clone()).collect(),
         left_out: all[budgets.len()..].to_vec(),
         ..Default::default()
     };
-    for (i, (on, budget)) in all.iter().zip(&budgets).enumerate() {
-        let dir = Path::new("cells").join(cell_dir(i, on));
+    for (i, (cell, budget)) in all.iter().zip(&budgets).enumerate() {
+        let profile = profiles
+            .iter()
+            .find(|p| Some(&p.name) == cell.profile.as_ref());
+        let dir = Path::new("cells").join(cell_dir(i, profile.map(|p| p.name.as_str()), &cell.on));
         let mut o = options.clone();
         o.budget = *budget;
         o.dir = options.dir.join(&dir);
-        for g in on {
+        if let Some(p) = profile {
+            // The profile's gates, the user's own over them.
+            let mut cluster = p.gates.clone();
+            cluster.extend(options.gates.cluster.clone());
+            o.gates.cluster = cluster;
+        }
+        for g in &cell.on {
             o.gates.controller.insert(g.clone(), true);
         }
+        let on = match cell.on.is_empty() {
+            true => "the release's default gates".to_string(),
+            false => format!(
+                "gates on: {}",
+                cell.on.iter().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        };
         say(format!(
-            "cell {}/{}: {} for {:.0} s",
+            "cell {}/{}: {}{on} for {:.0} s",
             i + 1,
             budgets.len(),
-            match on.is_empty() {
-                true => "the release's default gates".to_string(),
-                false => format!(
-                    "gates on: {}",
-                    on.iter().cloned().collect::<Vec<_>>().join(", ")
-                ),
+            match &cell.profile {
+                Some(p) => format!("profile {p}, "),
+                None => String::new(),
             },
             budget.as_secs_f64()
         ));
@@ -274,7 +392,8 @@ pub async fn explore_gate_sets(
             }
         };
         cells.cells.push(CellRun {
-            on: on.clone(),
+            profile: cell.profile.clone(),
+            on: cell.on.clone(),
             budget: budget.as_secs_f64(),
             dir,
             summary,
@@ -288,9 +407,9 @@ pub async fn explore_gate_sets(
     Ok(cells)
 }
 
-/// A cell's directory name: its position and the gates it turns on (`02-GateA+GateB`), the
-/// default cell `01-defaults`.
-fn cell_dir(i: usize, on: &BTreeSet<String>) -> String {
+/// A cell's directory name: its position, its profile if it has one, and the gates it turns
+/// on (`02-GateA+GateB`, `03-SomeGate-defaults`), the default cell `01-defaults`.
+fn cell_dir(i: usize, profile: Option<&str>, on: &BTreeSet<String>) -> String {
     let what = match on.is_empty() {
         true => "defaults".to_string(),
         false => on.iter().cloned().collect::<Vec<_>>().join("+"),
@@ -300,7 +419,10 @@ fn cell_dir(i: usize, on: &BTreeSet<String>) -> String {
         true => format!("{}-gates", on.len()),
         false => what,
     };
-    format!("{:02}-{what}", i + 1)
+    match profile {
+        Some(p) if p != "default" => format!("{:02}-{p}-{what}", i + 1),
+        _ => format!("{:02}-{what}", i + 1),
+    }
 }
 
 /// Writes `cells.json` and `cells.md` into `dir`.
@@ -366,6 +488,43 @@ mod tests {
     }
 
     #[test]
+    fn each_profile_and_each_gate_set_is_met_at_the_other_s_default_before_any_pair() {
+        let profile = |name: &str| Profile {
+            name: name.into(),
+            gates: [(name.to_string(), true)].into(),
+        };
+        let set = |gs: &[&str]| gs.iter().map(|g| g.to_string()).collect::<BTreeSet<_>>();
+        let cell = |p: Option<&str>, gs: &[&str]| Planned {
+            profile: p.map(String::from),
+            on: set(gs),
+        };
+        let sets = [set(&[]), set(&["A"]), set(&["B"])];
+        // No profiles: the gate sets on the options' own cluster.
+        assert_eq!(
+            plan(&[], &sets),
+            [cell(None, &[]), cell(None, &["A"]), cell(None, &["B"])]
+        );
+        // No gate sets: one cell per profile.
+        let profiles = [profile("default"), profile("P")];
+        assert_eq!(
+            plan(&profiles, &[set(&[])]),
+            [cell(Some("default"), &[]), cell(Some("P"), &[])]
+        );
+        // Both: each profile at the default gates first, then each set on each profile.
+        assert_eq!(
+            plan(&profiles, &sets),
+            [
+                cell(Some("default"), &[]),
+                cell(Some("P"), &[]),
+                cell(Some("default"), &["A"]),
+                cell(Some("P"), &["A"]),
+                cell(Some("default"), &["B"]),
+                cell(Some("P"), &["B"]),
+            ]
+        );
+    }
+
+    #[test]
     fn the_default_cell_gets_half_the_budget_and_no_cell_less_than_the_least() {
         let m = |s: u64| Duration::from_secs(s * 60);
         assert_eq!(shares(m(20), 1), [m(20)]);
@@ -386,6 +545,7 @@ mod tests {
             factors: vec!["A".into(), "B".into()],
             cells: vec![
                 CellRun {
+                    profile: None,
                     on: BTreeSet::new(),
                     budget: 600.0,
                     dir: "cells/01-defaults".into(),
@@ -393,6 +553,7 @@ mod tests {
                     error: None,
                 },
                 CellRun {
+                    profile: None,
                     on: ["A".to_string()].into(),
                     budget: 300.0,
                     dir: "cells/02-A".into(),
@@ -400,26 +561,36 @@ mod tests {
                     error: Some("the manager exited | at start".into()),
                 },
             ],
-            left_out: vec![["A".to_string(), "B".to_string()].into()],
+            left_out: vec![Planned {
+                profile: None,
+                on: ["A".to_string(), "B".to_string()].into(),
+            }],
+            ..Cells::default()
         };
         let md = cells.markdown();
         assert!(
-            md.contains("| 1 | (defaults) | 600 s | 0 | 0 (0) |"),
+            md.contains("| 1 | (options) | (defaults) | 600 s | 0 | 0 (0) |"),
             "{md}"
         );
         assert!(
-            md.contains("| 2 | A | 300 s | did not run | the manager exited \\| at start |"),
+            md.contains(
+                "| 2 | (options) | A | 300 s | did not run | the manager exited \\| at start |"
+            ),
             "{md}"
         );
         assert!(
-            md.contains("1 gate set(s) left out") && md.contains("A+B"),
+            md.contains("1 cell(s) left out") && md.contains("A+B"),
             "{md}"
         );
         assert_eq!(
-            cell_dir(1, &["A".to_string(), "B".to_string()].into()),
+            cell_dir(1, None, &["A".to_string(), "B".to_string()].into()),
             "02-A+B"
         );
-        assert_eq!(cell_dir(0, &BTreeSet::new()), "01-defaults");
+        assert_eq!(
+            cell_dir(0, Some("default"), &BTreeSet::new()),
+            "01-defaults"
+        );
+        assert_eq!(cell_dir(1, Some("G"), &BTreeSet::new()), "02-G-defaults");
     }
 
     #[test]
@@ -439,6 +610,7 @@ mod tests {
             }
         };
         let run = |on: &[&str], summary: Option<Summary>| CellRun {
+            profile: None,
             on: on.iter().map(|g| g.to_string()).collect(),
             budget: 60.0,
             dir: "cells/x".into(),

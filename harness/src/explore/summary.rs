@@ -164,6 +164,7 @@ mod tests {
         };
         let cells = super::super::gates::Cells {
             cells: vec![super::super::gates::CellRun {
+                profile: None,
                 on: Default::default(),
                 budget: 60.0,
                 dir: "cells/01-defaults".into(),

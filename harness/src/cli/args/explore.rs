@@ -84,8 +84,16 @@ pub struct ExploreArgs {
     /// A cluster profile of the catalog: `default`, or one named after the Kubernetes
     /// feature gates some scenarios need (each is a file of kind-configs/, see `harness
     /// cluster configs`). The cell has its gates.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", conflicts_with = "profiles")]
     pub profile: Option<String>,
+    /// Explore the catalog's cluster profiles too: `all` explores a cell on each profile the
+    /// catalog defines at this Kubernetes version (each the control-plane gates some
+    /// scenarios need; the default profile first, with half the budget), so that what a
+    /// release does only on such a cluster is reached; with `--gate-sets pairwise`, each
+    /// profile at the release's default gates comes before any gate set. `none`: the cell of
+    /// --profile and --feature-gates alone
+    #[arg(long, default_value = "none", value_parser = ["none", "all"])]
+    pub profiles: String,
     /// Feature gates of the cell's control plane, e.g. InPlacePodVerticalScaling=true, beside
     /// the profile's (repeatable or comma-separated; with --replay, default: the finding's).
     #[arg(long = "feature-gates", value_name = "GATE=BOOL")]
@@ -112,6 +120,24 @@ pub struct ExploreArgs {
 }
 
 impl ExploreArgs {
+    /// The cluster profiles `--profiles` asks for at `kubernetes` (none for `none`): the
+    /// catalog's, the default one first.
+    pub fn cell_profiles(&self, kubernetes: KubeVersion) -> Vec<crate::explore::gates::Profile> {
+        if self.profiles != "all" {
+            return vec![];
+        }
+        let mut out: Vec<crate::explore::gates::Profile> =
+            crate::run::cluster_profiles(&crate::suites::all(), kubernetes)
+                .into_iter()
+                .map(|p| crate::explore::gates::Profile {
+                    name: p.name,
+                    gates: p.feature_gates,
+                })
+                .collect();
+        out.sort_by_key(|p| !p.gates.is_empty());
+        out
+    }
+
     /// The exploration's options, with `seed`, into `dir`; the cell defaults to the replayed
     /// finding's (`found`), then to the default one.
     pub fn options(
@@ -167,6 +193,12 @@ impl ExploreArgs {
         }
         if self.cells == Some(0) {
             anyhow::bail!("--cells must be at least 1");
+        }
+        if self.replay.is_some() && self.profiles == "all" {
+            anyhow::bail!(
+                "--profiles all explores cells; a replay runs on its finding's cell (set \
+                 --profile or --feature-gates to run it elsewhere)"
+            );
         }
         Ok(crate::explore::Options {
             kubernetes,
@@ -308,5 +340,46 @@ mod tests {
         };
         let o = args.options(Some(&found), 1, "out".into()).unwrap();
         assert!(o.gates.is_empty(), "{}", o.gates);
+    }
+
+    #[test]
+    fn profiles_all_is_the_catalog_s_profiles_the_default_first() {
+        let k: KubeVersion = crate::toolchain::versions::DEFAULT_KUBERNETES
+            .parse()
+            .unwrap();
+        let Command::Explore(args) = parse(&["explore"]) else {
+            panic!("explore");
+        };
+        assert!(args.cell_profiles(k).is_empty());
+        let Command::Explore(args) = parse(&["explore", "--profiles", "all"]) else {
+            panic!("explore");
+        };
+        let profiles = args.cell_profiles(k);
+        let catalog = crate::run::cluster_profiles(&crate::suites::all(), k);
+        assert_eq!(profiles.len(), catalog.len());
+        assert!(profiles.len() >= 2, "{profiles:?}");
+        assert!(profiles[0].gates.is_empty(), "{profiles:?}");
+        assert!(
+            profiles[1..].iter().all(|p| !p.gates.is_empty()),
+            "{profiles:?}"
+        );
+        // One cell's gates or every profile's, not both; a replay runs on its finding's cell.
+        assert!(
+            <crate::cli::args::Cli as clap::Parser>::try_parse_from([
+                "harness",
+                "explore",
+                "--profiles",
+                "all",
+                "--profile",
+                "default"
+            ])
+            .is_err()
+        );
+        let Command::Explore(args) = parse(&["explore", "--profiles", "all", "--replay", "d"])
+        else {
+            panic!("explore");
+        };
+        let e = args.options(None, 1, "out".into()).unwrap_err().to_string();
+        assert!(e.contains("--profiles all"), "{e}");
     }
 }
