@@ -93,8 +93,13 @@ impl Book<'_> {
     }
 
     /// Whether `f` is alike a finding written or held: then counted as its repeat, and its
-    /// key kept among the ones that finding stood for.
+    /// key kept among the ones that finding stood for; or alike one an earlier cell of the
+    /// run reported ([`Options::known`]): then counted as such.
     pub(super) fn repeat(&mut self, f: &Finding) -> bool {
+        if self.options.known.iter().any(|k| alike(k, f)) {
+            self.summary.pace.earlier += 1;
+            return true;
+        }
         let written = self
             .summary
             .findings
@@ -287,5 +292,23 @@ mod tests {
         assert!(r.dir.join("trial.yaml").exists());
         let heard = heard.lock().unwrap().join("\n");
         assert!(heard.contains("harness explore --replay"), "{heard}");
+        // A later cell of the same run knows it: counted there, not new.
+        let later = Options {
+            known: vec![finding("admits x on create of a")],
+            ..options.clone()
+        };
+        let quiet = |_: String| {};
+        let mut book = Book {
+            options: &later,
+            started: Instant::now(),
+            summary: Summary::default(),
+            held: vec![],
+            say: &quiet,
+        };
+        let fired = vec![finding("admits x on update of a"), finding("admits z")];
+        let new = book.sort(&s, &trial, second, fired, "");
+        assert_eq!(new.len(), 1);
+        assert_eq!(new[0].finding.key, "admits z");
+        assert_eq!(book.summary.pace.earlier, 1);
     }
 }

@@ -12,7 +12,8 @@
 //! gates some of its scenarios need), and each gets a cell ([`plan`]). The cells run one after
 //! another, each with its share of the budget ([`shares`]), each into a directory of its own;
 //! a cell that does not start is a result of its own (the gates it had and why), and the
-//! others go on.
+//! others go on. A finding alike one an earlier cell reported is that cell's: counted, not
+//! shrunk or written again, so a later cell spends its share on what is new there.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -202,8 +203,8 @@ impl Cells {
         Some(whole)
     }
 
-    /// A Markdown table of the cells: gates on, budget, trials, findings (stable), or the
-    /// reason a cell did not run.
+    /// A Markdown table of the cells: profile, gates on, budget, trials, findings (stable)
+    /// and how often one alike an earlier cell's fired, or the reason a cell did not run.
     pub fn markdown(&self) -> String {
         let mut out = format!(
             "## Cells\n\nThe release's gates off by default ({}): {}.\n",
@@ -234,7 +235,14 @@ impl Cells {
             let (trials, findings) = match (&c.summary, &c.error) {
                 (Some(s), _) => (
                     s.trials.values().sum::<usize>().to_string(),
-                    format!("{} ({})", s.findings.len(), s.stable().count()),
+                    match s.pace.earlier {
+                        0 => format!("{} ({})", s.findings.len(), s.stable().count()),
+                        n => format!(
+                            "{} ({}); {n} fired alike an earlier cell's",
+                            s.findings.len(),
+                            s.stable().count()
+                        ),
+                    },
                 ),
                 (None, Some(e)) => ("did not run".to_string(), e.replace('|', "\\|")),
                 (None, None) => ("-".into(), "-".into()),
@@ -350,6 +358,7 @@ pub async fn explore_cells(
         left_out: all[budgets.len()..].to_vec(),
         ..Default::default()
     };
+    let mut known = options.known.clone();
     for (i, (cell, budget)) in all.iter().zip(&budgets).enumerate() {
         let profile = profiles
             .iter()
@@ -358,6 +367,7 @@ pub async fn explore_cells(
         let mut o = options.clone();
         o.budget = *budget;
         o.dir = options.dir.join(&dir);
+        o.known = known.clone();
         if let Some(p) = profile {
             // The profile's gates, the user's own over them.
             let mut cluster = p.gates.clone();
@@ -391,6 +401,10 @@ pub async fn explore_cells(
                 (None, Some(format!("{e:#}")))
             }
         };
+        // What this cell reported is known to the cells after it.
+        if let Some(s) = &summary {
+            known.extend(s.findings.iter().map(|r| r.finding.clone()));
+        }
         cells.cells.push(CellRun {
             profile: cell.profile.clone(),
             on: cell.on.clone(),
@@ -567,6 +581,17 @@ mod tests {
             }],
             ..Cells::default()
         };
+        let mut later = cells.clone();
+        let mut s = Summary::default();
+        s.pace.earlier = 4;
+        later.cells[0].summary = Some(s);
+        assert!(
+            later
+                .markdown()
+                .contains("| 0 (0); 4 fired alike an earlier cell's |"),
+            "{}",
+            later.markdown()
+        );
         let md = cells.markdown();
         assert!(
             md.contains("| 1 | (options) | (defaults) | 600 s | 0 | 0 (0) |"),

@@ -654,6 +654,7 @@ mod tests {
             dir: PathBuf::new(),
             baseline: None,
             gates: Gates::default(),
+            known: vec![],
         };
         let on = with_gates_of(&options, &[rd.clone(), cloneset]);
         assert_eq!(

@@ -54,6 +54,10 @@ pub struct Options {
     pub baseline: Option<ControllerRef>,
     /// The feature gates of the cell (and of the baseline's).
     pub gates: Gates,
+    /// Findings an earlier cell of the same run reported ([`super::gates`]): one alike fired
+    /// here is that cell's, counted ([`super::pace::Pace::earlier`]), neither shrunk nor
+    /// written again.
+    pub known: Vec<super::oracle::Finding>,
 }
 
 impl Options {
@@ -88,6 +92,7 @@ impl Options {
             dir,
             baseline: None,
             gates: Gates::default(),
+            known: vec![],
         }
     }
 }

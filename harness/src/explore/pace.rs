@@ -62,6 +62,10 @@ pub struct Pace {
     /// What each finding's shrinking and confirming cost, by its directory's name.
     #[serde(default)]
     pub findings: BTreeMap<String, FindingPace>,
+    /// Times a trial fired a finding alike one an earlier cell of the run reported
+    /// ([`super::Options::known`]): counted here, neither shrunk nor written.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub earlier: usize,
     /// The trials seen, as their subject and steps: what makes a trial a repeat.
     #[serde(skip)]
     seen: BTreeSet<String>,
@@ -500,6 +504,11 @@ impl Phases {
         self.next("");
         self.done
     }
+}
+
+/// Whether `n` is zero (a count left out of the JSON when nothing was counted).
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

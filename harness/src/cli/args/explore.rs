@@ -230,6 +230,7 @@ impl ExploreArgs {
             },
             controller,
             gates,
+            known: vec![],
         })
     }
 }
