@@ -206,15 +206,19 @@ impl Cells {
     /// A Markdown table of the cells: profile, gates on, budget, trials, findings (stable)
     /// and how often one alike an earlier cell's fired, or the reason a cell did not run.
     pub fn markdown(&self) -> String {
-        let mut out = format!(
-            "## Cells\n\nThe release's gates off by default ({}): {}.\n",
-            self.factors.len(),
-            if self.factors.is_empty() {
-                "none".to_string()
-            } else {
-                self.factors.join(", ")
-            }
-        );
+        let mut out = "## Cells\n\n".to_string();
+        // A run over profiles alone read no gates.
+        if !self.factors.is_empty() || self.profiles.is_empty() {
+            out.push_str(&format!(
+                "The release's gates off by default ({}): {}.\n",
+                self.factors.len(),
+                if self.factors.is_empty() {
+                    "none".to_string()
+                } else {
+                    self.factors.join(", ")
+                }
+            ));
+        }
         if !self.profiles.is_empty() {
             out.push_str(&format!(
                 "The catalog's cluster profiles ({}): {}.\n",
