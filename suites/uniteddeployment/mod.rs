@@ -237,62 +237,36 @@ pub fn scenarios() -> Vec<Scenario> {
 
 /// A selector of `matchExpressions` alone: refused, or a controller that makes its subsets.
 async fn expressions_selector(ctx: Ctx) -> anyhow::Result<()> {
-    let created = ctx
-        .step(
-            "a selector of matchExpressions only is refused, or admitted",
-            async {
-                let mut ud = united(Template::Deployment, 2, json!({}), json!({}));
-                ud["spec"]["selector"] = json!({
-                    "matchExpressions": [{"key": "app", "operator": "In", "values": [UD]}],
-                });
-                let created = match ctx.create(ud).await {
-                    Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 || e.code == 403 => {
-                        ctx.passed_by("refused");
-                        return Ok(None);
-                    }
-                    Err(e) => return Err(e.into()),
-                    Ok(o) => o,
-                };
-                ctx.passed_by("admitted");
-                Ok(Some(created))
-            },
-        )
-        .await?;
-    let Some(created) = created else {
-        return Ok(());
-    };
-    ctx.step("admitted, it is observed with a selector of matchExpressions only and runs 2 ready replicas", async {
-        let generation = created.metadata.generation;
-        let api = ctx.dyn_api(API, KIND).await?;
-        let what = format!(
-            "{KIND} {UD} with a selector of matchExpressions only to observe its spec and run 2 ready replicas"
-        );
-        until(&api, UD, &what, ctx.timeouts.converge, move |o| {
-            async move {
-                let Some(o) = o else {
-                    return Check::Pending("absent".into());
-                };
-                let st = status(&o);
-                Check::when(
-                    st["observedGeneration"].as_i64() >= generation
-                        && st["readyReplicas"].as_i64() == Some(2),
-                    || format!("status {st}"),
-                )
-            }
-            .boxed()
-        })
-        .await?;
-        Ok(())
-    })
+    refused_or_run(
+        &ctx,
+        "a selector of matchExpressions only",
+        json!({"selector": {
+            "matchExpressions": [{"key": "app", "operator": "In", "values": [UD]}],
+        }}),
+    )
     .await
 }
 
 /// `revisionHistoryLimit: -1`: refused, or a controller that keeps working.
 async fn negative_history(ctx: Ctx) -> anyhow::Result<()> {
+    refused_or_run(
+        &ctx,
+        "revisionHistoryLimit -1",
+        json!({"revisionHistoryLimit": -1}),
+    )
+    .await
+}
+
+/// A UnitedDeployment of 2 Deployment replicas with the fields of `spec` in its spec (`what`
+/// it has): refused by the API, or admitted, observed and run with 2 ready replicas.
+async fn refused_or_run(ctx: &Ctx, what: &str, spec: Value) -> anyhow::Result<()> {
     let created = ctx
-        .step("revisionHistoryLimit -1 is refused, or admitted", async {
+        .step(&format!("{what} is refused, or admitted"), async {
             let mut ud = united(Template::Deployment, 2, json!({}), json!({}));
-            ud["spec"]["revisionHistoryLimit"] = json!(-1);
+            // Each field replaces the seed's whole (a selector without its matchLabels).
+            for (k, v) in spec.as_object().into_iter().flatten() {
+                ud["spec"][k] = v.clone();
+            }
             let created = match ctx.create(ud).await {
                 Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 || e.code == 403 => {
                     ctx.passed_by("refused");
@@ -308,29 +282,31 @@ async fn negative_history(ctx: Ctx) -> anyhow::Result<()> {
     let Some(created) = created else {
         return Ok(());
     };
-    ctx.step("admitted, it is observed with revisionHistoryLimit -1 and runs 2 ready replicas", async {
-        let generation = created.metadata.generation;
-        let api = ctx.dyn_api(API, KIND).await?;
-        let what = format!(
-            "{KIND} {UD} with revisionHistoryLimit -1 to observe its spec and run 2 ready replicas"
-        );
-        until(&api, UD, &what, ctx.timeouts.converge, move |o| {
-            async move {
-                let Some(o) = o else {
-                    return Check::Pending("absent".into());
-                };
-                let st = status(&o);
-                Check::when(
-                    st["observedGeneration"].as_i64() >= generation
-                        && st["readyReplicas"].as_i64() == Some(2),
-                    || format!("status {st}"),
-                )
-            }
-            .boxed()
-        })
-        .await?;
-        Ok(())
-    })
+    ctx.step(
+        &format!("admitted, it is observed with {what} and runs 2 ready replicas"),
+        async {
+            let generation = created.metadata.generation;
+            let api = ctx.dyn_api(API, KIND).await?;
+            let wait =
+                format!("{KIND} {UD} with {what} to observe its spec and run 2 ready replicas");
+            until(&api, UD, &wait, ctx.timeouts.converge, move |o| {
+                async move {
+                    let Some(o) = o else {
+                        return Check::Pending("absent".into());
+                    };
+                    let st = status(&o);
+                    Check::when(
+                        st["observedGeneration"].as_i64() >= generation
+                            && st["readyReplicas"].as_i64() == Some(2),
+                        || format!("status {st}"),
+                    )
+                }
+                .boxed()
+            })
+            .await?;
+            Ok(())
+        },
+    )
     .await
 }
 
