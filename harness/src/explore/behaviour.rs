@@ -56,6 +56,24 @@ pub(super) fn prepare(s: Subject, admitted: Vec<(String, Value)>, seed: u64) -> 
     (s, creates, updates, own)
 }
 
+/// Whether subject `s`, whose admission trials admitted `admitted` (its single values), takes
+/// behaviour trials: not when the API refuses its seed object (`reach` records it,
+/// [`super::reach::SubjectReach::seed_refused`]) and admitted no value alone: every trial,
+/// its seed variants' creates included, would be refused at its first step in the words
+/// admission already judged, once, as the seed object's trial, and its turns would be taken
+/// from the subjects of its kind that the API admits.
+pub(super) fn takes_turns(
+    s: &Subject,
+    admitted: &[(String, Value)],
+    reach: &super::reach::Reach,
+) -> bool {
+    let refused = reach
+        .subjects
+        .get(&s.name)
+        .is_some_and(|r| r.seed_refused.is_some());
+    !refused || admitted.iter().any(|(_, v)| !v.is_null())
+}
+
 /// The groups `s` shares behaviour trials in ([`Share::Kinds`]), the widest first: its kind,
 /// then what it differs in next within its kind: a policy's target kind, else its name with
 /// the versions and the claim templates left out (a union's member).
@@ -502,6 +520,38 @@ mod tests {
         assert_ne!(
             g("UnitedDeployment.cloneSetTemplate"),
             g("UnitedDeployment.deploymentTemplate")
+        );
+    }
+
+    #[test]
+    fn a_subject_whose_seed_object_is_refused_takes_turns_only_with_a_value_admitted_alone() {
+        let (crds, doc) = crate::explore::subject::derive::tests::cell();
+        let served = crate::explore::subject::derive::served(&crds, &doc);
+        let s = served
+            .iter()
+            .find(|s| s.name == "WorkloadSpread.CloneSet")
+            .expect("a policy subject");
+        let some = [("spec.subsets".to_string(), json!([]))];
+        let removed = [("spec.subsets".to_string(), json!(null))];
+        let mut reach = crate::explore::reach::Reach::default();
+        assert!(
+            takes_turns(s, &[], &reach),
+            "nothing refused: it takes turns"
+        );
+        reach.seed_refused("another", "denied", 1);
+        assert!(
+            takes_turns(s, &[], &reach),
+            "another subject's refusal is not its"
+        );
+        reach.seed_refused(&s.name, "denied: targetRef", 3);
+        assert!(!takes_turns(s, &[], &reach), "refused, nothing admitted");
+        assert!(
+            !takes_turns(s, &removed, &reach),
+            "refused, only a removal admitted (the seed object again)"
+        );
+        assert!(
+            takes_turns(s, &some, &reach),
+            "refused, a value admitted alone"
         );
     }
 

@@ -59,7 +59,9 @@ use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 
 use self::admission::{Explorer, admission_deadline, weight};
-use self::behaviour::{Behaviour, Done, Job, Prepared, Ran, Turns, groups, latency, prepare};
+use self::behaviour::{
+    Behaviour, Done, Job, Prepared, Ran, Turns, groups, latency, prepare, takes_turns,
+};
 use self::book::Book;
 use self::bring_up::{start_cell, start_cells, with_gates_of};
 use self::exec::Cell;
@@ -330,10 +332,22 @@ pub async fn explore(
         .collect();
     // Behaviour trials, the subjects taking turns (see `Turns`), on a pool whose width
     // adapts (see `pool`, `pace::Pacer`), until the budget.
+    let (materials, refused): (Vec<_>, Vec<_>) = materials
+        .into_iter()
+        .partition(|(s, admitted)| takes_turns(s, admitted, &x.book.summary.reach));
     let prepared: Vec<Prepared> = materials
         .into_iter()
         .map(|(s, admitted)| prepare(s, admitted, options.seed))
         .collect();
+    if !refused.is_empty() && options.modes.contains(&Mode::Behaviour) {
+        let names: Vec<&str> = refused.iter().map(|(s, _)| s.name.as_str()).collect();
+        say(format!(
+            "behaviour: {} subject(s) whose seed object is refused, and nothing admitted \
+             alone, take no turns (their kinds' turns go to the others; see reach.md): {}",
+            names.len(),
+            names.join(", ")
+        ));
+    }
     x.book.summary.pace.admission = admitting.elapsed().as_secs_f64();
     let behaving = Instant::now();
     let behave = options.modes.contains(&Mode::Behaviour);
