@@ -217,6 +217,22 @@ fn read_report(path: &Path) -> BTreeMap<String, serde_json::Value> {
 
 /// `pass` or `fail` for each test of a chainsaw JSON report, by name (a name that
 /// runs twice is listed twice).
+/// The folder each test of chainsaw's JSON `report` was read from (its `basePath`), by test
+/// name: a test's name need not be its folder's (the `orphan` example is `delete-test`).
+fn chainsaw_folders(report: &serde_json::Value) -> BTreeMap<String, PathBuf> {
+    report["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| {
+            Some((
+                t["name"].as_str()?.to_string(),
+                t["basePath"].as_str()?.into(),
+            ))
+        })
+        .collect()
+}
+
 fn chainsaw_results(report: &serde_json::Value) -> Vec<(String, &'static str)> {
     let mut out: Vec<(String, &'static str)> = report["tests"]
         .as_array()
@@ -303,17 +319,30 @@ async fn chainsaws_own_examples_give_through_the_harness_what_chainsaw_gives_alo
             });
             let report: serde_json::Value = serde_json::from_str(&text).unwrap();
             let stdout = String::from_utf8_lossy(&out.stdout);
-            (chainsaw_results(&report), stdout.into_owned())
+            (
+                chainsaw_results(&report),
+                stdout.into_owned(),
+                chainsaw_folders(&report),
+            )
         }
     };
     // The whole corpus alone, on a cluster kept until the comparison is made.
     let (c, _root) = common::cluster(&common::default_profile()).await;
     let kubeconfig = harness::cluster::Cluster::kubeconfig(&c).to_path_buf();
     let alone = async {
-        let (results, stdout) = run_alone(kubeconfig.clone(), examples.clone(), "alone").await;
+        let (results, stdout, folders) =
+            run_alone(kubeconfig.clone(), examples.clone(), "alone").await;
         // A test that says `skip: true` is counted in the summary, not in the report.
         assert!(stdout.contains("- Skipped tests 1\n"), "{stdout}");
-        results
+        // Each test's folder, which a second run alone of it reads, is one of the corpus.
+        for (name, _) in &results {
+            let folder = folders.get(name).map(PathBuf::as_path);
+            assert!(
+                folder.is_some_and(|f| f.starts_with(&examples) && f.is_dir()),
+                "{name}: {folder:?}"
+            );
+        }
+        (results, stdout, folders)
     };
 
     // The same tests through the harness, at the same time on a cell of its own.
@@ -338,7 +367,7 @@ async fn chainsaws_own_examples_give_through_the_harness_what_chainsaw_gives_alo
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         harness(&state_dir, &args)
     });
-    let (mut alone, out) = tokio::join!(alone, through);
+    let ((mut alone, alone_stdout, folders), out) = tokio::join!(alone, through);
     let out = out.unwrap();
     let mut results = read_report(&reports.join("latest/report.json"));
     let skipped: Vec<String> = results
@@ -409,8 +438,14 @@ async fn chainsaws_own_examples_give_through_the_harness_what_chainsaw_gives_alo
         .filter(|(n, r)| *r == "fail" && through.iter().any(|(t, tr)| t == n && *tr == "pass"))
         .map(|(n, _)| n.clone())
         .collect();
+    if !again_alone.is_empty() {
+        eprintln!("chainsaw alone beside the harness said:\n{alone_stdout}");
+    }
     for name in again_alone {
-        let (results, _) = run_alone(kubeconfig.clone(), examples.join(&name), "alone-again").await;
+        let folder = folders
+            .get(&name)
+            .unwrap_or_else(|| panic!("chainsaw's report names no folder for {name}"));
+        let (results, _, _) = run_alone(kubeconfig.clone(), folder.clone(), "alone-again").await;
         let passed = results.iter().all(|(_, r)| *r == "pass");
         eprintln!(
             "{name}: failed alone beside the harness, then {} alone",
