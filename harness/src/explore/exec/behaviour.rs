@@ -369,7 +369,19 @@ impl Cell<'_> {
         // A policy that writes into pods settles once its content is in them, too.
         let policy = (s.target.is_some()).then_some((at.api, at.name));
         let all = move || async move {
-            let mut d = this.differences(w, wapi, ns, wname, changed.as_ref()).await;
+            // What the policy declares for the pods it writes into (read each time: a
+            // trial's steps change it).
+            let declared = match policy {
+                Some((api, name)) => api
+                    .get(name)
+                    .await
+                    .ok()
+                    .and_then(|o| serde_json::to_value(o).ok()),
+                None => None,
+            };
+            let mut d = this
+                .differences(w, wapi, ns, wname, changed.as_ref(), declared.as_ref())
+                .await;
             if let Some((api, name)) = policy {
                 d.extend(this.injection_differences(api, name, ns).await);
             }
@@ -405,7 +417,7 @@ impl Cell<'_> {
             self.settle,
             Duration::from_millis(500),
             move || async move {
-                let d = self.differences(w, wapi, ns, wname, None).await;
+                let d = self.differences(w, wapi, ns, wname, None, None).await;
                 Check::when(d.is_empty(), || d.join("; "))
             },
         )

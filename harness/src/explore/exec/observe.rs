@@ -120,6 +120,7 @@ impl Cell<'_> {
         ns: &str,
         name: &str,
         changed: Option<&oracle::ClaimsChanged>,
+        policy: Option<&Value>,
     ) -> Vec<String> {
         if s.makes == Makes::Copies {
             return self.copy_differences(api, ns, name).await;
@@ -166,7 +167,12 @@ impl Cell<'_> {
                 labels: p.metadata.labels.clone().unwrap_or_default(),
             })
             .collect();
-        let mut out = oracle::convergence(s, &obj, &views, self.settle.as_secs() as i64);
+        // What a policy over the workload declares for that container (a patch of its pods).
+        let declared = match (policy, &first) {
+            (Some(p), Some(c)) => oracle::convergence::declared_images(p, c),
+            _ => vec![],
+        };
+        let mut out = oracle::convergence(s, &obj, &views, &declared, self.settle.as_secs() as i64);
         out.extend(oracle::revision_history(&obj, &revisions));
         if let Some(changed) = changed
             && s.via.is_empty()

@@ -39,10 +39,18 @@ type Difference = (String, String, String);
 /// - at least as many pods run the template's image with its labels as its update strategy
 ///   lets through ([`Holds::behind`]: all of them unless paused, partitioned, `OnDelete` or
 ///   waiting past the bound); none while a lifecycle hook holds a pod ([`waits_on_hook`]),
-///   as the others may be waiting behind it.
+///   as the others may be waiting behind it. An image in `declared` (what a policy over the
+///   workload declares for the template's container: [`declared_images`]) counts as the
+///   template's: the policy wrote it into the pod.
 ///
 /// Returns what differs.
-pub fn convergence(subject: &Subject, obj: &Value, pods: &[PodView], bound: i64) -> Vec<String> {
+pub fn convergence(
+    subject: &Subject,
+    obj: &Value,
+    pods: &[PodView],
+    declared: &[String],
+    bound: i64,
+) -> Vec<String> {
     let mut out = vec![];
     let generation = obj["metadata"]["generation"].as_i64();
     let observed = obj["status"]["observedGeneration"].as_i64();
@@ -86,7 +94,7 @@ pub fn convergence(subject: &Subject, obj: &Value, pods: &[PodView], bound: i64)
             serde_json::from_value(template["metadata"]["labels"].clone()).unwrap_or_default();
         let differs = |p: &PodView| {
             let mut d = vec![];
-            if p.image != image {
+            if p.image != image && !declared.contains(&p.image) {
                 d.push(("image".to_string(), image.to_string(), p.image.clone()));
             }
             for (k, v) in &labels {
@@ -131,6 +139,31 @@ pub fn convergence(subject: &Subject, obj: &Value, pods: &[PodView], bound: i64)
     out
 }
 
+/// The images policy object `policy` declares, anywhere in its spec, for a container named
+/// `container` (the workload template's): a container of that name with an image, as a
+/// patch of the pods it selects carries one. Which pods a declaration reaches is the
+/// policy's to say; any of them may run such an image.
+pub fn declared_images(policy: &Value, container: &str) -> Vec<String> {
+    fn walk(v: &Value, container: &str, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if m.get("name").and_then(Value::as_str) == Some(container)
+                    && let Some(image) = m.get("image").and_then(Value::as_str)
+                    && !out.iter().any(|o| o == image)
+                {
+                    out.push(image.to_string());
+                }
+                m.values().for_each(|v| walk(v, container, out));
+            }
+            Value::Array(a) => a.iter().for_each(|v| walk(v, container, out)),
+            _ => {}
+        }
+    }
+    let mut out = vec![];
+    walk(&policy["spec"], container, &mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,19 +188,40 @@ mod tests {
             labels: BTreeMap::from([("app".into(), "a".into())]),
         };
         let both = [pod("a-1", "v2"), pod("a-2", "v1")];
-        let diff = convergence(&cs, &obj(json!({})), &both, 60);
+        let diff = convergence(&cs, &obj(json!({})), &both, &[], 60);
         assert_eq!(
             diff,
             vec!["pod a-2: image want v2 (the template's), got v1"]
         );
         assert_eq!(convergence_key(&diff[0]), "does not converge: image want");
+        // An image a policy over the workload declares for the container is not behind.
+        let policy = json!({"spec": {"subsets": [
+            {"name": "s0", "patch": {"spec": {"containers": [{"name": "main", "image": "v1"}]}}},
+            {"name": "s1", "patch": {"spec": {"containers": [{"name": "side", "image": "v3"}]}}},
+        ]}});
+        let declared = declared_images(&policy, "main");
+        assert_eq!(declared, ["v1"], "only the template's container, by name");
+        assert!(declared_images(&json!({"spec": {"containers": []}}), "main").is_empty());
+        assert!(convergence(&cs, &obj(json!({})), &both, &declared, 60).is_empty());
+        let other = [pod("a-1", "v2"), pod("a-2", "v3")];
+        assert_eq!(
+            convergence(
+                &cs,
+                &obj(json!({})),
+                &other,
+                &declared_images(&policy, "main"),
+                60
+            ),
+            vec!["pod a-2: image want v2 (the template's), got v3"],
+            "an image declared for another container is behind"
+        );
         let paused = json!({"updateStrategy": {"paused": true}});
-        assert!(convergence(&cs, &obj(paused), &both, 60).is_empty());
+        assert!(convergence(&cs, &obj(paused), &both, &[], 60).is_empty());
         // A partition of 1 lets one pod of two through: it must be there, and only it.
         let partitioned = json!({"updateStrategy": {"partition": 1}});
-        assert!(convergence(&cs, &obj(partitioned.clone()), &both, 60).is_empty());
+        assert!(convergence(&cs, &obj(partitioned.clone()), &both, &[], 60).is_empty());
         let none = [pod("a-1", "v1"), pod("a-2", "v1")];
-        let diff = convergence(&cs, &obj(partitioned), &none, 60);
+        let diff = convergence(&cs, &obj(partitioned), &none, &[], 60);
         assert_eq!(diff.len(), 2, "{diff:?}");
         assert_eq!(
             diff[0],
@@ -177,7 +231,7 @@ mod tests {
         assert_eq!(convergence_key(&diff[0]), "does not converge: image want");
         let one = [pod("a-1", "v2")];
         assert_eq!(
-            convergence(&cs, &obj(json!({})), &one, 60),
+            convergence(&cs, &obj(json!({})), &one, &[], 60),
             vec!["live pods: want 2 (spec.replicas), got 1"]
         );
     }
@@ -205,21 +259,21 @@ mod tests {
         };
         // A hook declared, no pod waiting on it: judged as any spec.
         let free = [pod("a-1", "v2", None), pod("a-2", "v1", None)];
-        assert_eq!(convergence(&cs, &o, &free, 60).len(), 1);
-        assert!(!convergence(&cs, &o, &free[..1], 60).is_empty());
+        assert_eq!(convergence(&cs, &o, &free, &[], 60).len(), 1);
+        assert!(!convergence(&cs, &o, &free[..1], &[], 60).is_empty());
         // A pod held before its update in place: it, and the pods behind it, may wait.
         let waiting = [
             pod("a-1", "v1", Some("PreparingUpdate")),
             pod("a-2", "v1", None),
         ];
-        assert!(convergence(&cs, &o, &waiting, 60).is_empty());
+        assert!(convergence(&cs, &o, &waiting, &[], 60).is_empty());
         // A pod held before its deletion stays beside its replacement.
         let deleting = [
             pod("a-1", "v2", None),
             pod("a-2", "v2", None),
             pod("a-3", "v1", Some("PreparingDelete")),
         ];
-        assert!(convergence(&cs, &o, &deleting, 60).is_empty());
+        assert!(convergence(&cs, &o, &deleting, &[], 60).is_empty());
         let more = [
             pod("a-1", "v2", None),
             pod("a-2", "v2", None),
@@ -227,7 +281,7 @@ mod tests {
             pod("a-3", "v1", Some("PreparingDelete")),
         ];
         assert_eq!(
-            convergence(&cs, &o, &more, 60),
+            convergence(&cs, &o, &more, &[], 60),
             ["live pods: want 2 (spec.replicas) and up to 1 a hook holds from deletion, got 4"]
         );
         // A container's own lifecycle handlers hold nothing.
@@ -236,6 +290,6 @@ mod tests {
         container["spec"]["template"]["spec"]["containers"][0]["lifecycle"] =
             json!({"preStop": {"exec": {"command": ["true"]}}});
         assert!(!holds_updates(&container["spec"], 60));
-        assert_eq!(convergence(&cs, &container, &free, 60).len(), 1);
+        assert_eq!(convergence(&cs, &container, &free, &[], 60).len(), 1);
     }
 }
