@@ -229,6 +229,20 @@ pub fn scenarios() -> Vec<Scenario> {
         )
         // Releases that panic on such a selector restart the controller on every sync.
         .alone(),
+        s(
+            "uniteddeployment/no-subsets-is-refused-or-observed",
+            "a UnitedDeployment of 2 replicas with no subsets (where no replica can go) is refused, or observed",
+            &["uniteddeployment", "topology", "webhook"],
+            |ctx| no_subsets(ctx).boxed(),
+        )
+        // An admitted one is told, on every sync, that its subsets cannot hold its replicas.
+        .allowing(&["Failed SpecifySubsetReplicas"]),
+        s(
+            "uniteddeployment/selector-change-is-refused-or-reaches-the-pods",
+            "a UnitedDeployment of CloneSets whose selector and template labels change together (a Deployment refuses a new selector) is refused, or observed with its 2 replicas ready, every live pod carrying the new labels",
+            &["uniteddeployment", "cloneset", "selector", "webhook"],
+            |ctx| selector_change(ctx).boxed(),
+        ),
     ]
     .into_iter()
     .chain(validation::scenarios())
@@ -257,9 +271,125 @@ async fn negative_history(ctx: Ctx) -> anyhow::Result<()> {
     .await
 }
 
+/// No subsets: refused, or observed (no pod can run; its status may say why).
+async fn no_subsets(ctx: Ctx) -> anyhow::Result<()> {
+    refused_or(
+        &ctx,
+        "no subsets",
+        json!({"topology": {"subsets": []}}),
+        None,
+    )
+    .await
+}
+
+/// A running UnitedDeployment of 2 CloneSet replicas whose selector and template labels
+/// change together: refused, or observed with 2 ready replicas, every live pod it selected
+/// before or selects now carrying the new labels (none left behind under the old ones).
+async fn selector_change(ctx: Ctx) -> anyhow::Result<()> {
+    ctx.step("a UnitedDeployment of 2 CloneSet replicas runs", async {
+        ctx.create(united(Template::CloneSet, 2, json!({}), json!({})))
+            .await?;
+        let api = ctx.dyn_api(API, KIND).await?;
+        until(&api, UD, "2 ready replicas", ctx.timeouts.converge, |o| {
+            async move {
+                let st = o.as_ref().map(status).unwrap_or_default();
+                Check::when(st["readyReplicas"].as_i64() == Some(2), || {
+                    format!("status {st}")
+                })
+            }
+            .boxed()
+        })
+        .await?;
+        Ok(())
+    })
+    .await?;
+    let labels = json!({"app": UD, "generation": "2"});
+    let changed = ctx
+        .step(
+            "the selector and the template labels changed together are refused, or admitted",
+            async {
+                let body = json!({"spec": {
+                    "selector": {"matchLabels": labels},
+                    "template": {"cloneSetTemplate": {"spec": {"template": {"metadata": {"labels": labels}}}}},
+                }});
+                match ctx.patch(API, KIND, UD, body).await {
+                    Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 || e.code == 403 => {
+                        ctx.passed_by("refused");
+                        Ok(None)
+                    }
+                    Err(e) => Err(e.into()),
+                    Ok(o) => {
+                        ctx.passed_by("admitted");
+                        Ok(Some(o))
+                    }
+                }
+            },
+        )
+        .await?;
+    let Some(changed) = changed else {
+        return Ok(());
+    };
+    ctx.step(
+        "admitted, it is observed with 2 ready replicas and every live pod has the new labels",
+        async {
+            let generation = changed.metadata.generation;
+            let api = ctx.dyn_api(API, KIND).await?;
+            let ctx2 = ctx.clone();
+            until(
+                &api,
+                UD,
+                "the new selector observed, 2 ready replicas, every pod relabelled",
+                ctx.timeouts.converge,
+                move |o| {
+                    let ctx = ctx2.clone();
+                    async move {
+                        let st = o.as_ref().map(status).unwrap_or_default();
+                        let observed = st["observedGeneration"].as_i64() >= generation;
+                        let pods = match pods(&ctx, &format!("app={UD}")).await {
+                            Ok(p) => p,
+                            Err(e) => return Check::Failed(format!("list pods: {e}")),
+                        };
+                        let old: Vec<String> = pods
+                            .iter()
+                            .filter(|p| {
+                                p.metadata.labels.as_ref().and_then(|l| l.get("generation"))
+                                    != Some(&"2".to_string())
+                            })
+                            .filter_map(|p| p.metadata.name.clone())
+                            .collect();
+                        Check::when(
+                            observed
+                                && st["readyReplicas"].as_i64() == Some(2)
+                                && old.is_empty()
+                                && pods.len() == 2,
+                            || {
+                                format!(
+                                    "observed {observed}, status {st}; {} live pods, without the new labels: {old:?}",
+                                    pods.len()
+                                )
+                            },
+                        )
+                    }
+                    .boxed()
+                },
+            )
+            .await?;
+            Ok(())
+        },
+    )
+    .await
+}
+
 /// A UnitedDeployment of 2 Deployment replicas with the fields of `spec` in its spec (`what`
 /// it has): refused by the API, or admitted, observed and run with 2 ready replicas.
 async fn refused_or_run(ctx: &Ctx, what: &str, spec: Value) -> anyhow::Result<()> {
+    refused_or(ctx, what, spec, Some(2)).await
+}
+
+/// A UnitedDeployment of 2 Deployment replicas with the fields of `spec` in its spec (`what`
+/// it has): refused by the API, or admitted and observed, with `ready` ready replicas when
+/// given.
+async fn refused_or(ctx: &Ctx, what: &str, spec: Value, ready: Option<i64>) -> anyhow::Result<()> {
     let created = ctx
         .step(&format!("{what} is refused, or admitted"), async {
             let mut ud = united(Template::Deployment, 2, json!({}), json!({}));
@@ -282,13 +412,13 @@ async fn refused_or_run(ctx: &Ctx, what: &str, spec: Value) -> anyhow::Result<()
     let Some(created) = created else {
         return Ok(());
     };
+    let runs = ready.map_or(String::new(), |n| format!(" and runs {n} ready replicas"));
     ctx.step(
-        &format!("admitted, it is observed with {what} and runs 2 ready replicas"),
+        &format!("admitted, it is observed with {what}{runs}"),
         async {
             let generation = created.metadata.generation;
             let api = ctx.dyn_api(API, KIND).await?;
-            let wait =
-                format!("{KIND} {UD} with {what} to observe its spec and run 2 ready replicas");
+            let wait = format!("{KIND} {UD} with {what} to observe its spec{runs}");
             until(&api, UD, &wait, ctx.timeouts.converge, move |o| {
                 async move {
                     let Some(o) = o else {
@@ -297,7 +427,7 @@ async fn refused_or_run(ctx: &Ctx, what: &str, spec: Value) -> anyhow::Result<()
                     let st = status(&o);
                     Check::when(
                         st["observedGeneration"].as_i64() >= generation
-                            && st["readyReplicas"].as_i64() == Some(2),
+                            && ready.is_none_or(|n| st["readyReplicas"].as_i64() == Some(n)),
                         || format!("status {st}"),
                     )
                 }
