@@ -387,20 +387,12 @@ async fn numeric_string(ctx: Ctx) -> anyhow::Result<()> {
         let patch = json!({"spec": {"subsets": [
             {"name": "a", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-a"), "maxReplicas": "1"},
             {"name": "b", "requiredNodeSelectorTerm": on_nodes("topology.kubernetes.io/zone", "zone-b")}]}});
-        let updated = match ctx
-            .patch("apps.kruise.io/v1alpha1", "WorkloadSpread", &ws_name, patch)
-            .await
-        {
-            // Refused: the string is not taken, as a CloneSet's maxUnavailable "1" is not.
-            Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 || e.code == 403 => {
-                ctx.passed_by("refused");
-                return Ok(None);
-            }
-            Err(e) => return Err(e.into()),
-            Ok(o) => o,
-        };
-        ctx.passed_by("admitted");
-        Ok(Some(updated))
+        // Refused: the string is not taken, as a CloneSet's maxUnavailable "1" is not.
+        refused_or_admitted(
+            &ctx,
+            ctx.patch("apps.kruise.io/v1alpha1", "WorkloadSpread", &ws_name, patch)
+                .await,
+        )
     })
     .await?;
     let Some(updated) = updated else {

@@ -21,6 +21,26 @@ use crate::scenario::{Ctx, status};
 
 pub use crate::scenario::workload::{IMAGE_V1, IMAGE_V2, refusal};
 
+/// The answer to a write a scenario takes either way: refused by the API (422, 400 or 403:
+/// none, the scenario passing by "refused") or admitted (the object, by "admitted"); any other
+/// error is the scenario's.
+pub fn refused_or_admitted<T>(
+    ctx: &Ctx,
+    answer: Result<T, kube::Error>,
+) -> anyhow::Result<Option<T>> {
+    match answer {
+        Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 || e.code == 403 => {
+            ctx.passed_by("refused");
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+        Ok(o) => {
+            ctx.passed_by("admitted");
+            Ok(Some(o))
+        }
+    }
+}
+
 /// A node selector term on one label.
 pub fn on_nodes(key: &str, value: &str) -> Value {
     json!({"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]})

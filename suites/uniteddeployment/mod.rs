@@ -312,17 +312,7 @@ async fn selector_change(ctx: Ctx) -> anyhow::Result<()> {
                     "selector": {"matchLabels": labels},
                     "template": {"cloneSetTemplate": {"spec": {"template": {"metadata": {"labels": labels}}}}},
                 }});
-                match ctx.patch(API, KIND, UD, body).await {
-                    Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 || e.code == 403 => {
-                        ctx.passed_by("refused");
-                        Ok(None)
-                    }
-                    Err(e) => Err(e.into()),
-                    Ok(o) => {
-                        ctx.passed_by("admitted");
-                        Ok(Some(o))
-                    }
-                }
+                refused_or_admitted(&ctx, ctx.patch(API, KIND, UD, body).await)
             },
         )
         .await?;
@@ -397,16 +387,7 @@ async fn refused_or(ctx: &Ctx, what: &str, spec: Value, ready: Option<i64>) -> a
             for (k, v) in spec.as_object().into_iter().flatten() {
                 ud["spec"][k] = v.clone();
             }
-            let created = match ctx.create(ud).await {
-                Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 || e.code == 403 => {
-                    ctx.passed_by("refused");
-                    return Ok(None);
-                }
-                Err(e) => return Err(e.into()),
-                Ok(o) => o,
-            };
-            ctx.passed_by("admitted");
-            Ok(Some(created))
+            refused_or_admitted(ctx, ctx.create(ud).await)
         })
         .await?;
     let Some(created) = created else {
