@@ -369,21 +369,23 @@ impl Cell<'_> {
         // A policy that writes into pods settles once its content is in them, too.
         let policy = (s.target.is_some()).then_some((at.api, at.name));
         let all = move || async move {
-            // What the policy declares for the pods it writes into (read each time: a
-            // trial's steps change it).
+            // The policy, read each time (a trial's steps change it): what it declares for
+            // the pods it writes into.
             let declared = match policy {
-                Some((api, name)) => api
-                    .get(name)
-                    .await
-                    .ok()
-                    .and_then(|o| serde_json::to_value(o).ok()),
+                Some((api, name)) => Some(match api.get(name).await {
+                    Ok(o) => Ok(serde_json::to_value(o).unwrap_or_default()),
+                    Err(e) => Err(format!("get {name}: {e}")),
+                }),
                 None => None,
             };
+            let read = declared.as_ref().and_then(|p| p.as_ref().ok());
             let mut d = this
-                .differences(w, wapi, ns, wname, changed.as_ref(), declared.as_ref())
+                .differences(w, wapi, ns, wname, changed.as_ref(), read)
                 .await;
-            if let Some((api, name)) = policy {
-                d.extend(this.injection_differences(api, name, ns).await);
+            match &declared {
+                Some(Ok(p)) => d.extend(this.injection_differences(p, ns).await),
+                Some(Err(e)) => d.push(e.clone()),
+                None => {}
             }
             d
         };

@@ -236,16 +236,7 @@ impl Cell<'_> {
     /// What a policy that declares containers to put into pods (`spec.containers` or
     /// `spec.initContainers`) has not got into the pods of namespace `ns` it selects
     /// ([`oracle::injection::injection`]); nothing for a policy that declares none.
-    pub(super) async fn injection_differences(
-        &self,
-        api: &Api<DynamicObject>,
-        name: &str,
-        ns: &str,
-    ) -> Vec<String> {
-        let policy = match api.get(name).await {
-            Ok(o) => serde_json::to_value(o).unwrap_or_default(),
-            Err(e) => return vec![format!("get {name}: {e}")],
-        };
+    pub(super) async fn injection_differences(&self, policy: &Value, ns: &str) -> Vec<String> {
         let declares = ["containers", "initContainers"]
             .iter()
             .any(|k| policy["spec"][k].as_array().is_some_and(|c| !c.is_empty()));
@@ -265,7 +256,7 @@ impl Cell<'_> {
             Ok(n) => n,
             Err(e) => return vec![format!("list namespaces: {e:#}")],
         };
-        oracle::injection::injection(&policy, &pods, &namespaces)
+        oracle::injection::injection(policy, &pods, &namespaces)
     }
 
     /// The pods `uid` owns, itself or through objects of the kinds `via` (from the top).
