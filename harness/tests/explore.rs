@@ -463,7 +463,9 @@ fn copying_kind() -> (
 }
 
 /// A kind that copies a resource into namespaces, through a trial of its own operations and
-/// perturbation: a copy in each namespace its targets select once it settles (the trial's,
+/// perturbation, with a settle step before the copy is deleted (so that there is one to
+/// delete however slow the controller is): a copy in each namespace its targets select once
+/// it settles (the trial's,
 /// kept by name when its label goes, and the one the trial added, selected by label), a
 /// deleted copy made again, a rewritten resource reaching its copies; no finding, and the
 /// namespace the trial added goes with the trial.
@@ -492,6 +494,7 @@ async fn a_copying_kind_follows_its_targets_and_makes_a_deleted_copy_again() {
             Step::Operate {
                 op: Op::AddNamespace,
             },
+            Step::Settle,
             Step::Perturb {
                 perturbation: Perturbation::DeleteCopy,
             },
@@ -502,6 +505,10 @@ async fn a_copying_kind_follows_its_targets_and_makes_a_deleted_copy_again() {
     let out = cell.run(&subject, &trial).await.expect("the trial runs");
     let log = out.log.join("\n");
     eprintln!("{log}");
+    assert!(
+        log.contains("settle: settled"),
+        "the copies stopped changing before one was deleted: {log}"
+    );
     assert!(log.contains("DeleteCopy: deleted the copy"), "{log}");
     assert!(
         out.findings.is_empty(),

@@ -209,6 +209,34 @@ impl Cell<'_> {
         }
     }
 
+    /// The copies `obj` owns in live namespaces, each as its namespace, name and resource
+    /// version, in that order: what a settle step watches for a kind that copies (empty when
+    /// they cannot be read).
+    pub(super) async fn copy_versions(&self, obj: &Value) -> Vec<(String, String)> {
+        let (Ok(copies), Ok(namespaces)) = (self.copies(obj).await, self.namespaces().await) else {
+            return vec![];
+        };
+        let mut out: Vec<(String, String)> = in_live_namespaces(copies, &namespaces)
+            .iter()
+            .map(|c| {
+                let m = &c["metadata"];
+                (
+                    format!(
+                        "{}/{}",
+                        m["namespace"].as_str().unwrap_or_default(),
+                        m["name"].as_str().unwrap_or_default()
+                    ),
+                    m["resourceVersion"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
     /// Deletes one copy object `name` owns (the first by namespace, of those not being
     /// deleted).
     pub(super) async fn delete_copy(

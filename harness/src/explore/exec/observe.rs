@@ -40,7 +40,8 @@ impl Cell<'_> {
     /// A settle step ([`crate::explore::trial::Step::Settle`]) on `side`: waits until the
     /// controller has observed its workload's last change (`status.observedGeneration`, for a
     /// kind that keeps one) and what the workload owns (its pods' names and versions; a kind
-    /// that copies, the object itself) has not changed for [`QUIET`], within the settle bound.
+    /// that copies, the object and its copies in live namespaces) has not changed for
+    /// [`QUIET`], within the settle bound.
     /// Its line says which came first.
     pub(super) async fn quiet(&self, side: &Side, ns: &str) -> String {
         let (w, api, name) = (&side.workload, &side.wapi, side.wname.as_str());
@@ -72,10 +73,14 @@ impl Cell<'_> {
                             pods.sort();
                             pods
                         }
-                        Makes::Copies => vec![(
-                            name.to_string(),
-                            o["metadata"]["resourceVersion"].to_string(),
-                        )],
+                        Makes::Copies => {
+                            let mut owned = self.copy_versions(&o).await;
+                            owned.push((
+                                name.to_string(),
+                                o["metadata"]["resourceVersion"].to_string(),
+                            ));
+                            owned
+                        }
                     };
                     Some((observed, owned))
                 }
