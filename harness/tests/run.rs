@@ -54,6 +54,35 @@ fn harness_run_with(args: &[&str], env: &[(&str, &str)]) -> Run {
     }
 }
 
+/// Copies the run's reports (every failed try's diagnostics: the events, the manager's log
+/// around the failure, the cluster's logs) out of the test's temporary directory, which goes
+/// with the test, to the target directory, and says where: the evidence of a failure outlives
+/// it.
+fn keep(run: &Run, name: &str) -> String {
+    let to = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("kept-reports")
+        .join(format!("{name}-{}", std::process::id()));
+    fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(to)?;
+        for e in std::fs::read_dir(from)? {
+            let e = e?;
+            if e.file_type()?.is_dir() {
+                copy(&e.path(), &to.join(e.file_name()))?;
+            } else {
+                std::fs::copy(e.path(), to.join(e.file_name()))?;
+            }
+        }
+        Ok(())
+    }
+    match copy(&run.dir, &to) {
+        Ok(()) => format!("the run's reports are kept in {}", to.display()),
+        Err(e) => format!(
+            "the run's reports could not be kept in {}: {e}",
+            to.display()
+        ),
+    }
+}
+
 /// (scenario, outcome as JSON text, failure) for every result.
 fn outcomes(r: &Value) -> Vec<(String, String, String)> {
     r["results"]
@@ -84,8 +113,15 @@ fn not_passed(r: &Value) -> String {
     let other = other
         .into_iter()
         .map(|(name, verdict, failure)| {
-            let head: String = failure.chars().take(1200).collect();
-            format!("{name}: {verdict}: {head}")
+            let chars: Vec<char> = failure.chars().collect();
+            let head: String = chars.iter().take(1200).collect();
+            // The end too: a component's log tail ends with what it wrote last.
+            let tail: String = match chars.len() {
+                n if n > 1600 => format!(" … {}", chars[n - 400..].iter().collect::<String>()),
+                n if n > 1200 => chars[1200..].iter().collect(),
+                _ => String::new(),
+            };
+            format!("{name}: {verdict}: {head}{tail}")
         })
         .collect::<Vec<_>>();
     format!(
@@ -142,7 +178,13 @@ fn every_seed_scenario_passes_on_the_default_release() {
     // One retry: on a loaded machine a scenario's bound can be missed once (the soak measures
     // how often); a failure that repeats still fails the run, and a flaky pass is named here.
     let run = harness_run(&["--retries", "1"]);
-    assert_eq!(run.code, Some(0), "{}", not_passed(&run.report));
+    assert_eq!(
+        run.code,
+        Some(0),
+        "{}\n{}",
+        not_passed(&run.report),
+        keep(&run, "every-seed")
+    );
     for r in run.report["results"].as_array().unwrap() {
         if r["outcome"]["result"] == "flaky" {
             let first: String = r["failed_tries"][0]["failure"]

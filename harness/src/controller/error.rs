@@ -63,12 +63,15 @@ pub enum ControllerError {
     },
     /// The manager (or another component running as a local process, e.g. a node daemon)
     /// exited.
-    #[error("{name} {version} exited; last lines of {}:\n{tail}", log.display())]
+    #[error("{name} {version} exited ({how}); last lines of {}:\n{tail}", log.display())]
     ManagerExited {
         /// Process name.
         name: String,
         /// Release.
         version: String,
+        /// How it ended, as far as known (its exit status or signal), and what followed: first
+        /// in the message, where a shortened message still shows it.
+        how: String,
         /// Its log.
         log: PathBuf,
         /// The log's tail.
@@ -138,5 +141,28 @@ impl ControllerError {
     pub(crate) fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
         let action = action.into();
         move |source| Self::Kube { action, source }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exit_says_how_it_ended_before_the_log_that_may_be_cut() {
+        let e = ControllerError::ManagerExited {
+            name: "kruise-manager".into(),
+            version: "v1.9.0".into(),
+            how: "signal: 9 (SIGKILL); started again".into(),
+            log: PathBuf::from("/x/manager.log"),
+            tail: "a line\n".repeat(400),
+        };
+        let text = e.to_string();
+        let head: String = text.chars().take(120).collect();
+        assert!(
+            head.starts_with("kruise-manager v1.9.0 exited (signal: 9 (SIGKILL); started again)"),
+            "{head}"
+        );
+        assert!(text.ends_with("a line\n"));
     }
 }

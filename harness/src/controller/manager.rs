@@ -183,11 +183,9 @@ impl Manager {
         Err(ControllerError::ManagerExited {
             name: self.name.clone(),
             version: self.version.clone(),
+            how: "killed to restart it; not started again within 10 s".into(),
             log: self.log.clone(),
-            tail: format!(
-                "{}\n(killed to restart it, it was not started again within 10 s)",
-                log_tail(&self.log, 20)
-            ),
+            tail: log_tail(&self.log, 20),
         })
     }
 
@@ -231,11 +229,9 @@ impl Manager {
         ControllerError::ManagerExited {
             name: self.name.clone(),
             version: self.version.clone(),
+            how: format!("{status}; started again"),
             log: self.log.clone(),
-            tail: format!(
-                "{}\n(it exited: {status}; started again)",
-                log_tail_before_restart(&self.log, 20)
-            ),
+            tail: log_tail_before_restart(&self.log, 20),
         }
     }
 }
@@ -254,6 +250,7 @@ pub(crate) fn check_local_process(
         return Err(ControllerError::ManagerExited {
             name: name.into(),
             version: version.into(),
+            how: "no longer running; its status is not known here".into(),
             log: log.to_path_buf(),
             tail: log_tail(log, 20),
         });
