@@ -518,15 +518,11 @@ impl Walk {
     pub const ALONE: Walk = Walk { at: 0, of: 1 };
 }
 
-/// A subject's own updates in the order its trials walk them: the structure before its
-/// leaves, every value of the fields nearest the root of the spec ([`depth`]) before any
-/// field below them, since a field higher up governs more of what the controller does and
-/// a budget that ends early should have tried the object's shape first. Within a depth, in
-/// rounds: one value of every field before a second of any, the fields of a round and the
-/// values of a field each in an order drawn from `seed` and the `kind`'s name by a hash of
-/// the path (and value), not of the position, so that subjects of one kind whose own fields
-/// mostly agree walk them in the same order ([`Walk`]), and the same seed gives the same
-/// order.
+/// A subject's own updates in the order its trials walk them: in rounds, one value of every
+/// field before a second of any, the fields of a round and the values of a field each in an
+/// order drawn from `seed` and the `kind`'s name by a hash of the path (and value), not of
+/// the position, so that subjects of one kind whose own fields mostly agree walk them in the
+/// same order ([`Walk`]), and the same seed gives the same order.
 pub fn own_order(own: Vec<(String, Value)>, seed: u64, kind: &str) -> Vec<(String, Value)> {
     /// An update with the key that orders it.
     type Keyed = (u64, (String, Value));
@@ -539,30 +535,24 @@ pub fn own_order(own: Vec<(String, Value)>, seed: u64, kind: &str) -> Vec<(Strin
             .or_default()
             .push((value_key, (k, v)));
     }
-    let mut levels: BTreeMap<usize, Vec<(u64, Vec<Keyed>)>> = BTreeMap::new();
-    for (k, mut values) in by_field {
-        values.sort_by_key(|(vk, _)| *vk);
-        levels.entry(depth(&k)).or_default().push((key(&k), values));
-    }
+    let mut fields: Vec<(u64, Vec<Keyed>)> = by_field
+        .into_iter()
+        .map(|(k, mut values)| {
+            values.sort_by_key(|(vk, _)| *vk);
+            (key(&k), values)
+        })
+        .collect();
+    fields.sort_by_key(|(fk, _)| *fk);
+    let rounds = fields.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
     let mut out = Vec::new();
-    for mut fields in levels.into_values() {
-        fields.sort_by_key(|(fk, _)| *fk);
-        let rounds = fields.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
-        for round in 0..rounds {
-            for (_, values) in &fields {
-                if let Some((_, kv)) = values.get(round) {
-                    out.push(kv.clone());
-                }
+    for round in 0..rounds {
+        for (_, values) in &fields {
+            if let Some((_, kv)) = values.get(round) {
+                out.push(kv.clone());
             }
         }
     }
     out
-}
-
-/// How far field `path` is from the root of the object: its segments, a list's item one of
-/// them (`spec.a[0].b` is 4 deep, `spec.a` 2).
-pub fn depth(path: &str) -> usize {
-    path.split(['.', '[']).count()
 }
 
 /// The own update behaviour trial `index` of `m` sets ([`Walk`]); none without own updates.
