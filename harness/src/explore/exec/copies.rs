@@ -131,11 +131,15 @@ impl Cell<'_> {
         let Ok(obj) = serde_json::to_value(o) else {
             return 0;
         };
-        let (Ok(copies), Ok(namespaces)) = (self.copies(&obj).await, self.namespaces().await)
-        else {
-            return 0;
-        };
-        in_live_namespaces(copies, &namespaces).len()
+        self.copies_in_live_namespaces(&obj)
+            .await
+            .map_or(0, |c| c.len())
+    }
+
+    /// The copies `obj` owns in namespaces that are not being deleted.
+    async fn copies_in_live_namespaces(&self, obj: &Value) -> anyhow::Result<Vec<Value>> {
+        let namespaces = self.namespaces().await?;
+        Ok(in_live_namespaces(self.copies(obj).await?, &namespaces))
     }
 
     /// A semantic operation of a copying kind on its object `name`, in the trial's namespace
@@ -213,10 +217,10 @@ impl Cell<'_> {
     /// version, in that order: what a settle step watches for a kind that copies (empty when
     /// they cannot be read).
     pub(super) async fn copy_versions(&self, obj: &Value) -> Vec<(String, String)> {
-        let (Ok(copies), Ok(namespaces)) = (self.copies(obj).await, self.namespaces().await) else {
+        let Ok(copies) = self.copies_in_live_namespaces(obj).await else {
             return vec![];
         };
-        let mut out: Vec<(String, String)> = in_live_namespaces(copies, &namespaces)
+        let mut out: Vec<(String, String)> = copies
             .iter()
             .map(|c| {
                 let m = &c["metadata"];
@@ -245,8 +249,7 @@ impl Cell<'_> {
         name: &str,
     ) -> anyhow::Result<String> {
         let obj = serde_json::to_value(api.get(name).await?)?;
-        let namespaces = self.namespaces().await?;
-        let mut copies = in_live_namespaces(self.copies(&obj).await?, &namespaces);
+        let mut copies = self.copies_in_live_namespaces(&obj).await?;
         copies.sort_by(|a, b| {
             a["metadata"]["namespace"]
                 .as_str()
