@@ -21,7 +21,7 @@ mod perturb;
 use super::oracle::{self, Answer, Finding};
 use super::pace::Phases;
 use super::subject::{Subject, TRIAL_LABEL, get, resolve, set, split_target, target_name};
-use super::trial::{Fields, Mode, Trial};
+use super::trial::{Fields, Mode, Step, Trial};
 use crate::cluster::OWNER_LABEL;
 use crate::controller::Installation;
 
@@ -193,6 +193,20 @@ fn object(seed: Value, fields: &Fields, path: impl Fn(&str) -> Option<String>) -
         set(&mut o, &path(k)?, v.clone()).ok()?;
     }
     Some(o)
+}
+
+/// Whether every field `trial`'s create sets has a place on the subject's seed object. A
+/// field inside a list item that neither the seed nor the create makes has none: a shrinking
+/// candidate that dropped the item and kept a field of it. Such a trial is not a trial.
+pub(super) fn placeable(s: &Subject, trial: &Trial) -> bool {
+    trial.steps.iter().all(|step| match step {
+        Step::Create { set } => {
+            let (own, _) = split_target(&resolved(set, "x", "x"));
+            let seed = resolve(&s.seed.make("x"), "x", "x");
+            object(seed, &own, |k| Some(k.to_string())).is_some()
+        }
+        _ => true,
+    })
 }
 
 /// `fields` with the trial's namespace `ns` and object name `name` in place of their
@@ -525,5 +539,29 @@ mod tests {
             Some(json!({"spec": {"a": 1}}))
         );
         assert_eq!(object(json!({"spec": {}}), &fields, |_| None), None);
+    }
+
+    #[test]
+    fn a_create_is_placeable_unless_a_field_sits_in_a_list_item_nothing_makes() {
+        let all = crate::explore::subject::subjects();
+        let s = all.iter().find(|s| s.name == "CloneSet").unwrap();
+        let claims = "spec.template.spec.containers[0].resources.claims";
+        let create = |set: Vec<(String, Value)>| Trial {
+            subject: s.name.to_string(),
+            mode: Mode::Admission,
+            seed: 0,
+            index: 0,
+            steps: vec![Step::Create {
+                set: set.into_iter().collect(),
+            }],
+        };
+        // The seed's first container is there; a field of it has a place.
+        let image = "spec.template.spec.containers[0].image".to_string();
+        assert!(placeable(s, &create(vec![(image, json!("i"))])));
+        // A field of a claim, with the claims the create makes, and without them.
+        let item = (format!("{claims}[0].request"), json!("r"));
+        let list = (claims.to_string(), json!([{"name": "c"}]));
+        assert!(placeable(s, &create(vec![list, item.clone()])));
+        assert!(!placeable(s, &create(vec![item])));
     }
 }

@@ -230,6 +230,11 @@ pub(super) async fn fires(
     trial: &Trial,
     target: &Finding,
 ) -> Option<(Finding, String)> {
+    // A candidate whose create cannot be made (a field kept, its list item dropped) does
+    // not fire: it is not run.
+    if !exec::placeable(s, trial) {
+        return None;
+    }
     let cells = Cells {
         baseline: cells.baseline.filter(|_| target.oracle == Oracle::Release),
         ..cells
