@@ -200,13 +200,17 @@ fn object(seed: Value, fields: &Fields, path: impl Fn(&str) -> Option<String>) -
 /// candidate that dropped the item and kept a field of it. Such a trial is not a trial.
 pub(super) fn placeable(s: &Subject, trial: &Trial) -> bool {
     trial.steps.iter().all(|step| match step {
-        Step::Create { set } => {
-            let (own, _) = split_target(&resolved(set, "x", "x"));
-            let seed = resolve(&s.seed.make("x"), "x", "x");
-            object(seed, &own, |k| Some(k.to_string())).is_some()
-        }
+        Step::Create { set } => created(s, set, "x", "x").is_some(),
         _ => true,
     })
+}
+
+/// The object a create of `s` setting `set` sends, in namespace `ns` as `name`: the seed
+/// with the subject's own fields of `set` ([`split_target`]); None when one has no place.
+fn created(s: &Subject, set: &Fields, ns: &str, name: &str) -> Option<Value> {
+    let (own, _) = split_target(&resolved(set, ns, name));
+    let seed = resolve(&s.seed.make(name), ns, name);
+    object(seed, &own, |k| Some(k.to_string()))
 }
 
 /// `fields` with the trial's namespace `ns` and object name `name` in place of their

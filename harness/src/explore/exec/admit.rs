@@ -42,8 +42,7 @@ impl Cell<'_> {
             let (verb, fields, mine, theirs) = match step {
                 Step::Create { set } => {
                     let (own, _) = split_target(&resolved(set, ns, name));
-                    let seed = resolve(&s.seed.make(name), ns, name);
-                    let Some(o) = object(seed, &own, |k| Some(k.to_string())) else {
+                    let Some(o) = super::created(s, set, ns, name) else {
                         anyhow::bail!("set {set:?} on the seed object");
                     };
                     if let Some(m) = self.make_target(ns, s, name, set).await? {

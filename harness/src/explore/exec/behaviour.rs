@@ -239,8 +239,7 @@ impl Cell<'_> {
     ) -> anyhow::Result<Option<(String, bool)>> {
         let (ns, name, tname) = (at.ns, at.name, at.tname);
         let (own, _) = split_target(&resolved(set, ns, name));
-        let seed = resolve(&s.seed.make(name), ns, name);
-        let Some(o) = object(seed, &own, |k| Some(k.to_string())) else {
+        let Some(o) = super::created(s, set, ns, name) else {
             anyhow::bail!("set {set:?} on the seed object");
         };
         if let Some(m) = self.make_target(ns, s, name, set).await? {
