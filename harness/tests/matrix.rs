@@ -301,8 +301,9 @@ fn a_cell_that_cannot_start_is_an_infrastructure_error_and_the_others_run() {
     assert_eq!(out.code, Some(3), "{}", out.stdout);
     let m = json(&out.dir.join("matrix.json"));
     let cells = m["cells"].as_array().unwrap();
-    assert_eq!(cells[0]["worst"], "INFRA-ERROR");
-    assert_eq!(cells[1]["worst"], "pass");
+    // The cells' results, reasons included, are the evidence when either assertion fails.
+    assert_eq!(cells[0]["worst"], "INFRA-ERROR", "{:#}", m["cells"]);
+    assert_eq!(cells[1]["worst"], "pass", "{:#}", m["cells"]);
 }
 
 fn qualify(candidate: &str, baseline: &str, extra: &[&str]) -> (Out, Value) {

@@ -54,10 +54,15 @@ impl Reporter for Terminal {
                     r.scenario,
                     r.seconds
                 );
-                if let (Some(f), Outcome::Judged(Verdict::Fail)) = (&r.failure, &r.outcome) {
-                    for l in f.lines().take(6) {
-                        eprintln!("      {l}");
-                    }
+                // What went wrong, for a failure and for an infrastructure error alike: a
+                // cell that could not start says why where the run is watched.
+                let why = match &r.outcome {
+                    Outcome::Judged(Verdict::Fail) => r.failure.as_deref(),
+                    Outcome::InfraError { reason } => Some(reason.as_str()),
+                    _ => None,
+                };
+                for l in why.into_iter().flat_map(|f| f.lines().take(6)) {
+                    eprintln!("      {l}");
                 }
                 self.results.insert(key(r), r.clone());
             }

@@ -1,7 +1,10 @@
 //! Ports for a local cluster's components: [`free_port`] hands out one, [`allocate_ports`] the
-//! set a cluster needs, each below the kernel's ephemeral range and never twice.
+//! set a cluster needs, each below the kernel's ephemeral range, never twice by one process
+//! and never by two harness processes at once ([`reserve`]).
 
 use std::net::TcpListener;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -12,7 +15,9 @@ use super::components::Ports;
 pub fn free_port() -> Result<u16, LocalError> {
     // Ports are picked below the kernel's ephemeral range, so that no outgoing connection
     // (of this or any process) can take one between now and the component binding it, and
-    // never handed out twice by this process (clusters of parallel cells start at once).
+    // never handed out twice by this process (clusters of parallel cells start at once) nor
+    // while another harness process holds it: a port is free to bind for seconds (until its
+    // component starts, or while one restarts) and another process's pick would take it.
     static HANDED_OUT: Mutex<std::collections::BTreeSet<u16>> =
         Mutex::new(std::collections::BTreeSet::new());
     static EPHEMERAL_LOW: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
@@ -30,7 +35,7 @@ pub fn free_port() -> Result<u16, LocalError> {
             if handed.contains(&p) {
                 continue;
             }
-            if TcpListener::bind(("127.0.0.1", p)).is_ok() {
+            if TcpListener::bind(("127.0.0.1", p)).is_ok() && reserve(p) {
                 handed.insert(p);
                 return Ok(p);
             }
@@ -44,6 +49,29 @@ pub fn free_port() -> Result<u16, LocalError> {
         .map_err(|e| LocalError::io(Path::new("127.0.0.1:0"), e))?;
     handed.insert(p);
     Ok(p)
+}
+
+/// Reserves `port` among this machine's harness processes for the rest of this process's life:
+/// an abstract Unix socket named after it (`harness-port-<port>`), which no file backs and the
+/// kernel releases when the process ends, however it ends. False when another process holds
+/// it; true, reserving nothing, where the kernel has no abstract sockets.
+fn reserve(port: u16) -> bool {
+    static HELD: Mutex<Vec<UnixDatagram>> = Mutex::new(Vec::new());
+    let Ok(name) = SocketAddr::from_abstract_name(reservation(port)) else {
+        return true;
+    };
+    match UnixDatagram::bind_addr(&name) {
+        Ok(socket) => {
+            HELD.lock().unwrap_or_else(|p| p.into_inner()).push(socket);
+            true
+        }
+        Err(e) => e.kind() != std::io::ErrorKind::AddrInUse,
+    }
+}
+
+/// The abstract socket name that reserves `port` ([`reserve`]).
+fn reservation(port: u16) -> String {
+    format!("harness-port-{port}")
 }
 
 pub(super) fn allocate_ports(apiserver: Option<u16>) -> Result<Ports, LocalError> {
@@ -74,6 +102,23 @@ pub(super) fn allocate_ports(apiserver: Option<u16>) -> Result<Ports, LocalError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_port_another_harness_process_holds_is_not_handed_out() {
+        // Another process's reservation, as it would hold it.
+        let held = (20000..30000u16)
+            .find_map(|p| {
+                let name = SocketAddr::from_abstract_name(reservation(p)).unwrap();
+                UnixDatagram::bind_addr(&name).ok().map(|s| (p, s))
+            })
+            .unwrap();
+        assert!(!reserve(held.0), "{} is held elsewhere", held.0);
+        // A port this process reserves is held against every other.
+        let mine = free_port().unwrap();
+        let name = SocketAddr::from_abstract_name(reservation(mine)).unwrap();
+        let e = UnixDatagram::bind_addr(&name).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "{mine}: {e}");
+    }
 
     #[test]
     fn component_ports_are_distinct_and_below_the_ephemeral_range() {
