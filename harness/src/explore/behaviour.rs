@@ -338,6 +338,7 @@ impl Jobs for Behaviour<'_, '_> {
                 pace.behaviour_trial(lane, &t, seconds, phases);
                 match out {
                     Ok(out) => {
+                        self.book.summary.pace.ended_early += usize::from(out.ended_early);
                         if let Some(settle) = settled(&out) {
                             self.pacer.settled(settle);
                         }

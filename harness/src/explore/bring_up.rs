@@ -122,6 +122,7 @@ pub async fn cell_reading<'a>(
         settle,
         made: Default::default(),
         references: references(&doc, &crds),
+        unsettled: Default::default(),
     };
     cell.prepare().await?;
     Ok((cell, doc, crds))

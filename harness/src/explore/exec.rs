@@ -17,6 +17,7 @@ mod copies;
 mod observe;
 mod operate;
 mod perturb;
+mod settle;
 
 use super::oracle::{self, Answer, Finding};
 use super::pace::Phases;
@@ -40,7 +41,29 @@ pub struct Outcome {
     pub end: oracle::EndState,
     /// How long each phase of a behaviour trial took ([`super::pace::PHASES`]).
     pub phases: Vec<(&'static str, std::time::Duration)>,
+    /// Whether its settle ended before the bound, on what the subject had already reported
+    /// ([`Settling::EndKnown`]).
+    pub ended_early: bool,
 }
+
+/// How a behaviour trial's final settle may end short of the bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settling {
+    /// Once nothing differs from the declared state, else at the bound: what a finding's
+    /// shrinking and confirming runs use, and a run compared with a baseline release.
+    Bound,
+    /// Also once every difference left is of a kind ([`oracle::convergence_key`]) that a trial
+    /// of the same kind of subject already reported not converging within the full bound on
+    /// this cell, and the differences have stayed the same for [`KNOWN_QUIET`] (the trial
+    /// then reports no convergence finding: it did not wait to see one); and a settle step
+    /// once the controller has not observed the last change, as such a trial reported, and
+    /// nothing the workload owns changed for [`KNOWN_QUIET`]. A new trial of an exploration.
+    EndKnown,
+}
+
+/// How long the differences of a [`Settling::EndKnown`] settle must stay the same, every one
+/// of a kind already reported, before the settle ends.
+pub const KNOWN_QUIET: Duration = Duration::from_secs(5);
 
 /// A cluster with the controller installed, that trials run on.
 pub struct Cell<'a> {
@@ -59,9 +82,24 @@ pub struct Cell<'a> {
     pub made: std::sync::atomic::AtomicUsize,
     /// The objects trials' references name ([`super::openapi::Doc::referenced`]).
     pub references: Vec<super::openapi::Made>,
+    /// By kind of subject ([`Subject::family`]), the kinds of difference
+    /// ([`oracle::convergence_key`]) its behaviour trials on this cell reported not converging
+    /// within the full settle bound.
+    pub unsettled: std::sync::Mutex<BTreeMap<String, std::collections::BTreeSet<String>>>,
 }
 
 const MANAGER: &str = "harness-explore";
+
+/// Where a behaviour trial acts: its namespace, the subject's API, and the names of the
+/// subject's object and of its twin's.
+struct Place<'p> {
+    ns: &'p str,
+    api: &'p Api<DynamicObject>,
+    name: &'p str,
+    tname: &'p str,
+    /// How its settles may end.
+    settling: Settling,
+}
 
 /// What a behaviour trial's perturbations left that its end undoes.
 #[derive(Debug, Default)]
@@ -469,8 +507,19 @@ impl Cell<'_> {
         }
     }
 
-    /// Runs `trial` of `subject` in a namespace of its own (removed after), and judges it.
+    /// Runs `trial` of `subject` in a namespace of its own (removed after), and judges it; a
+    /// behaviour trial settles up to the full bound ([`Settling::Bound`]).
     pub async fn run(&self, subject: &Subject, trial: &Trial) -> anyhow::Result<Outcome> {
+        self.run_as(subject, trial, Settling::Bound).await
+    }
+
+    /// [`Cell::run`], a behaviour trial settling as `settling` says.
+    pub async fn run_as(
+        &self,
+        subject: &Subject,
+        trial: &Trial,
+        settling: Settling,
+    ) -> anyhow::Result<Outcome> {
         // A manager that exited in an earlier trial is running and ready again (its exit was
         // that trial's finding).
         self.installation.revive().await?;
@@ -479,7 +528,10 @@ impl Cell<'_> {
         phases.next("steps");
         let mut result = match trial.mode {
             Mode::Admission => self.admit(subject, trial, &ns, "x").await,
-            Mode::Behaviour => self.behaviour(subject, trial, &ns, &mut phases).await,
+            Mode::Behaviour => {
+                self.behaviour(subject, trial, &ns, settling, &mut phases)
+                    .await
+            }
         };
         self.drop_namespace(&ns, subject).await;
         if let Ok(out) = &mut result {

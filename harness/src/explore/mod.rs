@@ -389,7 +389,7 @@ pub async fn explore(
                 let cells = lanes[lane];
                 let (s, t) = *st;
                 let at = Instant::now();
-                let out = run_compared(cells, &s, &t).await;
+                let out = run_compared(cells, &s, &t, exec::Settling::EndKnown).await;
                 let seconds = at.elapsed().as_secs_f64();
                 Done::Trial(Box::new(Ran {
                     s,

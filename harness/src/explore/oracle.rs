@@ -26,7 +26,7 @@ pub mod revisions;
 
 pub use admission::{admission, dropped, stored, within};
 pub use claims::{ClaimedPod, ClaimsChanged, claims_follow};
-pub use convergence::{PodView, convergence, holds_updates};
+pub use convergence::{PodView, UNOBSERVED, convergence, holds_updates};
 pub use copies::{
     FORBIDDEN_NAMESPACES, NamespaceView, copies_convergence, selector_matches, selects,
 };

@@ -66,6 +66,11 @@ pub struct Pace {
     /// ([`super::Options::known`]): counted here, neither shrunk nor written.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub earlier: usize,
+    /// Behaviour trials whose settle ended before the bound, every difference left of a kind
+    /// a trial of their kind had already reported not converging
+    /// ([`super::exec::Settling::EndKnown`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ended_early: usize,
     /// The trials seen, as their subject and steps: what makes a trial a repeat.
     #[serde(skip)]
     seen: BTreeSet<String>,
@@ -183,11 +188,12 @@ impl Pace {
         };
         let mut out = vec![format!(
             "behaviour: {} trials{by_cell} ({} distinct, {:.1} distinct a minute) in {:.0} s, \
-             shared by {}; at once{on}: {}",
+             {} ended on what their kind had already reported, shared by {}; at once{on}: {}",
             self.trials(),
             self.distinct(),
             self.distinct_per_minute(),
             self.behaviour,
+            self.ended_early,
             self.share.unwrap_or(Share::Subjects).name(),
             self.widths,
         )];

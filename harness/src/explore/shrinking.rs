@@ -239,7 +239,7 @@ pub(super) async fn fires(
         baseline: cells.baseline.filter(|_| target.oracle == Oracle::Release),
         ..cells
     };
-    let out = match run_compared(cells, s, trial).await {
+    let out = match run_compared(cells, s, trial, exec::Settling::Bound).await {
         Ok(out) => out,
         Err(e) => {
             tracing::warn!("trial run: {e:#}");
@@ -252,15 +252,17 @@ pub(super) async fn fires(
         .map(|f| (f, out.manager_log))
 }
 
-/// Runs `trial` on the cell of `cells`, and with a baseline on it too, adding the O5 finding
-/// of an end that differs.
+/// Runs `trial` on the cell of `cells`, settling as `settling` says, and with a baseline on it
+/// too, adding the O5 finding of an end that differs (both then settle up to the full bound:
+/// ends compared are ends reached the same way).
 pub(super) async fn run_compared(
     cells: Cells<'_>,
     s: &Subject,
     trial: &Trial,
+    settling: exec::Settling,
 ) -> anyhow::Result<exec::Outcome> {
     let Some((base, name)) = cells.baseline else {
-        return unpanicked(cells.cell.run(s, trial)).await;
+        return unpanicked(cells.cell.run_as(s, trial, settling)).await;
     };
     let (ours, theirs) = futures::join!(
         unpanicked(cells.cell.run(s, trial)),

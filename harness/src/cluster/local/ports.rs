@@ -54,7 +54,8 @@ pub fn free_port() -> Result<u16, LocalError> {
 /// Reserves `port` among this machine's harness processes for the rest of this process's life:
 /// an abstract Unix socket named after it (`harness-port-<port>`), which no file backs and the
 /// kernel releases when the process ends, however it ends. False when another process holds
-/// it; true, reserving nothing, where the kernel has no abstract sockets.
+/// it; true, reserving nothing, when the socket cannot be made for any other reason (a kernel
+/// without abstract sockets, say): the port's own bind check still stands.
 fn reserve(port: u16) -> bool {
     static HELD: Mutex<Vec<UnixDatagram>> = Mutex::new(Vec::new());
     let Ok(name) = SocketAddr::from_abstract_name(reservation(port)) else {

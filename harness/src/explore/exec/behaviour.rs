@@ -8,11 +8,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, DynamicObject, ListParams, Patch};
+use kube::api::{Api, ListParams, Patch};
 
+use super::settle::Settled;
 use super::{
-    Cell, Outcome, Side, TWIN, Undo, answer, api_for, object, of_twin, resolved, scoped_name,
-    strict, update_patch,
+    Cell, KNOWN_QUIET, Outcome, Place, Settling, Side, TWIN, Undo, answer, api_for, object,
+    of_twin, resolved, scoped_name, strict, update_patch,
 };
 use crate::explore::oracle::{self, Answer, Finding, Oracle};
 use crate::explore::pace::Phases;
@@ -20,15 +21,6 @@ use crate::explore::subject::{Subject, catalog, resolve, split_target};
 use crate::explore::trial::{Fields, Perturbation, Step, Trial};
 use crate::scenario::monitor;
 use crate::wait::{Check, poll};
-
-/// Where a behaviour trial acts: its namespace, the subject's API, and the names of the
-/// subject's object and of its twin's.
-struct Place<'p> {
-    ns: &'p str,
-    api: &'p Api<DynamicObject>,
-    name: &'p str,
-    tname: &'p str,
-}
 
 /// A warning event of a trial's namespace: the kind of the object it is about, its reason,
 /// count and message.
@@ -42,6 +34,7 @@ impl Cell<'_> {
         s: &Subject,
         trial: &Trial,
         ns: &str,
+        settling: Settling,
         phases: &mut Phases,
     ) -> anyhow::Result<Outcome> {
         let mut out = Outcome::default();
@@ -56,6 +49,7 @@ impl Cell<'_> {
             api: &api,
             name,
             tname,
+            settling,
         };
         let window = self.installation.window(ns);
         let settings = monitor::Settings::with_liveness(self.settle);
@@ -75,10 +69,24 @@ impl Cell<'_> {
             .await?;
         self.resume_silenced(&mut undo, &mut out.log).await;
         phases.next("settle");
-        let mut differences = match refused {
-            true => vec![],
+        let Settled {
+            mut differences,
+            early,
+        } = match refused {
+            true => Settled::default(),
             false => self.settle(s, &at, &ours).await,
         };
+        if let Some(t) = early {
+            out.ended_early = true;
+            out.log.push(format!(
+                "settle ended after {:.0} s: every difference left is of a kind a trial of {} \
+                 already reported not converging, and none changed for {KNOWN_QUIET:?} (not \
+                 judged for convergence): {}",
+                t.as_secs_f64(),
+                s.family,
+                differences.join("; ")
+            ));
+        }
         phases.next("twin");
         // O4 on what settles: the same number of live pods as the twin (for kinds that keep
         // their pods: a BroadcastJob runs one on every node where a Job runs its parallelism).
@@ -109,8 +117,14 @@ impl Cell<'_> {
         // The twin's refusals count only where it went through the trial's steps.
         let twin_events = if twin.is_some() { twin_events } else { vec![] };
         held_by_policy(s, name, &events, &mut differences, &mut out.log);
-        out.findings
-            .extend(convergence(s, &differences, self.settle));
+        // What did not converge within the full bound: a kind of difference later trials of
+        // the subject's kind may end their settle on. A settle that ended so did not wait to
+        // see whether its differences would go: it judges no convergence.
+        if early.is_none() {
+            let converged = convergence(s, &differences, self.settle);
+            self.unsettled_by(s, &converged);
+            out.findings.extend(converged);
+        }
         let found = watching.stop().await?;
         out.findings.extend(monitored(s, trial, found));
         // Failures on the way to a settled state were retries that succeeded; a write the API
@@ -203,9 +217,9 @@ impl Cell<'_> {
                     )
                 }
                 Step::Settle => {
-                    let line = self.quiet(ours, ns).await;
+                    let line = self.quiet(ours, ns, at.settling).await;
                     if let Some(side) = &twin {
-                        let _ = self.quiet(side, ns).await;
+                        let _ = self.quiet(side, ns, Settling::Bound).await;
                     }
                     format!("settle: {line}")
                 }
@@ -356,55 +370,6 @@ impl Cell<'_> {
                 ),
                 Err(e) => format!("the kubelet of {node} did not come back: {e:#}"),
             });
-        }
-    }
-
-    /// Waits (up to the settle bound) until nothing differs from the declared state; what
-    /// still differs then (none once settled).
-    async fn settle(&self, s: &Subject, at: &Place<'_>, ours: &Side) -> Vec<String> {
-        let (this, ns) = (self, at.ns);
-        let (w, wapi, wname) = (&ours.workload, &ours.wapi, ours.wname.as_str());
-        let changed = &ours.claims_changed();
-        // A policy that writes into pods settles once its content is in them, too.
-        let policy = (s.target.is_some()).then_some((at.api, at.name));
-        let all = move || async move {
-            // The policy, read each time (a trial's steps change it): what it declares for
-            // the pods it writes into.
-            let declared = match policy {
-                Some((api, name)) => Some(match api.get(name).await {
-                    Ok(o) => Ok(serde_json::to_value(o).unwrap_or_default()),
-                    Err(e) => Err(format!("get {name}: {e}")),
-                }),
-                None => None,
-            };
-            let read = declared.as_ref().and_then(|p| p.as_ref().ok());
-            let mut d = this
-                .differences(w, wapi, ns, wname, changed.as_ref(), read)
-                .await;
-            match &declared {
-                Some(Ok(p)) => d.extend(this.injection_differences(p, ns).await),
-                Some(Err(e)) => d.push(e.clone()),
-                None => {}
-            }
-            d
-        };
-        let r = poll(
-            &format!("{} {wname} to settle", w.kind),
-            self.settle,
-            Duration::from_millis(500),
-            move || async move {
-                let d = all().await;
-                if d.is_empty() {
-                    Check::Met
-                } else {
-                    Check::Pending(d.join("; "))
-                }
-            },
-        )
-        .await;
-        match r {
-            Ok(_) => vec![],
-            Err(_) => all().await,
         }
     }
 

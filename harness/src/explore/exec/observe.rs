@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::Value;
 
-use super::{Cell, Side, api_for};
+use super::{Cell, Settling, Side, api_for};
 use crate::explore::oracle::{self, PodView};
 use crate::explore::subject::{self, Makes, Subject};
 
@@ -41,10 +41,15 @@ impl Cell<'_> {
     /// controller has observed its workload's last change (`status.observedGeneration`, for a
     /// kind that keeps one) and what the workload owns (its pods' names and versions; a kind
     /// that copies, the object and its copies in live namespaces) has not changed for
-    /// [`QUIET`], within the settle bound.
-    /// Its line says which came first.
-    pub(super) async fn quiet(&self, side: &Side, ns: &str) -> String {
+    /// [`QUIET`], within the settle bound; as `settling` allows, also once the controller has
+    /// not observed it, as a trial of the subject's kind already reported
+    /// ([`Cell::unsettled_of`]), and nothing the workload owns changed for
+    /// [`super::KNOWN_QUIET`]. Its line says which came first.
+    pub(super) async fn quiet(&self, side: &Side, ns: &str, settling: Settling) -> String {
         let (w, api, name) = (&side.workload, &side.wapi, side.wname.as_str());
+        let unobserved = self
+            .unsettled_of(&side.subject, settling)
+            .contains(&oracle::convergence_key(oracle::UNOBSERVED));
         let started = Instant::now();
         let (mut last, mut since) = (None, Instant::now());
         loop {
@@ -93,6 +98,18 @@ impl Cell<'_> {
                 && since.elapsed() >= QUIET
             {
                 return format!("settled in {:.1} s", started.elapsed().as_secs_f64());
+            }
+            if let Some((false, _)) = &last
+                && unobserved
+                && since.elapsed() >= super::KNOWN_QUIET
+            {
+                return format!(
+                    "not observed after {:.1} s, as trials of {} reported, and nothing changed \
+                     for {:?}: the next step goes on",
+                    started.elapsed().as_secs_f64(),
+                    side.subject.family,
+                    super::KNOWN_QUIET
+                );
             }
             if started.elapsed() >= self.settle {
                 return format!(

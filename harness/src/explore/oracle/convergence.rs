@@ -9,6 +9,10 @@ use serde_json::Value;
 use super::holds::{self, Holds, hooks_can_hold, waits_on_hook};
 use crate::explore::subject::{Subject, get};
 
+/// How the difference of a change the controller has not observed begins (its
+/// `status.observedGeneration` behind its `metadata.generation`).
+pub const UNOBSERVED: &str = "status.observedGeneration";
+
 /// A pod as convergence sees it: its template image (first container) and labels.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodView {
@@ -44,6 +48,8 @@ type Difference = (String, String, String);
 ///   template's: the policy wrote it into the pod.
 ///
 /// Returns what differs.
+///
+/// The difference of a change the controller has not observed starts with [`UNOBSERVED`].
 pub fn convergence(
     subject: &Subject,
     obj: &Value,
@@ -56,7 +62,7 @@ pub fn convergence(
     let observed = obj["status"]["observedGeneration"].as_i64();
     if subject.observes_generation && (observed.is_none() || observed < generation) {
         out.push(format!(
-            "status.observedGeneration: want {}, got {}",
+            "{UNOBSERVED}: want {}, got {}",
             generation.unwrap_or_default(),
             observed.map_or("none".into(), |o| o.to_string())
         ));
