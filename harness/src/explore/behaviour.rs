@@ -35,8 +35,9 @@ pub(super) type Prepared = (Subject, Vec<Fields>, Vec<(String, Value)>, usize);
 
 /// What behaviour trials of `s` are made from, given the single values its admission trials
 /// admitted (in schema order): the small ones for updates, the subject's own fields first
-/// (and counted, in the order their trials walk them, [`trial::own_order`]), and those that
-/// set a value each a create, in the seeded order of
+/// (and counted, in the order their trials walk them: first those that take away what its
+/// seed object declares, [`takes_away`], the largest first, then the others, each part in
+/// [`trial::own_order`]), and those that set a value each a create, in the seeded order of
 /// [`trial::create_order`] (so that a budget that ends early has created with fields from
 /// across the schema).
 pub(super) fn prepare(s: Subject, admitted: Vec<(String, Value)>, seed: u64) -> Prepared {
@@ -50,10 +51,38 @@ pub(super) fn prepare(s: Subject, admitted: Vec<(String, Value)>, seed: u64) -> 
     let (updates, shared): (Vec<_>, Vec<_>) = kept
         .into_iter()
         .partition(|(k, _)| !shared_field(k, &s.template));
-    let mut updates = trial::own_order(updates, seed, s.family);
+    let declared = s.seed.make("x");
+    let (away, rest): (Vec<_>, Vec<_>) = updates
+        .into_iter()
+        .partition(|(k, v)| takes_away(&declared, k, v));
+    let mut updates = trial::own_order(away, seed, s.family);
+    // The largest first: a whole object taken away before its parts (a stable sort keeps
+    // the seeded order within a depth).
+    updates.sort_by_key(|(k, _)| depth(k));
+    updates.extend(trial::own_order(rest, seed, s.family));
     let own = updates.len();
     updates.extend(shared);
     (s, creates, updates, own)
+}
+
+/// Whether the update setting `k` to `v` takes away what the seed object `declared` declares
+/// there: the seed holds something at `k` and the update removes it or leaves it empty. What
+/// a working object has, taken away, is where a controller meets absence (a default, a
+/// missing part); a kind's walk starts with those, the few its seed declares.
+pub(super) fn takes_away(declared: &Value, k: &str, v: &Value) -> bool {
+    let empty = |v: &Value| match v {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::String(t) => t.is_empty(),
+        _ => false,
+    };
+    !empty(super::path::get(declared, k)) && empty(v)
+}
+
+/// How deep path `k` lies: its fields and list items below the root.
+fn depth(k: &str) -> usize {
+    k.matches(['.', '[']).count()
 }
 
 /// Whether subject `s`, whose admission trials admitted `admitted` (its single values), takes
@@ -584,6 +613,44 @@ mod tests {
                 &format!("{t}.metadata.labels")
             ]
         );
+    }
+
+    #[test]
+    fn a_kinds_walk_starts_with_what_takes_away_what_its_seed_declares_the_largest_first() {
+        let cloneset = select(&["CloneSet".to_string()]).unwrap().remove(0);
+        let seed = cloneset.seed.make("x");
+        let declared = |k: &str| !crate::explore::path::get(&seed, k).is_null();
+        assert!(declared("spec.replicas") && declared("spec.selector.matchLabels"));
+        assert!(!declared("spec.minReadySeconds") && !declared("spec.paused"));
+        let admitted = vec![
+            ("spec.minReadySeconds".to_string(), json!(1)),
+            ("spec.minReadySeconds".to_string(), Value::Null),
+            ("spec.paused".to_string(), json!(true)),
+            ("spec.replicas".to_string(), json!(3)),
+            ("spec.replicas".to_string(), Value::Null),
+            ("spec.selector.matchLabels".to_string(), json!({})),
+            ("spec.selector.matchLabels".to_string(), json!({"k": "v"})),
+        ];
+        for seed in 1..20 {
+            let (_, _, updates, own) = prepare(cloneset.clone(), admitted.clone(), seed);
+            assert_eq!(own, 7);
+            // The two that take away a declared field, the shallower first; then the rest
+            // (a removal of what the seed does not declare, and every other value) in rounds.
+            assert_eq!(
+                updates[..2],
+                [
+                    ("spec.replicas".to_string(), Value::Null),
+                    ("spec.selector.matchLabels".to_string(), json!({})),
+                ],
+                "seed {seed}"
+            );
+            let rest = trial::own_order(updates[2..].to_vec(), seed, cloneset.family);
+            assert_eq!(updates[2..], rest[..], "seed {seed}");
+        }
+        // Nothing taken away where the seed holds nothing, or the value is not empty.
+        assert!(!takes_away(&seed, "spec.minReadySeconds", &Value::Null));
+        assert!(!takes_away(&seed, "spec.replicas", &json!(0)));
+        assert!(takes_away(&seed, "spec.selector", &Value::Null));
     }
 
     #[test]
