@@ -41,7 +41,7 @@ pub struct Outcome {
     pub end: oracle::EndState,
     /// How long each phase of a behaviour trial took ([`super::pace::PHASES`]).
     pub phases: Vec<(&'static str, std::time::Duration)>,
-    /// Whether its settle ended before the bound, on what the subject had already reported
+    /// Whether its settle ended before the bound, on what its subject's kind had reported
     /// ([`Settling::EndKnown`]).
     pub ended_early: bool,
 }
