@@ -664,7 +664,9 @@ async fn a_policys_trial_settles_rolls_its_declared_containers_out_and_aims_at_t
 /// place by its strategy replaces its pods instead, whose new claims carry the new size, and the
 /// rule on claims stays quiet; an Advanced StatefulSet, whose claims outlive its pods and
 /// revisions by design, updates its pods in place and keeps their claims, and the rule fires
-/// (`does not converge: claims`, a documented difference), naming the size the claim kept.
+/// (`does not converge: claims`, a documented difference), naming the size the claim kept. The
+/// same trial again, as an exploration's new trial, ends its settle on that reported kind of
+/// difference and judges no convergence.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_template_change_reaches_the_claims_or_the_rule_on_claims_fires() {
     use harness::explore::trial::{Fields, Mode, Op, Step, Trial};
@@ -715,6 +717,21 @@ async fn a_claim_template_change_reaches_the_claims_or_the_rule_on_claims_fires(
             .collect()
     };
 
+    // An Advanced StatefulSet that updates its pods in place.
+    let create_in_place = || {
+        Fields::from([
+            (
+                "spec.updateStrategy.rollingUpdate.podUpdatePolicy".to_string(),
+                json!("InPlaceIfPossible"),
+            ),
+            // What an update in place of a StatefulSet's pods asks of its template.
+            (
+                "spec.template.spec.readinessGates".to_string(),
+                json!([{"conditionType": "InPlaceUpdateReady"}]),
+            ),
+        ])
+    };
+
     // Each trial changes the claim templates with both pods live.
     let run = async |name: &str, create: Fields| {
         let out = cell
@@ -744,21 +761,7 @@ async fn a_claim_template_change_reaches_the_claims_or_the_rule_on_claims_fires(
         out.findings
     );
 
-    let out = run(
-        names[1],
-        Fields::from([
-            (
-                "spec.updateStrategy.rollingUpdate.podUpdatePolicy".to_string(),
-                json!("InPlaceIfPossible"),
-            ),
-            // What an update in place of a StatefulSet's pods asks of its template.
-            (
-                "spec.template.spec.readinessGates".to_string(),
-                json!([{"conditionType": "InPlaceUpdateReady"}]),
-            ),
-        ]),
-    )
-    .await;
+    let out = run(names[1], create_in_place()).await;
     let found = claims(&out);
     assert!(
         found
@@ -766,6 +769,33 @@ async fn a_claim_template_change_reaches_the_claims_or_the_rule_on_claims_fires(
             .any(|d| d.contains("\"1Gi\"") && d.contains("\"2Gi\"")),
         "the Advanced StatefulSet's pods kept their 1Gi claims: {:#?}",
         out.findings
+    );
+    assert!(!out.ended_early, "`Cell::run` waits out the bound");
+
+    // The same trial as a new trial of an exploration: its kind has reported the claims not
+    // converging within the full bound, so its settle ends once only that is left, unchanged
+    // for the quiet window, and it reports no convergence finding (it did not wait to see one).
+    let name = names[1];
+    let again = cell
+        .run_as(
+            &subject(name),
+            &trial(name, create_in_place()),
+            harness::explore::exec::Settling::EndKnown,
+        )
+        .await
+        .expect("the trial runs");
+    let log = again.log.join("\n");
+    eprintln!("{log}");
+    assert!(again.ended_early, "{log}");
+    assert!(log.contains("settle ended after"), "{log}");
+    assert!(
+        log.contains("claims"),
+        "the log names what still differed: {log}"
+    );
+    assert!(
+        claims(&again).is_empty(),
+        "a settle that ended early judges no convergence: {:#?}",
+        again.findings
     );
     drop(cell);
     drop(session);

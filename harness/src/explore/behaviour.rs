@@ -371,7 +371,7 @@ impl Jobs for Behaviour<'_, '_> {
                         if let Some(settle) = settled(&out) {
                             self.pacer.settled(settle);
                         }
-                        let took = Duration::from_secs_f64(seconds);
+                        let took = bound_run(&out, seconds, self.book.options.settle);
                         let new = self.book.sort(&s, &t, took, out.findings, &out.manager_log);
                         self.queue.extend(new);
                     }
@@ -401,6 +401,24 @@ pub(super) fn settled(out: &exec::Outcome) -> Option<f64> {
             .map(|(_, d)| d.as_secs_f64())
             .sum()
     })
+}
+
+/// How long a run of `out`'s trial (which took `seconds`) may take when it waits out the settle
+/// bound `bound`, as shrinking's candidates and confirming runs do ([`exec::Settling::Bound`]):
+/// what it took, but a settle that ended early on what its kind reported counted at the bound.
+/// What a finding's shrinking is planned with, so that its share is not overrun.
+fn bound_run(out: &exec::Outcome, seconds: f64, bound: Duration) -> Duration {
+    let took = Duration::from_secs_f64(seconds);
+    if !out.ended_early {
+        return took;
+    }
+    let settle: Duration = out
+        .phases
+        .iter()
+        .filter(|(p, _)| *p == "settle")
+        .map(|(_, d)| *d)
+        .sum();
+    took.saturating_sub(settle) + bound
 }
 
 /// The apiserver's latency now, seconds: the median of three reads of one namespace's
@@ -464,6 +482,27 @@ mod tests {
         "U.xWithClaims",
         "U.y",
     ];
+
+    #[test]
+    fn a_trial_that_ended_its_settle_early_is_planned_for_at_the_bound() {
+        let s = Duration::from_secs;
+        let phases = vec![("steps", s(4)), ("settle", s(6)), ("judge", s(1))];
+        let mut out = exec::Outcome {
+            phases,
+            ..Default::default()
+        };
+        assert_eq!(
+            bound_run(&out, 11.0, s(60)),
+            s(11),
+            "it waited as shrinking does"
+        );
+        out.ended_early = true;
+        assert_eq!(
+            bound_run(&out, 11.0, s(60)),
+            s(65),
+            "its steps and judging, and the whole bound for its settle"
+        );
+    }
 
     fn run(turns: &mut Turns, trials: usize) -> Vec<(usize, u64)> {
         (0..trials).map(|_| turns.next().unwrap()).collect()

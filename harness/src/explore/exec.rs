@@ -243,12 +243,14 @@ pub(super) fn placeable(s: &Subject, trial: &Trial) -> bool {
     })
 }
 
-/// The object a create of `s` setting `set` sends, in namespace `ns` as `name`: the seed
-/// with the subject's own fields of `set` ([`split_target`]); None when one has no place.
-fn created(s: &Subject, set: &Fields, ns: &str, name: &str) -> Option<Value> {
+/// The subject's own fields of `set` ([`split_target`]), in namespace `ns` as `name`, and
+/// the object a create of `s` setting them sends: the seed with those fields; None when one
+/// has no place.
+fn created(s: &Subject, set: &Fields, ns: &str, name: &str) -> Option<(Fields, Value)> {
     let (own, _) = split_target(&resolved(set, ns, name));
     let seed = resolve(&s.seed.make(name), ns, name);
-    object(seed, &own, |k| Some(k.to_string()))
+    let o = object(seed, &own, |k| Some(k.to_string()))?;
+    Some((own, o))
 }
 
 /// `fields` with the trial's namespace `ns` and object name `name` in place of their

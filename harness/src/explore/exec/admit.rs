@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::{Cell, Outcome, answer, api_for, object, resolved, scoped_name, strict, update_patch};
 use crate::explore::oracle::{self, Answer};
-use crate::explore::subject::{Subject, Twin, resolve, split_target};
+use crate::explore::subject::{Subject, Twin, resolve};
 use crate::explore::trial::{Fields, Step, Trial};
 
 impl Cell<'_> {
@@ -41,8 +41,7 @@ impl Cell<'_> {
             params.dry_run = last;
             let (verb, fields, mine, theirs) = match step {
                 Step::Create { set } => {
-                    let (own, _) = split_target(&resolved(set, ns, name));
-                    let Some(o) = super::created(s, set, ns, name) else {
+                    let Some((own, o)) = super::created(s, set, ns, name) else {
                         anyhow::bail!("set {set:?} on the seed object");
                     };
                     if let Some(m) = self.make_target(ns, s, name, set).await? {

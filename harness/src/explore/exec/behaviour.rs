@@ -252,8 +252,7 @@ impl Cell<'_> {
         out: &mut Outcome,
     ) -> anyhow::Result<Option<(String, bool)>> {
         let (ns, name, tname) = (at.ns, at.name, at.tname);
-        let (own, _) = split_target(&resolved(set, ns, name));
-        let Some(o) = super::created(s, set, ns, name) else {
+        let Some((own, o)) = super::created(s, set, ns, name) else {
             anyhow::bail!("set {set:?} on the seed object");
         };
         if let Some(m) = self.make_target(ns, s, name, set).await? {

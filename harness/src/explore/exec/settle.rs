@@ -102,7 +102,8 @@ impl Cell<'_> {
                 if d.is_empty() {
                     Check::Met
                 } else if stall.borrow_mut().ends(&d, Instant::now()) {
-                    Check::Failed(d.join("; "))
+                    // What differs is kept by the stall ([`Stall::last`]).
+                    Check::Failed("only differences of kinds already reported".into())
                 } else {
                     Check::Pending(d.join("; "))
                 }
