@@ -394,13 +394,16 @@ impl Jobs for Behaviour<'_, '_> {
 /// from the declared state gone.
 pub(super) fn settled(out: &exec::Outcome) -> Option<f64> {
     let settled = out.end.admitted.first() == Some(&true) && out.end.unsettled.is_empty();
-    settled.then(|| {
-        out.phases
-            .iter()
-            .filter(|(p, _)| *p == "settle")
-            .map(|(_, d)| d.as_secs_f64())
-            .sum()
-    })
+    settled.then(|| settling(out).as_secs_f64())
+}
+
+/// How long a behaviour trial's settle phase took.
+fn settling(out: &exec::Outcome) -> Duration {
+    out.phases
+        .iter()
+        .filter(|(p, _)| *p == "settle")
+        .map(|(_, d)| *d)
+        .sum()
 }
 
 /// How long a run of `out`'s trial (which took `seconds`) may take when it waits out the settle
@@ -412,13 +415,7 @@ fn bound_run(out: &exec::Outcome, seconds: f64, bound: Duration) -> Duration {
     if !out.ended_early {
         return took;
     }
-    let settle: Duration = out
-        .phases
-        .iter()
-        .filter(|(p, _)| *p == "settle")
-        .map(|(_, d)| *d)
-        .sum();
-    took.saturating_sub(settle) + bound
+    took.saturating_sub(settling(out)) + bound
 }
 
 /// The apiserver's latency now, seconds: the median of three reads of one namespace's
