@@ -666,7 +666,8 @@ async fn a_policys_trial_settles_rolls_its_declared_containers_out_and_aims_at_t
 /// revisions by design, updates its pods in place and keeps their claims, and the rule fires
 /// (`does not converge: claims`, a documented difference), naming the size the claim kept. The
 /// same trial again, as an exploration's new trial, ends its settle on that reported kind of
-/// difference and judges no convergence.
+/// difference and judges no convergence; and as a confirming run whose share ends before the
+/// bound, its waits end then, and it is cut and judges no convergence.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_template_change_reaches_the_claims_or_the_rule_on_claims_fires() {
     use harness::explore::trial::{Fields, Mode, Op, Step, Trial};
@@ -796,6 +797,39 @@ async fn a_claim_template_change_reaches_the_claims_or_the_rule_on_claims_fires(
         claims(&again).is_empty(),
         "a settle that ended early judges no convergence: {:#?}",
         again.findings
+    );
+
+    // The same trial as a confirming run whose share of the budget ends 20 s after it starts,
+    // well inside the 90 s bound: its waits end there, it is cut, and it judges no convergence
+    // (a wait cut short saw no end).
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let cut = cell
+        .run_as(
+            &subject(name),
+            &trial(name, create_in_place()),
+            harness::explore::exec::Settling::Until(until),
+        )
+        .await
+        .expect("the trial runs");
+    let log = cut.log.join("\n");
+    eprintln!("{log}");
+    assert!(cut.cut, "{log}");
+    assert!(!cut.ended_early, "{log}");
+    assert!(log.contains("cut at the end of its share"), "{log}");
+    let settle: std::time::Duration = cut
+        .phases
+        .iter()
+        .filter(|(p, _)| *p == "settle")
+        .map(|(_, d)| *d)
+        .sum();
+    assert!(
+        settle < std::time::Duration::from_secs(90),
+        "its settle ended at the instant, not at the bound: {settle:?}"
+    );
+    assert!(
+        claims(&cut).is_empty(),
+        "a cut run judges no convergence: {:#?}",
+        cut.findings
     );
     drop(cell);
     drop(session);

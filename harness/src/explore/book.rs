@@ -164,6 +164,22 @@ impl Book<'_> {
         output::write_finding(&dir, &s, &r, &self.options.controller, &manager_log)?;
         let shrunk = done.candidates > 0;
         (self.say)(match (shrunk, confirmed) {
+            (_, false) if done.cut > 0 => format!(
+                "         {}, not confirmed: {} of its confirming runs were cut at the end of \
+                 shrinking's share before they fired it, and every other fired it; `harness \
+                 explore --replay {}` confirms it",
+                match shrunk {
+                    true => format!(
+                        "shrunk to {} step(s), {} field(s) in {} runs",
+                        r.trial.steps.len(),
+                        r.trial.fields().len(),
+                        done.candidates
+                    ),
+                    false => "not shrunk".to_string(),
+                },
+                done.cut,
+                dir.display()
+            ),
             (true, false) => format!(
                 "         shrunk to {} step(s), {} field(s) in {} runs, not confirmed: its \
                  confirming runs no longer fit in what is left of shrinking's share ({:.0} s); \
@@ -211,6 +227,7 @@ impl Book<'_> {
                 shrunk,
                 confirmed,
                 repeats,
+                cut: done.cut,
             },
         );
         self.summary.findings.push(r);

@@ -4,7 +4,7 @@
 //! it runs, convergence once it settles, repeated failure events and the controller's health.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -44,14 +44,24 @@ pub struct Outcome {
     /// Whether its settle ended before the bound, on what its subject's kind had reported
     /// ([`Settling::EndKnown`]).
     pub ended_early: bool,
+    /// Whether it reached the instant of its [`Settling::Until`] before it was judged: a wait
+    /// may have ended there, not where it would have, so it judged no convergence, and what it
+    /// did not fire says nothing.
+    pub cut: bool,
 }
 
 /// How a behaviour trial's final settle may end short of the bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Settling {
-    /// Once nothing differs from the declared state, else at the bound: what a finding's
-    /// shrinking and confirming runs use, and a run compared with a baseline release.
+    /// Once nothing differs from the declared state, else at the bound: a run compared with a
+    /// baseline release, and a finding's shrinking and confirming runs with no share to keep
+    /// (`--replay`).
     Bound,
+    /// As [`Settling::Bound`], every wait of the trial (a settle step, the final settle, the
+    /// twin's) ending at the instant given when it comes first: a finding's shrinking and
+    /// confirming runs, whose share of the budget ends then. A run that reached it is cut
+    /// ([`Outcome::cut`]).
+    Until(Instant),
     /// Also once every difference left is of a kind ([`oracle::convergence_key`]) that a trial
     /// of the same kind of subject already reported not converging within the full bound on
     /// this cell, and the differences have stayed the same for [`KNOWN_QUIET`] (the trial
@@ -59,6 +69,30 @@ pub enum Settling {
     /// once the controller has not observed the last change, as such a trial reported, and
     /// nothing the workload owns changed for [`KNOWN_QUIET`]. A new trial of an exploration.
     EndKnown,
+}
+
+impl Settling {
+    /// How long a wait that may last `bound` may last from now.
+    pub fn bound(self, bound: Duration) -> Duration {
+        match self {
+            Settling::Until(at) => bound.min(at.saturating_duration_since(Instant::now())),
+            Settling::Bound | Settling::EndKnown => bound,
+        }
+    }
+
+    /// As it is, but [`Settling::EndKnown`] as [`Settling::Bound`]: how the twin settles (what
+    /// the subject's kind reported is not the twin's).
+    pub fn full(self) -> Self {
+        match self {
+            Settling::EndKnown => Settling::Bound,
+            s => s,
+        }
+    }
+
+    /// Whether its instant has come ([`Settling::Until`]).
+    pub fn reached(self) -> bool {
+        matches!(self, Settling::Until(at) if Instant::now() >= at)
+    }
 }
 
 /// How long the differences of a [`Settling::EndKnown`] settle must stay the same, every one
@@ -559,6 +593,26 @@ fn namespace_name(subject: &Subject, n: usize, random: u16) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wait_until_an_instant_ends_at_the_bound_or_the_instant_whichever_comes_first() {
+        let s = Duration::from_secs;
+        let bound = s(60);
+        assert_eq!(Settling::Bound.bound(bound), bound);
+        assert_eq!(Settling::EndKnown.bound(bound), bound);
+        let later = Settling::Until(Instant::now() + s(3600));
+        assert_eq!(later.bound(bound), bound);
+        assert!(!later.reached());
+        let soon = Settling::Until(Instant::now() + s(10));
+        assert!(soon.bound(bound) <= s(10) && soon.bound(bound) > s(5));
+        let past = Settling::Until(Instant::now() - s(1));
+        assert_eq!(past.bound(bound), Duration::ZERO);
+        assert!(past.reached());
+        assert!(!Settling::Bound.reached() && !Settling::EndKnown.reached());
+        // The twin waits as the subject does, but never on what the subject's kind reported.
+        assert_eq!(Settling::EndKnown.full(), Settling::Bound);
+        assert_eq!(past.full(), past);
+    }
 
     #[test]
     fn names_made_from_a_trial_namespace_fit_a_label_value() {

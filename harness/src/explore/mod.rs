@@ -18,10 +18,12 @@
 //! firing it again is counted, not shrunk again) is shrunk ([`minimize`]), run again three
 //! times at once (a finding that does not fire every time is reported as unstable) and
 //! written as a reproduction ([`output`]) — while shrinking and confirming have used less
-//! than their share of the budget ([`SHRINK_SHARE`] by default); past it, it is written as it fired,
-//! for `--replay` to shrink and confirm (shrunk but not confirmed when, once shrunk, its
-//! confirming runs no longer fit: [`shrinking::confirm_fits`]). Every trial is data: replayed exactly from its YAML
-//! ([`replay`]), or regenerated from the seed.
+//! than their share of the budget ([`SHRINK_SHARE`] by default); past it, it is written as it
+//! fired, for `--replay` to shrink and confirm (shrunk but not confirmed when, once shrunk, its
+//! confirming runs no longer fit: [`shrinking::confirm_fits`]). Every wait of a candidate or a
+//! confirming run ends at the end of the share ([`exec::Settling::Until`]); a confirming run cut
+//! there before it fired says nothing ([`shrinking::counted`]). Every trial is data: replayed
+//! exactly from its YAML ([`replay`]), or regenerated from the seed.
 //!
 //! The run is split by phase: [`Options`] and [`Gates`] say how it goes ([`options`]), the
 //! cell is brought up and read in [`bring_up`], the admission phase is [`admission`] (its
@@ -485,8 +487,9 @@ pub async fn replay(
         return shrink_written(dir, cells, s, r, options).await;
     }
     let fired = match cells.baseline {
-        Some(_) => fires(cells, &s, &r.trial, &r.finding)
+        Some(_) => fires(cells, &s, &r.trial, &r.finding, exec::Settling::Bound)
             .await
+            .hit
             .map(|(f, _)| vec![f])
             .unwrap_or_default(),
         None => ours.run(&s, &r.trial).await?.findings,

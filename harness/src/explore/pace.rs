@@ -157,6 +157,10 @@ pub struct FindingPace {
     pub confirmed: bool,
     /// Times other trials fired it again in the run (it is shrunk once).
     pub repeats: usize,
+    /// Its confirming runs cut at the end of the share before they fired it (they say
+    /// nothing: with one, it is confirmed only if a run that was not cut did not fire it).
+    #[serde(default)]
+    pub cut: usize,
 }
 
 impl Pace {

@@ -128,9 +128,11 @@ pub(super) struct Shrunk {
     pub(super) trial: Trial,
     /// Candidates run.
     pub(super) candidates: usize,
-    /// Confirming runs made (none: not confirmed), and of them those that fired it.
+    /// Confirming runs that count (none: not confirmed), and of them those that fired it.
     pub(super) confirm_runs: usize,
     pub(super) reproduced: usize,
+    /// Confirming runs cut at the end of the share before they fired it ([`counted`]).
+    pub(super) cut: usize,
     /// What the last confirming run that fired it saw, with the controller's log window.
     pub(super) hit: Option<(Finding, String)>,
     /// Seconds of shrinking and of confirming.
@@ -147,10 +149,34 @@ impl Shrunk {
             candidates: 0,
             confirm_runs: 0,
             reproduced: 0,
+            cut: 0,
             hit: None,
             shrinking: 0.0,
             confirming: 0.0,
         }
+    }
+}
+
+/// What a run of a finding's trial gave: what fired like the finding, with the controller's
+/// log window, and whether the run was cut at the end of its share ([`exec::Outcome::cut`]).
+#[derive(Debug, Default)]
+pub(super) struct Fired {
+    pub(super) hit: Option<(Finding, String)>,
+    pub(super) cut: bool,
+}
+
+/// Of a finding's confirming runs, those that count, those of them that fired it, and the runs
+/// cut before they fired it. A cut run that did not fire it says nothing (a wait ended at the
+/// share's end, not where it would have): when there is one and every run that counts fired
+/// it, it is not confirmed (none count); when a run that counts did not fire it, it is
+/// unstable whatever the cut ones would have said.
+pub(super) fn counted(runs: &[Fired]) -> (usize, usize, usize) {
+    let cut = runs.iter().filter(|r| r.cut && r.hit.is_none()).count();
+    let counts = runs.len() - cut;
+    let reproduced = runs.iter().filter(|r| r.hit.is_some()).count();
+    match cut > 0 && reproduced == counts {
+        true => (0, 0, cut),
+        false => (counts, reproduced, cut),
     }
 }
 
@@ -164,6 +190,12 @@ pub(super) async fn shrink(
     confirm: usize,
 ) -> Shrunk {
     let started = Instant::now();
+    // Every run's waits end at the end of the time given, unless the confirming runs run
+    // whatever it took (a replay).
+    let settling = match plan.always_confirm {
+        true => exec::Settling::Bound,
+        false => exec::Settling::Until(started + plan.left),
+    };
     let (s, target) = (&p.subject, &p.finding);
     // The longest candidate, in milliseconds.
     let longest = AtomicU64::new(0);
@@ -176,7 +208,8 @@ pub(super) async fn shrink(
         let longest = &longest;
         async move {
             let t0 = Instant::now();
-            let hit = fires(cells, s, &t, target).await.is_some();
+            // A candidate cut before it fired does not fire: the larger trial stays.
+            let hit = fires(cells, s, &t, target, settling).await.hit.is_some();
             let ms = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
             longest.fetch_max(ms, Ordering::Relaxed);
             hit
@@ -192,13 +225,14 @@ pub(super) async fn shrink(
             candidates: minimized.runs,
             confirm_runs: 0,
             reproduced: 0,
+            cut: 0,
             hit: None,
             shrinking,
             confirming: 0.0,
         };
     }
     let confirming = Instant::now();
-    let run = || fires(cells, s, &minimized.trial, target);
+    let run = || fires(cells, s, &minimized.trial, target, settling);
     let hits = match plan.confirm_at_once {
         true => futures::future::join_all((0..confirm).map(|_| run())).await,
         false => {
@@ -209,52 +243,60 @@ pub(super) async fn shrink(
             hits
         }
     };
-    let reproduced = hits.iter().filter(|h| h.is_some()).count();
-    let hit = hits.into_iter().flatten().last();
+    let (confirm_runs, reproduced, cut) = counted(&hits);
+    let hit = hits.into_iter().filter_map(|h| h.hit).next_back();
     Shrunk {
         pending: p,
         trial: minimized.trial,
         candidates: minimized.runs,
-        confirm_runs: confirm,
+        confirm_runs,
         reproduced,
+        cut,
         hit,
         shrinking,
         confirming: confirming.elapsed().as_secs_f64(),
     }
 }
-/// Whether `trial` fires a finding like `target` (same oracle and key) on `cells`; with it and
-/// the controller's log window. An O5 finding runs the trial on the baseline cell too.
+/// Whether `trial`, its waits as `settling` says, fires a finding like `target` (same oracle
+/// and key) on `cells`; with it and the controller's log window. An O5 finding runs the trial
+/// on the baseline cell too.
 pub(super) async fn fires(
     cells: Cells<'_>,
     s: &Subject,
     trial: &Trial,
     target: &Finding,
-) -> Option<(Finding, String)> {
+    settling: exec::Settling,
+) -> Fired {
     // A candidate whose create cannot be made (a field kept, its list item dropped) does
     // not fire: it is not run.
     if !exec::placeable(s, trial) {
-        return None;
+        return Fired::default();
     }
     let cells = Cells {
         baseline: cells.baseline.filter(|_| target.oracle == Oracle::Release),
         ..cells
     };
-    let out = match run_compared(cells, s, trial, exec::Settling::Bound).await {
+    let out = match run_compared(cells, s, trial, settling).await {
         Ok(out) => out,
         Err(e) => {
             tracing::warn!("trial run: {e:#}");
-            return None;
+            return Fired::default();
         }
     };
-    out.findings
-        .into_iter()
-        .find(|f| same(f, target))
-        .map(|f| (f, out.manager_log))
+    Fired {
+        hit: out
+            .findings
+            .into_iter()
+            .find(|f| same(f, target))
+            .map(|f| (f, out.manager_log)),
+        cut: out.cut,
+    }
 }
 
 /// Runs `trial` on the cell of `cells`, settling as `settling` says, and with a baseline on it
-/// too, adding the O5 finding of an end that differs (both then settle up to the full bound:
-/// ends compared are ends reached the same way).
+/// too, adding the O5 finding of an end that differs (both then settle up to the full bound,
+/// or both until the same instant: ends compared are ends reached the same way; a cut run
+/// reached none).
 pub(super) async fn run_compared(
     cells: Cells<'_>,
     s: &Subject,
@@ -264,12 +306,16 @@ pub(super) async fn run_compared(
     let Some((base, name)) = cells.baseline else {
         return unpanicked(cells.cell.run_as(s, trial, settling)).await;
     };
+    let both = settling.full();
     let (ours, theirs) = futures::join!(
-        unpanicked(cells.cell.run(s, trial)),
-        unpanicked(base.run(s, trial))
+        unpanicked(cells.cell.run_as(s, trial, both)),
+        unpanicked(base.run_as(s, trial, both))
     );
     let mut ours = ours?;
-    if let Ok(theirs) = theirs {
+    if let Ok(theirs) = theirs
+        && !ours.cut
+        && !theirs.cut
+    {
         ours.findings.extend(oracle::release(
             s,
             &trial.fields(),
@@ -573,5 +619,41 @@ mod tests {
             ..p
         };
         assert!(confirm_fits(&replay, s(1000), s(40), 3));
+    }
+
+    #[test]
+    fn a_confirming_run_cut_before_it_fired_says_nothing() {
+        let finding = Finding {
+            oracle: Oracle::Health,
+            subject: "S".into(),
+            key: "k".into(),
+            observed: String::new(),
+            expected: String::new(),
+        };
+        let fired = |cut| Fired {
+            hit: Some((finding.clone(), String::new())),
+            cut,
+        };
+        let not = |cut| Fired { hit: None, cut };
+        // None cut: every run counts.
+        assert_eq!(
+            counted(&[fired(false), fired(false), fired(false)]),
+            (3, 3, 0)
+        );
+        assert_eq!(
+            counted(&[fired(false), not(false), fired(false)]),
+            (3, 2, 0)
+        );
+        // A cut run that fired counts: it saw what it looked for before the end.
+        assert_eq!(
+            counted(&[fired(true), fired(false), fired(true)]),
+            (3, 3, 0)
+        );
+        // A cut run that did not fire, the others firing: not confirmed (none count), not
+        // taken for stable on fewer runs.
+        assert_eq!(counted(&[fired(false), not(true), fired(false)]), (0, 0, 1));
+        assert_eq!(counted(&[not(true), not(true), not(true)]), (0, 0, 3));
+        // A run that counts and did not fire: unstable, whatever the cut one would have said.
+        assert_eq!(counted(&[not(false), not(true), fired(false)]), (2, 1, 1));
     }
 }

@@ -104,9 +104,17 @@ impl Cell<'_> {
             && !self.holds_updates(&ours.wapi, &ours.wname).await
         {
             out.findings
-                .extend(self.twin_pods(s, ns, &ours, side).await);
+                .extend(self.twin_pods(s, ns, &ours, side, at.settling).await);
         }
         phases.next("judge");
+        if at.settling.reached() {
+            out.cut = true;
+            out.log.push(
+                "its waits were cut at the end of its share of the budget (not judged for \
+                 convergence)"
+                    .into(),
+            );
+        }
         let served = undo.served.take();
         let served_at = undo.served_at.take();
         self.undo(undo).await;
@@ -120,7 +128,7 @@ impl Cell<'_> {
         // What did not converge within the full bound: a kind of difference later trials of
         // the subject's kind may end their settle on. A settle that ended so did not wait to
         // see whether its differences would go: it judges no convergence.
-        if early.is_none() {
+        if early.is_none() && !out.cut {
             let converged = convergence(s, &differences, self.settle);
             self.unsettled_by(s, &converged);
             out.findings.extend(converged);
@@ -128,8 +136,8 @@ impl Cell<'_> {
         let found = watching.stop().await?;
         out.findings.extend(monitored(s, trial, found));
         // Failures on the way to a settled state were retries that succeeded; a write the API
-        // refused for its content is a finding either way.
-        if !differences.is_empty() {
+        // refused for its content is a finding either way. A cut run saw no end to judge by.
+        if !differences.is_empty() && !out.cut {
             out.findings
                 .extend(oracle::repeated_failures(s, name, &events));
         }
@@ -219,7 +227,7 @@ impl Cell<'_> {
                 Step::Settle => {
                     let line = self.quiet(ours, ns, at.settling).await;
                     if let Some(side) = &twin {
-                        let _ = self.quiet(side, ns, Settling::Bound).await;
+                        let _ = self.quiet(side, ns, at.settling.full()).await;
                     }
                     format!("settle: {line}")
                 }
@@ -375,11 +383,18 @@ impl Cell<'_> {
     /// O4 on the live pods: once the twin `side` settles too, a finding when the subject's
     /// object (`ours`) keeps another number of live pods than the twin for the whole settle
     /// bound.
-    async fn twin_pods(&self, s: &Subject, ns: &str, ours: &Side, side: &Side) -> Option<Finding> {
+    async fn twin_pods(
+        &self,
+        s: &Subject,
+        ns: &str,
+        ours: &Side,
+        side: &Side,
+        settling: Settling,
+    ) -> Option<Finding> {
         let (w, wapi, wname) = (&side.workload, &side.wapi, side.wname.as_str());
         let settled = poll(
             &format!("{} {wname} to settle", w.kind),
-            self.settle,
+            settling.bound(self.settle),
             Duration::from_millis(500),
             move || async move {
                 let d = self.differences(w, wapi, ns, wname, None, None).await;
@@ -397,7 +412,7 @@ impl Cell<'_> {
         let counts = std::cell::Cell::new((0, 0));
         let same = poll(
             &format!("{} and {wname} to keep as many live pods", s.name),
-            self.settle,
+            settling.bound(self.settle),
             Duration::from_millis(500),
             || async {
                 let now = (
@@ -409,7 +424,8 @@ impl Cell<'_> {
             },
         )
         .await;
-        if same.is_ok() {
+        // Counts that differed only until the wait was cut did not differ through the bound.
+        if same.is_ok() || settling.reached() {
             return None;
         }
         let (t, (mine, theirs)) = (&side.subject, counts.get());

@@ -41,7 +41,7 @@ impl Cell<'_> {
     /// controller has observed its workload's last change (`status.observedGeneration`, for a
     /// kind that keeps one) and what the workload owns (its pods' names and versions; a kind
     /// that copies, the object and its copies in live namespaces) has not changed for
-    /// [`QUIET`], within the settle bound; as `settling` allows, also once the controller has
+    /// [`QUIET`], within the settle bound (as `settling` bounds it); as `settling` allows, also once the controller has
     /// not observed it, as a trial of the subject's kind already reported
     /// ([`Cell::unsettled_of`]), and nothing the workload owns changed for
     /// [`super::KNOWN_QUIET`]. Its line says which came first.
@@ -50,6 +50,7 @@ impl Cell<'_> {
         let unobserved = self
             .unsettled_of(&side.subject, settling)
             .contains(&oracle::convergence_key(oracle::UNOBSERVED));
+        let bound = settling.bound(self.settle);
         let started = Instant::now();
         let (mut last, mut since) = (None, Instant::now());
         loop {
@@ -111,11 +112,8 @@ impl Cell<'_> {
                     super::KNOWN_QUIET
                 );
             }
-            if started.elapsed() >= self.settle {
-                return format!(
-                    "not settled within {:?}: the next step goes on",
-                    self.settle
-                );
+            if started.elapsed() >= bound {
+                return format!("not settled within {bound:?}: the next step goes on");
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }

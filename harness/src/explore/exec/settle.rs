@@ -95,7 +95,7 @@ impl Cell<'_> {
         let started = Instant::now();
         let r = poll(
             &format!("{} {wname} to settle", w.kind),
-            self.settle,
+            at.settling.bound(self.settle),
             Duration::from_millis(500),
             move || async move {
                 let d = all().await;
@@ -124,10 +124,10 @@ impl Cell<'_> {
     }
 
     /// The kinds of difference trials of the kind of `s` reported not converging within the
-    /// full bound on this cell, that a settle as `settling` says may end on (none for
-    /// [`Settling::Bound`]).
+    /// full bound on this cell, that a settle as `settling` says may end on (none but for
+    /// [`Settling::EndKnown`]).
     pub(super) fn unsettled_of(&self, s: &Subject, settling: Settling) -> BTreeSet<String> {
-        if settling == Settling::Bound {
+        if settling != Settling::EndKnown {
             return BTreeSet::new();
         }
         let known = self.unsettled.lock().unwrap_or_else(|e| e.into_inner());
