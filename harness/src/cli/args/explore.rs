@@ -63,8 +63,9 @@ pub struct ExploreArgs {
     #[arg(long, default_value_t = crate::explore::DEFAULT_SHRINK_RUNS)]
     pub shrink_runs: usize,
     /// The share of the budget that shrinking and confirming findings may take together (0 to
-    /// 1); past it, a new finding is written as it fired, and `--replay <its directory>`
-    /// shrinks and confirms it.
+    /// 1); a candidate or confirming run still waiting when it is spent stops waiting there;
+    /// past it, a new finding is written as it fired, and `--replay <its directory>` shrinks
+    /// and confirms it.
     #[arg(long, default_value_t = crate::explore::SHRINK_SHARE, value_parser = parse_share)]
     pub shrink_share: f64,
     /// How behaviour trials are shared among the subjects: `kinds` (each kind alike, then
