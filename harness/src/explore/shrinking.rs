@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use super::exec::{self, Cell};
 use super::minimize;
 use super::options::CORES_PER_CELL;
+use super::oracle::events::{cause, last_words, unquoted};
 use super::oracle::{self, Finding, Oracle};
 use super::subject::Subject;
 use super::trial::Trial;
@@ -403,36 +404,7 @@ fn unnamed_cause(f: &Finding) -> Option<(String, String)> {
         .split_once("admission webhook \"")
         .and_then(|(_, w)| w.split_once('"'))
         .map_or_else(String::new, |(w, _)| w.to_string());
-    let last = last_words(m)?;
-    let unquoted: Vec<&str> = last.split('"').step_by(2).collect();
-    let words = unquoted
-        .concat()
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
-    Some((webhook, words))
-}
-
-/// The cause a refusal gives: the first field path it names and its last words (`spec.template`
-/// and `field is immutable` of `Job.batch "t1" is invalid: spec.template: Invalid value:
-/// core.PodTemplateSpec{…}: field is immutable`), without the value between them; none when
-/// it names no field.
-pub(super) fn cause(message: &str) -> Option<(String, String)> {
-    static PATH: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"(?:^|[\s\[])((?:spec|metadata)(?:[.\[][A-Za-z0-9_\-\]\[.]*)?): ")
-            .expect("a valid regex")
-    });
-    let path = PATH.captures(message)?.get(1)?.as_str().to_string();
-    Some((path, last_words(message)?))
-}
-
-/// A refusal's last words: what follows its last `: `, closing brackets aside.
-fn last_words(message: &str) -> Option<String> {
-    let m = message
-        .trim_end()
-        .trim_end_matches(')')
-        .trim_end_matches(']');
-    Some(m.rsplit(": ").next()?.trim().to_string())
+    Some((webhook, unquoted(&last_words(m)?)))
 }
 
 #[cfg(test)]

@@ -99,8 +99,30 @@ fn refused_for(message: &str, names: &[&str]) -> Option<String> {
     Some(parts.join("\"").trim().to_string())
 }
 
-/// The writes the controller made that the API refused for their content, once each, settled
-/// or not: a `Failed*` Warning event of the subject's kinds (see [`Subject::event_kinds`])
+/// What a refusal's cause ([`refused_for`]) comes to in a finding's key: the field path it
+/// names and its last words ([`cause`]: `spec.containers[0].image: Required value`), or, when
+/// it names no field, its last words without what they quote (`RuntimeClass not found`): the
+/// same for every object refused for one cause, whatever it was called or the value it had.
+fn in_words(cause: &str) -> String {
+    if let Some((path, last)) = self::cause(cause) {
+        return format!("{path}: {last}");
+    }
+    unquoted(&last_words(cause).unwrap_or_default())
+}
+
+/// `words` without what they quote, their spaces made single (`RuntimeClass "r" not found`:
+/// `RuntimeClass not found`).
+pub fn unquoted(words: &str) -> String {
+    let outside: Vec<&str> = words.split('"').step_by(2).collect();
+    outside
+        .concat()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The writes the controller made that the API refused for their content, once for each reason
+/// and cause ([`in_words`]: a refusal met first does not hide another), settled or not: a `Failed*` Warning event of the subject's kinds (see [`Subject::event_kinds`])
 /// carrying a refusal, other than one by the trial's own policy object `name`
 /// ([`by_own_policy`]), and other than one the trial's native twin (object `tname`, through
 /// the same steps) met for the same cause ([`refused_for`]) in `twin`, its warning events:
@@ -120,28 +142,55 @@ pub fn refused_writes(
         .filter(|(_, reason, _, m)| reason.starts_with("Failed") && refusal(m))
         .filter_map(|(.., m)| refused_for(m, &names))
         .collect();
-    let mut by_reason: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut by_cause: BTreeMap<(&str, String), &str> = BTreeMap::new();
     for (kind, reason, _, message) in events {
+        let Some(cause) = refused_for(message, &names) else {
+            continue;
+        };
         if kinds.contains(&kind.as_str())
             && reason.starts_with("Failed")
             && refusal(message)
             && !by_own_policy(subject, name, message)
-            && !refused_for(message, &names).is_some_and(|c| twin_met.contains(&c))
+            && !twin_met.contains(&cause)
         {
-            by_reason.entry(reason.as_str()).or_insert(message);
+            by_cause
+                .entry((reason.as_str(), in_words(&cause)))
+                .or_insert(message);
         }
     }
-    by_reason
+    by_cause
         .into_iter()
-        .map(|(reason, message)| Finding {
+        .map(|((reason, words), message)| Finding {
             oracle: Oracle::Realizable,
             subject: subject.name.clone(),
-            key: format!("{reason} refused by the API"),
+            key: format!("{reason} refused by the API: {words}"),
             observed: format!("Warning {reason}: {message}"),
             expected: "the objects the controller writes for an admitted object are admitted"
                 .into(),
         })
         .collect()
+}
+
+/// The cause a refusal gives: the first field path it names and its last words (`spec.template`
+/// and `field is immutable` of `Job.batch "t1" is invalid: spec.template: Invalid value:
+/// core.PodTemplateSpec{…}: field is immutable`), without the value between them; none when
+/// it names no field.
+pub fn cause(message: &str) -> Option<(String, String)> {
+    static PATH: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?:^|[\s\[])((?:spec|metadata)(?:[.\[][A-Za-z0-9_\-\]\[.]*)?): ")
+            .expect("a valid regex")
+    });
+    let path = PATH.captures(message)?.get(1)?.as_str().to_string();
+    Some((path, last_words(message)?))
+}
+
+/// A refusal's last words: what follows its last `: `, closing brackets aside.
+pub fn last_words(message: &str) -> Option<String> {
+    let m = message
+        .trim_end()
+        .trim_end_matches(')')
+        .trim_end_matches(']');
+    Some(m.rsplit(": ").next()?.trim().to_string())
 }
 
 #[cfg(test)]
@@ -199,10 +248,66 @@ mod tests {
         ];
         let f = refused_writes(&cs, ("x", "t"), &events, &[]);
         assert_eq!(f.len(), 1, "{f:?}");
-        assert_eq!(f[0].key, "FailedCreate refused by the API");
+        assert_eq!(
+            f[0].key,
+            "FailedCreate refused by the API: the value computed differs"
+        );
         assert!(f[0].observed.contains("x-1"), "{}", f[0].observed);
         // Refusals are not counted again as repeated failures.
         assert!(repeated_failures(&cs, "x", &events).is_empty());
+    }
+
+    #[test]
+    fn refusals_are_one_finding_a_cause_whatever_the_object_or_value() {
+        let cs = cloneset();
+        let ev =
+            |reason: &str, m: &str| ("CloneSet".to_string(), reason.to_string(), 1, m.to_string());
+        let port = |pod: &str, value: i64| {
+            format!(
+                "create Pod {pod} failed error: Pod \"{pod}\" is invalid: \
+                 spec.containers[0].livenessProbe.httpGet.port: Invalid value: {value}: must be \
+                 between 1 and 65535, inclusive"
+            )
+        };
+        let events = [
+            ev("FailedCreate", &port("x-0", 0)),
+            ev("FailedCreate", &port("x-1", 70000)),
+            ev(
+                "FailedCreate",
+                "failed to create pod: pods \"x-2bc9d\" is forbidden: pod rejected: \
+                 RuntimeClass \"r-none\" not found, pod: {\"metadata\":{}}",
+            ),
+            ev(
+                "FailedCreate",
+                "failed to create pod: pods \"x-7kq2p\" is forbidden: pod rejected: \
+                 RuntimeClass \"other\" not found, pod: {\"metadata\":{}}",
+            ),
+            ev(
+                "FailedCreate",
+                "failed to create pod: pods \"x-5mm2c\" is forbidden: no PriorityClass \
+                 with name p-none was found",
+            ),
+            ev(
+                "FailedUpdate",
+                "failed to update pod: pods \"x-5mm2c\" is forbidden: no PriorityClass \
+                 with name p-none was found",
+            ),
+        ];
+        let keys: Vec<String> = refused_writes(&cs, ("x", "t"), &events, &[])
+            .into_iter()
+            .map(|f| f.key)
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "FailedCreate refused by the API: RuntimeClass not found",
+                "FailedCreate refused by the API: no PriorityClass with name p-none was found",
+                "FailedCreate refused by the API: spec.containers[0].livenessProbe.httpGet.port: \
+                 must be between 1 and 65535, inclusive",
+                "FailedUpdate refused by the API: no PriorityClass with name p-none was found",
+            ],
+            "a cause each (the objects' names and the value refused aside), by reason"
+        );
     }
 
     #[test]
