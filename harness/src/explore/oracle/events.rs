@@ -99,11 +99,16 @@ fn refused_for(message: &str, names: &[&str]) -> Option<String> {
     Some(parts.join("\"").trim().to_string())
 }
 
-/// What a refusal's cause ([`refused_for`]) comes to in a finding's key: the field path it
-/// names and its last words ([`cause`]: `spec.containers[0].image: Required value`), or, when
-/// it names no field, its last words without what they quote (`RuntimeClass not found`): the
-/// same for every object refused for one cause, whatever it was called or the value it had.
+/// What a refusal's cause ([`refused_for`]) comes to in a finding's key. A refusal of the
+/// object's content (`is invalid:`) is one cause, whatever field it names: the controller
+/// wrote what the API's validation refuses (its first refusal is the finding's observation).
+/// A refusal by an admission plugin (`is forbidden:`) is the plugin's, in its words: the
+/// field path it names and its last words ([`cause`]), or its last words without what they
+/// quote (`RuntimeClass not found`), so that one plugin met first does not hide another.
 fn in_words(cause: &str) -> String {
+    if !cause.starts_with("is forbidden: ") {
+        return "the object is invalid".into();
+    }
     if let Some((path, last)) = self::cause(cause) {
         return format!("{path}: {last}");
     }
@@ -258,7 +263,7 @@ mod tests {
     }
 
     #[test]
-    fn refusals_are_one_finding_a_cause_whatever_the_object_or_value() {
+    fn refusals_are_one_finding_an_admission_plugins_cause_and_one_for_invalid_content() {
         let cs = cloneset();
         let ev =
             |reason: &str, m: &str| ("CloneSet".to_string(), reason.to_string(), 1, m.to_string());
@@ -272,6 +277,11 @@ mod tests {
         let events = [
             ev("FailedCreate", &port("x-0", 0)),
             ev("FailedCreate", &port("x-1", 70000)),
+            ev(
+                "FailedCreate",
+                "create Pod x-2 failed error: Pod \"x-2\" is invalid: spec.dnsConfig.options[0]: \
+                 Required value: must not be empty",
+            ),
             ev(
                 "FailedCreate",
                 "failed to create pod: pods \"x-2bc9d\" is forbidden: pod rejected: \
@@ -302,11 +312,11 @@ mod tests {
             [
                 "FailedCreate refused by the API: RuntimeClass not found",
                 "FailedCreate refused by the API: no PriorityClass with name p-none was found",
-                "FailedCreate refused by the API: spec.containers[0].livenessProbe.httpGet.port: \
-                 must be between 1 and 65535, inclusive",
+                "FailedCreate refused by the API: the object is invalid",
                 "FailedUpdate refused by the API: no PriorityClass with name p-none was found",
             ],
-            "a cause each (the objects' names and the value refused aside), by reason"
+            "a plugin's cause each (the objects' names aside), every invalid content one, by \
+             reason"
         );
     }
 
