@@ -41,9 +41,9 @@ impl Cell<'_> {
     /// controller has observed its workload's last change (`status.observedGeneration`, for a
     /// kind that keeps one) and what the workload owns (its pods' names and versions; a kind
     /// that copies, the object and its copies in live namespaces) has not changed for
-    /// [`QUIET`], within the settle bound (as `settling` bounds it); as `settling` allows, also once the controller has
-    /// not observed it, as a trial of the subject's kind already reported
-    /// ([`Cell::unsettled_of`]), and nothing the workload owns changed for
+    /// [`QUIET`], within the settle bound (as `settling` bounds it); as `settling` allows,
+    /// also once the controller has not observed it, as a trial of the subject's kind already
+    /// reported ([`Cell::unsettled_of`]), and nothing the workload owns changed for
     /// [`super::KNOWN_QUIET`]. Its line says which came first.
     pub(super) async fn quiet(&self, side: &Side, ns: &str, settling: Settling) -> String {
         let (w, api, name) = (&side.workload, &side.wapi, side.wname.as_str());

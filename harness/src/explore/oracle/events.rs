@@ -126,9 +126,10 @@ pub fn unquoted(words: &str) -> String {
         .join(" ")
 }
 
-/// The writes the controller made that the API refused for their content, once for each reason
-/// and cause ([`in_words`]: a refusal met first does not hide another), settled or not: a `Failed*` Warning event of the subject's kinds (see [`Subject::event_kinds`])
-/// carrying a refusal, other than one by the trial's own policy object `name`
+/// The writes the controller made that the API refused for their content, once for each
+/// reason and cause ([`in_words`]: a refusal met first does not hide another), settled or
+/// not: a `Failed*` Warning event of the subject's kinds (see [`Subject::event_kinds`]) carrying
+/// a refusal, other than one by the trial's own policy object `name`
 /// ([`by_own_policy`]), and other than one the trial's native twin (object `tname`, through
 /// the same steps) met for the same cause ([`refused_for`]) in `twin`, its warning events:
 /// the API refusing what the trial asked for (a reference to nothing, say) whichever
@@ -149,13 +150,14 @@ pub fn refused_writes(
         .collect();
     let mut by_cause: BTreeMap<(&str, String), &str> = BTreeMap::new();
     for (kind, reason, _, message) in events {
-        let Some(cause) = refused_for(message, &names) else {
+        if !kinds.contains(&kind.as_str())
+            || !reason.starts_with("Failed")
+            || !refusal(message)
+            || by_own_policy(subject, name, message)
+        {
             continue;
-        };
-        if kinds.contains(&kind.as_str())
-            && reason.starts_with("Failed")
-            && refusal(message)
-            && !by_own_policy(subject, name, message)
+        }
+        if let Some(cause) = refused_for(message, &names)
             && !twin_met.contains(&cause)
         {
             by_cause
