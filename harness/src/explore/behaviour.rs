@@ -12,6 +12,7 @@ use super::admission::shared_field;
 use super::book::Book;
 use super::exec;
 use super::options::Share;
+use super::oracle::Finding;
 use super::pace;
 use super::pool::Jobs;
 use super::shrinking::{Pending, Plan, SIDE_BY_SIDE, Shrunk, plan};
@@ -128,13 +129,30 @@ pub(super) fn groups(s: &Subject) -> [String; 2] {
 /// trial before any runs a second, and past that the trials follow the shares. The turns
 /// share trials, not time: a subject whose trials take longer to settle uses more of the
 /// budget.
+///
+/// A subject with trials carried to it ([`trial::carried`]: another subject's trial that
+/// fired a new finding, its steps on this one) runs one of them in a turn of its own, at
+/// most every other turn: they take its share, not others', and never more than half of it;
+/// its trial numbers still run each once, in order, in the other turns.
 #[derive(Debug, Clone)]
 pub(super) struct Turns {
     /// The inverse of each subject's share, up to a factor common to all: with
     /// [`Share::Kinds`], its group's number of subjects times its kind's number of groups.
     cost: Vec<u64>,
-    /// The trials each subject has started.
+    /// The trials each subject has started, carried ones included.
     started: Vec<u64>,
+    /// Of them, the carried ones.
+    carried: Vec<u64>,
+}
+
+/// A subject's turn ([`Turns::next_or_carried`]): its next trial number, or a trial carried
+/// to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Turn {
+    /// Trial `number` of the subject at `at` ([`trial::behaviour`]'s `index`).
+    Number { at: usize, number: u64 },
+    /// The first trial carried to the subject at `at` and waiting.
+    Carried { at: usize },
 }
 
 impl Turns {
@@ -156,22 +174,48 @@ impl Turns {
             })
             .collect();
         let started = vec![0; cost.len()];
-        Turns { cost, started }
+        let carried = started.clone();
+        Turns {
+            cost,
+            started,
+            carried,
+        }
     }
 
-    /// The next trial: the position of its subject and its trial number ([`trial::behaviour`]'s
-    /// `index`); none without subjects.
+    /// The next trial, none carried: the position of its subject and its trial number
+    /// ([`trial::behaviour`]'s `index`); none without subjects.
+    #[cfg(test)]
     pub(super) fn next(&mut self) -> Option<(usize, u64)> {
+        match self.next_or_carried(|_| false)? {
+            Turn::Number { at, number } => Some((at, number)),
+            Turn::Carried { .. } => None,
+        }
+    }
+
+    /// The next turn, `waiting(i)` saying whether a trial carried to subject `i` waits: the
+    /// subject whose turns are the fewest for its share, and its trial number, or a carried
+    /// trial when it has one waiting and the carried ones would stay at most half of its
+    /// turns. None without subjects.
+    pub(super) fn next_or_carried(
+        &mut self,
+        mut waiting: impl FnMut(usize) -> bool,
+    ) -> Option<Turn> {
         let at = (0..self.cost.len()).min_by_key(|&i| (self.started[i] * self.cost[i], i))?;
-        let number = self.started[at];
         self.started[at] += 1;
-        Some((at, number))
+        let carry = (self.carried[at] + 1) * 2 <= self.started[at] && waiting(at);
+        if carry {
+            self.carried[at] += 1;
+            return Some(Turn::Carried { at });
+        }
+        let number = self.started[at] - self.carried[at] - 1;
+        Some(Turn::Number { at, number })
     }
 }
 
 /// A behaviour job of [`pool`]: a trial of a subject, or the shrinking of a finding.
 pub(super) enum Job {
-    Trial(Box<(Subject, Trial)>),
+    /// A trial, and whether it was carried to its subject ([`trial::carried`]).
+    Trial(Box<(Subject, Trial, bool)>),
     Shrink(Box<Pending>, Plan),
 }
 
@@ -189,6 +233,8 @@ pub(super) struct Ran {
     pub(super) seconds: f64,
     /// The cell it ran on (a lane of the pool).
     pub(super) lane: usize,
+    /// Whether it was carried to its subject from another ([`trial::carried`]).
+    pub(super) carried: bool,
 }
 
 /// Behaviour trials, the subjects taking turns ([`Turns`]), and the shrinking of their
@@ -206,6 +252,9 @@ pub(super) struct Behaviour<'b, 'a> {
     pub(super) pacer: pace::Pacer,
     /// Whose behaviour trial is next.
     pub(super) turns: Turns,
+    /// Trials carried to each prepared subject and waiting for its turn ([`trial::carried`]).
+    /// Each with the findings it was carried for, as the subject's.
+    pub(super) carried: Vec<std::collections::VecDeque<(Trial, Vec<Finding>)>>,
     /// When the behaviour trials started.
     pub(super) started: Instant,
     /// New findings waiting to be shrunk.
@@ -246,6 +295,60 @@ impl Behaviour<'_, '_> {
             s.clone(),
             trial::behaviour(&m, self.book.options.seed, number),
         )
+    }
+
+    /// Carries trial `t`, which fired a new finding, to every other prepared subject of its
+    /// kind that can run its steps ([`trial::carried`]), to run in their own turns ([`Turns`]):
+    /// whether what a trial found on one target kind, version or variant holds on the others
+    /// is a question of the finding's reach, and the others' own trials would meet its cause
+    /// only by chance. Not to a subject that holds every one of the `new` findings already; a
+    /// carried trial is not carried again.
+    pub(super) fn carry(&mut self, t: &Trial, new: &[Pending]) {
+        let Some(from) = self.prepared.iter().position(|p| p.0.name == t.subject) else {
+            return;
+        };
+        let family = self.prepared[from].0.family;
+        let mut to = vec![];
+        for (i, (s, creates, updates, _)) in self.prepared.iter().enumerate() {
+            if i == from || s.family != family {
+                continue;
+            }
+            let findings: Vec<Finding> = new
+                .iter()
+                .map(|p| Finding {
+                    subject: s.name.clone(),
+                    ..p.finding.clone()
+                })
+                .collect();
+            if findings.iter().all(|f| self.book.holds(f)) {
+                continue;
+            }
+            let offers: std::collections::BTreeSet<String> = creates
+                .iter()
+                .flat_map(|c| c.keys().cloned())
+                .chain(updates.iter().map(|(k, _)| k.clone()))
+                .collect();
+            let perturbations: Vec<Perturbation> = self
+                .perturbations
+                .iter()
+                .copied()
+                .filter(|p| s.perturbed_by(*p))
+                .collect();
+            if let Some(c) = trial::carried(t, &s.name, &offers, &s.ops(), &perturbations) {
+                self.carried[i].push_back((c, findings));
+                to.push(s.name.as_str());
+            }
+        }
+        if !to.is_empty() {
+            (self.book.say)(format!(
+                "[{:>5.0}s] {} trial {} carried to {} other subject(s) of its kind: {}",
+                self.book.started.elapsed().as_secs_f64(),
+                t.subject,
+                t.index,
+                to.len(),
+                to.join(", ")
+            ));
+        }
     }
 
     /// Decides the width again, when a decision is due, the pool `full` or not: from the
@@ -302,12 +405,26 @@ impl Jobs for Behaviour<'_, '_> {
         if self.book.left().is_zero() || self.prepared.is_empty() {
             return Ok(None);
         }
-        let Some((at, number)) = self.turns.next() else {
-            return Ok(None);
+        // A carried trial whose findings the subject has come to hold meanwhile is dropped.
+        let (book, carried) = (&*self.book, &mut self.carried);
+        let waiting = |at: usize| {
+            let q = &mut carried[at];
+            q.retain(|(_, fs)| !fs.iter().all(|f| book.holds(f)));
+            !q.is_empty()
+        };
+        let job = match self.turns.next_or_carried(waiting) {
+            None => return Ok(None),
+            Some(Turn::Number { at, number }) => {
+                let (s, t) = self.trial(at, number);
+                (s, t, false)
+            }
+            Some(Turn::Carried { at }) => match self.carried[at].pop_front() {
+                Some((t, _)) => (self.prepared[at].0.clone(), t, true),
+                None => return Ok(None),
+            },
         };
         self.book.summary.pace.widths.start(self.pacer.width());
-        let (s, t) = self.trial(at, number);
-        Ok(Some(Job::Trial(Box::new((s, t)))))
+        Ok(Some(Job::Trial(Box::new(job))))
     }
 
     fn keep(&mut self, job: Job) -> anyhow::Result<Option<Job>> {
@@ -359,8 +476,10 @@ impl Jobs for Behaviour<'_, '_> {
                     out,
                     seconds,
                     lane,
+                    carried,
                 } = *ran;
                 self.book.count(format!("behaviour {}", s.name), 1);
+                self.book.summary.pace.carried += usize::from(carried);
                 self.book.summary.reach.tried(&t);
                 let phases = out.as_ref().map_or(&[][..], |o| &o.phases[..]);
                 let pace = &mut self.book.summary.pace;
@@ -373,6 +492,9 @@ impl Jobs for Behaviour<'_, '_> {
                         }
                         let took = bound_run(&out, seconds, self.book.options.settle);
                         let new = self.book.sort(&s, &t, took, out.findings, &out.manager_log);
+                        if !new.is_empty() && !carried {
+                            self.carry(&t, &new);
+                        }
                         self.queue.extend(new);
                     }
                     Err(e) => {
@@ -524,6 +646,51 @@ mod tests {
             }
         }
         assert_eq!(Turns::new(Share::Kinds, &[]).next(), None);
+    }
+
+    #[test]
+    fn carried_trials_take_at_most_every_other_turn_of_their_subject_and_no_number() {
+        let names = NAMES;
+        let mut plain = Turns::new(Share::Kinds, &grouped(&names));
+        let mut turns = Turns::new(Share::Kinds, &grouped(&names));
+        // "P.B" has three trials carried to it waiting.
+        let b = names.iter().position(|n| *n == "P.B").unwrap();
+        let mut waiting = vec![0; names.len()];
+        waiting[b] = 3;
+        let mut seen = vec![];
+        for _ in 0..600 {
+            let turn = turns.next_or_carried(|at| waiting[at] > 0).unwrap();
+            if let Turn::Carried { at } = turn {
+                waiting[at] -= 1;
+            }
+            seen.push(turn);
+        }
+        // Every subject's turns as without them: the carried trials are in P.B's.
+        let whose = |t: &Turn| match *t {
+            Turn::Number { at, .. } | Turn::Carried { at } => at,
+        };
+        let plain: Vec<usize> = run(&mut plain, 600).iter().map(|(at, _)| *at).collect();
+        assert_eq!(seen.iter().map(whose).collect::<Vec<_>>(), plain);
+        let of_b: Vec<Turn> = seen.into_iter().filter(|t| whose(t) == b).collect();
+        let carried = |t: &Turn| matches!(t, Turn::Carried { .. });
+        assert_eq!(of_b.iter().filter(|t| carried(t)).count(), 3);
+        assert!(!carried(&of_b[0]), "its first turn is its trial 0");
+        for (i, pair) in of_b.windows(2).enumerate() {
+            assert!(
+                !(carried(&pair[0]) && carried(&pair[1])),
+                "turns {i}, {}",
+                i + 1
+            );
+        }
+        let numbers: Vec<u64> = of_b
+            .iter()
+            .filter_map(|t| match *t {
+                Turn::Number { number, .. } => Some(number),
+                Turn::Carried { .. } => None,
+            })
+            .collect();
+        let expected: Vec<u64> = (0..numbers.len() as u64).collect();
+        assert_eq!(numbers, expected, "its numbers once each, in order");
     }
 
     #[test]

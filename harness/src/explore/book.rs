@@ -95,6 +95,15 @@ impl Book<'_> {
     /// Whether `f` is alike a finding written or held: then counted as its repeat, and its
     /// key kept among the ones that finding stood for; or alike one an earlier cell of the
     /// run reported ([`Options::known`]): then counted as such.
+    /// Whether `f` is one this run already holds (reported, being shrunk, or reported by an
+    /// earlier cell): the same oracle, subject and key. Nothing is counted.
+    pub(super) fn holds(&self, f: &Finding) -> bool {
+        let same = |o: &Finding| super::shrinking::same(o, f);
+        self.options.known.iter().any(same)
+            || self.summary.findings.iter().any(|r| same(&r.finding))
+            || self.held.iter().any(|h| same(&h.finding))
+    }
+
     pub(super) fn repeat(&mut self, f: &Finding) -> bool {
         if self.options.known.iter().any(|k| alike(k, f)) {
             self.summary.pace.earlier += 1;

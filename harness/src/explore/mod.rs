@@ -380,6 +380,7 @@ pub async fn explore(
                 options.share,
                 &prepared.iter().map(|(s, ..)| groups(s)).collect::<Vec<_>>(),
             ),
+            carried: vec![Default::default(); prepared.len()],
             started: behaving,
             queue: Default::default(),
             shrinking: false,
@@ -389,7 +390,7 @@ pub async fn explore(
         pool(&mut jobs, |job, lane| match job {
             Job::Trial(st) => async move {
                 let cells = lanes[lane];
-                let (s, t) = *st;
+                let (s, t, carried) = *st;
                 let at = Instant::now();
                 let out = run_compared(cells, &s, &t, exec::Settling::EndKnown).await;
                 let seconds = at.elapsed().as_secs_f64();
@@ -399,6 +400,7 @@ pub async fn explore(
                     out,
                     seconds,
                     lane,
+                    carried,
                 }))
             }
             .boxed_local(),

@@ -71,6 +71,10 @@ pub struct Pace {
     /// ([`super::exec::Settling::EndKnown`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub ended_early: usize,
+    /// Behaviour trials carried from another subject of their kind, whose trial had fired a
+    /// new finding ([`super::trial::carried`]), counted in `subjects` too.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub carried: usize,
     /// The trials seen, as their subject and steps: what makes a trial a repeat.
     #[serde(skip)]
     seen: BTreeSet<String>,
@@ -192,12 +196,14 @@ impl Pace {
         };
         let mut out = vec![format!(
             "behaviour: {} trials{by_cell} ({} distinct, {:.1} distinct a minute) in {:.0} s, \
-             {} ended on what their kind had already reported, shared by {}; at once{on}: {}",
+             {} ended on what their kind had already reported, {} carried from another subject \
+             of their kind, shared by {}; at once{on}: {}",
             self.trials(),
             self.distinct(),
             self.distinct_per_minute(),
             self.behaviour,
             self.ended_early,
+            self.carried,
             self.share.unwrap_or(Share::Subjects).name(),
             self.widths,
         )];

@@ -647,6 +647,51 @@ pub(super) fn stream_of(name: &str) -> u64 {
     })
 }
 
+/// Trial `t`, which fired a new finding, carried to `to`, another subject of its kind (a
+/// policy over another target kind, the kind at another version or with claim templates):
+/// the same steps on `to`, a create's fields that `to` does not offer (`offers`: the paths
+/// its behaviour trials may set) left out. None when an update sets a field `to` does not
+/// offer or the create keeps none of the fields it set (the sequence would not be the same),
+/// an operation or a perturbation does not apply to `to` (`ops`, `perturbations`), or `t` is
+/// `to`'s already.
+pub fn carried(
+    t: &Trial,
+    to: &str,
+    offers: &std::collections::BTreeSet<String>,
+    ops: &[Op],
+    perturbations: &[Perturbation],
+) -> Option<Trial> {
+    if t.subject == to {
+        return None;
+    }
+    let mut steps = Vec::with_capacity(t.steps.len());
+    for step in &t.steps {
+        steps.push(match step {
+            Step::Create { set } => {
+                let kept: Fields = set
+                    .iter()
+                    .filter(|(k, _)| offers.contains(*k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                if kept.is_empty() && !set.is_empty() {
+                    return None;
+                }
+                Step::Create { set: kept }
+            }
+            Step::Update { set } if set.keys().all(|k| offers.contains(k)) => step.clone(),
+            Step::Operate { op } if ops.contains(op) => step.clone(),
+            Step::Perturb { perturbation } if perturbations.contains(perturbation) => step.clone(),
+            Step::Settle => Step::Settle,
+            _ => return None,
+        });
+    }
+    Some(Trial {
+        subject: to.to_string(),
+        steps,
+        ..t.clone()
+    })
+}
+
 /// Behaviour trial `index` of `seed`: the object created as [`create_of`] says, then two to
 /// four steps: the subject's walked own update ([`walked`]), if it has own fields, at a drawn
 /// place among the others, drawn from updates, semantic operations, perturbations and

@@ -353,3 +353,80 @@ fn every_trial_sets_one_own_field_and_a_kinds_subjects_walk_its_own_updates_with
     assert_eq!(walked(&m, 0), None);
     assert!((0..50).all(|i| (3..=5).contains(&behaviour(&m, 5, i).steps.len())));
 }
+
+#[test]
+fn a_carried_trial_keeps_its_steps_on_the_other_subject_or_is_not_carried() {
+    let set = |pairs: &[(&str, Value)]| -> Fields {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    };
+    let t = Trial {
+        subject: "P.A".into(),
+        mode: Mode::Behaviour,
+        seed: 3,
+        index: 41,
+        steps: vec![
+            Step::Create {
+                set: set(&[("spec.own", json!(1)), ("target:spec.onlyA", json!("x"))]),
+            },
+            Step::Settle,
+            Step::Operate { op: Op::Rollout },
+            Step::Update {
+                set: set(&[("spec.own", json!(2))]),
+            },
+            Step::Perturb {
+                perturbation: Perturbation::CordonNode,
+            },
+        ],
+    };
+    let offers: std::collections::BTreeSet<String> = ["spec.own".to_string()].into();
+    let ops = [Op::Rollout, Op::Recreate];
+    let perturbations = [Perturbation::CordonNode];
+    let c = carried(&t, "P.B", &offers, &ops, &perturbations).expect("carried");
+    assert_eq!((c.subject.as_str(), c.seed, c.index), ("P.B", 3, 41));
+    assert_eq!(
+        c.steps[0],
+        Step::Create {
+            set: set(&[("spec.own", json!(1))])
+        },
+        "the create's field B does not offer is left out"
+    );
+    assert_eq!(c.steps[1..], t.steps[1..], "every other step as it was");
+    assert_eq!(carried(&t, "P.A", &offers, &ops, &perturbations), None);
+    assert_eq!(
+        carried(&t, "P.B", &offers, &[Op::Recreate], &perturbations),
+        None,
+        "an operation B has not"
+    );
+    assert_eq!(
+        carried(&t, "P.B", &offers, &ops, &[]),
+        None,
+        "a perturbation"
+    );
+    let mut u = t.clone();
+    u.steps[3] = Step::Update {
+        set: set(&[("target:spec.onlyA", json!("y"))]),
+    };
+    assert_eq!(
+        carried(&u, "P.B", &offers, &ops, &perturbations),
+        None,
+        "an update of a field B does not offer"
+    );
+    let mut v = t.clone();
+    v.steps[0] = Step::Create {
+        set: set(&[("target:spec.onlyA", json!("x"))]),
+    };
+    assert_eq!(
+        carried(&v, "P.B", &offers, &ops, &perturbations),
+        None,
+        "a create that keeps none of its fields"
+    );
+    let mut w = t.clone();
+    w.steps[0] = Step::Create { set: Fields::new() };
+    assert!(
+        carried(&w, "P.B", &offers, &ops, &perturbations).is_some(),
+        "the seed object alone, as it was"
+    );
+}
