@@ -145,14 +145,14 @@ pub(super) struct Turns {
     carried: Vec<u64>,
 }
 
-/// A subject's turn ([`Turns::next_or_carried`]): its next trial number, or a trial carried
-/// to it.
+/// A subject's turn ([`Turns::next_or_carried`]): its next trial number, or a trial `T`
+/// carried to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Turn {
+pub(super) enum Turn<T> {
     /// Trial `number` of the subject at `at` ([`trial::behaviour`]'s `index`).
     Number { at: usize, number: u64 },
-    /// The first trial carried to the subject at `at` and waiting.
-    Carried { at: usize },
+    /// A trial carried to the subject at `at`.
+    Carried { at: usize, trial: T },
 }
 
 impl Turns {
@@ -186,26 +186,27 @@ impl Turns {
     /// ([`trial::behaviour`]'s `index`); none without subjects.
     #[cfg(test)]
     pub(super) fn next(&mut self) -> Option<(usize, u64)> {
-        match self.next_or_carried(|_| false)? {
+        match self.next_or_carried(|_| None::<()>)? {
             Turn::Number { at, number } => Some((at, number)),
             Turn::Carried { .. } => None,
         }
     }
 
-    /// The next turn, `waiting(i)` saying whether a trial carried to subject `i` waits: the
-    /// subject whose turns are the fewest for its share, and its trial number, or a carried
-    /// trial when it has one waiting and the carried ones would stay at most half of its
-    /// turns. None without subjects.
-    pub(super) fn next_or_carried(
+    /// The next turn, `take(i)` taking a trial carried to subject `i` if one waits: the
+    /// subject whose turns are the fewest for its share, and a carried trial when the carried
+    /// ones would stay at most half of its turns and one waits, else its trial number. None
+    /// without subjects.
+    pub(super) fn next_or_carried<T>(
         &mut self,
-        mut waiting: impl FnMut(usize) -> bool,
-    ) -> Option<Turn> {
+        mut take: impl FnMut(usize) -> Option<T>,
+    ) -> Option<Turn<T>> {
         let at = (0..self.cost.len()).min_by_key(|&i| (self.started[i] * self.cost[i], i))?;
         self.started[at] += 1;
-        let carry = (self.carried[at] + 1) * 2 <= self.started[at] && waiting(at);
-        if carry {
+        if (self.carried[at] + 1) * 2 <= self.started[at]
+            && let Some(trial) = take(at)
+        {
             self.carried[at] += 1;
-            return Some(Turn::Carried { at });
+            return Some(Turn::Carried { at, trial });
         }
         let number = self.started[at] - self.carried[at] - 1;
         Some(Turn::Number { at, number })
@@ -298,7 +299,8 @@ impl Behaviour<'_, '_> {
     }
 
     /// Carries trial `t`, which fired a new finding, to every other prepared subject of its
-    /// kind that can run its steps ([`trial::carried`]), to run in their own turns ([`Turns`]):
+    /// kind that can run its steps ([`trial::carried`]: the fields its schema offers, and those
+    /// its behaviour trials set), to run in their own turns ([`Turns`]):
     /// whether what a trial found on one target kind, version or variant holds on the others
     /// is a question of the finding's reach, and the others' own trials would meet its cause
     /// only by chance. Not to a subject that holds every one of the `new` findings already; a
@@ -323,11 +325,11 @@ impl Behaviour<'_, '_> {
             if findings.iter().all(|f| self.book.holds(f)) {
                 continue;
             }
-            let offers: std::collections::BTreeSet<String> = creates
-                .iter()
-                .flat_map(|c| c.keys().cloned())
-                .chain(updates.iter().map(|(k, _)| k.clone()))
-                .collect();
+            // What its schema offers, not only what its admission trials reached: those
+            // tried a part of the fields each, a different part on each subject.
+            let mut offers = self.book.summary.reach.offered_fields(&s.name);
+            offers.extend(creates.iter().flat_map(|c| c.keys().cloned()));
+            offers.extend(updates.iter().map(|(k, _)| k.clone()));
             let perturbations: Vec<Perturbation> = self
                 .perturbations
                 .iter()
@@ -407,21 +409,18 @@ impl Jobs for Behaviour<'_, '_> {
         }
         // A carried trial whose findings the subject has come to hold meanwhile is dropped.
         let (book, carried) = (&*self.book, &mut self.carried);
-        let waiting = |at: usize| {
+        let take = |at: usize| {
             let q = &mut carried[at];
             q.retain(|(_, fs)| !fs.iter().all(|f| book.holds(f)));
-            !q.is_empty()
+            q.pop_front().map(|(t, _)| t)
         };
-        let job = match self.turns.next_or_carried(waiting) {
+        let job = match self.turns.next_or_carried(take) {
             None => return Ok(None),
             Some(Turn::Number { at, number }) => {
                 let (s, t) = self.trial(at, number);
                 (s, t, false)
             }
-            Some(Turn::Carried { at }) => match self.carried[at].pop_front() {
-                Some((t, _)) => (self.prepared[at].0.clone(), t, true),
-                None => return Ok(None),
-            },
+            Some(Turn::Carried { at, trial }) => (self.prepared[at].0.clone(), trial, true),
         };
         self.book.summary.pace.widths.start(self.pacer.width());
         Ok(Some(Job::Trial(Box::new(job))))
@@ -659,20 +658,19 @@ mod tests {
         waiting[b] = 3;
         let mut seen = vec![];
         for _ in 0..600 {
-            let turn = turns.next_or_carried(|at| waiting[at] > 0).unwrap();
-            if let Turn::Carried { at } = turn {
-                waiting[at] -= 1;
-            }
+            let turn = turns
+                .next_or_carried(|at| (waiting[at] > 0).then(|| waiting[at] -= 1))
+                .unwrap();
             seen.push(turn);
         }
         // Every subject's turns as without them: the carried trials are in P.B's.
-        let whose = |t: &Turn| match *t {
-            Turn::Number { at, .. } | Turn::Carried { at } => at,
+        let whose = |t: &Turn<()>| match *t {
+            Turn::Number { at, .. } | Turn::Carried { at, .. } => at,
         };
         let plain: Vec<usize> = run(&mut plain, 600).iter().map(|(at, _)| *at).collect();
         assert_eq!(seen.iter().map(whose).collect::<Vec<_>>(), plain);
-        let of_b: Vec<Turn> = seen.into_iter().filter(|t| whose(t) == b).collect();
-        let carried = |t: &Turn| matches!(t, Turn::Carried { .. });
+        let of_b: Vec<Turn<()>> = seen.into_iter().filter(|t| whose(t) == b).collect();
+        let carried = |t: &Turn<()>| matches!(t, Turn::Carried { .. });
         assert_eq!(of_b.iter().filter(|t| carried(t)).count(), 3);
         assert!(!carried(&of_b[0]), "its first turn is its trial 0");
         for (i, pair) in of_b.windows(2).enumerate() {

@@ -164,6 +164,14 @@ impl Reach {
         r.recount();
     }
 
+    /// The fields the schema offers `subject` ([`Reach::offer`]).
+    pub fn offered_fields(&self, subject: &str) -> BTreeSet<String> {
+        self.subjects
+            .get(subject)
+            .map(|r| r.offered.iter().map(|(k, _)| k.clone()).collect())
+            .unwrap_or_default()
+    }
+
     /// Records that `subject`'s seed object is refused with `refusal`, and `owed` more trials
     /// in the same words.
     pub fn seed_refused(&mut self, subject: &str, refusal: &str, owed: usize) {
@@ -368,6 +376,11 @@ mod tests {
     fn the_reach_is_kept_in_explore_json_without_its_working_sets() {
         let mut reach = Reach::default();
         reach.offer("CloneSet", &[set(&[("spec.replicas", json!(0))])]);
+        assert_eq!(
+            reach.offered_fields("CloneSet"),
+            BTreeSet::from(["spec.replicas".to_string()])
+        );
+        assert!(reach.offered_fields("Another").is_empty());
         let text = serde_json::to_string(&reach).unwrap();
         assert!(
             !text.contains("offered\":[") && text.contains("\"offered\":1"),
