@@ -27,9 +27,9 @@
 //!
 //! The run is split by phase: [`Options`] and [`Gates`] say how it goes ([`options`]), the
 //! cell is brought up and read in [`bring_up`], the admission phase is [`admission`] (its
-//! values from [`singles`]), the behaviour phase is [`behaviour`] on a [`pool`], findings are
-//! kept by [`book`] and shrunk in [`shrinking`], and what the run reports is [`Summary`]
-//! ([`summary`]).
+//! values from [`singles`]), the behaviour phase is [`behaviour`] on a [`pool`] (whose turn is
+//! next: [`turns`]), findings are kept by [`book`] and shrunk in [`shrinking`], and what the
+//! run reports is [`Summary`] ([`summary`]).
 
 mod admission;
 mod behaviour;
@@ -52,6 +52,7 @@ mod singles;
 pub mod subject;
 mod summary;
 pub mod trial;
+mod turns;
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -61,9 +62,7 @@ use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 
 use self::admission::{Explorer, admission_deadline, weight};
-use self::behaviour::{
-    Behaviour, Done, Job, Prepared, Ran, Turns, groups, latency, prepare, takes_turns,
-};
+use self::behaviour::{Behaviour, Done, Job, Prepared, Ran, latency, prepare, takes_turns};
 use self::book::Book;
 use self::bring_up::{start_cell, start_cells, with_gates_of};
 use self::exec::Cell;
@@ -72,6 +71,7 @@ use self::pool::pool;
 use self::shrinking::{Cells, Pending, Plan, SIDE_BY_SIDE, Shrunk, fires, run_compared, shrink};
 use self::subject::Subject;
 use self::trial::{Mode, Perturbation};
+use self::turns::{Turns, groups};
 use crate::cluster::any::Provider;
 use crate::controller::ControllerRef;
 use crate::toolchain::Toolchain;
