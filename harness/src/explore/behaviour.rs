@@ -156,16 +156,20 @@ pub(super) struct Behaviour<'b, 'a> {
 }
 
 impl Behaviour<'_, '_> {
+    /// The run's perturbations that apply to `s`.
+    fn perturbations_of(&self, s: &Subject) -> Vec<Perturbation> {
+        self.perturbations
+            .iter()
+            .copied()
+            .filter(|p| s.perturbed_by(*p))
+            .collect()
+    }
+
     /// Trial `number` of the subject at `at` of the prepared ones.
     pub(super) fn trial(&self, at: usize, number: u64) -> (Subject, Trial) {
         let (s, creates, updates, own) = &self.prepared[at];
         let ops = s.ops();
-        let perturbations: Vec<Perturbation> = self
-            .perturbations
-            .iter()
-            .copied()
-            .filter(|p| s.perturbed_by(*p))
-            .collect();
+        let perturbations = self.perturbations_of(s);
         // The subject's place among its kind's, which share one walk of own updates.
         let kind: Vec<usize> = (0..self.prepared.len())
             .filter(|&i| self.prepared[i].0.family == s.family)
@@ -221,12 +225,7 @@ impl Behaviour<'_, '_> {
             let mut offers = self.book.summary.reach.offered_fields(&s.name);
             offers.extend(creates.iter().flat_map(|c| c.keys().cloned()));
             offers.extend(updates.iter().map(|(k, _)| k.clone()));
-            let perturbations: Vec<Perturbation> = self
-                .perturbations
-                .iter()
-                .copied()
-                .filter(|p| s.perturbed_by(*p))
-                .collect();
+            let perturbations = self.perturbations_of(s);
             if let Some(c) = trial::carried(t, &s.name, &offers, &s.ops(), &perturbations) {
                 self.carried[i].push_back((c, findings));
                 to.push(s.name.as_str());

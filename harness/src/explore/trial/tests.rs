@@ -405,24 +405,29 @@ fn a_carried_trial_keeps_its_steps_on_the_other_subject_or_is_not_carried() {
         None,
         "a perturbation"
     );
-    let mut u = t.clone();
-    u.steps[3] = Step::Update {
-        set: set(&[("target:spec.onlyA", json!("y"))]),
-    };
-    assert_eq!(
-        carried(&u, "P.B", &offers, &ops, &perturbations),
-        None,
-        "an update of a field B does not offer"
-    );
-    let mut v = t.clone();
-    v.steps[0] = Step::Create {
-        set: set(&[("target:spec.onlyA", json!("x"))]),
-    };
-    assert_eq!(
-        carried(&v, "P.B", &offers, &ops, &perturbations),
-        None,
-        "a create that keeps none of its fields"
-    );
+    let only_a = set(&[("target:spec.onlyA", json!("x"))]);
+    for (at, step, why) in [
+        (
+            3,
+            Step::Update {
+                set: only_a.clone(),
+            },
+            "an update of a field B does not offer",
+        ),
+        (
+            0,
+            Step::Create { set: only_a },
+            "a create that keeps none of its fields",
+        ),
+    ] {
+        let mut u = t.clone();
+        u.steps[at] = step;
+        assert_eq!(
+            carried(&u, "P.B", &offers, &ops, &perturbations),
+            None,
+            "{why}"
+        );
+    }
     let mut w = t.clone();
     w.steps[0] = Step::Create { set: Fields::new() };
     assert!(
