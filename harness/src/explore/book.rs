@@ -92,9 +92,6 @@ impl Book<'_> {
         new
     }
 
-    /// Whether `f` is alike a finding written or held: then counted as its repeat, and its
-    /// key kept among the ones that finding stood for; or alike one an earlier cell of the
-    /// run reported ([`Options::known`]): then counted as such.
     /// Whether `f` is one this run already holds (reported, being shrunk, or reported by an
     /// earlier cell): the same oracle, subject and key. Nothing is counted.
     pub(super) fn holds(&self, f: &Finding) -> bool {
@@ -104,6 +101,9 @@ impl Book<'_> {
             || self.held.iter().any(|h| same(&h.finding))
     }
 
+    /// Whether `f` is alike a finding written or held: then counted as its repeat, and its
+    /// key kept among the ones that finding stood for; or alike one an earlier cell of the
+    /// run reported ([`Options::known`]): then counted as such.
     pub(super) fn repeat(&mut self, f: &Finding) -> bool {
         if self.options.known.iter().any(|k| alike(k, f)) {
             self.summary.pace.earlier += 1;
