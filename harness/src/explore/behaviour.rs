@@ -3,6 +3,7 @@
 //! admitted ([`prepare`]), and the shrinking of the findings they fire; the width follows the
 //! [`pace::Pacer`].
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use kube::api::Api;
@@ -14,6 +15,7 @@ use super::exec;
 use super::oracle::Finding;
 use super::pace;
 use super::pool::Jobs;
+use super::reach::Reach;
 use super::shrinking::{Pending, Plan, SIDE_BY_SIDE, Shrunk, plan};
 use super::subject::Subject;
 use super::trial::{self, Fields, Material, Perturbation, Trial};
@@ -66,6 +68,22 @@ pub(super) fn prepare(s: Subject, admitted: Vec<(String, Value)>, seed: u64) -> 
     (s, creates, updates, own)
 }
 
+/// The fields each of `prepared` offers a trial carried to it ([`trial::carried`]): what its
+/// schema offers ([`Reach::offered_fields`]), not only what its admission trials reached
+/// (those tried a part of the fields each, a different part on each subject), and what its
+/// behaviour trials set.
+pub(super) fn offers(prepared: &[Prepared], reach: &Reach) -> Vec<BTreeSet<String>> {
+    prepared
+        .iter()
+        .map(|(s, creates, updates, _)| {
+            let mut offers = reach.offered_fields(&s.name);
+            offers.extend(creates.iter().flat_map(|c| c.keys().cloned()));
+            offers.extend(updates.iter().map(|(k, _)| k.clone()));
+            offers
+        })
+        .collect()
+}
+
 /// Whether the update setting `k` to `v` takes away what the seed object `declared` declares
 /// there: the seed holds something at `k` and the update removes it or leaves it empty. What
 /// a working object has, taken away, is where a controller meets absence (a default, a
@@ -92,11 +110,7 @@ fn depth(k: &str) -> usize {
 /// its seed variants' creates included, would be refused at its first step in the words
 /// admission already judged, once, as the seed object's trial, and its turns would be taken
 /// from the subjects of its kind that the API admits.
-pub(super) fn takes_turns(
-    s: &Subject,
-    admitted: &[(String, Value)],
-    reach: &super::reach::Reach,
-) -> bool {
+pub(super) fn takes_turns(s: &Subject, admitted: &[(String, Value)], reach: &Reach) -> bool {
     let refused = reach
         .subjects
         .get(&s.name)
@@ -147,6 +161,8 @@ pub(super) struct Behaviour<'b, 'a> {
     /// Trials carried to each prepared subject and waiting for its turn ([`trial::carried`]).
     /// Each with the findings it was carried for, as the subject's.
     pub(super) carried: Vec<std::collections::VecDeque<(Trial, Vec<Finding>)>>,
+    /// The fields each prepared subject offers a carried trial ([`offers`]).
+    pub(super) offers: Vec<BTreeSet<String>>,
     /// When the behaviour trials started.
     pub(super) started: Instant,
     /// New findings waiting to be shrunk.
@@ -194,8 +210,8 @@ impl Behaviour<'_, '_> {
     }
 
     /// Carries trial `t`, which fired a new finding, to every other prepared subject of its
-    /// kind that can run its steps ([`trial::carried`]: the fields its schema offers, and those
-    /// its behaviour trials set), to run in their own turns ([`Turns`]):
+    /// kind that can run its steps ([`trial::carried`], with the fields [`offers`] says), to
+    /// run in their own turns ([`Turns`]):
     /// whether what a trial found on one target kind, version or variant holds on the others
     /// is a question of the finding's reach, and the others' own trials would meet its cause
     /// only by chance. Not to a subject that holds every one of the `new` findings already; a
@@ -206,7 +222,7 @@ impl Behaviour<'_, '_> {
         };
         let family = self.prepared[from].0.family;
         let mut to = vec![];
-        for (i, (s, creates, updates, _)) in self.prepared.iter().enumerate() {
+        for (i, (s, ..)) in self.prepared.iter().enumerate() {
             if i == from || s.family != family {
                 continue;
             }
@@ -220,13 +236,9 @@ impl Behaviour<'_, '_> {
             if findings.iter().all(|f| self.book.holds(f)) {
                 continue;
             }
-            // What its schema offers, not only what its admission trials reached: those
-            // tried a part of the fields each, a different part on each subject.
-            let mut offers = self.book.summary.reach.offered_fields(&s.name);
-            offers.extend(creates.iter().flat_map(|c| c.keys().cloned()));
-            offers.extend(updates.iter().map(|(k, _)| k.clone()));
             let perturbations = self.perturbations_of(s);
-            if let Some(c) = trial::carried(t, &s.name, &offers, &s.ops(), &perturbations) {
+            let offers = &self.offers[i];
+            if let Some(c) = trial::carried(t, &s.name, offers, &s.ops(), &perturbations) {
                 self.carried[i].push_back((c, findings));
                 to.push(s.name.as_str());
             }

@@ -62,7 +62,7 @@ use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 
 use self::admission::{Explorer, admission_deadline, weight};
-use self::behaviour::{Behaviour, Done, Job, Prepared, Ran, latency, prepare, takes_turns};
+use self::behaviour::{Behaviour, Done, Job, Prepared, Ran, latency, offers, prepare, takes_turns};
 use self::book::Book;
 use self::bring_up::{start_cell, start_cells, with_gates_of};
 use self::exec::Cell;
@@ -370,6 +370,7 @@ pub async fn explore(
             .collect();
         let calm = latency(&x.cell.client).await;
         let cap = options.parallel.max(pace::MAX_WIDTH);
+        let offers = offers(&prepared, &x.book.summary.reach);
         let mut jobs = Behaviour {
             book: &mut x.book,
             prepared: &prepared,
@@ -381,6 +382,7 @@ pub async fn explore(
                 &prepared.iter().map(|(s, ..)| groups(s)).collect::<Vec<_>>(),
             ),
             carried: vec![Default::default(); prepared.len()],
+            offers,
             started: behaving,
             queue: Default::default(),
             shrinking: false,
