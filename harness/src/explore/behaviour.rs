@@ -389,7 +389,7 @@ impl Jobs for Behaviour<'_, '_> {
                     Ok(out) => {
                         self.book.summary.pace.ended_early += usize::from(out.ended_early);
                         if let Some(settle) = settled(&out) {
-                            self.pacer.settled(settle);
+                            self.pacer.settled(&s.name, settle);
                         }
                         let took = bound_run(&out, seconds, self.book.options.settle);
                         let new = self.book.sort(&s, &t, took, out.findings, &out.manager_log);

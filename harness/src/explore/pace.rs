@@ -304,37 +304,41 @@ pub struct Load {
     pub calm_latency: f64,
     /// The harness's share of the machine's CPU since the last decision (0 to 1).
     pub cpu: f64,
-    /// The median settle seconds of the trials that settled since the last decision (none
-    /// with fewer than two).
+    /// How much slower than calm the trials that settled since the last decision settled:
+    /// the median of each one's settle time over its subject's calmest before it, both with
+    /// [`SETTLE_FLOOR`] added (none with fewer than two such trials). 1 is as calm as ever.
     pub settle: Option<f64>,
-    /// The lowest such median seen in the run.
-    pub calm_settle: Option<f64>,
     /// Whether the pool was full: widening helps only then.
     pub full: bool,
 }
+
+/// Seconds added to a settle time and to its subject's calmest before they are compared, so
+/// that a trial that settles in a second where its subject once settled in a tenth is not
+/// "ten times slower": a subject's trials differ in what they ask, and only seconds that
+/// add up say the cell strains.
+pub const SETTLE_FLOOR: f64 = 5.0;
 
 /// The next width of the pool, between 1 and `cap`, from `width` and `load`, with why.
 ///
 /// Narrower (by a quarter, at least one) when the apiserver answers three times slower than
 /// calm (and 100 ms slower at least) or slower than a second, when the harness takes more than
-/// [`CPU_HIGH`] of the machine, or when trials settle one and a half times slower than calm
-/// (and 5 s slower at least); one wider while the pool is full, the apiserver within one and
-/// a half times its calm latency (plus 50 ms), the harness's CPU below [`CPU_LOW`] and the
-/// settle times within a fifth of calm (plus 2 s). Otherwise the same: between the two
-/// bounds the width holds, so that it does not swing.
+/// [`CPU_HIGH`] of the machine, or when trials settle one and a half times slower than their
+/// subjects' calmest ([`Load::settle`]); one wider while the pool is full, the apiserver
+/// within one and a half times its calm latency (plus 50 ms), the harness's CPU below
+/// [`CPU_LOW`] and the settle times within a fifth of calm. Otherwise the same: between the
+/// two bounds the width holds, so that it does not swing. Settle times are compared subject by
+/// subject: the trials that settled since the last decision are a different mix of subjects
+/// each time, and a StatefulSet's minute says nothing of the load against a Job's second.
 pub fn next_width(width: usize, cap: usize, load: &Load) -> (usize, &'static str) {
     let cap = cap.max(1);
     let width = width.clamp(1, cap);
     let calm = load.calm_latency;
-    let grown = |f: f64, plus: f64| match (load.settle, load.calm_settle) {
-        (Some(s), Some(c)) => s > c * f + plus,
-        _ => false,
-    };
+    let grown = |f: f64| load.settle.is_some_and(|s| s > f);
     let why = if load.latency > 1.0 || (load.latency > calm * 3.0 && load.latency > calm + 0.1) {
         Some("the apiserver answers slower")
     } else if load.cpu > CPU_HIGH {
         Some("the harness is busy")
-    } else if grown(1.5, 5.0) {
+    } else if grown(1.5) {
         Some("trials settle slower")
     } else {
         None
@@ -342,7 +346,7 @@ pub fn next_width(width: usize, cap: usize, load: &Load) -> (usize, &'static str
     if let Some(why) = why {
         return ((width - (width / 4).max(1)).max(1), why);
     }
-    let calm_now = load.latency <= calm * 1.5 + 0.05 && load.cpu < CPU_LOW && !grown(1.2, 2.0);
+    let calm_now = load.latency <= calm * 1.5 + 0.05 && load.cpu < CPU_LOW && !grown(1.2);
     match (calm_now, load.full, width < cap) {
         (true, true, true) => (width + 1, "the cell keeps up"),
         (true, true, false) => (width, "at the cap"),
@@ -359,7 +363,9 @@ pub struct Pacer {
     width: usize,
     cap: usize,
     calm_latency: f64,
-    calm_settle: Option<f64>,
+    /// Each subject's calmest settle time so far.
+    calm_settles: BTreeMap<String, f64>,
+    /// The trials' settle times over their subjects' calmest since the last decision.
     settles: Vec<f64>,
     cpu: CpuMeter,
     decided: Instant,
@@ -373,7 +379,7 @@ impl Pacer {
             width: width.clamp(1, cap.max(1)),
             cap: cap.max(1),
             calm_latency,
-            calm_settle: None,
+            calm_settles: BTreeMap::new(),
             settles: vec![],
             cpu: CpuMeter::new(),
             decided: Instant::now(),
@@ -385,9 +391,19 @@ impl Pacer {
         self.width
     }
 
-    /// A trial settled in `seconds`.
-    pub fn settled(&mut self, seconds: f64) {
-        self.settles.push(seconds);
+    /// A trial of `subject` settled in `seconds`: compared with the subject's calmest before
+    /// it (the first of a subject is only its reference).
+    pub fn settled(&mut self, subject: &str, seconds: f64) {
+        match self.calm_settles.get_mut(subject) {
+            Some(calm) => {
+                self.settles
+                    .push((seconds + SETTLE_FLOOR) / (*calm + SETTLE_FLOOR));
+                *calm = calm.min(seconds);
+            }
+            None => {
+                self.calm_settles.insert(subject.to_string(), seconds);
+            }
+        }
     }
 
     /// Whether a decision is due.
@@ -415,13 +431,9 @@ impl Pacer {
             calm_latency: self.calm_latency,
             cpu,
             settle,
-            calm_settle: self.calm_settle,
             full,
         };
         self.calm_latency = self.calm_latency.min(latency);
-        if let Some(s) = settle {
-            self.calm_settle = Some(self.calm_settle.map_or(s, |c| c.min(s)));
-        }
         let (to, why) = next_width(self.width, self.cap, &load);
         let from = std::mem::replace(&mut self.width, to);
         (to != from).then(|| Change {
@@ -585,14 +597,13 @@ mod tests {
             calm_latency: 0.01,
             cpu,
             settle,
-            calm_settle: Some(10.0),
             full: true,
         }
     }
 
     #[test]
     fn the_pool_widens_while_the_cell_keeps_up_and_narrows_when_it_strains() {
-        let calm = load(0.012, 0.2, Some(11.0));
+        let calm = load(0.012, 0.2, Some(1.1));
         assert_eq!(next_width(2, 8, &calm).0, 3);
         assert_eq!(next_width(8, 8, &calm), (8, "at the cap"));
         let idle = Load {
@@ -601,7 +612,7 @@ mod tests {
         };
         assert_eq!(next_width(2, 8, &idle), (2, "the pool is not full"));
         // Each strain narrows, by a quarter (at least one), never below one.
-        let slow = load(0.2, 0.2, Some(11.0));
+        let slow = load(0.2, 0.2, Some(1.1));
         assert_eq!(next_width(8, 8, &slow), (6, "the apiserver answers slower"));
         assert_eq!(next_width(3, 8, &slow).0, 2);
         assert_eq!(next_width(1, 8, &slow).0, 1);
@@ -611,14 +622,14 @@ mod tests {
             (3, "the harness is busy")
         );
         assert_eq!(
-            next_width(4, 8, &load(0.012, 0.2, Some(30.0))),
+            next_width(4, 8, &load(0.012, 0.2, Some(1.6))),
             (3, "trials settle slower")
         );
         // Between the bounds it holds: a little slower is no reason to move either way.
         for between in [
-            load(0.08, 0.2, Some(11.0)),
-            load(0.012, 0.6, Some(11.0)),
-            load(0.012, 0.2, Some(15.0)),
+            load(0.08, 0.2, Some(1.1)),
+            load(0.012, 0.6, Some(1.1)),
+            load(0.012, 0.2, Some(1.3)),
         ] {
             assert_eq!(next_width(4, 8, &between), (4, "between the bounds"));
         }
@@ -629,26 +640,39 @@ mod tests {
     }
 
     #[test]
-    fn the_pacer_decides_from_what_it_heard_and_keeps_the_calmest_as_reference() {
+    fn the_pacer_compares_each_settle_time_with_its_own_subjects_calmest() {
         let mut p = Pacer::new(2, 8, 0.01);
         assert_eq!(p.width(), 2);
-        p.settled(10.0);
-        p.settled(12.0);
-        let c = p.decide(0.012, 0.1, true, 15.0).expect("wider");
-        assert_eq!((c.from, c.to, c.at), (2, 3, 15.0));
-        assert_eq!(c.load.settle, Some(10.0));
-        // One settle time is no median: latency and CPU decide.
-        p.settled(100.0);
-        assert_eq!(p.decide(0.012, 0.1, true, 30.0).map(|c| c.to), Some(4));
-        // Settle times grown past the calmest median narrow.
-        p.settled(30.0);
-        p.settled(31.0);
-        let c = p.decide(0.012, 0.1, true, 45.0).expect("narrower");
+        // A subject's first trial is its reference, nothing to compare yet.
+        p.settled("Job", 0.1);
+        p.settled("StatefulSet", 60.0);
+        assert_eq!(
+            p.decide(0.012, 0.1, true, 10.0).map(|c| c.load.settle),
+            Some(None)
+        );
+        // A minute for a StatefulSet and a second for a Job are each as calm as their subject
+        // ever was: a mix of slow and fast subjects is no strain.
+        p.settled("StatefulSet", 61.0);
+        p.settled("Job", 1.0);
+        p.settled("Job", 0.2);
+        let c = p.decide(0.012, 0.1, true, 20.0).expect("wider");
+        assert_eq!((c.from, c.to), (3, 4));
+        let settle = c.load.settle.expect("three compared");
+        assert!((1.0..1.2).contains(&settle), "{settle}");
+        // The same subjects, each much slower than its calmest: narrower.
+        p.settled("StatefulSet", 120.0);
+        p.settled("Job", 10.0);
+        p.settled("Job", 12.0);
+        let c = p.decide(0.012, 0.1, true, 30.0).expect("narrower");
         assert_eq!((c.to, c.why.as_str()), (3, "trials settle slower"));
-        assert_eq!(c.load.calm_settle, Some(10.0));
+        // The calmest stays the reference: a slow spell does not raise it.
+        p.settled("Job", 0.1);
+        p.settled("Job", 0.1);
+        let c = p.decide(0.012, 0.1, true, 40.0).expect("wider again");
+        assert_eq!(c.load.settle, Some(1.0));
         // Nothing changes: no change recorded.
         assert_eq!(p.decide(0.012, 0.1, false, 60.0), None);
-        assert_eq!(p.width(), 3);
+        assert_eq!(p.width(), 4);
     }
 
     #[test]
