@@ -87,6 +87,10 @@ pub struct Settings {
     pub liveness: Duration,
     /// How often a `FailedCreate` event must repeat to be a finding.
     pub failed_create: i64,
+    /// Whether a DaemonSet's `numberAvailable` is judged against every state of its pods the
+    /// status could have been computed from ([`rules::availability`]), under
+    /// [`rules::COUNTERS`].
+    pub availability: bool,
 }
 
 impl Settings {
@@ -96,6 +100,7 @@ impl Settings {
             grace: Duration::from_secs(20),
             liveness,
             failed_create: 3,
+            availability: false,
         }
     }
 }
@@ -155,6 +160,8 @@ pub struct Model {
     origin: Option<Instant>,
     /// Workload (as described) -> its rollout counters each time they changed.
     traces: BTreeMap<String, Vec<(u64, rules::RolloutCounters)>>,
+    /// Workload UID -> what the rule on a DaemonSet's available count remembers.
+    availability: BTreeMap<String, rules::availability::Availability>,
 }
 
 /// An instant finding (a rollout bound or a partition broken) seen in the watches, held until
@@ -292,6 +299,11 @@ impl Model {
         let mut baselines = vec![];
         let mut progress = vec![];
         let mut traced = vec![];
+        let mut fallen = vec![];
+        let origin = *self.origin.get_or_insert(now);
+        let ms = now.duration_since(origin).as_millis() as u64;
+        let mut availability = std::mem::take(&mut self.availability);
+        availability.retain(|uid, _| self.workloads.contains_key(uid));
         for w in self.workloads.values().filter(|w| !w.deleting) {
             let s = self.snapshot(w);
             let object = w.describe();
@@ -367,6 +379,13 @@ impl Model {
             if let Some(what) = s.counters() {
                 lasting.push((rules::COUNTERS, object.clone(), what));
             }
+            if settings.availability {
+                let heard = availability.entry(w.uid.clone()).or_default();
+                let unix = time::OffsetDateTime::now_utc().unix_timestamp();
+                for (at, what) in heard.hear(&s, ms, unix, &stamp()) {
+                    fallen.push((object.clone(), at, what));
+                }
+            }
             for c in self.claims.values() {
                 if let Some(what) = rules::claim_left_behind(w, c, &s.pods) {
                     lasting.push((rules::PVC_LEFT_BEHIND, format!("PVC {}", c.name), what));
@@ -375,8 +394,10 @@ impl Model {
             let seen = format!("{:?} {}", w.generation, w.status);
             progress.push((w.uid.clone(), seen, s.complete(), object));
         }
-        let origin = *self.origin.get_or_insert(now);
-        let ms = now.duration_since(origin).as_millis() as u64;
+        self.availability = availability;
+        for (object, at, what) in fallen {
+            self.report_at(rules::COUNTERS, object, at, what);
+        }
         for (object, c) in traced {
             let trace = self.traces.entry(object).or_default();
             if trace.len() < MAX_POINTS && trace.last().is_none_or(|(_, last)| *last != c) {

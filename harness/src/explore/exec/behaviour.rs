@@ -52,7 +52,10 @@ impl Cell<'_> {
             settling,
         };
         let window = self.installation.window(ns);
-        let settings = monitor::Settings::with_liveness(self.settle);
+        let settings = monitor::Settings {
+            availability: true,
+            ..monitor::Settings::with_liveness(self.settle)
+        };
         let watching = monitor::Monitor::start(&self.client, ns, settings);
         let mut undo = Undo::default();
         // What operations, perturbations and convergence act on.

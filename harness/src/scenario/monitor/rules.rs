@@ -7,6 +7,8 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+pub mod availability;
+
 /// Status counters, or the revision the status says every pod is at, disagree with the pods
 /// observed.
 pub const COUNTERS: &str = "status-counters";
@@ -209,6 +211,10 @@ pub struct PodState {
     pub owner: Option<String>,
     /// The PVCs its volumes claim.
     pub claims: Vec<String>,
+    /// The node it is bound to.
+    pub node: Option<String>,
+    /// When its Ready condition last became True (Unix seconds), while it is True.
+    pub ready_since: Option<i64>,
 }
 
 impl PodState {

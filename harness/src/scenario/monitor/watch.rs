@@ -22,11 +22,12 @@ use crate::scenario::workload::{
 /// A pod's state as the rules see it.
 pub fn pod_state(p: &Pod) -> PodState {
     let labels = p.metadata.labels.clone().unwrap_or_default();
-    let ready = p
+    let ready_condition = p
         .status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready" && c.status == "True"));
+    let ready = ready_condition.is_some();
     PodState {
         name: p.metadata.name.clone().unwrap_or_default(),
         uid: p.metadata.uid.clone().unwrap_or_default(),
@@ -46,6 +47,10 @@ pub fn pod_state(p: &Pod) -> PodState {
                     .collect()
             })
             .unwrap_or_default(),
+        node: p.spec.as_ref().and_then(|s| s.node_name.clone()),
+        ready_since: ready_condition
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(|t| t.0.as_second()),
     }
 }
 

@@ -28,6 +28,8 @@ fn pod(name: &str, ready: bool, revision: &str) -> PodState {
         instance: None,
         owner: Some("w-uid".into()),
         claims: vec![],
+        node: None,
+        ready_since: None,
     }
 }
 
