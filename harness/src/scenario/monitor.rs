@@ -88,8 +88,8 @@ pub struct Settings {
     /// How often a `FailedCreate` event must repeat to be a finding.
     pub failed_create: i64,
     /// Whether a DaemonSet's `numberAvailable` is judged against every state of its pods the
-    /// status could have been computed from ([`rules::availability`]), under
-    /// [`rules::COUNTERS`].
+    /// status could have been computed from ([`rules::availability`], rule
+    /// [`rules::AVAILABLE`]).
     pub availability: bool,
 }
 
@@ -396,7 +396,7 @@ impl Model {
         }
         self.availability = availability;
         for (object, at, what) in fallen {
-            self.report_at(rules::COUNTERS, object, at, what);
+            self.report_at(rules::AVAILABLE, object, at, what);
         }
         for (object, c) in traced {
             let trace = self.traces.entry(object).or_default();

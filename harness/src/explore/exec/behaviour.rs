@@ -799,7 +799,8 @@ fn monitored(s: &Subject, trial: &Trial, found: Vec<monitor::Violation>) -> Vec<
         if v.rule == monitor::rules::FAILED_CREATE
             || (takes_pods && v.rule == monitor::rules::MAX_UNAVAILABLE)
             || (node_down && v.rule == monitor::rules::LIVENESS)
-            || (restarted && v.rule == monitor::rules::COUNTERS)
+            || (restarted
+                && [monitor::rules::COUNTERS, monitor::rules::AVAILABLE].contains(&v.rule))
             || of_twin(&v.object)
         {
             continue;

@@ -12,6 +12,9 @@ pub mod availability;
 /// Status counters, or the revision the status says every pod is at, disagree with the pods
 /// observed.
 pub const COUNTERS: &str = "status-counters";
+/// A DaemonSet's `numberAvailable` fell below every count its pods had while the status could
+/// have been computed ([`availability`]).
+pub const AVAILABLE: &str = "status-available";
 /// More pods unavailable during a rollout than the strategy allows.
 pub const MAX_UNAVAILABLE: &str = "max-unavailable";
 /// More pods than replicas plus the strategy's surge.
