@@ -304,6 +304,7 @@ impl Model {
         let ms = now.duration_since(origin).as_millis() as u64;
         let mut availability = std::mem::take(&mut self.availability);
         availability.retain(|uid, _| self.workloads.contains_key(uid));
+        let (unix, stamped) = (time::OffsetDateTime::now_utc().unix_timestamp(), stamp());
         for w in self.workloads.values().filter(|w| !w.deleting) {
             let s = self.snapshot(w);
             let object = w.describe();
@@ -381,8 +382,7 @@ impl Model {
             }
             if settings.availability {
                 let heard = availability.entry(w.uid.clone()).or_default();
-                let unix = time::OffsetDateTime::now_utc().unix_timestamp();
-                for (at, what) in heard.hear(&s, ms, unix, &stamp()) {
+                for (at, what) in heard.hear(&s, ms, unix, &stamped) {
                     fallen.push((object.clone(), at, what));
                 }
             }
