@@ -141,9 +141,12 @@ pub struct Subject {
     /// without them): an exploration of it turns them on.
     pub gates: &'static [&'static str],
     /// Seeds besides the one as written, as the fields each sets: its replicas one below
-    /// and one above the seed's, and each value the schema gives a setting of its own spec
-    /// outside its templates (an update strategy's type, a pod management policy: an enum's
-    /// members, the words a description quotes, or the twin's enum), a policy's own and its
+    /// and one above the seed's, and rows of the values the schema gives the settings of its
+    /// own spec outside its templates, its replicas and lists (a string's: an update
+    /// strategy's type, a pod management policy, as an enum's members, the words a
+    /// description quotes, or the twin's enum; a number's typical value: a
+    /// `minReadySeconds`, a rolling update's bounds), at most three settings a row and
+    /// every two values of two settings together in some row; a policy's own and its
     /// target's (as [`TARGET`] fields). Behaviour trials draw them ([`Subject::vary`]).
     pub variants: Vec<Fields>,
 }

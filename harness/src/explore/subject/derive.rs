@@ -14,7 +14,8 @@
 //!   member), whatever its webhook accepts: a refused target is a finding or a documented
 //!   difference, not a subject left out. Its twin is the same policy over the target's twin.
 //! - **Seed variants** ([`Subject::variants`]): the replicas either side of the seed's, and
-//!   the values of the settings of its spec, from its schema.
+//!   rows of the values of the settings of its spec (its strings and numbers, from its
+//!   schema), every two values of two settings together in some row.
 //!
 //! Without a cell ([`subjects`]) each kind is a subject at the version its seed is written
 //! for, with no member, claim template or variant the schema would tell of (a union by the
@@ -350,8 +351,10 @@ pub(crate) mod tests {
     fn workload_spec(claims: bool) -> Value {
         let mut p = json!({
             "replicas": {"type": "integer"},
+            "minReadySeconds": {"type": "integer", "minimum": 0},
             "template": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
             "updateStrategy": object(json!({
+                "maxSurge": {"x-kubernetes-int-or-string": true},
                 "type": {"type": "string", "enum": ["ReCreate", "InPlaceIfPossible"]}}))});
         if claims {
             p["volumeClaimTemplates"] = json!({"type": "array", "items": {"type": "object"}});
@@ -670,9 +673,36 @@ pub(crate) mod tests {
         let (crds, doc) = cell();
         let all = served(&crds, &doc);
         let cs = all.iter().find(|s| s.name == "CloneSet").unwrap();
-        let has = |s: &Subject, k: &str, v: Value| {
-            s.variants.contains(&Fields::from([(k.to_string(), v)]))
+        // A variant has the value among others (its settings paired, see `source::paired`).
+        let has = |s: &Subject, k: &str, v: Value| s.variants.iter().any(|f| f.get(k) == Some(&v));
+        let together = |s: &Subject, set: &[(&str, Value)]| {
+            s.variants
+                .iter()
+                .any(|f| set.iter().all(|(k, v)| f.get(*k) == Some(v)))
         };
+        // Numbers at their typical value, each value of a setting with each of another's.
+        assert!(together(
+            cs,
+            &[
+                ("spec.minReadySeconds", json!(1)),
+                ("spec.updateStrategy.maxSurge", json!(1))
+            ]
+        ));
+        for t in ["ReCreate", "InPlaceIfPossible"] {
+            assert!(together(
+                cs,
+                &[
+                    ("spec.updateStrategy.type", json!(t)),
+                    ("spec.minReadySeconds", json!(1))
+                ]
+            ));
+        }
+        // The replicas vary alone.
+        assert!(
+            cs.variants
+                .iter()
+                .all(|f| !f.contains_key("spec.replicas") || f.len() == 1)
+        );
         assert!(has(cs, "spec.replicas", json!(1)));
         assert!(has(cs, "spec.replicas", json!(3)));
         assert!(has(

@@ -2,7 +2,7 @@
 //! cell's CRDs and OpenAPI or nothing, tells each kind's served [`Version`]s, its claim
 //! templates, a union's members, and the settings and seed variants its schema gives.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -11,7 +11,7 @@ use crate::explore::openapi::Doc;
 use crate::explore::schema::{self, Shape};
 use crate::explore::subject::catalog::{Union, WORKLOADS, Workload};
 use crate::explore::subject::{Subject, claims_at};
-use crate::explore::trial::Fields;
+use crate::explore::trial::{Fields, Rng, stream_of};
 
 /// Where the kinds' schemas come from.
 pub(super) enum Source<'a> {
@@ -178,25 +178,27 @@ impl<'a> Source<'a> {
         out
     }
 
-    /// The settings of subject `s` in version `v`: each string of its spec outside its pod
-    /// template and outside lists, with the values its schema gives it (an enum's members,
-    /// the words its description quotes, else its twin's enum); none without a cell.
-    pub(super) fn settings(&self, s: &Subject, v: &Version<'_>) -> Vec<(String, Vec<String>)> {
+    /// The settings of subject `s` in version `v`: each string and each number of its spec
+    /// outside its pod template, its replicas and lists, with the values its schema gives
+    /// it: a string's (an enum's members, the words its description quotes, else its twin's
+    /// enum), a number's typical one (the first its shape is tried with: a count of one, or
+    /// the least the schema allows); none without a cell.
+    pub(super) fn settings(&self, s: &Subject, v: &Version<'_>) -> Vec<(String, Vec<Value>)> {
         let Source::Cell { doc, .. } = self else {
             return vec![];
         };
         let outside = |p: &str| {
             let template = !s.template.is_empty()
                 && (p == s.template || p.starts_with(&format!("{}.", s.template)));
-            !template && !p.contains('[')
+            !template && !p.contains('[') && p != "spec.replicas"
         };
         let Some(crd) = v.crd else {
-            // A built-in kind: the enums of its schema as the cell serves it.
+            // A built-in kind: its schema as the cell serves it.
             let mut out = vec![];
             if let Some(root) = doc.kind_schema(&s.api_version, s.kind)
                 && let Some(spec) = doc.at(root, "spec")
             {
-                enums(doc, spec, "spec", &outside, 0, &mut out);
+                settings_below(doc, spec, "spec", &outside, 0, &mut out);
             }
             return out;
         };
@@ -204,20 +206,21 @@ impl<'a> Source<'a> {
             .twin
             .as_deref()
             .and_then(|t| doc.kind_schema(&t.api_version, t.kind));
+        let words = |w: &[String]| w.iter().map(|x| json!(x)).collect::<Vec<Value>>();
         schema::leaves(crd, &v.name)
             .into_iter()
             .filter(|l| outside(&l.path))
             .filter_map(|l| {
-                let values = match l.shape {
-                    Shape::Enum(members) => members,
-                    Shape::String(words) if !words.is_empty() => words,
+                let values = match &l.shape {
+                    Shape::Enum(members) => words(members),
+                    Shape::String(w) if !w.is_empty() => words(w),
                     Shape::String(_) => {
                         let path = s.twin_path(&l.path)?;
                         let members = doc.at(twin_root?, &path)?["enum"].as_array()?;
-                        members
-                            .iter()
-                            .filter_map(|m| m.as_str().map(String::from))
-                            .collect()
+                        members.iter().filter(|m| m.is_string()).cloned().collect()
+                    }
+                    Shape::Integer { .. } | Shape::IntOrString => {
+                        l.shape.values().into_iter().take(1).collect()
                     }
                     _ => return None,
                 };
@@ -227,8 +230,9 @@ impl<'a> Source<'a> {
     }
 
     /// The seed variants of subject `s` in version `v` (see [`Subject::variants`]), its
-    /// target's aside: the replicas either side of its seed's (not below one), and each
-    /// value of each of its settings.
+    /// target's aside: the replicas either side of its seed's (not below one), and rows of
+    /// its settings' values that bring each value of every setting together with each value
+    /// of every other ([`paired`]), in an order of the subject's own.
     pub(super) fn variants(&self, s: &Subject, v: &Version<'_>) -> Vec<Fields> {
         if matches!(self, Source::Known) {
             return vec![];
@@ -242,24 +246,97 @@ impl<'a> Source<'a> {
                 out.push(Fields::from([("spec.replicas".to_string(), json!(n))]));
             }
         }
-        for (path, values) in self.settings(s, v) {
-            for x in values {
-                out.push(Fields::from([(path.clone(), json!(x))]));
-            }
-        }
+        let mut rng = Rng::new(stream_of(&s.name), 0);
+        out.extend(paired(&self.settings(s, v), PAIRED, &mut rng));
         out
     }
 }
 
-/// The string enums below schema node `node` at `path` of `doc` (its `$ref`s followed),
-/// where `outside` holds, not through lists, at most four objects deep.
-pub(super) fn enums(
+/// The most settings a seed variant sets: enough that three settings meet in one, few enough
+/// that a variant the API refuses, for one pair in it, takes few others down with it.
+pub(super) const PAIRED: usize = 3;
+
+/// Rows of at most `most` of `settings` (each with its values) that bring each value of
+/// every setting together with each value of every other in some row (pairwise), the rest
+/// of the spec as the seed has it; with one setting, each of its values alone. Each row starts
+/// from a pair not brought together yet, in an order drawn from `rng`, and takes in, setting
+/// by setting in an order drawn from `rng`, the value that brings the most pairs not yet
+/// together with the row's, while the row has room and one brings any.
+pub(super) fn paired(settings: &[(String, Vec<Value>)], most: usize, rng: &mut Rng) -> Vec<Fields> {
+    let settings: Vec<&(String, Vec<Value>)> =
+        settings.iter().filter(|s| !s.1.is_empty()).collect();
+    let row_of = |row: &[(usize, usize)]| -> Fields {
+        row.iter()
+            .map(|&(f, i)| (settings[f].0.clone(), settings[f].1[i].clone()))
+            .collect()
+    };
+    if settings.len() < 2 {
+        return settings
+            .iter()
+            .flat_map(|(_, values)| (0..values.len()).map(|i| row_of(&[(0, i)])))
+            .collect();
+    }
+    type Pair = ((usize, usize), (usize, usize));
+    let pair = |x: (usize, usize), y: (usize, usize)| -> Pair { (x.min(y), x.max(y)) };
+    let mut pairs: Vec<Pair> = vec![];
+    for a in 0..settings.len() {
+        for b in a + 1..settings.len() {
+            for i in 0..settings[a].1.len() {
+                for j in 0..settings[b].1.len() {
+                    pairs.push(((a, i), (b, j)));
+                }
+            }
+        }
+    }
+    rng.shuffle(&mut pairs);
+    let mut together: BTreeSet<Pair> = BTreeSet::new();
+    let mut rows = vec![];
+    for &(x, y) in &pairs {
+        if together.contains(&(x, y)) {
+            continue;
+        }
+        let mut row = vec![x, y];
+        let mut order: Vec<usize> = (0..settings.len())
+            .filter(|f| *f != x.0 && *f != y.0)
+            .collect();
+        rng.shuffle(&mut order);
+        for f in order {
+            if row.len() >= most.max(2) {
+                break;
+            }
+            let new = |i: usize| {
+                row.iter()
+                    .filter(|&&r| !together.contains(&pair((f, i), r)))
+                    .count()
+            };
+            let best = (0..settings[f].1.len())
+                .max_by_key(|i| (new(*i), std::cmp::Reverse(*i)))
+                .filter(|i| new(*i) > 0);
+            if let Some(i) = best {
+                row.push((f, i));
+            }
+        }
+        for (k, &a) in row.iter().enumerate() {
+            for &b in &row[k + 1..] {
+                together.insert(pair(a, b));
+            }
+        }
+        rows.push(row_of(&row));
+    }
+    rows
+}
+
+/// The settings below schema node `node` at `path` of `doc` (its `$ref`s followed), where
+/// `outside` holds, not through lists, at most four objects deep: each string enum with its
+/// members, each integer and int-or-string with its typical value (see
+/// [`Source::settings`]).
+pub(super) fn settings_below(
     doc: &Doc,
     node: &Value,
     path: &str,
     outside: &dyn Fn(&str) -> bool,
     depth: usize,
-    out: &mut Vec<(String, Vec<String>)>,
+    out: &mut Vec<(String, Vec<Value>)>,
 ) {
     let node = doc.resolve(node).1;
     for (k, child) in node["properties"].as_object().into_iter().flatten() {
@@ -268,16 +345,85 @@ pub(super) fn enums(
         if !outside(&at) || child["type"] == "array" {
             continue;
         }
-        if let Some(members) = child["enum"].as_array() {
-            let members: Vec<String> = members
-                .iter()
-                .filter_map(|m| m.as_str().map(String::from))
-                .collect();
+        let number =
+            if child["x-kubernetes-int-or-string"] == true || child["format"] == "int-or-string" {
+                Some(Shape::IntOrString)
+            } else if child["type"] == "integer" {
+                Some(Shape::Integer {
+                    minimum: child["minimum"].as_i64(),
+                    maximum: child["maximum"].as_i64(),
+                })
+            } else {
+                None
+            };
+        if let Some(shape) = number {
+            out.push((at, shape.values().into_iter().take(1).collect()));
+        } else if let Some(members) = child["enum"].as_array() {
+            let members: Vec<Value> = members.iter().filter(|m| m.is_string()).cloned().collect();
             if !members.is_empty() {
                 out.push((at, members));
             }
         } else if depth < 4 && child["properties"].is_object() {
-            enums(doc, child, &at, outside, depth + 1, out);
+            settings_below(doc, child, &at, outside, depth + 1, out);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(sizes: &[usize]) -> Vec<(String, Vec<Value>)> {
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(f, n)| (format!("spec.s{f}"), (0..*n).map(|i| json!(i)).collect()))
+            .collect()
+    }
+
+    #[test]
+    fn paired_rows_bring_every_two_values_of_two_settings_together_in_few_settings() {
+        for sizes in [
+            vec![2, 3, 1, 1, 1, 2],
+            vec![1, 1],
+            vec![4, 1, 1, 1, 1, 1, 1, 1],
+        ] {
+            let s = settings(&sizes);
+            let rows = paired(&s, PAIRED, &mut Rng::new(7, 0));
+            assert!(
+                rows.iter().all(|r| (2..=PAIRED).contains(&r.len())),
+                "{rows:?}"
+            );
+            for a in 0..s.len() {
+                for b in a + 1..s.len() {
+                    for x in &s[a].1 {
+                        for y in &s[b].1 {
+                            assert!(
+                                rows.iter()
+                                    .any(|r| r.get(&s[a].0) == Some(x) && r.get(&s[b].0) == Some(y)),
+                                "{sizes:?}: {} {x} with {} {y}",
+                                s[a].0,
+                                s[b].0
+                            );
+                        }
+                    }
+                }
+            }
+            // Fewer rows than pairs where rows hold three.
+            let pairs: usize = (0..sizes.len())
+                .flat_map(|a| (a + 1..sizes.len()).map(move |b| (a, b)))
+                .map(|(a, b)| sizes[a] * sizes[b])
+                .sum();
+            assert!(rows.len() <= pairs, "{} rows for {pairs} pairs", rows.len());
+            if pairs > 3 {
+                assert!(rows.len() < pairs, "{} rows for {pairs} pairs", rows.len());
+            }
+            assert_eq!(rows, paired(&s, PAIRED, &mut Rng::new(7, 0)), "drawn alike");
+        }
+        // One setting: each value alone; none: nothing.
+        let one = paired(&settings(&[3]), PAIRED, &mut Rng::new(7, 0));
+        assert_eq!(one.len(), 3);
+        assert!(one.iter().all(|r| r.len() == 1));
+        assert!(paired(&[], PAIRED, &mut Rng::new(7, 0)).is_empty());
     }
 }
