@@ -1,9 +1,10 @@
 //! Advanced DaemonSet (`apps.kruise.io/v1alpha1`): selector immutability beside CloneSet and a
-//! native Deployment (S5, [`selector`]), and its documented lifecycle ([`lifecycle`]). Start
-//! with [`scenarios`].
+//! native Deployment (S5, [`selector`]), its documented lifecycle ([`lifecycle`]), and what
+//! its webhook admits ([`validation`]). Start with [`scenarios`].
 
 pub mod lifecycle;
 pub mod selector;
+pub mod validation;
 
 use crate::scenario::Scenario;
 
@@ -11,5 +12,6 @@ use crate::scenario::Scenario;
 pub fn scenarios() -> Vec<Scenario> {
     let mut v = selector::scenarios();
     v.extend(lifecycle::scenarios());
+    v.extend(validation::scenarios());
     v
 }
