@@ -314,7 +314,12 @@ impl Explorer<'_> {
                 (k, v)
             })
             .collect();
-        let rows = trial::covering_rows(&fields, &mut Rng::new(self.options.seed, u64::MAX));
+        // Past the deadline (a subject reached once the share is spent) no row: its seed
+        // object alone, as the phase promises, and no namespace made and dropped for nothing.
+        let rows = match Instant::now() < deadline {
+            true => trial::covering_rows(&fields, &mut Rng::new(self.options.seed, u64::MAX)),
+            false => vec![],
+        };
         let row_trials: Vec<Trial> = rows
             .into_iter()
             .map(|set| {
@@ -406,6 +411,9 @@ impl Explorer<'_> {
         deadline: Option<Instant>,
         seed_first: bool,
     ) -> anyhow::Result<Vec<anyhow::Result<exec::Outcome>>> {
+        if trials.is_empty() {
+            return Ok(vec![]);
+        }
         let ns = cell.namespace(s).await?;
         // With the seed object first: once it is refused, the trials not yet started are
         // not (see `stops_after`).

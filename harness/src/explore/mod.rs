@@ -301,12 +301,40 @@ pub async fn explore(
              {TAIL_SIDE_BY_SIDE} at once",
             tail.len()
         ));
-        let ran: Vec<anyhow::Result<admission::Ran>> = futures::stream::iter(&tail)
-            .map(|(s, crd)| x.run_singles(s, crd, &doc, share_end))
+        // The seed objects may take half of what the share left, no more: on a loaded
+        // machine a couple of hundred of them outlasted a short budget, and no behaviour
+        // trial ran. One not started by then is left out, as the share leaves trials out.
+        let tail_end =
+            share_end + (x.book.started + options.budget).saturating_duration_since(share_end) / 2;
+        let (ex, doc_ref) = (&x, &doc);
+        let ran: Vec<Option<anyhow::Result<admission::Ran>>> = futures::stream::iter(&tail)
+            .map(|(s, crd)| async move {
+                match Instant::now() < tail_end {
+                    true => Some(ex.run_singles(s, crd, doc_ref, share_end).await),
+                    false => None,
+                }
+            })
             .buffered(TAIL_SIDE_BY_SIDE)
             .collect()
             .await;
+        let left_out: Vec<&str> = tail
+            .iter()
+            .zip(&ran)
+            .filter(|(_, r)| r.is_none())
+            .map(|((s, _), _)| s.name.as_str())
+            .collect();
+        if !left_out.is_empty() {
+            say(format!(
+                "the seed objects' half of what admission's share left is spent: {} subject(s) \
+                 not tried ({})",
+                left_out.len(),
+                left_out.join(", ")
+            ));
+        }
         for ((s, crd), ran) in tail.iter().zip(ran) {
+            let Some(ran) = ran else {
+                continue;
+            };
             say(format!("{}: admission trials (its seed object)", s.name));
             let admitted = x.judge_singles(s, crd, &doc, share_end, ran?).await?;
             materials.push(((*s).clone(), admitted));

@@ -167,8 +167,9 @@ pub const SHRINK_SHARE: f64 = 0.25;
 /// are left out but its first, its seed object alone (the reach table shows what was tried).
 /// The subjects reached once the share is spent try only their seed objects, side by side
 /// ([`TAIL_SIDE_BY_SIDE`] at once), so that behaviour trials have the rest even when a couple
-/// of hundred subjects' seed objects outlast the share. An admission-only exploration has the
-/// whole budget, shared the same way.
+/// of hundred subjects' seed objects outlast the share; those take at most half of what the
+/// share left, and a subject not started by then is left out (said). An admission-only
+/// exploration has the whole budget, shared the same way.
 pub const ADMISSION_SHARE: f64 = 0.5;
 
 /// How many subjects reached after the admission share try their seed objects at once (see
