@@ -314,12 +314,7 @@ impl Explorer<'_> {
                 (k, v)
             })
             .collect();
-        // Past the deadline (a subject reached once the share is spent) no row: its seed
-        // object alone, as the phase promises, and no namespace made and dropped for nothing.
-        let rows = match Instant::now() < deadline {
-            true => trial::covering_rows(&fields, &mut Rng::new(self.options.seed, u64::MAX)),
-            false => vec![],
-        };
+        let rows = trial::covering_rows(&fields, &mut Rng::new(self.options.seed, u64::MAX));
         let row_trials: Vec<Trial> = rows
             .into_iter()
             .map(|set| {
@@ -400,8 +395,9 @@ impl Explorer<'_> {
     }
 
     /// Runs admission trials 8 at a time in one namespace of `cell`, in order; with a
-    /// `deadline`, only those started before it, and the first whatever the time (so that
-    /// every subject is reached: its seed object, see [`Explorer::admission`]): the outcomes
+    /// `deadline`, only those started before it, and the first whatever the time when it is
+    /// the seed object (`seed_first`: so that every subject is reached, see
+    /// [`Explorer::admission`]): the outcomes
     /// of the trials that ran, the first ones of `trials`.
     pub(super) async fn admit_all(
         &self,
@@ -411,7 +407,11 @@ impl Explorer<'_> {
         deadline: Option<Instant>,
         seed_first: bool,
     ) -> anyhow::Result<Vec<anyhow::Result<exec::Outcome>>> {
-        if trials.is_empty() {
+        // Past the deadline nothing runs but a seed object that comes first: no namespace
+        // made and dropped for nothing (a subject reached once the share is spent tries its
+        // seed object alone, not a covering row).
+        let late = deadline.is_some_and(|d| Instant::now() >= d);
+        if trials.is_empty() || (late && !seed_first) {
             return Ok(vec![]);
         }
         let ns = cell.namespace(s).await?;
@@ -426,7 +426,10 @@ impl Explorer<'_> {
                 let ns = ns.clone();
                 async move {
                     // Started in order, so the trials past the deadline are the last ones.
-                    if i > 0 && (refused.get() || deadline.is_some_and(|d| Instant::now() >= d)) {
+                    let first_seed = i == 0 && seed_first;
+                    if !first_seed
+                        && (refused.get() || deadline.is_some_and(|d| Instant::now() >= d))
+                    {
                         return None;
                     }
                     let out = super::shrinking::unpanicked(cell.admit(s, t, &ns, &name)).await;

@@ -347,8 +347,8 @@ impl<'a> Walker<'a> {
         };
         let type_name = type_name.map(String::from);
         let description = s["description"].as_str().unwrap_or_default();
-        if s["x-kubernetes-int-or-string"] == true || s["format"] == "int-or-string" {
-            return self.push(&at, Shape::IntOrString);
+        if let Some(shape) = number(s) {
+            return self.push(&at, shape);
         }
         let one_of = s["oneOf"].as_array().or(s["anyOf"].as_array());
         if s["type"].is_null() && one_of.is_some() {
@@ -356,13 +356,6 @@ impl<'a> Walker<'a> {
         }
         match s["type"].as_str() {
             Some("boolean") => self.push(&at, Shape::Bool),
-            Some("integer") | Some("number") => self.push(
-                &at,
-                Shape::Integer {
-                    minimum: s["minimum"].as_i64(),
-                    maximum: s["maximum"].as_i64(),
-                },
-            ),
             Some("string") => {
                 let shape = match s["enum"].as_array() {
                     Some(e) => Shape::Enum(
@@ -627,6 +620,18 @@ pub fn pod_patches(doc: &Doc, pod: &Value) -> Vec<Value> {
 
 /// The most valid patches a free-form object is tried with (and half as many invalid ones).
 pub const MAX_PATCHES: usize = 12;
+
+/// The shape of schema `s` (its `$ref`s followed) when it is a number: an int-or-string, or
+/// an integer (or any number) with its bounds; none for any other.
+pub fn number(s: &Value) -> Option<Shape> {
+    if s["x-kubernetes-int-or-string"] == true || s["format"] == "int-or-string" {
+        return Some(Shape::IntOrString);
+    }
+    matches!(s["type"].as_str(), Some("integer" | "number")).then(|| Shape::Integer {
+        minimum: s["minimum"].as_i64(),
+        maximum: s["maximum"].as_i64(),
+    })
+}
 
 /// A string no enum of the controller's lists.
 pub const NOT_A_MEMBER: &str = "NotAMember";

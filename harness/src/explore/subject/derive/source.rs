@@ -345,18 +345,7 @@ pub(super) fn settings_below(
         if !outside(&at) || child["type"] == "array" {
             continue;
         }
-        let number =
-            if child["x-kubernetes-int-or-string"] == true || child["format"] == "int-or-string" {
-                Some(Shape::IntOrString)
-            } else if child["type"] == "integer" {
-                Some(Shape::Integer {
-                    minimum: child["minimum"].as_i64(),
-                    maximum: child["maximum"].as_i64(),
-                })
-            } else {
-                None
-            };
-        if let Some(shape) = number {
+        if let Some(shape) = schema::number(child) {
             out.push((at, shape.values().into_iter().take(1).collect()));
         } else if let Some(members) = child["enum"].as_array() {
             let members: Vec<Value> = members.iter().filter(|m| m.is_string()).cloned().collect();
