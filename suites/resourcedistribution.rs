@@ -70,6 +70,13 @@ pub fn scenarios() -> Vec<Scenario> {
             |ctx| label_change(ctx).boxed(),
         )
         .requiring(requires()),
+        Scenario::new(
+            "resourcedistribution/every-generation-is-observed",
+            "an update the API stores as a new generation is observed, though it selects no other namespace (an empty namespace selector set, or removed): the status catches up with it",
+            &["resourcedistribution", "configmap", "observed-generation"],
+            |ctx| generation_observed(ctx).boxed(),
+        )
+        .requiring(requires()),
     ]
 }
 
@@ -566,5 +573,61 @@ async fn all_namespaces(ctx: Ctx) -> anyhow::Result<()> {
         }
         Ok(())
     })
+    .await
+}
+
+async fn generation_observed(ctx: Ctx) -> anyhow::Result<()> {
+    let ns = ctx
+        .step("a namespace to copy into", target(&ctx, "observed"))
+        .await?;
+    let rd = ctx.unique("observed");
+    ctx.step("the distribution copies a ConfigMap there", async {
+        create(
+            &ctx,
+            json!({"apiVersion": API, "kind": KIND, "metadata": {"name": rd},
+                   "spec": {"resource": {"apiVersion": "v1", "kind": "ConfigMap",
+                                         "metadata": {"name": rd}, "data": {"mode": "on"}},
+                            "targets": {"includedNamespaces": names(&[&ns])}}}),
+        )
+        .await?;
+        wait_distributed(&ctx, &rd, 1).await
+    })
+    .await?;
+    ctx.step(
+        "an empty namespace selector set (or removed) makes a generation, and it is observed",
+        async {
+            let api = ctx.dyn_api(API, KIND).await?;
+            let before = api.get(&rd).await?;
+            // Whichever way the API holds it (a release that converts through another version
+            // writes the empty selector back), the update changes what is stored.
+            let held = before.data["spec"]["targets"]
+                .get("namespaceLabelSelector")
+                .is_some();
+            let selector = if held { Value::Null } else { json!({}) };
+            let after = ctx
+                .patch(
+                    API,
+                    KIND,
+                    &rd,
+                    json!({"spec": {"targets": {"namespaceLabelSelector": selector}}}),
+                )
+                .await
+                .map_err(refusal)
+                .context("set the empty namespace selector")?;
+            let (was, now) = (
+                before.metadata.generation.unwrap_or(0),
+                after.metadata.generation.unwrap_or(0),
+            );
+            ensure!(
+                now > was,
+                "the update (namespaceLabelSelector {selector}) made no new generation ({was} → {now}): nothing to observe"
+            );
+            let failing = observed(&ctx, &rd, now).await.map_err(|e| {
+                anyhow::anyhow!("generation {now} never observed, the status stays behind: {e:#}")
+            })?;
+            ensure!(failing.is_empty(), "the distribution reports failures: {failing:?}");
+            wait_copy::<ConfigMap>(&ctx, &ns, &rd, "the copy kept", has_config).await
+        },
+    )
     .await
 }

@@ -103,6 +103,10 @@ pub struct Explained {
     pub dir: String,
     /// What explains it.
     pub by: Explanation,
+    /// The key of the finding its trial fired beside it that explains it ([`explain`]), when
+    /// its own key explains nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub beside: Option<String>,
 }
 
 impl Explained {
@@ -183,7 +187,11 @@ pub fn explain_one(
     }
 }
 
-/// Every finding of `summary`, in the order first seen, with what explains it.
+/// Every finding of `summary`, in the order first seen, with what explains it: its own key
+/// ([`explain_one`]), else what explains another finding of the same trial by its own key
+/// (the first seen of them). One trial often fires several oracles for one cause (a refused pod, then too few
+/// live pods and a generation never observed), and its first finding names the cause; the
+/// row says which finding it stands beside.
 pub fn explain(
     summary: &Summary,
     list: &List,
@@ -191,7 +199,7 @@ pub fn explain(
     differences: &Differences,
 ) -> Vec<Explained> {
     let release = release(&summary.controller);
-    summary
+    let mut rows: Vec<Explained> = summary
         .findings
         .iter()
         .map(|r| Explained {
@@ -202,8 +210,22 @@ pub fn explain(
             confirm_runs: r.confirm_runs,
             dir: r.dir.display().to_string(),
             by: explain_one(r, release, list, ledger, differences),
+            beside: None,
         })
-        .collect()
+        .collect();
+    let own: Vec<Explanation> = rows.iter().map(|e| e.by.clone()).collect();
+    for (i, r) in summary.findings.iter().enumerate() {
+        if own[i] != Explanation::Unexplained {
+            continue;
+        }
+        if let Some(j) = summary.findings.iter().enumerate().position(|(j, o)| {
+            j != i && o.original == r.original && own[j] != Explanation::Unexplained
+        }) {
+            rows[i].by = own[j].clone();
+            rows[i].beside = Some(summary.findings[j].finding.key.clone());
+        }
+    }
+    rows
 }
 
 /// Whether every finding is explained.
@@ -253,6 +275,10 @@ pub fn markdown(summary: &Summary, rows: &[Explained], differences: &Differences
                 format!("difference `{id}`: {why}")
             }
             Explanation::Unexplained => "**unexplained**".into(),
+        };
+        let by = match &e.beside {
+            Some(k) => format!("beside `{k}` in its trial: {by}"),
+            None => by,
         };
         let _ = writeln!(
             out,
@@ -444,5 +470,48 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("d.yaml is not a list of differences"), "{e}");
+    }
+
+    #[test]
+    fn a_finding_is_explained_by_what_explains_a_finding_of_the_same_trial() {
+        let list = List::builtin();
+        let ledger = Ledger::builtin();
+        let d = differences();
+        let cause = reported(
+            Oracle::Native,
+            "AdvancedStatefulSet",
+            "admits on update of spec.revisionHistoryLimit as zero what StatefulSet does not",
+        );
+        let mut beside = reported(
+            Oracle::Convergence,
+            "AdvancedStatefulSet",
+            "does not converge: live pods",
+        );
+        // Another trial of the same subject: unexplained.
+        let mut alone = beside.clone();
+        alone.original.index = 3;
+        beside.original = cause.original.clone();
+        let summary = Summary {
+            controller: "openkruise@v1.9.0".into(),
+            kubernetes: "1.32.5".into(),
+            findings: vec![beside, cause, alone],
+            ..Summary::default()
+        };
+        let rows = explain(&summary, &list, &ledger, &d);
+        assert_eq!(
+            rows[0].by,
+            Explanation::Difference("mutable-history".into())
+        );
+        assert_eq!(
+            rows[0].beside.as_deref(),
+            Some(summary.findings[1].finding.key.as_str())
+        );
+        assert_eq!(rows[1].beside, None);
+        assert_eq!(rows[2].by, Explanation::Unexplained);
+        let md = markdown(&summary, &rows, &d);
+        assert!(
+            md.contains("| beside `admits on update of spec.revisionHistoryLimit as zero what StatefulSet does not` in its trial: difference `mutable-history`"),
+            "{md}"
+        );
     }
 }

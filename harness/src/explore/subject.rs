@@ -236,6 +236,26 @@ impl Subject {
         k
     }
 
+    /// [`Self::event_kinds`] and the names the catalog gives them ([`catalog::named`]: an
+    /// Advanced StatefulSet among its objects is `AdvancedStatefulSet` besides `StatefulSet`).
+    pub fn event_names(&self) -> Vec<&'static str> {
+        let mut k = self.event_kinds();
+        let mut objects = vec![(self.api_version.as_str(), self.kind)];
+        objects.extend(self.via.iter().map(|(a, k)| (*a, *k)));
+        if let Some(t) = &self.target {
+            objects.push((t.api_version.as_str(), t.kind));
+            objects.extend(t.via.iter().map(|(a, k)| (*a, *k)));
+        }
+        k.extend(
+            objects
+                .iter()
+                .filter_map(|(a, kind)| catalog::named(a, kind)),
+        );
+        k.sort_unstable();
+        k.dedup();
+        k
+    }
+
     /// Whether `--kinds` name `k` selects it (ignoring case): the name of its kind, its own
     /// name, or the start of its name up to a `.` or `@` (`WorkloadSpread.CloneSet` selects
     /// the policy over every served version of CloneSet).

@@ -59,7 +59,7 @@ impl Cell<'_> {
                     let mine = answer(r);
                     let theirs = match &twin {
                         Some((t, api)) => {
-                            self.twin_create(s, t, api, set, &own, (ns, tname), &params)
+                            self.twin_create(s, t, api, (set, &own, &o), (ns, tname), &params)
                                 .await?
                         }
                         None => None,
@@ -81,9 +81,24 @@ impl Cell<'_> {
                                 Ok(o) => serde_json::to_value(o)?,
                                 Err(_) => Value::Null,
                             };
+                            let mounts = mounted(set.values());
+                            let foreign = match mounts.is_empty() {
+                                true => None,
+                                false => {
+                                    let mine = match ours.get(name).await {
+                                        Ok(o) => serde_json::to_value(o)?,
+                                        Err(_) => Value::Null,
+                                    };
+                                    foreign_mount(&mounts, set.values(), &mine, &held)
+                                }
+                            };
                             if let Some(k) = removes_nothing(&held, &set, |k| s.twin_path(k)) {
                                 Some(Answer::UnknownField(format!(
                                     "the twin holds no {k} to remove"
+                                )))
+                            } else if let Some(v) = foreign {
+                                Some(Answer::UnknownField(format!(
+                                    "the twin has no volume {v} to mount"
                                 )))
                             } else {
                                 match update_patch(api, tname, &set, |k| s.twin_path(k)).await {
@@ -124,19 +139,15 @@ impl Cell<'_> {
         Ok(out)
     }
 
-    /// The twin's answer to the create of `set` (the subject's own fields `own`) as object
-    /// `tname` in `ns`: none when the twin has no path for a field or its target refused.
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "the subject, its twin and the twin's API, the fields, where, how"
-    )]
+    /// The twin's answer to the create of `set` (the subject's own fields `own`, which made
+    /// the subject's object `mine`) as object `tname` in `ns`: none when the twin has no path
+    /// for a field or its target refused.
     async fn twin_create(
         &self,
         s: &Subject,
         t: &Twin,
         api: &Api<DynamicObject>,
-        set: &Fields,
-        own: &Fields,
+        (set, own, mine): (&Fields, &Fields, &Value),
         (ns, tname): (&str, &str),
         params: &PatchParams,
     ) -> anyhow::Result<Option<Answer>> {
@@ -144,6 +155,11 @@ impl Cell<'_> {
         if let Some(k) = removes_nothing(&seed, own, |k| s.twin_path(k)) {
             return Ok(Some(Answer::UnknownField(format!(
                 "the twin's seed holds no {k} to remove"
+            ))));
+        }
+        if let Some(v) = foreign_mount(&mounted(own.values()), own.values(), mine, &seed) {
+            return Ok(Some(Answer::UnknownField(format!(
+                "the twin has no volume {v} to mount"
             ))));
         }
         let Some(o) = object(seed, own, |k| s.twin_path(k)) else {
@@ -193,6 +209,73 @@ fn removes_nothing(
         .map(|(k, _)| k.clone())
 }
 
+/// The volume names the containers in `values` mount (`volumeMounts`, `volumeDevices`), at
+/// any depth.
+fn mounted<'v>(values: impl Iterator<Item = &'v Value>) -> std::collections::BTreeSet<String> {
+    fn walk(v: &Value, out: &mut std::collections::BTreeSet<String>) {
+        match v {
+            Value::Object(o) => {
+                for (k, v) in o {
+                    if matches!(k.as_str(), "volumeMounts" | "volumeDevices")
+                        && let Some(items) = v.as_array()
+                    {
+                        out.extend(
+                            items
+                                .iter()
+                                .filter_map(|i| i["name"].as_str())
+                                .map(String::from),
+                        );
+                    }
+                    walk(v, out);
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Default::default();
+    values.for_each(|v| walk(v, &mut out));
+    out
+}
+
+/// Whether `v` provides a volume named `name`: a pod volume or a claim template, at any depth.
+fn provides(v: &Value, name: &str) -> bool {
+    match v {
+        Value::Object(o) => o.iter().any(|(k, v)| {
+            let named = |at: &[&str]| {
+                v.as_array().is_some_and(|items| {
+                    items
+                        .iter()
+                        .any(|i| at.iter().fold(i, |i, k| &i[*k]).as_str() == Some(name))
+                })
+            };
+            (k == "volumes" && named(&["name"]))
+                || (k == "volumeClaimTemplates" && named(&["metadata", "name"]))
+                || provides(v, name)
+        }),
+        Value::Array(a) => a.iter().any(|v| provides(v, name)),
+        _ => false,
+    }
+}
+
+/// The first of the volumes `mounts` (mounted by the fields a trial sets, `set`) that the
+/// subject's object `mine` provides and the twin's `theirs` does not, nor the fields: a
+/// volume only the subject has (a claim template beside a Deployment), which the set's
+/// containers name because the subject's do. The twin refuses such a mount for what the
+/// trial did not set, so its answer says nothing of the subject's. A mount of a volume
+/// neither provides is compared as any other value.
+fn foreign_mount<'v>(
+    mounts: &std::collections::BTreeSet<String>,
+    set: impl Iterator<Item = &'v Value> + Clone,
+    mine: &Value,
+    theirs: &Value,
+) -> Option<String> {
+    mounts
+        .iter()
+        .find(|m| provides(mine, m) && !provides(theirs, m) && !set.clone().any(|v| provides(v, m)))
+        .cloned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,6 +302,40 @@ mod tests {
         );
         assert_eq!(
             removes_nothing(&twin, &set("spec.x", Value::Null), |_| None),
+            None
+        );
+    }
+
+    #[test]
+    fn a_mount_of_a_volume_only_the_subject_has_is_not_compared() {
+        let claims = json!({"spec": {"volumeClaimTemplates": [{"metadata": {"name": "data"}}],
+            "template": {"spec": {"containers": [{"name": "main",
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]}}}});
+        let deployment =
+            json!({"spec": {"template": {"spec": {"containers": [{"name": "main"}]}}}});
+        let init = json!([{"name": "x", "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]);
+        let mounts = mounted([&init].into_iter());
+        assert_eq!(mounts.iter().collect::<Vec<_>>(), ["data"]);
+        assert_eq!(
+            foreign_mount(&mounts, [&init].into_iter(), &claims, &deployment),
+            Some("data".to_string())
+        );
+        // Both hold it, or the twin does: compared.
+        assert_eq!(
+            foreign_mount(&mounts, [&init].into_iter(), &claims, &claims),
+            None
+        );
+        // Neither holds it: a mount of nothing, compared as any other value.
+        let other = mounted([&json!([{"volumeMounts": [{"name": "y"}]}])].into_iter());
+        assert_eq!(
+            foreign_mount(&other, [&init].into_iter(), &claims, &deployment),
+            None
+        );
+        // The set brings the volume itself: compared.
+        let volumes =
+            json!({"volumes": [{"name": "data", "emptyDir": {}}], "initContainers": init});
+        assert_eq!(
+            foreign_mount(&mounts, [&volumes].into_iter(), &claims, &deployment),
             None
         );
     }

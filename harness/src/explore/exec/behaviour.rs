@@ -614,9 +614,9 @@ impl Cell<'_> {
             false => (oracle::panics_are_theirs as Charge, "panicked"),
         };
         let panics = self.panics(window, crate::controller::panic_stacks_within);
-        let mut kinds = s.event_kinds();
+        let mut kinds = s.event_names();
         kinds.extend(s.twin.as_deref().map(|t| t.kind));
-        let theirs = judge(&panics, &kinds, &catalog::kinds());
+        let theirs = judge(&panics, &kinds, &catalog::kinds_and_names());
         if !theirs {
             log.push(format!(
                 "the controller {what} beside this trial, in another kind's controller; not \

@@ -562,6 +562,26 @@ pub fn kinds() -> Vec<&'static str> {
     k
 }
 
+/// What the catalog names the workload of `kind` in the group of `api_version` (the Advanced
+/// StatefulSet, whose kind is `StatefulSet`), when it has it.
+pub fn named(api_version: &str, kind: &str) -> Option<&'static str> {
+    let group = |a: &str| a.rsplit_once('/').map_or("", |(g, _)| g).to_string();
+    WORKLOADS
+        .iter()
+        .find(|w| w.kind == kind && group(w.api_version) == group(api_version))
+        .map(|w| w.name)
+}
+
+/// Every kind the exploration makes ([`kinds`]) and every name the catalog gives a workload
+/// (a controller may name its types after either).
+pub fn kinds_and_names() -> Vec<&'static str> {
+    let mut k = kinds();
+    k.extend(WORKLOADS.iter().map(|w| w.name));
+    k.sort_unstable();
+    k.dedup();
+    k
+}
+
 /// The kinds that copy a resource.
 pub const COPIERS: &[Copier] = &[Copier {
     name: "ResourceDistribution",

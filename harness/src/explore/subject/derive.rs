@@ -762,6 +762,45 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_trial_s_objects_are_named_by_their_kinds_and_the_catalog_s_names() {
+        assert_eq!(
+            catalog::named("apps.kruise.io/v1beta1", "StatefulSet"),
+            Some("AdvancedStatefulSet")
+        );
+        assert_eq!(
+            catalog::named("apps/v1", "StatefulSet"),
+            Some("StatefulSet")
+        );
+        assert_eq!(catalog::named("apps/v1", "Pod"), None);
+        let (crds, doc) = cell();
+        let all: Vec<Subject> = served(&crds, &doc).into_iter().chain(subjects()).collect();
+        let names = |n: &str| all.iter().find(|s| s.name == n).unwrap().event_names();
+        let advanced = names("SidecarSet.AdvancedStatefulSet");
+        assert!(advanced.contains(&"AdvancedStatefulSet"), "{advanced:?}");
+        assert!(advanced.contains(&"StatefulSet"), "{advanced:?}");
+        let clones = names("UnitedDeployment.cloneSetTemplate");
+        assert!(clones.contains(&"CloneSet"), "{clones:?}");
+        assert!(!clones.contains(&"AdvancedStatefulSet"), "{clones:?}");
+        // A panic in the Advanced StatefulSet's adapter of a union is charged to the trials
+        // whose objects include an Advanced StatefulSet, not to the union's other members.
+        let stack = "panic: assignment to entry in nil map\n\ngoroutine 1 [running]:\n\
+                     example.com/k/pkg/controller/uniteddeployment/adapter.\
+                     (*AdvancedStatefulSetAdapter).ApplySubsetTemplate(0x1)"
+            .to_string();
+        let explored = catalog::kinds_and_names();
+        let charged = |mut kinds: Vec<&str>| {
+            kinds.push("UnitedDeployment");
+            crate::explore::oracle::panics_are_theirs(
+                std::slice::from_ref(&stack),
+                &kinds,
+                &explored,
+            )
+        };
+        assert!(charged(advanced));
+        assert!(!charged(clones));
+    }
+
+    #[test]
     fn names_are_unique_and_every_seed_is_of_its_kind_and_version() {
         let (crds, doc) = cell();
         for all in [served(&crds, &doc), subjects()] {
