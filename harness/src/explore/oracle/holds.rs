@@ -32,7 +32,8 @@ impl Holds {
     /// Held by the fields' names, for every kind: `paused: true`; a strategy `type` of
     /// `OnDelete` (the user replaces the pods); `minReadySeconds` past a quarter of the bound
     /// (each batch of a rollout waits that long); a `partition` (a count or a percentage of
-    /// the pods kept behind) or `partitions` (one count per subset). Inside a template of
+    /// the pods kept behind) or `partitions` (one count per subset); a `selector` of an update
+    /// strategy (the pods, or the nodes whose pods, it updates) holds the whole update. Inside a template of
     /// workloads (`cloneSetTemplate`, ...) any of these holds the whole update: the template
     /// is stamped once per subset, so its partition holds an unknown share. A container's own
     /// lifecycle handlers are no hold: they run in the pod, within its grace period, and the
@@ -53,6 +54,13 @@ impl Holds {
                 "paused" => x == true,
                 "type" => x == "OnDelete",
                 "minReadySeconds" => x.as_i64().is_some_and(|s| s > bound / 4),
+                // Which pods (or the pods on which nodes) an update strategy updates: who it
+                // leaves behind is other objects' labels, not read here.
+                "selector"
+                    if path.ends_with(".rollingUpdate") || path.ends_with(".updateStrategy") =>
+                {
+                    !x.is_null()
+                }
                 "partition" if !zero_partition(x) => {
                     if nested {
                         true
@@ -274,6 +282,16 @@ mod tests {
     #[test]
     fn a_partition_keeps_its_share_and_a_pause_or_a_template_hold_keeps_all() {
         let of = |spec: Value| Holds::of(&spec, 60);
+        // An update strategy's selector holds all; a workload's own selector holds nothing.
+        let selected = json!({"matchExpressions": [{"key": "app", "operator": "Exists"}]});
+        let held = of(json!({"updateStrategy": {"rollingUpdate": {"selector": selected}}}));
+        assert_eq!(held.behind(4), 4, "{held:?}");
+        assert!(
+            of(json!({"updateStrategy": {"selector": selected}}))
+                .all
+                .is_some()
+        );
+        assert!(!of(json!({"selector": selected, "updateStrategy": {"rollingUpdate": {}}})).any());
         assert!(!of(json!({"replicas": 3, "updateStrategy": {"partition": 0}})).any());
         let counted = of(json!({"updateStrategy": {"rollingUpdate": {"partition": 1}}}));
         assert_eq!(counted.behind(3), 1);
