@@ -285,7 +285,10 @@ pub struct Change {
 }
 
 /// The most behaviour trials at once the pool widens to, unless `--parallel` starts it wider.
-pub const MAX_WIDTH: usize = 8;
+/// A trial mostly waits on the controller (a 2-core cell's apiserver answered in a
+/// millisecond or two with 16 at once), so the cap is the cell's, not the machine's: the
+/// pacer narrows when the cell strains.
+pub const MAX_WIDTH: usize = 16;
 
 /// How often the width is decided again (when a trial ends, once this has passed).
 pub const DECIDE_EVERY: Duration = Duration::from_secs(10);
@@ -323,10 +326,12 @@ pub const SETTLE_FLOOR: f64 = 5.0;
 /// Narrower (by a quarter, at least one) when the apiserver answers three times slower than
 /// calm (and 100 ms slower at least) or slower than a second, when the harness takes more than
 /// [`CPU_HIGH`] of the machine, or when trials settle one and a half times slower than their
-/// subjects' calmest ([`Load::settle`]); one wider while the pool is full, the apiserver
-/// within one and a half times its calm latency (plus 50 ms), the harness's CPU below
-/// [`CPU_LOW`] and the settle times within a fifth of calm. Otherwise the same: between the
-/// two bounds the width holds, so that it does not swing. Settle times are compared subject by
+/// subjects' calmest ([`Load::settle`]); twice as wide (up to `cap`) while the pool is full,
+/// the apiserver within one and a half times its calm latency (plus 50 ms), the harness's CPU
+/// below [`CPU_LOW`] and the settle times within a fifth of calm: a decision comes when a
+/// trial ends, and trials that wait out a settle bound end a minute apart, so a pool that
+/// widened one at a time spent most of a short behaviour phase narrow. Otherwise the same:
+/// between the two bounds the width holds, so that it does not swing. Settle times are compared subject by
 /// subject: the trials that settled since the last decision are a different mix of subjects
 /// each time, and a StatefulSet's minute says nothing of the load against a Job's second.
 pub fn next_width(width: usize, cap: usize, load: &Load) -> (usize, &'static str) {
@@ -348,7 +353,7 @@ pub fn next_width(width: usize, cap: usize, load: &Load) -> (usize, &'static str
     }
     let calm_now = load.latency <= calm * 1.5 + 0.05 && load.cpu < CPU_LOW && !grown(1.2);
     match (calm_now, load.full, width < cap) {
-        (true, true, true) => (width + 1, "the cell keeps up"),
+        (true, true, true) => ((width * 2).min(cap), "the cell keeps up"),
         (true, true, false) => (width, "at the cap"),
         (true, false, _) => (width, "the pool is not full"),
         (false, _, _) => (width, "between the bounds"),
@@ -604,7 +609,8 @@ mod tests {
     #[test]
     fn the_pool_widens_while_the_cell_keeps_up_and_narrows_when_it_strains() {
         let calm = load(0.012, 0.2, Some(1.1));
-        assert_eq!(next_width(2, 8, &calm).0, 3);
+        assert_eq!(next_width(2, 8, &calm).0, 4);
+        assert_eq!(next_width(6, 8, &calm).0, 8);
         assert_eq!(next_width(8, 8, &calm), (8, "at the cap"));
         let idle = Load {
             full: false,
@@ -634,7 +640,7 @@ mod tests {
             assert_eq!(next_width(4, 8, &between), (4, "between the bounds"));
         }
         // Without settle times yet, latency and CPU decide.
-        assert_eq!(next_width(2, 8, &load(0.012, 0.2, None)).0, 3);
+        assert_eq!(next_width(2, 8, &load(0.012, 0.2, None)).0, 4);
         // A width past the cap comes back to it.
         assert_eq!(next_width(12, 8, &calm).0, 8);
     }
@@ -656,7 +662,7 @@ mod tests {
         p.settled("Job", 1.0);
         p.settled("Job", 0.2);
         let c = p.decide(0.012, 0.1, true, 20.0).expect("wider");
-        assert_eq!((c.from, c.to), (3, 4));
+        assert_eq!((c.from, c.to), (4, 8));
         let settle = c.load.settle.expect("three compared");
         assert!((1.0..1.2).contains(&settle), "{settle}");
         // The same subjects, each much slower than its calmest: narrower.
@@ -664,7 +670,7 @@ mod tests {
         p.settled("Job", 10.0);
         p.settled("Job", 12.0);
         let c = p.decide(0.012, 0.1, true, 30.0).expect("narrower");
-        assert_eq!((c.to, c.why.as_str()), (3, "trials settle slower"));
+        assert_eq!((c.to, c.why.as_str()), (6, "trials settle slower"));
         // The calmest stays the reference: a slow spell does not raise it.
         p.settled("Job", 0.1);
         p.settled("Job", 0.1);
@@ -672,7 +678,7 @@ mod tests {
         assert_eq!(c.load.settle, Some(1.0));
         // Nothing changes: no change recorded.
         assert_eq!(p.decide(0.012, 0.1, false, 60.0), None);
-        assert_eq!(p.width(), 4);
+        assert_eq!(p.width(), 8);
     }
 
     #[test]

@@ -696,7 +696,10 @@ pub fn carried(
 /// four steps: the subject's walked own update ([`walked`]), if it has own fields, at a drawn
 /// place among the others, drawn from updates, semantic operations, perturbations and
 /// settles (a settle neither last, where the trial's end settles anyway, nor right after
-/// another).
+/// another). Half the time, where the subject rolls out ([`Op::Rollout`] applies), a rollout
+/// follows the walked update: most of what a workload's own fields say (a strategy, its
+/// bounds, what pods are made with beside the template) acts only when pods are replaced or
+/// updated, and a rollout drawn by chance after the one update that set it is rare.
 pub fn behaviour(m: &Material<'_>, seed: u64, index: u64) -> Trial {
     // The subject's name in the stream: subjects of one kind (a policy over each target)
     // with much the same material draw different steps at the same number.
@@ -740,6 +743,9 @@ pub fn behaviour(m: &Material<'_>, seed: u64, index: u64) -> Trial {
                 set: Fields::from([(k, v)]),
             },
         );
+        if m.ops.contains(&Op::Rollout) && rng.below(2) == 0 {
+            steps.insert(at + 1, Step::Operate { op: Op::Rollout });
+        }
     }
     Trial {
         subject: m.subject.into(),

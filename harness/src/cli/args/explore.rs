@@ -45,7 +45,7 @@ pub struct ExploreArgs {
     /// controller or cluster).
     #[arg(long, default_value = "default", value_name = "CLASSES")]
     pub perturbations: String,
-    /// Behaviour trials at once to start with; the number then adapts between 1 and 8 (or
+    /// Behaviour trials at once to start with; the number then adapts between 1 and 16 (or
     /// this, if more) to what the cell sustains: narrower when the apiserver's latency, the
     /// harness's CPU or the trials' settle times rise, wider while they stay low.
     #[arg(long, default_value_t = crate::explore::DEFAULT_PARALLEL)]

@@ -333,7 +333,7 @@ fn every_trial_sets_one_own_field_and_a_kinds_subjects_walk_its_own_updates_with
                 }),
                 "{t:?}"
             );
-            assert!((2..=5).contains(&t.steps.len()), "{t:?}");
+            assert!((2..=6).contains(&t.steps.len()), "{t:?}");
             seen.push(w);
         }
     }
@@ -434,4 +434,44 @@ fn a_carried_trial_keeps_its_steps_on_the_other_subject_or_is_not_carried() {
         carried(&w, "P.B", &offers, &ops, &perturbations).is_some(),
         "the seed object alone, as it was"
     );
+}
+
+#[test]
+fn a_rollout_follows_the_walked_update_half_the_time_where_the_subject_rolls_out() {
+    let creates = vec![Fields::new()];
+    let updates: Vec<(String, Value)> = (0..20).map(|i| (format!("spec.f{i}"), json!(i))).collect();
+    let followed = |ops: &[Op]| {
+        let m = Material {
+            subject: "CloneSet",
+            creates: &creates,
+            updates: &updates,
+            own_updates: updates.len(),
+            walk: Walk::ALONE,
+            ops,
+            perturbations: &[],
+        };
+        (0..400)
+            .filter(|&i| {
+                let w = walked(&m, i).expect("own updates to walk");
+                let t = behaviour(&m, 3, i);
+                let at = t
+                    .steps
+                    .iter()
+                    .position(|s| {
+                        *s == Step::Update {
+                            set: Fields::from([w.clone()]),
+                        }
+                    })
+                    .expect("the walked update is among the steps");
+                t.steps.get(at + 1) == Some(&Step::Operate { op: Op::Rollout })
+            })
+            .count()
+    };
+    let n = followed(POD_OPS);
+    assert!(
+        (170..300).contains(&n),
+        "{n} of 400 trials roll out after the walked update"
+    );
+    // Where no rollout applies, none.
+    assert_eq!(followed(&[Op::ScaleUp, Op::ScaleDown]), 0);
 }
