@@ -331,9 +331,10 @@ pub const SETTLE_FLOOR: f64 = 5.0;
 /// below [`CPU_LOW`] and the settle times within a fifth of calm: a decision comes when a
 /// trial ends, and trials that wait out a settle bound end a minute apart, so a pool that
 /// widened one at a time spent most of a short behaviour phase narrow. Otherwise the same:
-/// between the two bounds the width holds, so that it does not swing. Settle times are compared subject by
-/// subject: the trials that settled since the last decision are a different mix of subjects
-/// each time, and a StatefulSet's minute says nothing of the load against a Job's second.
+/// between the two bounds the width holds, so that it does not swing. Settle times are
+/// compared subject by subject: the trials that settled since the last decision are a
+/// different mix of subjects each time, and a StatefulSet's minute says nothing of the load
+/// against a Job's second.
 pub fn next_width(width: usize, cap: usize, load: &Load) -> (usize, &'static str) {
     let cap = cap.max(1);
     let width = width.clamp(1, cap);
