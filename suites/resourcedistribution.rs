@@ -80,6 +80,14 @@ pub fn scenarios() -> Vec<Scenario> {
     ]
 }
 
+/// Distribution `name` of a ConfigMap of the same name holding `mode: on`, to `targets`.
+fn configmap_distribution(name: &str, targets: Value) -> Value {
+    json!({"apiVersion": API, "kind": KIND, "metadata": {"name": name},
+           "spec": {"resource": {"apiVersion": "v1", "kind": "ConfigMap",
+                                 "metadata": {"name": name}, "data": {"mode": "on"}},
+                    "targets": targets}})
+}
+
 /// Creates namespace `name` with `labels` (cluster-scoped: deleted after the scenario).
 async fn namespace(ctx: &Ctx, name: &str, labels: Value) -> anyhow::Result<()> {
     create(
@@ -538,10 +546,7 @@ async fn all_namespaces(ctx: Ctx) -> anyhow::Result<()> {
     ctx.step("allNamespaces copies the ConfigMap everywhere", async {
         create(
             &ctx,
-            json!({"apiVersion": API, "kind": KIND, "metadata": {"name": rd},
-                   "spec": {"resource": {"apiVersion": "v1", "kind": "ConfigMap",
-                                         "metadata": {"name": rd}, "data": {"mode": "on"}},
-                            "targets": {"allNamespaces": true}}}),
+            configmap_distribution(&rd, json!({"allNamespaces": true})),
         )
         .await?;
         // Copies are written before the status that observed the spec.
@@ -584,10 +589,7 @@ async fn generation_observed(ctx: Ctx) -> anyhow::Result<()> {
     ctx.step("the distribution copies a ConfigMap there", async {
         create(
             &ctx,
-            json!({"apiVersion": API, "kind": KIND, "metadata": {"name": rd},
-                   "spec": {"resource": {"apiVersion": "v1", "kind": "ConfigMap",
-                                         "metadata": {"name": rd}, "data": {"mode": "on"}},
-                            "targets": {"includedNamespaces": names(&[&ns])}}}),
+            configmap_distribution(&rd, json!({"includedNamespaces": names(&[&ns])})),
         )
         .await?;
         wait_distributed(&ctx, &rd, 1).await

@@ -297,8 +297,7 @@ fn resolved(fields: &Fields, ns: &str, name: &str) -> Fields {
 }
 
 /// A merge patch that sets `fields` (at the paths `path` gives) on the object `name` as it is
-/// now: a path through a list item carries the whole list, since a merge patch replaces lists;
-/// a removed field is an explicit null. None when the object cannot be read or a field has
+/// now ([`patch_of`] what [`read`] gives). None when the object cannot be read or a field has
 /// no path.
 async fn update_patch(
     api: &Api<DynamicObject>,
@@ -306,7 +305,23 @@ async fn update_patch(
     fields: &Fields,
     path: impl Fn(&str) -> Option<String>,
 ) -> Option<Value> {
-    let mut next = serde_json::to_value(api.get(name).await.ok()?).ok()?;
+    patch_of(&read(api, name).await?, fields, path)
+}
+
+/// Object `name` as it is now, as JSON; none when it cannot be read.
+async fn read(api: &Api<DynamicObject>, name: &str) -> Option<Value> {
+    serde_json::to_value(api.get(name).await.ok()?).ok()
+}
+
+/// A merge patch that sets `fields` (at the paths `path` gives) on `object`: a path through a
+/// list item carries the whole list, since a merge patch replaces lists; a removed field is an
+/// explicit null. None when a field has no path.
+fn patch_of(
+    object: &Value,
+    fields: &Fields,
+    path: impl Fn(&str) -> Option<String>,
+) -> Option<Value> {
+    let mut next = object.clone();
     let mut patch = json!({});
     for (k, v) in fields {
         let p = path(k)?;

@@ -4,7 +4,9 @@
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
-use super::{Cell, Outcome, answer, api_for, object, resolved, scoped_name, strict, update_patch};
+use super::{
+    Cell, Outcome, answer, api_for, object, patch_of, read, resolved, scoped_name, strict,
+};
 use crate::explore::oracle::{self, Answer};
 use crate::explore::subject::{Subject, Twin, resolve};
 use crate::explore::trial::{Fields, Step, Trial};
@@ -68,8 +70,12 @@ impl Cell<'_> {
                 }
                 Step::Update { set } => {
                     let mine_set = resolved(set, ns, name);
-                    let Some(patch) =
-                        update_patch(&ours, name, &mine_set, |k| Some(k.to_string())).await
+                    // Each object read once: what the patch is made on is what the twin's
+                    // answer is weighed against.
+                    let held_mine = read(&ours, name).await;
+                    let Some(patch) = held_mine
+                        .as_ref()
+                        .and_then(|o| patch_of(o, &mine_set, |k| Some(k.to_string())))
                     else {
                         anyhow::bail!("set {set:?} on the object");
                     };
@@ -77,22 +83,15 @@ impl Cell<'_> {
                     let theirs = match &twin {
                         Some((_, api)) => {
                             let set = resolved(set, ns, tname);
-                            let held = match api.get(tname).await {
-                                Ok(o) => serde_json::to_value(o)?,
-                                Err(_) => Value::Null,
-                            };
-                            let mounts = mounted(set.values());
-                            let foreign = match mounts.is_empty() {
-                                true => None,
-                                false => {
-                                    let mine = match ours.get(name).await {
-                                        Ok(o) => serde_json::to_value(o)?,
-                                        Err(_) => Value::Null,
-                                    };
-                                    foreign_mount(&mounts, set.values(), &mine, &held)
-                                }
-                            };
-                            if let Some(k) = removes_nothing(&held, &set, |k| s.twin_path(k)) {
+                            let held = read(api, tname).await;
+                            let theirs = held.as_ref().unwrap_or(&Value::Null);
+                            let foreign = foreign_mount(
+                                &mounted(set.values()),
+                                set.values(),
+                                held_mine.as_ref().unwrap_or(&Value::Null),
+                                theirs,
+                            );
+                            if let Some(k) = removes_nothing(theirs, &set, |k| s.twin_path(k)) {
                                 Some(Answer::UnknownField(format!(
                                     "the twin holds no {k} to remove"
                                 )))
@@ -101,7 +100,7 @@ impl Cell<'_> {
                                     "the twin has no volume {v} to mount"
                                 )))
                             } else {
-                                match update_patch(api, tname, &set, |k| s.twin_path(k)).await {
+                                match held.and_then(|h| patch_of(&h, &set, |k| s.twin_path(k))) {
                                     Some(p) => Some(answer(
                                         api.patch(tname, &params, &Patch::Merge(&p)).await,
                                     )),
