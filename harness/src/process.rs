@@ -347,6 +347,7 @@ pub struct Supervisor {
     procs: Arc<Mutex<Vec<Process>>>,
     on_replace: OnReplace,
     current: Arc<Mutex<ProcRecord>>,
+    reviving: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl fmt::Debug for Supervisor {
@@ -376,7 +377,15 @@ impl Supervisor {
             procs,
             on_replace,
             current: Arc::new(Mutex::new(current)),
+            reviving: Default::default(),
         }
+    }
+
+    /// What its owner holds while it starts the component again and waits until it is ready
+    /// (a [`revive`](Self::revive) does not wait for readiness, which only the owner knows how
+    /// to tell), so that whoever asks meanwhile waits for that too.
+    pub fn reviving(&self) -> &tokio::sync::Mutex<()> {
+        &self.reviving
     }
 
     /// The process now running the component (or the last one, if it exited).

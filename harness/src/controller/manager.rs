@@ -146,6 +146,9 @@ impl Component for Manager {
             let Some(s) = &self.supervisor else {
                 return Ok(None);
             };
+            // Whoever asks while another starts it again (a trial beside the one that met the
+            // exit) goes on once it is ready, not while it starts.
+            let _one = s.reviving().lock().await;
             let Some(status) = s.revive().map_err(LocalError::from)? else {
                 return Ok(None);
             };
@@ -256,4 +259,98 @@ pub(crate) fn check_local_process(
         });
     }
     log_findings(name, version, &window.read(log), window)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::sync::{Arc, Mutex};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+    use crate::process::{ComponentSpec, Process};
+
+    #[tokio::test]
+    async fn who_asks_while_another_starts_the_manager_again_goes_on_once_it_is_ready() {
+        let dir = tempfile::tempdir().unwrap();
+        // Exits the first time, runs the second.
+        let once = dir.path().join("started-once");
+        let spec = ComponentSpec {
+            name: "m".into(),
+            binary: "/bin/sh".into(),
+            args: vec![
+                "-c".into(),
+                format!(
+                    "if [ -e {f} ]; then exec sleep 60; else touch {f}; exit 3; fi",
+                    f = once.display()
+                ),
+            ],
+            env: vec![],
+            clear_env: false,
+            dir: None,
+        };
+        let log = dir.path().join("m.log");
+        let p = Process::spawn(&spec, &log).unwrap();
+        let first = p.record().clone();
+        let procs = Arc::new(Mutex::new(vec![p]));
+        let supervisor = Supervisor::new(
+            spec,
+            log.clone(),
+            procs.clone(),
+            Arc::new(|_, _| Ok(())),
+            first.clone(),
+        );
+        // Its health port answers 503 three times, then 200.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let ready = Arc::new(AtomicBool::new(false));
+        let server = tokio::spawn({
+            let ready = ready.clone();
+            async move {
+                for n in 1.. {
+                    let (mut s, _) = listener.accept().await.unwrap();
+                    let mut request = [0u8; 1024];
+                    let _ = s.read(&mut request).await;
+                    let status = match n > 3 {
+                        true => {
+                            ready.store(true, SeqCst);
+                            "200 OK"
+                        }
+                        false => "503 Service Unavailable",
+                    };
+                    let answer = format!(
+                        "HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                    );
+                    let _ = s.write_all(answer.as_bytes()).await;
+                }
+            }
+        });
+        let m = Manager {
+            name: "m".into(),
+            version: "v0".into(),
+            record: first,
+            log,
+            webhook_port: 0,
+            health_port: port,
+            gates: Default::default(),
+            supervisor: Some(supervisor),
+            lease: None,
+        };
+        while procs.lock().unwrap()[0].exited().is_none() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // Two trials ask at once: one starts it again; neither goes on before it is ready.
+        let ask = || async {
+            let r = m.revive().await.unwrap();
+            (r, ready.load(SeqCst))
+        };
+        let (a, b) = futures::join!(ask(), ask());
+        procs.lock().unwrap()[0].stop(Duration::from_millis(100));
+        server.abort();
+        let mut revived = [a.0.clone(), b.0.clone()];
+        revived.sort();
+        assert_eq!(revived, [None, Some("exit status: 3".to_string())]);
+        assert!(a.1 && b.1, "went on before it was ready: {a:?} {b:?}");
+    }
 }
