@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::params::ValidationDirective;
@@ -573,9 +574,15 @@ impl Cell<'_> {
     ) -> anyhow::Result<Outcome> {
         // A manager that exited in an earlier trial is running and ready again (its exit was
         // that trial's finding).
-        self.installation.revive().await?;
+        self.installation
+            .revive()
+            .await
+            .context("start the exited manager again")?;
         let mut phases = Phases::start("namespace");
-        let ns = self.namespace(subject).await?;
+        let ns = self
+            .namespace(subject)
+            .await
+            .context("make the trial's namespace")?;
         phases.next("steps");
         let mut result = match trial.mode {
             Mode::Admission => self.admit(subject, trial, &ns, "x").await,

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use anyhow::Context;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams, Patch};
 
@@ -59,12 +60,16 @@ impl Cell<'_> {
         let watching = monitor::Monitor::start(&self.client, ns, settings);
         let mut undo = Undo::default();
         // What operations, perturbations and convergence act on.
-        let ours = Side::new(&self.client, ns, s, name).await?;
+        let ours = Side::new(&self.client, ns, s, name)
+            .await
+            .context("find the subject's API")?;
         // The twin goes through the same steps (perturbations aside) when it has every field.
         let mut twin = match s.twin_subject() {
-            Some(t) if trial.fields().iter().all(|(k, _)| s.twin_path(k).is_some()) => {
-                Some(Side::new(&self.client, ns, &t, tname).await?)
-            }
+            Some(t) if trial.fields().iter().all(|(k, _)| s.twin_path(k).is_some()) => Some(
+                Side::new(&self.client, ns, &t, tname)
+                    .await
+                    .context("find the twin's API")?,
+            ),
             _ => None,
         };
         let refused = self
@@ -124,7 +129,10 @@ impl Cell<'_> {
         out.end = self
             .end_state(&out.answers, &differences, refused, &ours, ns)
             .await;
-        let (events, twin_events) = self.warnings(ns, served_at).await?;
+        let (events, twin_events) = self
+            .warnings(ns, served_at)
+            .await
+            .context("read the trial's events")?;
         // The twin's refusals count only where it went through the trial's steps.
         let twin_events = if twin.is_some() { twin_events } else { vec![] };
         held_by_policy(s, name, &events, &mut differences, &mut out.log);
@@ -136,7 +144,7 @@ impl Cell<'_> {
             self.unsettled_by(s, &converged);
             out.findings.extend(converged);
         }
-        let found = watching.stop().await?;
+        let found = watching.stop().await.context("end the monitor")?;
         out.findings.extend(monitored(s, trial, found));
         // Failures on the way to a settled state were retries that succeeded; a write the API
         // refused for its content is a finding either way. A cut run saw no end to judge by.
