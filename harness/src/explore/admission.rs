@@ -126,6 +126,25 @@ pub(super) fn own_first(trials: Vec<Trial>, template: &str, seed: u64) -> Vec<Tr
     own
 }
 
+/// `trials` with those that try a field of the subject's claim templates (at `claims`, where
+/// it declares some) first, the order kept otherwise: a subject made with claim templates is
+/// there to explore what they do, its other own fields being its kind's other subjects' too
+/// (see [`Subject::claims`]).
+pub(super) fn claims_first(trials: Vec<Trial>, claims: Option<&str>) -> Vec<Trial> {
+    let Some(claims) = claims else {
+        return trials;
+    };
+    let tries = |t: &Trial| match t.steps.last() {
+        Some(Step::Create { set } | Step::Update { set }) => {
+            set.keys().any(|k| trial::meets(claims, k))
+        }
+        _ => false,
+    };
+    let (mut first, rest): (Vec<_>, Vec<_>) = trials.into_iter().partition(tries);
+    first.extend(rest);
+    first
+}
+
 /// Whether field `k` is not the subject's own: its target's, or inside its pod template (at
 /// `template`; empty for none).
 pub(super) fn shared_field(k: &str, template: &str) -> bool {
@@ -217,7 +236,10 @@ impl Explorer<'_> {
                 Step::Update { set },
             ]));
         }
-        let mut trials = own_first(trials, &s.template, self.options.seed);
+        let mut trials = claims_first(
+            own_first(trials, &s.template, self.options.seed),
+            s.claims().as_deref(),
+        );
         // The seed object alone first: an API that refuses it refuses every trial for that
         // reason, whatever the fields (see `owed_to_seed`).
         trials.insert(
@@ -682,6 +704,73 @@ mod tests {
         assert_eq!(named("P.A"), named("P.A"));
         // A subject without a template: every field its own.
         assert_eq!(own_first(trials.clone(), "", 3).len(), trials.len());
+    }
+
+    #[test]
+    fn a_subject_with_claim_templates_tries_theirs_first() {
+        let set = |k: &str| trial::Fields::from([(k.to_string(), serde_json::json!(1))]);
+        let trial = |index: u64, steps: Vec<Step>| Trial {
+            subject: "S".into(),
+            mode: Mode::Admission,
+            seed: 1,
+            index,
+            steps,
+        };
+        let vct = "spec.volumeClaimTemplates";
+        let trials = vec![
+            trial(
+                0,
+                vec![Step::Create {
+                    set: set("spec.paused"),
+                }],
+            ),
+            trial(
+                1,
+                vec![Step::Create {
+                    set: set(&format!("{vct}[0].spec.x")),
+                }],
+            ),
+            trial(
+                2,
+                vec![Step::Create {
+                    set: set("spec.minReadySeconds"),
+                }],
+            ),
+            // An update counts by its field, not the quiet object's.
+            trial(
+                3,
+                vec![
+                    Step::Create { set: set(vct) },
+                    Step::Update {
+                        set: set("spec.paused"),
+                    },
+                ],
+            ),
+            trial(
+                4,
+                vec![
+                    Step::Create {
+                        set: set("spec.paused"),
+                    },
+                    Step::Update { set: set(vct) },
+                ],
+            ),
+            // Another field whose name starts alike is not the claims'.
+            trial(
+                5,
+                vec![Step::Create {
+                    set: set(&format!("{vct}X")),
+                }],
+            ),
+        ];
+        let order = |claims| -> Vec<u64> {
+            claims_first(trials.clone(), claims)
+                .iter()
+                .map(|t| t.index)
+                .collect()
+        };
+        assert_eq!(order(Some(vct)), [1, 4, 0, 2, 3, 5]);
+        assert_eq!(order(None), [0, 1, 2, 3, 4, 5]);
     }
 
     #[test]

@@ -63,6 +63,13 @@ pub(super) fn prepare(s: Subject, admitted: Vec<(String, Value)>, seed: u64) -> 
     // the seeded order within a depth).
     updates.sort_by_key(|(k, _)| depth(k));
     updates.extend(trial::own_order(rest, seed, s.family));
+    // What the subject's claim templates declare, before the rest (a stable partition,
+    // see `settled_first`).
+    let claims = s.claims();
+    let (mut updates, rest): (Vec<_>, Vec<_>) = updates
+        .into_iter()
+        .partition(|(k, _)| claims.as_ref().is_some_and(|c| trial::meets(c, k)));
+    updates.extend(rest);
     let own = updates.len();
     updates.extend(shared);
     (s, creates, updates, own)
@@ -97,6 +104,23 @@ pub(super) fn takes_away(declared: &Value, k: &str, v: &Value) -> bool {
         _ => false,
     };
     !empty(super::path::get(declared, k)) && empty(v)
+}
+
+/// How many of `updates`, the first `own` of them the subject's own, are of its claim
+/// templates ([`Subject::claims`]; [`prepare`] puts them first): a subject made with claim
+/// templates (the kind's [`super::subject::CLAIMS`] one) is there to explore what they do,
+/// the rest of its own fields its kind's other subjects walk too ([`trial::Walk`]), so its
+/// walk takes them first; and a claim is made with its pod, so a change to its template
+/// acts on claims made already only once the object has settled
+/// ([`trial::Material::settled_first`]).
+fn settled_first(s: &Subject, updates: &[(String, Value)], own: usize) -> usize {
+    let Some(claims) = s.claims() else {
+        return 0;
+    };
+    updates[..own.min(updates.len())]
+        .iter()
+        .take_while(|(k, _)| trial::meets(&claims, k))
+        .count()
 }
 
 /// How deep path `k` lies: its fields and list items below the root.
@@ -199,6 +223,7 @@ impl Behaviour<'_, '_> {
             creates,
             updates,
             own_updates: *own,
+            settled_first: settled_first(s, updates, *own),
             walk,
             ops: &ops,
             perturbations: &perturbations,
@@ -554,6 +579,64 @@ mod tests {
     }
 
     #[test]
+    fn a_subject_with_claim_templates_walks_them_first_each_after_a_settle() {
+        let (crds, doc) = crate::explore::subject::derive::tests::cell();
+        let kind = crate::explore::subject::derive::served(&crds, &doc);
+        let named = |n: &str| kind.iter().find(|s| s.name == n).expect(n).clone();
+        let (plain, claims) = (
+            named("CloneSet"),
+            named(&format!("CloneSet{}", crate::explore::subject::CLAIMS)),
+        );
+        let vct = "spec.volumeClaimTemplates";
+        let admitted: Vec<(String, Value)> = [
+            ("spec.minReadySeconds".to_string(), json!(1)),
+            ("spec.paused".to_string(), json!(true)),
+            (format!("{vct}[0].spec.storageClassName"), json!("x")),
+            (
+                format!("{vct}[0].spec.resources.requests"),
+                json!({"s": "2"}),
+            ),
+            (vct.to_string(), json!([])),
+        ]
+        .into();
+        let under = |k: &str| trial::meets(vct, k);
+        for seed in 1..12 {
+            let (s, creates, updates, own) = prepare(claims.clone(), admitted.clone(), seed);
+            assert_eq!(own, 5);
+            assert!(updates[..3].iter().all(|(k, _)| under(k)), "{updates:?}");
+            assert_eq!(settled_first(&s, &updates, own), 3);
+            let m = Material {
+                subject: &s.name,
+                creates: &creates,
+                updates: &updates,
+                own_updates: own,
+                settled_first: settled_first(&s, &updates, own),
+                walk: trial::Walk::ALONE,
+                ops: &[],
+                perturbations: &[],
+            };
+            // Trial i walks own update i (alone in its kind): the first three after a settle.
+            for (i, u) in updates[..3].iter().enumerate() {
+                let w = Step::Update {
+                    set: Fields::from([u.clone()]),
+                };
+                let t = trial::behaviour(&m, seed, i as u64);
+                assert!(
+                    t.steps
+                        .windows(2)
+                        .any(|p| p[0] == Step::Settle && p[1] == w),
+                    "{t:?}"
+                );
+            }
+            // A subject without claim templates walks them among the rest, none settled first.
+            let (s, _, updates, own) = prepare(plain.clone(), admitted.clone(), seed);
+            assert_eq!(settled_first(&s, &updates, own), 0);
+            let walk = trial::own_order(updates[..own].to_vec(), seed, s.family);
+            assert_eq!(updates[..own], walk[..]);
+        }
+    }
+
+    #[test]
     fn a_kinds_walk_starts_with_what_takes_away_what_its_seed_declares_the_largest_first() {
         let cloneset = select(&["CloneSet".to_string()]).unwrap().remove(0);
         let seed = cloneset.seed.make("x");
@@ -614,6 +697,7 @@ mod tests {
                 creates: &creates,
                 updates: &updates,
                 own_updates: own,
+                settled_first: 0,
                 walk: trial::Walk::ALONE,
                 ops: &[],
                 perturbations: &[],

@@ -666,6 +666,7 @@ mod tests {
             creates: &creates,
             updates: &[],
             own_updates: 0,
+            settled_first: 0,
             walk: Walk::ALONE,
             ops: &ops,
             perturbations: &mine,

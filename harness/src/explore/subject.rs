@@ -406,6 +406,13 @@ impl Subject {
             .collect()
     }
 
+    /// Where it declares claim templates (beside its pod template, [`claims_at`]), if its
+    /// seed object has some: what a subject made with them ([`CLAIMS`]) explores first.
+    pub fn claims(&self) -> Option<String> {
+        let at = claims_at(&self.template);
+        (!get(&self.seed.make("x"), &at).is_null()).then_some(at)
+    }
+
     /// `creates` (the field sets behaviour trials create objects with, in their order) with
     /// its [`Subject::variants`] drawn in: every other create also sets one, the variants in
     /// an order drawn from `seed`, so that behaviour trials start from seeds of each replica

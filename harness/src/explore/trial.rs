@@ -492,6 +492,11 @@ pub struct Material<'a> {
     /// the time, so that a template's hundreds of leaves, tried on every kind, do not crowd
     /// out the fields only this kind has.
     pub own_updates: usize,
+    /// How many of the own updates, the first, act on what the controller made from the
+    /// object rather than on the object alone (a workload's claim templates, which its
+    /// claims are made from as its pods are): a trial walking one of them settles before it
+    /// ([`behaviour`]), so that the change meets what was made.
+    pub settled_first: usize,
     /// Where in the own updates this subject's trials walk.
     pub walk: Walk,
     /// The semantic operations that apply to the subject.
@@ -557,12 +562,17 @@ pub fn own_order(own: Vec<(String, Value)>, seed: u64, kind: &str) -> Vec<(Strin
 
 /// The own update behaviour trial `index` of `m` sets ([`Walk`]); none without own updates.
 pub fn walked(m: &Material<'_>, index: u64) -> Option<(String, Value)> {
-    let own = &m.updates[..m.own_updates.min(m.updates.len())];
-    if own.is_empty() {
+    walked_at(m, index).map(|at| m.updates[at].clone())
+}
+
+/// Where among `m`'s updates the own update of trial `index` is ([`walked`]).
+fn walked_at(m: &Material<'_>, index: u64) -> Option<usize> {
+    let own = m.own_updates.min(m.updates.len());
+    if own == 0 {
         return None;
     }
-    let at = m.walk.at.wrapping_add(index.wrapping_mul(m.walk.of.max(1))) % own.len() as u64;
-    Some(own[at as usize].clone())
+    let at = m.walk.at.wrapping_add(index.wrapping_mul(m.walk.of.max(1))) % own as u64;
+    Some(at as usize)
 }
 
 /// `creates` in the order behaviour trials of `subject` take them, drawn from `seed` (and the
@@ -699,14 +709,16 @@ pub fn carried(
 /// another). Half the time, where the subject rolls out ([`Op::Rollout`] applies), a rollout
 /// follows the walked update: most of what a workload's own fields say (a strategy, its
 /// bounds, what pods are made with beside the template) acts only when pods are replaced or
-/// updated, and a rollout drawn by chance after the one update that set it is rare.
+/// updated, and a rollout drawn by chance after the one update that set it is rare. A walked
+/// update among the first [`Material::settled_first`] follows a settle (one is put before it
+/// where the step before is not one): what it changes acts on what the controller made.
 pub fn behaviour(m: &Material<'_>, seed: u64, index: u64) -> Trial {
     // The subject's name in the stream: subjects of one kind (a policy over each target)
     // with much the same material draw different steps at the same number.
     let mut rng = Rng::new(seed, index ^ stream_of(m.subject));
     let create = create_of(m.creates, index, &mut rng);
     let mut steps = vec![Step::Create { set: create }];
-    let walk = walked(m, index);
+    let walk = walked_at(m, index);
     let count = usize::from(walk.is_none()) + 1 + rng.below(3);
     for i in 0..count {
         let settles = i + 1 < count && steps.last() != Some(&Step::Settle);
@@ -735,8 +747,13 @@ pub fn behaviour(m: &Material<'_>, seed: u64, index: u64) -> Trial {
         };
         steps.push(step);
     }
-    if let Some((k, v)) = walk {
-        let at = 1 + rng.below(steps.len());
+    if let Some(w) = walk {
+        let (k, v) = m.updates[w].clone();
+        let mut at = 1 + rng.below(steps.len());
+        if w < m.settled_first && steps[at - 1] != Step::Settle {
+            steps.insert(at, Step::Settle);
+            at += 1;
+        }
         steps.insert(
             at,
             Step::Update {
