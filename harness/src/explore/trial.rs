@@ -527,7 +527,10 @@ impl Walk {
 /// field before a second of any, the fields of a round and the values of a field each in an
 /// order drawn from `seed` and the `kind`'s name by a hash of the path (and value), not of
 /// the position, so that subjects of one kind whose own fields mostly agree walk them in the
-/// same order ([`Walk`]), and the same seed gives the same order.
+/// same order ([`Walk`]), and the same seed gives the same order. A value that is an object
+/// counts, in the rounds, as the fields it sets ([`fields_set`]): a free-form object's values
+/// (a subset's patch, each setting another leaf of a pod) are as many fields, not as many
+/// rounds.
 pub fn own_order(own: Vec<(String, Value)>, seed: u64, kind: &str) -> Vec<(String, Value)> {
     /// An update with the key that orders it.
     type Keyed = (u64, (String, Value));
@@ -536,7 +539,7 @@ pub fn own_order(own: Vec<(String, Value)>, seed: u64, kind: &str) -> Vec<(Strin
     for (k, v) in own {
         let value_key = key(&format!("{k}={v}"));
         by_field
-            .entry(k.clone())
+            .entry(fields_set(&k, &v))
             .or_default()
             .push((value_key, (k, v)));
     }
@@ -558,6 +561,32 @@ pub fn own_order(own: Vec<(String, Value)>, seed: u64, kind: &str) -> Vec<(Strin
         }
     }
     out
+}
+
+/// The field an update setting `k` to `v` counts as in [`own_order`]'s rounds: `k`, or for a
+/// value that is an object with members, `k` with the paths of the leaves it sets.
+fn fields_set(k: &str, v: &Value) -> String {
+    fn leaves(v: &Value, at: String, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) if !m.is_empty() => {
+                for (name, x) in m {
+                    leaves(x, format!("{at}.{name}"), out);
+                }
+            }
+            Value::Array(a) if !a.is_empty() => {
+                for (i, x) in a.iter().enumerate() {
+                    leaves(x, format!("{at}[{i}]"), out);
+                }
+            }
+            _ => out.push(at),
+        }
+    }
+    if v.as_object().is_none_or(|m| m.is_empty()) {
+        return k.to_string();
+    }
+    let mut out = vec![];
+    leaves(v, String::new(), &mut out);
+    format!("{k}:{}", out.join(","))
 }
 
 /// The own update behaviour trial `index` of `m` sets ([`Walk`]); none without own updates.

@@ -290,6 +290,33 @@ fn a_trial_with_a_stale_view_replays_from_its_yaml_and_runs_alone() {
 }
 
 #[test]
+fn an_objects_values_count_in_the_walks_rounds_as_the_fields_they_set() {
+    // Three fields with three values each, and a free-form object whose six values each set
+    // another leaf (and an empty one).
+    let mut own: Vec<(String, Value)> = (0..3)
+        .flat_map(|f| (0..3).map(move |v| (format!("spec.own{f}"), json!(v))))
+        .collect();
+    let patch = "spec.subsets[0].patch";
+    own.push((patch.into(), json!({})));
+    for leaf in ["a", "b", "c", "d", "e"] {
+        own.push((patch.into(), json!({"spec": {leaf: "x"}})));
+    }
+    own.push((
+        patch.into(),
+        json!({"spec": {"list": [{"name": "m", "f": 1}]}}),
+    ));
+    for seed in 1..10 {
+        let order = own_order(own.clone(), seed, "WorkloadSpread");
+        assert_eq!(order.len(), own.len());
+        // The first round: a value of each of the three fields, and every patch (the empty
+        // object one of them): ten updates; the second and third rounds the others' values.
+        let patches = order[..10].iter().filter(|(k, _)| k == patch).count();
+        assert_eq!(patches, 7, "seed {seed}: {order:?}");
+        assert!(order[10..].iter().all(|(k, _)| k != patch), "{order:?}");
+    }
+}
+
+#[test]
 fn every_trial_sets_one_own_field_and_a_kinds_subjects_walk_its_own_updates_without_repeats() {
     let creates = vec![Fields::new()];
     // Seven fields of its own with three values each, a hundred of its template's.
