@@ -574,6 +574,22 @@ fn owed_to_seed(t: &Trial, out: &exec::Outcome, seed: Option<&str>) -> bool {
 mod tests {
     use super::*;
 
+    /// A field set of `k` alone.
+    fn set(k: &str) -> trial::Fields {
+        trial::Fields::from([(k.to_string(), serde_json::json!(1))])
+    }
+
+    /// Admission trial `index` of subject `S`, of `steps`.
+    fn trial(index: u64, steps: Vec<Step>) -> Trial {
+        Trial {
+            subject: "S".into(),
+            mode: Mode::Admission,
+            seed: 1,
+            index,
+            steps,
+        }
+    }
+
     #[test]
     fn an_admission_trial_that_did_not_run_is_left_out_and_the_others_judged() {
         let trial = |index: u64| Trial {
@@ -613,14 +629,6 @@ mod tests {
     #[test]
     fn a_subjects_own_fields_start_before_its_templates_and_its_targets() {
         let t = "spec.template";
-        let set = |k: &str| trial::Fields::from([(k.to_string(), serde_json::json!(1))]);
-        let trial = |index: u64, steps: Vec<Step>| Trial {
-            subject: "S".into(),
-            mode: Mode::Admission,
-            seed: 1,
-            index,
-            steps,
-        };
         let create = |k: &str| Step::Create { set: set(k) };
         // An update's first step makes a quiet object through the template: it is the
         // update's field that counts.
@@ -708,14 +716,6 @@ mod tests {
 
     #[test]
     fn a_subject_with_claim_templates_tries_theirs_first() {
-        let set = |k: &str| trial::Fields::from([(k.to_string(), serde_json::json!(1))]);
-        let trial = |index: u64, steps: Vec<Step>| Trial {
-            subject: "S".into(),
-            mode: Mode::Admission,
-            seed: 1,
-            index,
-            steps,
-        };
         let vct = "spec.volumeClaimTemplates";
         let trials = vec![
             trial(
