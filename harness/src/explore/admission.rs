@@ -107,13 +107,7 @@ pub(super) fn weight(s: &Subject, crd: &Value, doc: &openapi::Doc, seed: u64) ->
 /// each draws its own order of them, so that where deadlines cut each subject short the kind
 /// as a whole still tries more of its fields than the first few of one order.
 pub(super) fn own_first(trials: Vec<Trial>, template: &str, seed: u64) -> Vec<Trial> {
-    let shared = |t: &Trial| {
-        let tried = match t.steps.last() {
-            Some(Step::Create { set } | Step::Update { set }) => set,
-            _ => return false,
-        };
-        tried.keys().any(|k| shared_field(k, template))
-    };
+    let shared = |t: &Trial| tries(t, |k| shared_field(k, template));
     let name = trials
         .first()
         .map(|t| t.subject.clone())
@@ -134,15 +128,20 @@ pub(super) fn claims_first(trials: Vec<Trial>, claims: Option<&str>) -> Vec<Tria
     let Some(claims) = claims else {
         return trials;
     };
-    let tries = |t: &Trial| match t.steps.last() {
-        Some(Step::Create { set } | Step::Update { set }) => {
-            set.keys().any(|k| trial::meets(claims, k))
-        }
-        _ => false,
-    };
-    let (mut first, rest): (Vec<_>, Vec<_>) = trials.into_iter().partition(tries);
+    let (mut first, rest): (Vec<_>, Vec<_>) = trials
+        .into_iter()
+        .partition(|t| tries(t, |k| trial::meets(claims, k)));
     first.extend(rest);
     first
+}
+
+/// Whether admission trial `t` tries a field `which` picks: a field its last step sets (an
+/// update is made on a quiet object first, whose fields are not what it tries).
+fn tries(t: &Trial, which: impl Fn(&str) -> bool) -> bool {
+    match t.steps.last() {
+        Some(Step::Create { set } | Step::Update { set }) => set.keys().any(|k| which(k)),
+        _ => false,
+    }
 }
 
 /// Whether field `k` is not the subject's own: its target's, or inside its pod template (at
