@@ -1,7 +1,8 @@
 //! Removing what a real node leaves on the host: [`RealNode::cleanup`] kills the processes in
 //! its cgroups and its containerd's shims, unmounts what is mounted under its directories,
 //! removes its iptables rules ([`iptables_cleanup`]), bridge, cgroups, `/run` directory and
-//! container log links; [`RealNode::leftovers`] lists what of it is still there.
+//! container log links, and portmap's shared chains when it is the host's last real node
+//! ([`shared_chains_cleanup`]); [`RealNode::leftovers`] lists what of it is still there.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -29,7 +30,7 @@ impl RealNode {
         for root in [&self.run_dir, &self.dir] {
             errors.extend(unmount_under(root));
         }
-        errors.extend(remove_iptables_rules(&self.network()));
+        errors.extend(remove_iptables_rules(&self.network(), &self.cidr()));
         if Path::new("/sys/class/net").join(self.bridge()).exists()
             && let Err(e) = ip(&["link", "delete", &self.bridge()])
         {
@@ -44,6 +45,7 @@ impl RealNode {
         {
             errors.push(format!("remove {}: {e}", self.run_dir.display()));
         }
+        errors.extend(remove_shared_chains(&self.run_dir));
         // The shared parent (with the kubelets' start lock) and link go with the host's last
         // real node.
         let others = fs::read_dir(RUN_ROOT).map_or(0, |d| {
@@ -94,6 +96,11 @@ impl RealNode {
                 save.lines()
                     .filter(|l| l.contains(&self.network()))
                     .map(|l| format!("iptables rule {l}")),
+            );
+            out.extend(
+                pod_chains(&save, &self.cidr())
+                    .into_iter()
+                    .map(|c| format!("iptables chain {c}")),
             );
         }
         if self.run_dir.exists() {
@@ -290,51 +297,94 @@ pub(crate) fn unmount_under(root: &Path) -> Vec<String> {
 }
 
 /// The iptables commands that remove the rules tagged with CNI network `network` (portmap's
-/// DNAT jumps), the per-container chains they jump to, and portmap's shared chains once no
-/// rule is left in them. `save` is the text of `iptables-save -t nat`.
-pub fn iptables_cleanup(save: &str, network: &str) -> Vec<Vec<String>> {
+/// DNAT jumps) and the per-container chains of the network's pods, subnet `cidr`
+/// ([`pod_chains`]). `save` is the text of `iptables-save -t nat`. portmap's shared chains
+/// are [`shared_chains_cleanup`]'s.
+pub fn iptables_cleanup(save: &str, network: &str, cidr: &str) -> Vec<Vec<String>> {
     let tag = format!("name: \\\"{network}\\\"");
     let mut cmds = vec![];
     let mut chains = vec![];
-    let rules: Vec<&str> = save.lines().filter(|l| l.starts_with("-A ")).collect();
-    for r in &rules {
+    for r in save.lines().filter(|l| l.starts_with("-A ")) {
         if r.contains(&tag) {
             cmds.push(delete_rule(r));
             if let Some(target) = r.split(" -j ").nth(1) {
                 let target = target.split_whitespace().next().unwrap_or_default();
-                if target.starts_with("CNI-DN-") {
+                if target.starts_with("CNI-DN-") && !chains.iter().any(|c| c == target) {
                     chains.push(target.to_string());
                 }
             }
+        }
+    }
+    for c in pod_chains(save, cidr) {
+        if !chains.contains(&c) {
+            chains.push(c);
         }
     }
     for c in &chains {
         cmds.push(vec!["-t".into(), "nat".into(), "-F".into(), c.clone()]);
         cmds.push(vec!["-t".into(), "nat".into(), "-X".into(), c.clone()]);
     }
-    // portmap's shared chains, when nothing else uses them.
-    let rules_left = |chain: &str| {
-        rules.iter().any(|r| {
-            r.starts_with(&format!("-A {chain} "))
-                && !r.contains(&tag)
-                && !chains.iter().any(|c| r.starts_with(&format!("-A {c} ")))
-        })
-    };
-    if !rules.is_empty() && !rules_left("CNI-HOSTPORT-DNAT") {
-        for r in &rules {
-            if r.contains("-j CNI-HOSTPORT-DNAT") || r.contains("-j CNI-HOSTPORT-MASQ") {
-                cmds.push(delete_rule(r));
-            }
+    cmds
+}
+
+/// portmap's per-container chains (`CNI-DN-…`) that forward to a pod of subnet `cidr`
+/// (`10.a.b.0/24`): found by what they do, not by the tagged rule that jumps to them, so a
+/// chain whose jump is gone is still its network's.
+pub fn pod_chains(save: &str, cidr: &str) -> Vec<String> {
+    let pods = format!("--to-destination {}", cidr.trim_end_matches("0/24"));
+    let mut chains: Vec<String> = vec![];
+    for r in save.lines() {
+        let Some(rest) = r.strip_prefix("-A CNI-DN-") else {
+            continue;
+        };
+        let chain = format!(
+            "CNI-DN-{}",
+            rest.split_whitespace().next().unwrap_or_default()
+        );
+        if r.contains(&pods) && !chains.contains(&chain) {
+            chains.push(chain);
         }
-        for c in [
-            "CNI-HOSTPORT-DNAT",
-            "CNI-HOSTPORT-MASQ",
-            "CNI-HOSTPORT-SETMARK",
-        ] {
-            if save.lines().any(|l| l.starts_with(&format!(":{c} "))) {
-                cmds.push(vec!["-t".into(), "nat".into(), "-F".into(), c.into()]);
-                cmds.push(vec!["-t".into(), "nat".into(), "-X".into(), c.into()]);
-            }
+    }
+    chains
+}
+
+/// portmap's chains shared by every CNI network on the host.
+const SHARED_CHAINS: [&str; 3] = [
+    "CNI-HOSTPORT-DNAT",
+    "CNI-HOSTPORT-MASQ",
+    "CNI-HOSTPORT-SETMARK",
+];
+
+/// The iptables commands that remove portmap's shared chains (and the jumps into them) when
+/// no rule is left in `CNI-HOSTPORT-DNAT` (no network's port is forwarded any more) and no
+/// other chain jumps to `CNI-HOSTPORT-SETMARK`. `save` is
+/// the text of `iptables-save -t nat`, read once every node's own rules are gone. Only the
+/// host's last real node may run them: another node's per-container chains jump to
+/// `CNI-HOSTPORT-SETMARK`, and its forwarded ports live in `CNI-HOSTPORT-DNAT`.
+pub fn shared_chains_cleanup(save: &str) -> Vec<Vec<String>> {
+    let rules: Vec<&str> = save.lines().filter(|l| l.starts_with("-A ")).collect();
+    // A forwarded port, or a chain outside the shared ones that still jumps into them
+    // (another user's), keeps them.
+    let in_use = rules.iter().any(|r| {
+        r.starts_with("-A CNI-HOSTPORT-DNAT ")
+            || (r.contains("-j CNI-HOSTPORT-SETMARK")
+                && !SHARED_CHAINS
+                    .iter()
+                    .any(|c| r.starts_with(&format!("-A {c} "))))
+    });
+    if in_use {
+        return vec![];
+    }
+    let mut cmds = vec![];
+    for r in &rules {
+        if r.contains("-j CNI-HOSTPORT-DNAT") || r.contains("-j CNI-HOSTPORT-MASQ") {
+            cmds.push(delete_rule(r));
+        }
+    }
+    for c in SHARED_CHAINS {
+        if save.lines().any(|l| l.starts_with(&format!(":{c} "))) {
+            cmds.push(vec!["-t".into(), "nat".into(), "-F".into(), c.into()]);
+            cmds.push(vec!["-t".into(), "nat".into(), "-X".into(), c.into()]);
         }
     }
     cmds
@@ -353,16 +403,42 @@ fn delete_rule(rule: &str) -> Vec<String> {
     args
 }
 
-fn remove_iptables_rules(network: &str) -> Vec<String> {
+/// Removes the rules and chains [`iptables_cleanup`] lists for CNI network `network` of
+/// subnet `cidr`.
+fn remove_iptables_rules(network: &str, cidr: &str) -> Vec<String> {
     let Ok(save) = run_host("iptables-save", &["-t", "nat"]) else {
         // No iptables: nothing of ours can be there.
         return vec![];
     };
+    run_iptables(iptables_cleanup(&save, network, cidr))
+}
+
+/// Removes portmap's shared chains ([`shared_chains_cleanup`]) when no real node but the one
+/// being removed is left on the host: the run directories under [`RUN_ROOT`] are the host's
+/// live real nodes (each made before its containerd starts, removed by its cleanup). Nodes
+/// ending at once may each see the other's directory and leave the chains; the last to look
+/// removes them.
+fn remove_shared_chains(own: &Path) -> Vec<String> {
+    let others = fs::read_dir(RUN_ROOT).map_or(0, |d| {
+        d.flatten()
+            .filter(|e| e.file_name() != KUBELET_TURN && e.path() != own)
+            .count()
+    });
+    if others > 0 {
+        return vec![];
+    }
+    let Ok(save) = run_host("iptables-save", &["-t", "nat"]) else {
+        return vec![];
+    };
+    run_iptables(shared_chains_cleanup(&save))
+}
+
+/// Runs each `iptables` command; a shared chain's rule or chain that another node's cleanup
+/// removed since `iptables-save` was read is gone, which is what was wanted.
+fn run_iptables(cmds: Vec<Vec<String>>) -> Vec<String> {
     let mut errors = vec![];
-    for cmd in iptables_cleanup(&save, network) {
+    for cmd in cmds {
         let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
-        // Nodes of clusters ending at the same time share portmap's chains: what another
-        // cleanup removed since `save` was read is gone, which is what was wanted.
         let shared = cmd.iter().any(|a| a.starts_with("CNI-HOSTPORT-"));
         match run_host("iptables", &args) {
             Err(e) if shared && already_gone(&e.to_string()) => {}
@@ -426,7 +502,7 @@ mod tests {
     }
 
     #[test]
-    fn iptables_cleanup_removes_the_networks_rules_and_idle_shared_chains() {
+    fn iptables_cleanup_removes_the_networks_rules_and_chains_not_the_shared_ones() {
         let save = r#"*nat
 :PREROUTING ACCEPT [0:0]
 :CNI-DN-71632fb5294fc93522689 - [0:0]
@@ -440,7 +516,7 @@ mod tests {
 -A CNI-HOSTPORT-MASQ -m mark --mark 0x2000/0x2000 -j MASQUERADE
 COMMIT
 "#;
-        let cmds = iptables_cleanup(save, "harness-0a1b2c3d");
+        let cmds = iptables_cleanup(save, "harness-0a1b2c3d", "10.201.7.0/24");
         let flat: Vec<String> = cmds.iter().map(|c| c.join(" ")).collect();
         assert_eq!(
             flat[0],
@@ -452,23 +528,86 @@ COMMIT
             cmds[0]
         );
         assert!(flat.contains(&"-t nat -X CNI-DN-71632fb5294fc93522689".to_string()));
-        assert!(flat.contains(&"-t nat -X CNI-HOSTPORT-DNAT".to_string()));
-        assert!(flat.contains(
-            &"-t nat -D PREROUTING -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT".to_string()
-        ));
-        // Another network's rule keeps the shared chains.
+        assert!(
+            !flat.iter().any(|c| c.contains("CNI-HOSTPORT-SETMARK")
+                || c.contains("-D PREROUTING")
+                || c.contains("-X CNI-HOSTPORT-")),
+            "a network's own cleanup leaves portmap's shared chains: {flat:#?}"
+        );
         let other = save.replace(
             "COMMIT",
             "-A CNI-HOSTPORT-DNAT -p tcp -m comment --comment \"dnat name: \\\"other\\\" id: \\\"x\\\"\" -j CNI-DN-1\nCOMMIT",
         );
-        let flat: Vec<String> = iptables_cleanup(&other, "harness-0a1b2c3d")
+        assert!(iptables_cleanup(&other, "nobody", "10.9.9.0/24").is_empty());
+    }
+
+    #[test]
+    fn a_pod_chain_whose_jump_is_gone_is_still_its_networks() {
+        let save = r#"*nat
+:CNI-DN-a87dcf94917ac3aecf9bb - [0:0]
+:CNI-DN-b1 - [0:0]
+:CNI-HOSTPORT-SETMARK - [0:0]
+-A CNI-DN-a87dcf94917ac3aecf9bb -s 10.203.89.0/24 -p tcp -m tcp --dport 10685 -j CNI-HOSTPORT-SETMARK
+-A CNI-DN-a87dcf94917ac3aecf9bb -p tcp -m tcp --dport 10685 -j DNAT --to-destination 10.203.89.2:8080
+-A CNI-DN-b1 -p tcp -m tcp --dport 10686 -j DNAT --to-destination 10.203.8.2:8080
+COMMIT
+"#;
+        assert_eq!(
+            pod_chains(save, "10.203.89.0/24"),
+            ["CNI-DN-a87dcf94917ac3aecf9bb"]
+        );
+        assert_eq!(pod_chains(save, "10.203.8.0/24"), ["CNI-DN-b1"]);
+        let flat: Vec<String> = iptables_cleanup(save, "harness-gone", "10.203.89.0/24")
             .iter()
             .map(|c| c.join(" "))
             .collect();
-        assert!(
-            !flat.iter().any(|c| c.contains("-X CNI-HOSTPORT-DNAT")),
-            "{flat:#?}"
+        assert_eq!(
+            flat,
+            [
+                "-t nat -F CNI-DN-a87dcf94917ac3aecf9bb",
+                "-t nat -X CNI-DN-a87dcf94917ac3aecf9bb"
+            ]
         );
-        assert!(iptables_cleanup(&other, "nobody").is_empty());
+        // A pod chain that still jumps to the shared chains keeps them.
+        assert!(shared_chains_cleanup(save).is_empty());
+    }
+
+    #[test]
+    fn shared_chains_go_only_once_no_port_is_forwarded() {
+        let idle = r#"*nat
+:PREROUTING ACCEPT [0:0]
+:CNI-HOSTPORT-DNAT - [0:0]
+:CNI-HOSTPORT-MASQ - [0:0]
+:CNI-HOSTPORT-SETMARK - [0:0]
+-A PREROUTING -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT
+-A POSTROUTING -m comment --comment "CNI portfwd requiring masquerade" -j CNI-HOSTPORT-MASQ
+-A CNI-HOSTPORT-MASQ -m mark --mark 0x2000/0x2000 -j MASQUERADE
+-A CNI-HOSTPORT-SETMARK -m comment --comment "CNI portfwd masquerade mark" -j MARK --set-xmark 0x2000/0x2000
+COMMIT
+"#;
+        let flat: Vec<String> = shared_chains_cleanup(idle)
+            .iter()
+            .map(|c| c.join(" "))
+            .collect();
+        assert_eq!(
+            flat,
+            [
+                "-t nat -D PREROUTING -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT",
+                "-t nat -D POSTROUTING -m comment --comment CNI portfwd requiring masquerade -j CNI-HOSTPORT-MASQ",
+                "-t nat -F CNI-HOSTPORT-DNAT",
+                "-t nat -X CNI-HOSTPORT-DNAT",
+                "-t nat -F CNI-HOSTPORT-MASQ",
+                "-t nat -X CNI-HOSTPORT-MASQ",
+                "-t nat -F CNI-HOSTPORT-SETMARK",
+                "-t nat -X CNI-HOSTPORT-SETMARK",
+            ]
+        );
+        // A port still forwarded (another network's) keeps them all.
+        let busy = idle.replace(
+            "COMMIT",
+            "-A CNI-HOSTPORT-DNAT -p tcp -m comment --comment \"dnat name: \\\"other\\\" id: \\\"x\\\"\" -j CNI-DN-1\nCOMMIT",
+        );
+        assert!(shared_chains_cleanup(&busy).is_empty());
+        assert!(shared_chains_cleanup("*nat\nCOMMIT\n").is_empty());
     }
 }
