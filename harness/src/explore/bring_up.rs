@@ -90,6 +90,21 @@ pub async fn cell<'a>(
     Ok(cell_reading(name, session, settle).await?.0)
 }
 
+/// What each of the cell's nodes offers (its `status.allocatable`), by resource name.
+async fn allocatable(client: &kube::Client) -> anyhow::Result<Vec<BTreeMap<String, String>>> {
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+    let list = nodes
+        .list(&Default::default())
+        .await
+        .context("list the cell's nodes")?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter_map(|n| n.status?.allocatable)
+        .map(|a| a.into_iter().map(|(k, q)| (k, q.0)).collect())
+        .collect())
+}
+
 /// As [`cell`], with what the cell serves: its OpenAPI and its CRDs (see [`crds`]), which
 /// [`super::select_served`] derives the subjects from.
 pub async fn cell_reading<'a>(
@@ -103,6 +118,7 @@ pub async fn cell_reading<'a>(
         .context("read the cell's OpenAPI")?;
     let crds = crds(&client).await?;
     let mut doc = doc;
+    doc.offer(&allocatable(&client).await?);
     // An object the API refuses (a required field its schema cannot say how to fill) is not
     // made: a reference to its kind is then a string as any other.
     for r in references(&doc, &crds) {

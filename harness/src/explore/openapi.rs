@@ -44,6 +44,9 @@ pub struct Doc {
     kinds: BTreeMap<String, Served>,
     /// Kinds whose made object the cell refused ([`Doc::unmade`]).
     unmade: std::collections::BTreeSet<String>,
+    /// The resources the cell's nodes offer, each at a share of the least a node offers
+    /// ([`Doc::offer`]).
+    offered: BTreeMap<String, String>,
 }
 
 /// Reads every group-version document the cell's apiserver lists at `/openapi/v3`.
@@ -246,6 +249,31 @@ impl Doc {
         }
     }
 
+    /// Records the resources the cell's nodes offer (their `status.allocatable`): a map of
+    /// quantities is tried with them ([`super::schema::Shape::Quantities`]), each at a
+    /// hundredth of the least any node offers ([`share`]), so that many pods asking for it
+    /// fit on any node. A resource a node does not state a valid quantity for is left out.
+    pub fn offer(&mut self, allocatable: &[BTreeMap<String, String>]) {
+        let mut least: BTreeMap<String, f64> = BTreeMap::new();
+        for node in allocatable {
+            for (name, q) in node {
+                let Some(v) = quantity(q) else { continue };
+                let e = least.entry(name.clone()).or_insert(v);
+                *e = e.min(v);
+            }
+        }
+        self.offered = least
+            .into_iter()
+            .filter_map(|(name, v)| Some((name, share(v)?)))
+            .collect();
+    }
+
+    /// The resources the cell's nodes offer, each at the share a trial asks for
+    /// ([`Doc::offer`]); empty when none was recorded.
+    pub fn offered(&self) -> &BTreeMap<String, String> {
+        &self.offered
+    }
+
     /// The object the cell makes for references to `kind` to name: [`REFERENCED`], with its
     /// schema's required fields at their first values ([`Doc::minimal`]). None for a kind with
     /// a `spec`: an object of it is realized by a controller or a node (a claim bound, a node
@@ -302,6 +330,48 @@ impl Doc {
     }
 }
 
+/// The value of a quantity (`64`, `250m`, `256Gi`, `1e3`) in its base unit; None for what is
+/// not one.
+pub fn quantity(q: &str) -> Option<f64> {
+    let q = q.trim();
+    let split = q
+        .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '+' | '-')))
+        .unwrap_or(q.len());
+    let (number, suffix) = q.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let scale = match suffix {
+        "" => 1.0,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024f64,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        e => 10f64.powi(e.strip_prefix(['e', 'E'])?.parse().ok()?),
+    };
+    (number.is_finite() && number >= 0.0).then_some(number * scale)
+}
+
+/// A hundredth of `v` as a quantity: whole units when it is at least one (`2748779069`),
+/// else milli-units (`640m`), at least `1m`. None for nothing offered.
+pub fn share(v: f64) -> Option<String> {
+    let s = v / 100.0;
+    if s <= 0.0 {
+        return None;
+    }
+    Some(match s >= 1.0 {
+        true => format!("{}", s.floor() as u64),
+        false => format!("{}m", ((s * 1000.0).floor() as u64).max(1)),
+    })
+}
+
 /// The words of a camel-case name (`imagePullSecret` → image, Pull, Secret).
 fn camel_words(name: &str) -> Vec<String> {
     let mut out: Vec<String> = vec![];
@@ -333,6 +403,35 @@ pub fn quoted(description: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quantities_read_and_a_share_of_the_least_a_node_offers() {
+        assert_eq!(quantity("64"), Some(64.0));
+        assert_eq!(quantity("250m"), Some(0.25));
+        assert_eq!(quantity("256Gi"), Some(256.0 * 1024f64.powi(3)));
+        assert_eq!(quantity("1e3"), Some(1000.0));
+        assert_eq!(quantity("x"), None);
+        assert_eq!(quantity("1Zi"), None);
+        assert_eq!(quantity("-1"), None);
+        let node = |cpu: &str, memory: &str| {
+            BTreeMap::from([
+                ("cpu".to_string(), cpu.to_string()),
+                ("memory".to_string(), memory.to_string()),
+                ("pods".to_string(), "250".to_string()),
+                ("broken".to_string(), "many".to_string()),
+            ])
+        };
+        let mut d = Doc::default();
+        d.offer(&[node("64", "256Gi"), node("2", "512Gi")]);
+        assert_eq!(
+            d.offered(),
+            &BTreeMap::from([
+                ("cpu".to_string(), "20m".to_string()),
+                ("memory".to_string(), "2748779069".to_string()),
+                ("pods".to_string(), "2".to_string()),
+            ])
+        );
+    }
 
     /// A recorded fragment of a cell's core document.
     pub(crate) fn fixture() -> Doc {

@@ -20,7 +20,7 @@
 //! probes, resources and lifecycle are the seed's container's). Deprecated fields are
 //! not walked. [`super::singles`] then bounds the values tried per subject.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -69,6 +69,9 @@ pub enum Shape {
     Object(Value),
     /// A string map (`additionalProperties`).
     Map,
+    /// A map of quantities (`additionalProperties` a number or a string): tried with the
+    /// resources the cell's nodes offer, each at a share of it ([`super::openapi::Doc::offered`]).
+    Quantities(BTreeMap<String, String>),
     /// A label selector: tried with another selector that still selects the object's pods
     /// (see [`super::singles`]), and absent.
     Selector,
@@ -373,6 +376,22 @@ impl<'a> Walker<'a> {
         }
     }
 
+    /// Whether the values of a map (its `additionalProperties` node `values`) are quantities:
+    /// a number or a string, as the core API and a CRD declare a quantity.
+    fn quantities(&self, values: &Value) -> bool {
+        let (_, v) = match self.w.doc {
+            Some(d) => d.resolve(values),
+            None => (None, values),
+        };
+        let either = v["oneOf"].as_array().or(v["anyOf"].as_array());
+        v["type"].is_null()
+            && either.is_some_and(|e| {
+                let types: Vec<&str> = e.iter().filter_map(|t| t["type"].as_str()).collect();
+                types.contains(&"string")
+                    && types.iter().any(|t| matches!(*t, "number" | "integer"))
+            })
+    }
+
     /// A string's shape: a reference, or a string with the words its description quotes.
     fn string(&self, at: &At, description: &str) -> Shape {
         if let Some(doc) = self.w.doc
@@ -522,6 +541,10 @@ impl<'a> Walker<'a> {
                 }
             }
             Some(p) if !p.is_empty() => {}
+            _ if self.quantities(&s["additionalProperties"]) => {
+                let offered = self.w.doc.map(|d| d.offered().clone()).unwrap_or_default();
+                self.push(&at, Shape::Quantities(offered))
+            }
             _ if s["additionalProperties"]["type"] == "string"
                 || (in_core && s["additionalProperties"].is_object()) =>
             {
@@ -649,7 +672,9 @@ impl Shape {
     /// numeric strings; quantities whole, in milli-units, binary-suffixed, zero and negative;
     /// each enum member and one that is not; a string's words, a nonsense word and empty; a
     /// reference as the object the cell makes and empty; lists empty, with one item and with
-    /// two; lists of objects empty and with a minimal item; maps empty and with one key.
+    /// two; lists of objects empty and with a minimal item; maps empty and with one key; maps of
+    /// quantities empty, with each resource the cell's nodes offer, with all, and with one none
+    /// offers.
     /// `Value::Null` (absent) is not among them: an optional leaf is also tried absent, see
     /// [`Leaf::values`].
     pub fn values(&self) -> Vec<Value> {
@@ -704,6 +729,16 @@ impl Shape {
             Shape::Objects(item) => vec![json!([]), json!([item])],
             Shape::Object(o) => vec![o.clone()],
             Shape::Map => vec![json!({}), json!({MAP_KEY: "v"})],
+            // Empty, each resource alone, all of them, and one no node offers.
+            Shape::Quantities(offered) => {
+                let mut v = vec![json!({})];
+                v.extend(offered.iter().map(|(k, q)| json!({k: q})));
+                if offered.len() > 1 {
+                    v.push(json!(offered));
+                }
+                v.push(json!({MAP_KEY: "1"}));
+                v
+            }
             Shape::Selector => vec![],
             Shape::Free(patches) => patches.clone(),
             Shape::Embedded => embedded_values(),

@@ -340,3 +340,63 @@ fn a_list_of_a_type_walked_already_tries_its_scalars_through_the_seeds_item() {
     assert_eq!(shape("spec.initContainers[0].lifecycle.postStart"), None);
     assert_eq!(shape("spec.initContainers[0].env"), None);
 }
+
+#[test]
+fn a_map_of_quantities_is_tried_with_what_the_cells_nodes_offer() {
+    let mut doc = fixture();
+    let offered = BTreeMap::from([
+        ("cpu".to_string(), "64".to_string()),
+        ("memory".to_string(), "256Gi".to_string()),
+    ]);
+    doc.offer(&[offered]);
+    let seed = one_container_seed();
+    let leaves = template_leaves(&doc, "spec.template", &seed);
+    let shares = BTreeMap::from([
+        ("cpu".to_string(), "640m".to_string()),
+        ("memory".to_string(), "2748779069".to_string()),
+    ]);
+    for p in ["requests", "limits"] {
+        assert_eq!(
+            template_shape(&leaves, &format!("spec.containers[0].resources.{p}")),
+            Some(Shape::Quantities(shares.clone())),
+            "{p}"
+        );
+    }
+    assert_eq!(
+        Shape::Quantities(shares).values(),
+        [
+            json!({}),
+            json!({"cpu": "640m"}),
+            json!({"memory": "2748779069"}),
+            json!({"cpu": "640m", "memory": "2748779069"}),
+            json!({MAP_KEY: "1"}),
+        ]
+    );
+    // A CRD's quantity (an integer or a string) makes a map of quantities too; a string map
+    // stays one.
+    let c = crd(json!({"type": "object", "properties": {
+        "hard": {"type": "object", "additionalProperties": {
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "x-kubernetes-int-or-string": true}},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}}}}));
+    let w = Walk {
+        doc: Some(&doc),
+        template: "",
+        seed: &Value::Null,
+        pod: &Value::Null,
+    };
+    let shapes: Vec<(String, Shape)> = leaves_with(&c, "v1", &w)
+        .into_iter()
+        .map(|l| (l.path, l.shape))
+        .collect();
+    assert!(
+        shapes
+            .iter()
+            .any(|(p, s)| p == "spec.hard" && matches!(s, Shape::Quantities(o) if o.len() == 2)),
+        "{shapes:?}"
+    );
+    assert!(
+        shapes.contains(&("spec.labels".to_string(), Shape::Map)),
+        "{shapes:?}"
+    );
+}
