@@ -193,6 +193,71 @@ async fn a_real_node_runs_real_containers_and_destroy_removes_everything() {
     assert_nothing_left(&nodes, &dir);
 }
 
+/// Whether the host's nat table has chain `chain`.
+fn nat_chain(chain: &str) -> bool {
+    Command::new("iptables")
+        .args(["-t", "nat", "-S", chain])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Two clusters' real nodes share portmap's chains: one ending while the other runs leaves
+/// them to the other, and a port chain of the ending node whose jump was lost (as when another
+/// cleanup flushed the shared chains under it) still goes with it, found by its pods' subnet.
+#[tokio::test]
+async fn a_real_node_ending_beside_another_leaves_it_its_chains_and_takes_all_of_its_own() {
+    if !common::real_nodes_possible() {
+        return;
+    }
+    let ((pa, _ra), (pb, _rb)) = (provider(), provider());
+    let a = pa.create("a", &profile()).await.unwrap();
+    let b = pb.create("b", &profile()).await.unwrap();
+    let (dir_a, dir_b) = (a.layout().dir.clone(), b.layout().dir.clone());
+    let (nodes_a, nodes_b) = (real_nodes(&dir_a), real_nodes(&dir_b));
+    let pods: Api<Pod> = Api::namespaced(a.client(), "default");
+    let host_port = harness::cluster::local::free_port().unwrap();
+    pods.create(&PostParams::default(), &health_pod(host_port))
+        .await
+        .unwrap();
+    within(
+        "the pod Ready on cluster a's real node",
+        Duration::from_secs(60),
+        await_condition(pods.clone(), "health", ready(true)),
+        || describe(&pods),
+    )
+    .await
+    .unwrap();
+    // Its port's chain, and the jump to it tagged with its network, which is then lost.
+    let save = String::from_utf8(
+        Command::new("iptables-save")
+            .args(["-t", "nat"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let chains = harness::cluster::local::node::teardown::pod_chains(&save, &nodes_a[0].cidr());
+    assert_eq!(chains.len(), 1, "one port chain of a's pod: {save}");
+    let tag = nodes_a[0].network();
+    let jump = save
+        .lines()
+        .find(|l| l.contains(&tag) && l.contains(&chains[0]))
+        .unwrap_or_else(|| panic!("a jump tagged {tag} to {}: {save}", chains[0]));
+    let mut delete = vec!["-t".to_string(), "nat".into(), "-D".into()];
+    delete.extend(shlex::split(jump.trim_start_matches("-A ")).unwrap());
+    let out = Command::new("iptables").args(&delete).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+
+    a.destroy().unwrap();
+    assert_nothing_left(&nodes_a, &dir_a);
+    assert!(!nat_chain(&chains[0]), "{} went with its node", chains[0]);
+    for c in ["CNI-HOSTPORT-DNAT", "CNI-HOSTPORT-SETMARK"] {
+        assert!(nat_chain(c), "{c} stays while cluster b's real node runs");
+    }
+    b.destroy().unwrap();
+    assert_nothing_left(&nodes_b, &dir_b);
+}
+
 #[tokio::test]
 async fn a_panic_in_the_test_body_still_removes_the_real_node() {
     if !common::real_nodes_possible() {
