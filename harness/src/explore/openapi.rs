@@ -330,15 +330,22 @@ impl Doc {
     }
 }
 
-/// The value of a quantity (`64`, `250m`, `256Gi`, `1e3`) in its base unit; None for what is
-/// not one.
-pub fn quantity(q: &str) -> Option<f64> {
+/// A quantity's number and suffix (`256Gi` → 256, `Gi`); None for what is not a quantity
+/// (or a negative one).
+fn split_quantity(q: &str) -> Option<(f64, &str)> {
     let q = q.trim();
     let split = q
         .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '+' | '-')))
         .unwrap_or(q.len());
     let (number, suffix) = q.split_at(split);
     let number: f64 = number.parse().ok()?;
+    (number.is_finite() && number >= 0.0).then_some((number, suffix))
+}
+
+/// The value of a quantity (`64`, `250m`, `256Gi`, `1e3`) in its base unit; None for what is
+/// not one.
+pub fn quantity(q: &str) -> Option<f64> {
+    let (number, suffix) = split_quantity(q)?;
     let scale = match suffix {
         "" => 1.0,
         "m" => 1e-3,
@@ -356,7 +363,19 @@ pub fn quantity(q: &str) -> Option<f64> {
         "Ei" => 1024f64.powi(6),
         e => 10f64.powi(e.strip_prefix(['e', 'E'])?.parse().ok()?),
     };
-    (number.is_finite() && number >= 0.0).then_some(number * scale)
+    Some(number * scale)
+}
+
+/// Quantity `q` times `factor`, in `q`'s own suffix (`1Gi` × 2 → `2Gi`, × 0.5 → `0.5Gi`);
+/// None for what is not a quantity.
+pub fn scaled(q: &str, factor: f64) -> Option<String> {
+    quantity(q)?;
+    let (number, suffix) = split_quantity(q)?;
+    let n = number * factor;
+    Some(match n.fract() == 0.0 {
+        true => format!("{}{suffix}", n as u64),
+        false => format!("{n}{suffix}"),
+    })
 }
 
 /// A hundredth of `v` as a quantity: whole units when it is at least one (`2748779069`),
@@ -413,6 +432,10 @@ mod tests {
         assert_eq!(quantity("x"), None);
         assert_eq!(quantity("1Zi"), None);
         assert_eq!(quantity("-1"), None);
+        assert_eq!(scaled("1Gi", 2.0).as_deref(), Some("2Gi"));
+        assert_eq!(scaled("1Gi", 0.5).as_deref(), Some("0.5Gi"));
+        assert_eq!(scaled("250m", 2.0).as_deref(), Some("500m"));
+        assert_eq!(scaled("many", 2.0), None);
         let node = |cpu: &str, memory: &str| {
             BTreeMap::from([
                 ("cpu".to_string(), cpu.to_string()),

@@ -69,9 +69,15 @@ pub enum Shape {
     Object(Value),
     /// A string map (`additionalProperties`).
     Map,
-    /// A map of quantities (`additionalProperties` a number or a string): tried with the
-    /// resources the cell's nodes offer, each at a share of it ([`super::openapi::Doc::offered`]).
-    Quantities(BTreeMap<String, String>),
+    /// A map of quantities (`additionalProperties` a number or a string): tried with what
+    /// the seed states there grown and shrunk, and with the resources the cell's nodes offer,
+    /// each at a share of it ([`super::openapi::Doc::offered`]).
+    Quantities {
+        /// What the seed object states at the map, by resource name.
+        stated: BTreeMap<String, String>,
+        /// What the cell's nodes offer, each at the share a trial asks for.
+        offered: BTreeMap<String, String>,
+    },
     /// A label selector: tried with another selector that still selects the object's pods
     /// (see [`super::singles`]), and absent.
     Selector,
@@ -543,7 +549,17 @@ impl<'a> Walker<'a> {
             Some(p) if !p.is_empty() => {}
             _ if self.quantities(&s["additionalProperties"]) => {
                 let offered = self.w.doc.map(|d| d.offered().clone()).unwrap_or_default();
-                self.push(&at, Shape::Quantities(offered))
+                let stated = super::path::get(self.w.seed, at.path.trim_start_matches('.'))
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|(k, q)| match q {
+                        Value::String(q) => Some((k.clone(), q.clone())),
+                        Value::Number(n) => Some((k.clone(), n.to_string())),
+                        _ => None,
+                    })
+                    .collect();
+                self.push(&at, Shape::Quantities { stated, offered })
             }
             _ if s["additionalProperties"]["type"] == "string"
                 || (in_core && s["additionalProperties"].is_object()) =>
@@ -673,8 +689,8 @@ impl Shape {
     /// each enum member and one that is not; a string's words, a nonsense word and empty; a
     /// reference as the object the cell makes and empty; lists empty, with one item and with
     /// two; lists of objects empty and with a minimal item; maps empty and with one key; maps of
-    /// quantities empty, with each resource the cell's nodes offer, with all, and with one none
-    /// offers.
+    /// quantities empty, with what the seed states there doubled and halved, with each resource
+    /// the cell's nodes offer, with all, and with one none offers.
     /// `Value::Null` (absent) is not among them: an optional leaf is also tried absent, see
     /// [`Leaf::values`].
     pub fn values(&self) -> Vec<Value> {
@@ -729,9 +745,19 @@ impl Shape {
             Shape::Objects(item) => vec![json!([]), json!([item])],
             Shape::Object(o) => vec![o.clone()],
             Shape::Map => vec![json!({}), json!({MAP_KEY: "v"})],
-            // Empty, each resource alone, all of them, and one no node offers.
-            Shape::Quantities(offered) => {
+            // Empty; what the seed states, doubled and halved; each resource the nodes offer
+            // alone, all of them, and one none offers.
+            Shape::Quantities { stated, offered } => {
                 let mut v = vec![json!({})];
+                for factor in [2.0, 0.5] {
+                    let grown: Option<BTreeMap<&String, String>> = stated
+                        .iter()
+                        .map(|(k, q)| Some((k, super::openapi::scaled(q, factor)?)))
+                        .collect();
+                    if let Some(g) = grown.filter(|g| !g.is_empty()) {
+                        v.push(json!(g));
+                    }
+                }
                 v.extend(offered.iter().map(|(k, q)| json!({k: q})));
                 if offered.len() > 1 {
                     v.push(json!(offered));

@@ -358,19 +358,40 @@ fn a_map_of_quantities_is_tried_with_what_the_cells_nodes_offer() {
     for p in ["requests", "limits"] {
         assert_eq!(
             template_shape(&leaves, &format!("spec.containers[0].resources.{p}")),
-            Some(Shape::Quantities(shares.clone())),
+            Some(Shape::Quantities {
+                stated: BTreeMap::new(),
+                offered: shares.clone()
+            }),
             "{p}"
         );
     }
     assert_eq!(
-        Shape::Quantities(shares).values(),
+        Shape::Quantities {
+            stated: BTreeMap::from([("storage".to_string(), "1Gi".to_string())]),
+            offered: shares
+        }
+        .values(),
         [
             json!({}),
+            json!({"storage": "2Gi"}),
+            json!({"storage": "0.5Gi"}),
             json!({"cpu": "640m"}),
             json!({"memory": "2748779069"}),
             json!({"cpu": "640m", "memory": "2748779069"}),
             json!({MAP_KEY: "1"}),
         ]
+    );
+    // What the seed states at the map is read.
+    let stating = json!({"spec": {"template": {"spec": {"containers": [{"name": "main",
+        "image": "i", "resources": {"requests": {"cpu": "100m"}}}]}}}});
+    let stated = template_leaves(&doc, "spec.template", &stating);
+    assert!(
+        matches!(
+            template_shape(&stated, "spec.containers[0].resources.requests"),
+            Some(Shape::Quantities { stated, .. })
+                if stated == BTreeMap::from([("cpu".to_string(), "100m".to_string())])
+        ),
+        "{stated:?}"
     );
     // A CRD's quantity (an integer or a string) makes a map of quantities too; a string map
     // stays one.
@@ -390,9 +411,8 @@ fn a_map_of_quantities_is_tried_with_what_the_cells_nodes_offer() {
         .map(|l| (l.path, l.shape))
         .collect();
     assert!(
-        shapes
-            .iter()
-            .any(|(p, s)| p == "spec.hard" && matches!(s, Shape::Quantities(o) if o.len() == 2)),
+        shapes.iter().any(|(p, s)| p == "spec.hard"
+            && matches!(s, Shape::Quantities { offered, .. } if offered.len() == 2)),
         "{shapes:?}"
     );
     assert!(
