@@ -95,6 +95,24 @@ async fn describe(pods: &Api<Pod>) -> String {
     )
 }
 
+/// Makes [`health_pod`] on a free host port in `pods`' namespace and waits until it is Ready
+/// on the real node; returns the port.
+async fn health_pod_ready(pods: &Api<Pod>) -> u16 {
+    let host_port = harness::cluster::local::free_port().unwrap();
+    pods.create(&PostParams::default(), &health_pod(host_port))
+        .await
+        .unwrap();
+    within(
+        "the pod Ready on the real node",
+        Duration::from_secs(60),
+        await_condition(pods.clone(), "health", ready(true)),
+        || describe(pods),
+    )
+    .await
+    .unwrap();
+    host_port
+}
+
 fn http_get(addr: &str, path: &str) -> String {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -118,18 +136,7 @@ async fn a_real_node_runs_real_containers_and_destroy_removes_everything() {
     let node = nodes[0].clone();
     let client = c.client();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let host_port = harness::cluster::local::free_port().unwrap();
-    pods.create(&PostParams::default(), &health_pod(host_port))
-        .await
-        .unwrap();
-    within(
-        "the pod Ready on the real node",
-        Duration::from_secs(60),
-        await_condition(pods.clone(), "health", ready(true)),
-        || describe(&pods),
-    )
-    .await
-    .unwrap();
+    let host_port = health_pod_ready(&pods).await;
     let pod = pods.get("health").await.unwrap();
     let spec = pod.spec.as_ref().unwrap();
     assert_eq!(spec.node_name.as_deref(), Some(node.name.as_str()));
@@ -214,19 +221,7 @@ async fn a_real_node_ending_beside_another_leaves_it_its_chains_and_takes_all_of
     let b = pb.create("b", &profile()).await.unwrap();
     let (dir_a, dir_b) = (a.layout().dir.clone(), b.layout().dir.clone());
     let (nodes_a, nodes_b) = (real_nodes(&dir_a), real_nodes(&dir_b));
-    let pods: Api<Pod> = Api::namespaced(a.client(), "default");
-    let host_port = harness::cluster::local::free_port().unwrap();
-    pods.create(&PostParams::default(), &health_pod(host_port))
-        .await
-        .unwrap();
-    within(
-        "the pod Ready on cluster a's real node",
-        Duration::from_secs(60),
-        await_condition(pods.clone(), "health", ready(true)),
-        || describe(&pods),
-    )
-    .await
-    .unwrap();
+    health_pod_ready(&Api::namespaced(a.client(), "default")).await;
     // Its port's chain, and the jump to it tagged with its network, which is then lost.
     let save = String::from_utf8(
         Command::new("iptables-save")
