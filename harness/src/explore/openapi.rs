@@ -330,47 +330,48 @@ impl Doc {
     }
 }
 
-/// A quantity's number and suffix (`256Gi` → 256, `Gi`); None for what is not a quantity
-/// (or a negative one).
-fn split_quantity(q: &str) -> Option<(f64, &str)> {
+/// The suffixes of a Kubernetes quantity, each with its scale (binary ones first: `Mi`
+/// before `M`).
+const SUFFIXES: [(&str, f64); 15] = [
+    ("Ki", 1024.0),
+    ("Mi", 1_048_576.0),
+    ("Gi", 1_073_741_824.0),
+    ("Ti", 1_099_511_627_776.0),
+    ("Pi", 1_125_899_906_842_624.0),
+    ("Ei", 1_152_921_504_606_846_976.0),
+    ("n", 1e-9),
+    ("u", 1e-6),
+    ("m", 1e-3),
+    ("k", 1e3),
+    ("M", 1e6),
+    ("G", 1e9),
+    ("T", 1e12),
+    ("P", 1e15),
+    ("E", 1e18),
+];
+
+/// A quantity's number, suffix and the suffix's scale (`256Gi` → 256, `Gi`, 2³⁰; `1e3` →
+/// 1000, none, 1); None for what is not a quantity (or a negative one).
+fn split_quantity(q: &str) -> Option<(f64, &str, f64)> {
     let q = q.trim();
-    let split = q
-        .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '+' | '-')))
-        .unwrap_or(q.len());
-    let (number, suffix) = q.split_at(split);
+    let (number, suffix, scale) = SUFFIXES
+        .iter()
+        .find_map(|(suffix, scale)| q.strip_suffix(suffix).map(|n| (n, *suffix, *scale)))
+        .unwrap_or((q, "", 1.0));
     let number: f64 = number.parse().ok()?;
-    (number.is_finite() && number >= 0.0).then_some((number, suffix))
+    (number.is_finite() && number >= 0.0).then_some((number, suffix, scale))
 }
 
 /// The value of a quantity (`64`, `250m`, `256Gi`, `1e3`) in its base unit; None for what is
 /// not one.
 pub fn quantity(q: &str) -> Option<f64> {
-    let (number, suffix) = split_quantity(q)?;
-    let scale = match suffix {
-        "" => 1.0,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024f64,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        e => 10f64.powi(e.strip_prefix(['e', 'E'])?.parse().ok()?),
-    };
-    Some(number * scale)
+    split_quantity(q).map(|(number, _, scale)| number * scale)
 }
 
 /// Quantity `q` times `factor`, in `q`'s own suffix (`1Gi` × 2 → `2Gi`, × 0.5 → `0.5Gi`);
 /// None for what is not a quantity.
 pub fn scaled(q: &str, factor: f64) -> Option<String> {
-    quantity(q)?;
-    let (number, suffix) = split_quantity(q)?;
+    let (number, suffix, _) = split_quantity(q)?;
     let n = number * factor;
     Some(match n.fract() == 0.0 {
         true => format!("{}{suffix}", n as u64),

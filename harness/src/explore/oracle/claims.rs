@@ -126,36 +126,11 @@ fn alike(a: &Value, b: &Value) -> bool {
     }
 }
 
-/// A Kubernetes quantity's value (`2Gi`, `500m`, `1e3`, `10`), when `v` is one.
+/// A Kubernetes quantity's value (`2Gi`, `500m`, `1e3`, `10`), when `v` is one
+/// ([`crate::explore::openapi::quantity`]).
 fn quantity(v: &Value) -> Option<f64> {
-    if let Some(n) = v.as_f64() {
-        return Some(n);
-    }
-    let s = v.as_str()?.trim();
-    let binary = |p: i32| 1024f64.powi(p);
-    let decimal = |p: i32| 1000f64.powi(p);
-    let suffixes = [
-        ("Ki", binary(1)),
-        ("Mi", binary(2)),
-        ("Gi", binary(3)),
-        ("Ti", binary(4)),
-        ("Pi", binary(5)),
-        ("Ei", binary(6)),
-        ("n", decimal(-3)),
-        ("u", decimal(-2)),
-        ("m", decimal(-1)),
-        ("k", decimal(1)),
-        ("M", decimal(2)),
-        ("G", decimal(3)),
-        ("T", decimal(4)),
-        ("P", decimal(5)),
-        ("E", decimal(6)),
-    ];
-    let (number, scale) = suffixes
-        .iter()
-        .find_map(|(suffix, scale)| s.strip_suffix(suffix).map(|n| (n, *scale)))
-        .unwrap_or((s, 1.0));
-    number.parse::<f64>().ok().map(|n| n * scale)
+    v.as_f64()
+        .or_else(|| crate::explore::openapi::quantity(v.as_str()?))
 }
 
 #[cfg(test)]

@@ -48,12 +48,7 @@ impl RealNode {
         errors.extend(remove_shared_chains(&self.run_dir));
         // The shared parent (with the kubelets' start lock) and link go with the host's last
         // real node.
-        let others = fs::read_dir(RUN_ROOT).map_or(0, |d| {
-            d.flatten()
-                .filter(|e| e.file_name() != KUBELET_TURN)
-                .count()
-        });
-        if others == 0 {
+        if other_nodes(&self.run_dir) == 0 {
             let _ = fs::remove_file(Path::new(RUN_ROOT).join(KUBELET_TURN));
         }
         let _ = fs::remove_dir(RUN_ROOT);
@@ -414,23 +409,28 @@ fn remove_iptables_rules(network: &str, cidr: &str) -> Vec<String> {
 }
 
 /// Removes portmap's shared chains ([`shared_chains_cleanup`]) when no real node but the one
-/// being removed is left on the host: the run directories under [`RUN_ROOT`] are the host's
-/// live real nodes (each made before its containerd starts, removed by its cleanup). Nodes
+/// being removed is left on the host ([`other_nodes`]). Nodes
 /// ending at once may each see the other's directory and leave the chains; the last to look
 /// removes them.
 fn remove_shared_chains(own: &Path) -> Vec<String> {
-    let others = fs::read_dir(RUN_ROOT).map_or(0, |d| {
-        d.flatten()
-            .filter(|e| e.file_name() != KUBELET_TURN && e.path() != own)
-            .count()
-    });
-    if others > 0 {
+    if other_nodes(own) > 0 {
         return vec![];
     }
     let Ok(save) = run_host("iptables-save", &["-t", "nat"]) else {
         return vec![];
     };
     run_iptables(shared_chains_cleanup(&save))
+}
+
+/// How many real nodes other than the one whose run directory is `own` are on the host: the
+/// run directories under [`RUN_ROOT`] (each made before its node's containerd starts, removed
+/// by its cleanup).
+fn other_nodes(own: &Path) -> usize {
+    fs::read_dir(RUN_ROOT).map_or(0, |d| {
+        d.flatten()
+            .filter(|e| e.file_name() != KUBELET_TURN && e.path() != own)
+            .count()
+    })
 }
 
 /// Runs each `iptables` command; a shared chain's rule or chain that another node's cleanup
