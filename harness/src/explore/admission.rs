@@ -36,6 +36,13 @@ pub(super) struct Ran {
     next: u64,
 }
 
+/// What a subject's admission trials admitted: each value admitted alone, and of them those
+/// a refusal named ([`named_words`]).
+pub(super) struct Admitted {
+    pub(super) values: Vec<(String, Value)>,
+    pub(super) named: Vec<(String, Value)>,
+}
+
 /// A subject's admission trials, numbered in the order they are made.
 struct Numbering<'s> {
     subject: &'s Subject,
@@ -198,7 +205,7 @@ impl Explorer<'_> {
         crd: &Value,
         doc: &openapi::Doc,
         deadline: Instant,
-    ) -> anyhow::Result<Vec<(String, Value)>> {
+    ) -> anyhow::Result<Admitted> {
         let ran = self.run_singles(s, crd, doc, deadline).await?;
         self.judge_singles(s, crd, doc, deadline, ran).await
     }
@@ -267,13 +274,13 @@ impl Explorer<'_> {
         doc: &openapi::Doc,
         deadline: Instant,
         ran: Ran,
-    ) -> anyhow::Result<Vec<(String, Value)>> {
+    ) -> anyhow::Result<Admitted> {
         self.book
             .summary
             .reach
             .offer(&s.name, &super::singles::offered(s, crd, doc));
         let Ran {
-            trials,
+            mut trials,
             mut results,
             next,
         } = ran;
@@ -294,14 +301,33 @@ impl Explorer<'_> {
         if compared {
             self.compare(s, &trials, &mut results).await;
         }
+        // The words the API named when it refused a string it was given: the valid ones of a
+        // field whose schema lists none, tried alone too (their trials judged as the others).
+        let named: Vec<Trial> = learned(&trials, &results)
+            .into_iter()
+            .map(|set| next(vec![Step::Create { set }]))
+            .collect();
+        let ran = self
+            .admit_all(&self.cell, s, &named, Some(deadline), false)
+            .await?;
+        let (named, mut named_results) = self.kept(s, named, ran, false)?;
+        if compared {
+            self.compare(s, &named, &mut named_results).await;
+        }
+        let from_refusals = trials.len();
+        trials.extend(named);
+        results.extend(named_results);
         for t in &trials {
             self.book.summary.reach.tried(t);
         }
-        let mut admitted = vec![];
-        for (t, out) in trials.iter().zip(&results) {
+        let (mut admitted, mut named) = (vec![], vec![]);
+        for (i, (t, out)) in trials.iter().zip(&results).enumerate() {
             let single = matches!(t.steps.as_slice(), [Step::Create { .. }]);
             if single && out.answers.last() == Some(&Answer::Admitted) {
                 admitted.extend(outermost(t.fields()));
+                if i >= from_refusals {
+                    named.extend(outermost(t.fields()));
+                }
             }
         }
         let seed = seed_refusal(&results);
@@ -376,7 +402,10 @@ impl Explorer<'_> {
             format!("admission {}", s.name),
             trials.len() + row_trials.len(),
         );
-        Ok(admitted)
+        Ok(Admitted {
+            values: admitted,
+            named,
+        })
     }
 
     /// With a baseline: runs `trials` there too, and adds to each outcome the O5 finding of
@@ -530,6 +559,103 @@ pub(super) fn refusal_words(message: &str) -> String {
     static NAMES: std::sync::LazyLock<regex::Regex> =
         std::sync::LazyLock::new(|| regex::Regex::new(r"\bt[0-9]+\b").expect("a valid regex"));
     NAMES.replace_all(message, "t#").into_owned()
+}
+
+/// The single creates that try, for each string field a single create of `trials` set and
+/// the API refused (its outcome in `results`), the words the refusal named as the field's
+/// valid ones ([`named_words`]) that no single of that field tried yet: what the API says a
+/// field takes, where its schema lists nothing.
+fn learned(trials: &[Trial], results: &[exec::Outcome]) -> Vec<trial::Fields> {
+    let mut tried: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
+    for t in trials {
+        if let [Step::Create { set }] = t.steps.as_slice() {
+            for (k, v) in set {
+                tried.entry(k).or_default().push(v);
+            }
+        }
+    }
+    let mut out: Vec<trial::Fields> = vec![];
+    for (t, o) in trials.iter().zip(results) {
+        let ([Step::Create { set }], Some(Answer::Refused(m))) =
+            (t.steps.as_slice(), o.answers.last())
+        else {
+            continue;
+        };
+        let [(k, Value::String(_))] = set.iter().collect::<Vec<_>>()[..] else {
+            continue;
+        };
+        let field = k.strip_prefix(subject::TARGET).unwrap_or(k);
+        for w in named_words(m, field) {
+            let v = Value::String(w);
+            let seen = tried.get(k.as_str()).is_some_and(|vs| vs.contains(&&v))
+                || out.iter().any(|f| f.get(k) == Some(&v));
+            if !seen {
+                out.push(trial::Fields::from([(k.clone(), v)]));
+            }
+        }
+    }
+    out
+}
+
+/// The words a refusal (`message`) names as the valid values of `field`: in the part of the
+/// message about the field (`<field>: ...`, up to the next field's), the list after the last
+/// phrase that introduces valid values ("supported values:", "must be one of", "must be",
+/// "one of", "should be"), when every item of it is one word (quoted or not) and it quotes one
+/// or has two: `must be 'A', B or 'C'`, `supported values: "A", "B"`. Prose (`must be
+/// greater than or equal to 0`, `must be a valid name`) names none.
+pub(super) fn named_words(message: &str, field: &str) -> Vec<String> {
+    static NEXT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(, |; |\]|\n)[a-z][A-Za-z0-9_.\[\]]*: |\]|\n").expect("a valid regex")
+    });
+    static WORD: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"^[A-Za-z][A-Za-z0-9._/-]{0,62}$").expect("a valid regex")
+    });
+    const PHRASES: [&str; 5] = [
+        "supported values:",
+        "must be one of",
+        "must be",
+        "one of",
+        "should be",
+    ];
+    let needle = format!("{field}: ");
+    let mut out: Vec<String> = vec![];
+    for (at, _) in message.match_indices(&needle) {
+        let before = message[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || matches!(c, '.' | '_')) {
+            continue;
+        }
+        let rest = &message[at + needle.len()..];
+        let part = &rest[..NEXT.find(rest).map_or(rest.len(), |m| m.start())];
+        let Some(list) = PHRASES
+            .iter()
+            .filter_map(|p| part.rfind(p).map(|i| &part[i + p.len()..]))
+            .min_by_key(|l| l.len())
+        else {
+            continue;
+        };
+        let items: Vec<&str> = list
+            .split(',')
+            .flat_map(|i| i.split(" or "))
+            .flat_map(|i| i.split(" and "))
+            .map(|i| i.trim().trim_end_matches('.'))
+            .filter(|i| !i.is_empty())
+            .collect();
+        let unquoted = |i: &str| i.trim_matches(['"', '\'', '`']).to_string();
+        let quoted = items.iter().any(|i| unquoted(i).len() + 2 == i.len());
+        let words: Vec<String> = items.iter().map(|i| unquoted(i)).collect();
+        if words.is_empty()
+            || !words.iter().all(|w| WORD.is_match(w))
+            || !(quoted || words.len() > 1)
+        {
+            continue;
+        }
+        for w in words {
+            if !out.contains(&w) {
+                out.push(w);
+            }
+        }
+    }
+    out
 }
 
 /// Whether a subject's admission trials stop after its seed object's, which ended as `out`:
@@ -770,6 +896,79 @@ mod tests {
         };
         assert_eq!(order(Some(vct)), [1, 4, 0, 2, 3, 5]);
         assert_eq!(order(None), [0, 1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn a_refusal_names_the_valid_words_of_a_field_and_prose_names_none() {
+        // A webhook's words, one of them unquoted, among another field's error.
+        let m = "admission webhook \"v.kb.io\" denied the request: [spec.updateStrategy.type: \
+                 Invalid value: \"x\": must be 'Re', InPlaceA or 'InPlaceB', \
+                 spec.minReadySeconds: Invalid value: -1: must be greater than or equal to 0]";
+        assert_eq!(
+            named_words(m, "spec.updateStrategy.type"),
+            ["Re", "InPlaceA", "InPlaceB"]
+        );
+        assert!(named_words(m, "spec.minReadySeconds").is_empty());
+        // The API's own "supported values", quoted.
+        let m = "Pod \"p\" is invalid: spec.restartPolicy: Unsupported value: \"x\": \
+                 supported values: \"Always\", \"OnFailure\", \"Never\"";
+        assert_eq!(
+            named_words(m, "spec.restartPolicy"),
+            ["Always", "OnFailure", "Never"]
+        );
+        // One unquoted word is prose; a field whose path only ends alike is another's.
+        assert!(named_words("a.b: Invalid value: \"x\": must be empty", "a.b").is_empty());
+        assert!(named_words("x.a.b: Invalid value: \"x\": must be 'A'", "a.b").is_empty());
+        assert_eq!(
+            named_words("a.b: Invalid value: \"x\": must be 'A'", "a.b"),
+            ["A"]
+        );
+    }
+
+    #[test]
+    fn the_words_a_refusal_names_are_tried_alone_once_each() {
+        let single = |index: u64, k: &str, v: &str| {
+            trial(
+                index,
+                vec![Step::Create {
+                    set: trial::Fields::from([(k.to_string(), serde_json::json!(v))]),
+                }],
+            )
+        };
+        let said = |a: Answer| exec::Outcome {
+            answers: vec![a],
+            ..Default::default()
+        };
+        let refused = "spec.t: Unsupported value: \"x\": supported values: \"A\", \"B\"";
+        let trials = [
+            single(1, "spec.t", "x"),
+            single(2, "spec.t", ""),
+            single(3, "spec.t", "A"),
+            single(4, "target:spec.u", "x"),
+        ];
+        let results = [
+            said(Answer::Refused(refused.into())),
+            said(Answer::Refused(refused.into())),
+            said(Answer::Admitted),
+            said(Answer::Refused(
+                "spec.u: Invalid value: \"x\": one of 'C', 'D'".into(),
+            )),
+        ];
+        let got: Vec<(String, Value)> = learned(&trials, &results)
+            .into_iter()
+            .flat_map(|f| f.into_iter())
+            .collect();
+        // "A" was tried already; "B" once though two refusals name it; a target's field by
+        // its path in the target.
+        let v = |k: &str, w: &str| (k.to_string(), serde_json::json!(w));
+        assert_eq!(
+            got,
+            [
+                v("spec.t", "B"),
+                v("target:spec.u", "C"),
+                v("target:spec.u", "D")
+            ]
+        );
     }
 
     #[test]

@@ -416,6 +416,7 @@ impl Jobs for Behaviour<'_, '_> {
                         if let Some(settle) = settled(&out) {
                             self.pacer.settled(&s.name, settle);
                         }
+                        self.book.log_trial(&t, carried, seconds, &out.findings)?;
                         let took = bound_run(&out, seconds, self.book.options.settle);
                         let new = self.book.sort(&s, &t, took, out.findings, &out.manager_log);
                         if !new.is_empty() && !carried {

@@ -3,11 +3,16 @@
 
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
+
 use super::oracle::Finding;
 use super::shrinking::{Pending, Shrunk, alike};
 use super::subject::Subject;
 use super::trial::Trial;
 use super::{Options, Reported, Summary, output, pace};
+
+/// The report directory's log of behaviour trials ([`Book::log_trial`]).
+pub const TRIALS_LOG: &str = "behaviour-trials.jsonl";
 
 /// What an exploration keeps as it goes: the summary it writes (counts, findings, pace), the
 /// findings seen and not written yet, its clock, and who hears progress.
@@ -38,6 +43,37 @@ fn stood_for(also: &mut Vec<String>, own: &str, key: &str) {
 impl Book<'_> {
     pub(super) fn left(&self) -> Duration {
         self.options.budget.saturating_sub(self.started.elapsed())
+    }
+
+    /// Appends behaviour trial `t` (`carried` from another subject or not), which ran for
+    /// `seconds` and fired `findings`, to the run's log of behaviour trials
+    /// ([`TRIALS_LOG`] in the report directory): a JSON line each, its steps as `trial.yaml`
+    /// has them and its findings' keys, so that what a run tried can be read back, not only
+    /// counted.
+    pub(super) fn log_trial(
+        &self,
+        t: &Trial,
+        carried: bool,
+        seconds: f64,
+        findings: &[Finding],
+    ) -> anyhow::Result<()> {
+        use std::io::Write;
+        let line = serde_json::json!({
+            "subject": t.subject,
+            "index": t.index,
+            "carried": carried,
+            "seconds": (seconds * 10.0).round() / 10.0,
+            "steps": t.steps,
+            "findings": findings.iter().map(|f| format!("{} {}", f.oracle.short(), f.key)).collect::<Vec<_>>(),
+        });
+        let path = self.options.dir.join(TRIALS_LOG);
+        std::fs::create_dir_all(&self.options.dir)?;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("append to {}", path.display()))?;
+        writeln!(f, "{line}").with_context(|| format!("append to {}", path.display()))
     }
 
     pub(super) fn count(&mut self, what: String, n: usize) {

@@ -289,8 +289,8 @@ pub async fn explore(
             weights[i],
             weights[i..].iter().sum(),
         );
-        let admitted = x.admission(s, crd, &doc, deadline).await?;
-        materials.push((s.clone(), admitted));
+        let a = x.admission(s, crd, &doc, deadline).await?;
+        materials.push((s.with_named(&a.named), a.values));
         if x.book.left().is_zero() {
             break;
         }
@@ -336,8 +336,8 @@ pub async fn explore(
                 continue;
             };
             say(format!("{}: admission trials (its seed object)", s.name));
-            let admitted = x.judge_singles(s, crd, &doc, share_end, ran?).await?;
-            materials.push(((*s).clone(), admitted));
+            let a = x.judge_singles(s, crd, &doc, share_end, ran?).await?;
+            materials.push((s.with_named(&a.named), a.values));
             if x.book.left().is_zero() {
                 break;
             }

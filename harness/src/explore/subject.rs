@@ -413,6 +413,72 @@ impl Subject {
         (!get(&self.seed.make("x"), &at).is_null()).then_some(at)
     }
 
+    /// The subject with seed variants for the words the API named when it refused a value
+    /// of one of its settings and then admitted (`named`, field and word): the schema's words
+    /// of a setting (an enum's, the twin's, those a description quotes) are not always those
+    /// the API takes, and a setting whose schema gives none is no variant's. A setting some
+    /// variant sets gets each word no variant gives it in a copy of each variant that sets it;
+    /// one no variant sets (a field outside the templates and lists, [`Subject::setting`])
+    /// gets its words spread over the variants that set nothing of it, in turn, and a variant
+    /// of its own for each word left over.
+    pub fn with_named(&self, named: &[(String, Value)]) -> Subject {
+        let mut s = self.clone();
+        let mut words: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
+        for (k, w) in named {
+            let ws = words.entry(k).or_default();
+            if w.is_string() && !ws.contains(&w) {
+                ws.push(w);
+            }
+        }
+        for (k, ws) in words {
+            let given: Vec<Value> = s
+                .variants
+                .iter()
+                .filter_map(|f| f.get(k).cloned())
+                .collect();
+            if !given.is_empty() {
+                let mut more = vec![];
+                for w in ws.into_iter().filter(|w| !given.contains(w)) {
+                    for f in s.variants.iter().filter(|f| f.contains_key(k)) {
+                        let mut row = f.clone();
+                        row.insert(k.to_string(), w.clone());
+                        more.push(row);
+                    }
+                }
+                s.variants.extend(more);
+            } else if self.setting(k) && !ws.is_empty() {
+                let mut next = 0;
+                for f in s.variants.iter_mut() {
+                    if f.keys().all(|f| !meets(f, k)) {
+                        f.insert(k.to_string(), ws[next % ws.len()].clone());
+                        next += 1;
+                    }
+                }
+                for w in ws.iter().skip(next) {
+                    s.variants
+                        .push(Fields::from([(k.to_string(), (*w).clone())]));
+                }
+            }
+        }
+        s
+    }
+
+    /// Whether field `k` is one of the settings seed variants set: of its spec, outside its
+    /// pod template (its target's, for a [`TARGET`] field), lists and replicas.
+    pub fn setting(&self, k: &str) -> bool {
+        let (path, template) = match k.strip_prefix(TARGET) {
+            Some(rest) => match &self.target {
+                Some(t) => (rest, t.template.as_str()),
+                None => return false,
+            },
+            None => (k, self.template.as_str()),
+        };
+        path.starts_with("spec.")
+            && !path.contains('[')
+            && path != "spec.replicas"
+            && (template.is_empty() || !meets(template, path))
+    }
+
     /// `creates` (the field sets behaviour trials create objects with, in their order) with
     /// its [`Subject::variants`] drawn in: every other create also sets one, the variants in
     /// an order drawn from `seed`, so that behaviour trials start from seeds of each replica
@@ -582,6 +648,65 @@ mod tests {
             assert_eq!(p.twin_path(&documented), None);
             assert_eq!(p.twin_fields(&Fields::from([(documented, json!(1))])), None);
         }
+    }
+
+    #[test]
+    fn words_a_refusal_named_come_into_the_seed_variants_of_their_setting() {
+        let (crds, doc) = derive::tests::cell();
+        let all = derive::served(&crds, &doc);
+        let mut cs = all.iter().find(|s| s.name == "CloneSet").unwrap().clone();
+        let f = |pairs: &[(&str, Value)]| -> Fields {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect()
+        };
+        cs.variants = vec![
+            f(&[("spec.a", json!("A")), ("spec.n", json!(1))]),
+            f(&[("spec.a", json!("Z")), ("spec.m", json!(1))]),
+            f(&[("spec.n", json!(1))]),
+            f(&[("spec.m", json!(1))]),
+        ];
+        let named = |k: &str, w: &str| (k.to_string(), json!(w));
+        // A setting variants set: the new word in a copy of each variant that sets it.
+        let got = cs.with_named(&[named("spec.a", "A"), named("spec.a", "B")]);
+        assert_eq!(got.variants[..4], cs.variants[..]);
+        assert_eq!(
+            got.variants[4..],
+            [
+                f(&[("spec.a", json!("B")), ("spec.n", json!(1))]),
+                f(&[("spec.a", json!("B")), ("spec.m", json!(1))]),
+            ]
+        );
+        // One no variant sets: spread over those free of it, in turn, the rest alone.
+        let got = cs.with_named(&[named("spec.s.t", "P"), named("spec.s.t", "Q")]);
+        let t: Vec<Option<&Value>> = got.variants.iter().map(|v| v.get("spec.s.t")).collect();
+        assert_eq!(
+            t,
+            [
+                Some(&json!("P")),
+                Some(&json!("Q")),
+                Some(&json!("P")),
+                Some(&json!("Q"))
+            ]
+        );
+        let got = cs.with_named(&[1, 2, 3, 4, 5].map(|i| named("spec.s.t", &format!("W{i}"))));
+        assert_eq!(got.variants.len(), 5);
+        assert_eq!(got.variants[4], f(&[("spec.s.t", json!("W5"))]));
+        // A field of the pod template, of a list, or a number: no variant.
+        for k in [
+            "spec.template.spec.dnsPolicy",
+            "spec.l[0].t",
+            "spec.replicas",
+        ] {
+            assert!(!cs.setting(k), "{k}");
+            assert_eq!(cs.with_named(&[named(k, "P")]).variants, cs.variants);
+        }
+        assert_eq!(
+            cs.with_named(&[("spec.s.t".to_string(), json!(3))])
+                .variants,
+            cs.variants
+        );
     }
 
     #[test]
