@@ -46,6 +46,7 @@ pub mod pace;
 pub mod path;
 mod pool;
 pub mod reach;
+mod refusals;
 pub mod schema;
 mod shrinking;
 mod singles;
