@@ -571,21 +571,11 @@ fn ran_alone(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::explore::refusals::tests::trial;
 
     /// A field set of `k` alone.
     fn set(k: &str) -> trial::Fields {
         trial::Fields::from([(k.to_string(), serde_json::json!(1))])
-    }
-
-    /// Admission trial `index` of subject `S`, of `steps`.
-    fn trial(index: u64, steps: Vec<Step>) -> Trial {
-        Trial {
-            subject: "S".into(),
-            mode: Mode::Admission,
-            seed: 1,
-            index,
-            steps,
-        }
     }
 
     #[test]

@@ -198,12 +198,12 @@ pub(super) fn owed_to_seed(t: &Trial, out: &exec::Outcome, seed: Option<&str>) -
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::explore::trial::Mode;
 
     /// Admission trial `index` of subject `S`, of `steps`.
-    fn trial(index: u64, steps: Vec<Step>) -> Trial {
+    pub(in crate::explore) fn trial(index: u64, steps: Vec<Step>) -> Trial {
         Trial {
             subject: "S".into(),
             mode: Mode::Admission,
