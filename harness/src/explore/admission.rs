@@ -298,25 +298,16 @@ impl Explorer<'_> {
         if compared {
             self.compare(s, &trials, &mut results).await;
         }
-        let from_refusals = trials.len();
         let (named, named_results) = self
             .try_named(s, &trials, &results, compared, &mut next)
             .await?;
+        let named_admitted = admitted_alone(&named, &named_results);
         trials.extend(named);
         results.extend(named_results);
         for t in &trials {
             self.book.summary.reach.tried(t);
         }
-        let (mut admitted, mut named) = (vec![], vec![]);
-        for (i, (t, out)) in trials.iter().zip(&results).enumerate() {
-            let single = matches!(t.steps.as_slice(), [Step::Create { .. }]);
-            if single && out.answers.last() == Some(&Answer::Admitted) {
-                admitted.extend(outermost(t.fields()));
-                if i >= from_refusals {
-                    named.extend(outermost(t.fields()));
-                }
-            }
-        }
+        let admitted = admitted_alone(&trials, &results);
         let seed = seed_refusal(&results);
         let mut owed = 0;
         for (t, out) in trials.iter().zip(results) {
@@ -391,7 +382,7 @@ impl Explorer<'_> {
         );
         Ok(Admitted {
             values: admitted,
-            named,
+            named: named_admitted,
         })
     }
 
@@ -529,6 +520,19 @@ impl Explorer<'_> {
         }
         Ok((trials, outcomes))
     }
+}
+
+/// The values the single creates among `trials` set that the API admitted (their outcomes in
+/// `results`), the outermost of each.
+fn admitted_alone(trials: &[Trial], results: &[exec::Outcome]) -> Vec<(String, Value)> {
+    let mut out = vec![];
+    for (t, o) in trials.iter().zip(results) {
+        let single = matches!(t.steps.as_slice(), [Step::Create { .. }]);
+        if single && o.answers.last() == Some(&Answer::Admitted) {
+            out.extend(outermost(t.fields()));
+        }
+    }
+    out
 }
 
 /// The trials kept, their outcomes, and how many were left out with the first one's error.

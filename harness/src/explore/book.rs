@@ -23,6 +23,8 @@ pub(super) struct Book<'a> {
     /// Findings seen and not written yet (waiting to be shrunk, or being shrunk).
     pub(super) held: Vec<Held>,
     pub(super) say: &'a (dyn Fn(String) + Sync),
+    /// The log of behaviour trials ([`TRIALS_LOG`]), opened at the first.
+    pub(super) trials_log: Option<std::fs::File>,
 }
 
 /// A finding seen and not written yet: the times other trials fired it again, and the other
@@ -51,7 +53,7 @@ impl Book<'_> {
     /// has them and its findings' keys, so that what a run tried can be read back, not only
     /// counted.
     pub(super) fn log_trial(
-        &self,
+        &mut self,
         t: &Trial,
         carried: bool,
         seconds: f64,
@@ -67,12 +69,18 @@ impl Book<'_> {
             "findings": findings.iter().map(|f| format!("{} {}", f.oracle.short(), f.key)).collect::<Vec<_>>(),
         });
         let path = self.options.dir.join(TRIALS_LOG);
-        std::fs::create_dir_all(&self.options.dir)?;
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .with_context(|| format!("append to {}", path.display()))?;
+        let f = match &mut self.trials_log {
+            Some(f) => f,
+            None => {
+                std::fs::create_dir_all(&self.options.dir)?;
+                let f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    .with_context(|| format!("open {}", path.display()))?;
+                self.trials_log.insert(f)
+            }
+        };
         writeln!(f, "{line}").with_context(|| format!("append to {}", path.display()))
     }
 
@@ -307,6 +315,7 @@ mod tests {
             summary: Summary::default(),
             held: vec![],
             say: &say,
+            trials_log: None,
         };
         let s = select(&["CloneSet".to_string()]).unwrap().remove(0);
         let trial = Trial {
@@ -366,6 +375,7 @@ mod tests {
             summary: Summary::default(),
             held: vec![],
             say: &quiet,
+            trials_log: None,
         };
         let fired = vec![finding("admits x on update of a"), finding("admits z")];
         let new = book.sort(&s, &trial, second, fired, "");

@@ -223,6 +223,7 @@ pub async fn explore(
             },
             held: vec![],
             say,
+            trials_log: None,
         },
     };
     let pace = &mut x.book.summary.pace;

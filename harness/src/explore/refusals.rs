@@ -36,9 +36,7 @@ pub(super) fn learned(trials: &[Trial], results: &[exec::Outcome]) -> Vec<trial:
     }
     let mut out: Vec<trial::Fields> = vec![];
     for (t, o) in trials.iter().zip(results) {
-        let ([Step::Create { set }], Some(Answer::Refused(m))) =
-            (t.steps.as_slice(), o.answers.last())
-        else {
+        let ([Step::Create { set }], Some(m)) = (t.steps.as_slice(), first_refusal(o)) else {
             continue;
         };
         let [(k, Value::String(_))] = set.iter().collect::<Vec<_>>()[..] else {
@@ -65,7 +63,7 @@ pub(super) fn learned(trials: &[Trial], results: &[exec::Outcome]) -> Vec<trial:
 /// greater than or equal to 0`, `must be a valid name`) names none.
 pub(super) fn named_words(message: &str, field: &str) -> Vec<String> {
     static NEXT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"(, |; |\]|\n)[a-z][A-Za-z0-9_.\[\]]*: |\]|\n").expect("a valid regex")
+        regex::Regex::new(r"(, |; )[a-z][A-Za-z0-9_.\[\]]*: |\]|\n").expect("a valid regex")
     });
     static WORD: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
         regex::Regex::new(r"^[A-Za-z][A-Za-z0-9._/-]{0,62}$").expect("a valid regex")
@@ -120,7 +118,7 @@ pub(super) fn named_words(message: &str, field: &str) -> Vec<String> {
 
 /// A refusal's words with the names the exploration gave its objects (`t<index>`, alone or
 /// within a longer name) made alike: two trials refused for the same reason read the same.
-pub(super) fn refusal_words(message: &str) -> String {
+fn refusal_words(message: &str) -> String {
     static NAMES: std::sync::LazyLock<regex::Regex> =
         std::sync::LazyLock::new(|| regex::Regex::new(r"\bt[0-9]+\b").expect("a valid regex"));
     NAMES.replace_all(message, "t#").into_owned()
@@ -137,7 +135,7 @@ pub(super) fn stops_after(out: &anyhow::Result<exec::Outcome>) -> bool {
 }
 
 /// What the first answer of `out` was refused with, if it was refused.
-pub(super) fn first_refusal(out: &exec::Outcome) -> Option<&str> {
+fn first_refusal(out: &exec::Outcome) -> Option<&str> {
     match out.answers.first()? {
         Answer::Refused(m) => Some(m),
         _ => None,
