@@ -142,6 +142,27 @@ pub(super) fn takes_turns(s: &Subject, admitted: &[(String, Value)], reach: &Rea
     !refused || admitted.iter().any(|(_, v)| !v.is_null())
 }
 
+/// How often a trial that met the controller's webhook down ([`exec::met_webhook_down`]) is
+/// put back for its subject's next turn, at most; then it did not run.
+pub(super) const PUT_BACK_MOST: usize = 2;
+
+/// A trial waiting for its subject's turn ([`Turns`]): carried to it ([`trial::carried`]),
+/// with the findings it was carried for, as the subject's; or put back after it met the
+/// controller's webhook down, with none (it waits whatever the subject holds), `carried`
+/// as it was.
+pub(super) struct Waiting {
+    pub(super) trial: Trial,
+    pub(super) findings: Vec<Finding>,
+    pub(super) carried: bool,
+}
+
+/// Whether a trial waiting as `w` still waits once its subject holds what `holds` says: a
+/// carried one while the subject does not hold every finding it was carried for yet, one
+/// put back always.
+fn still_waits(w: &Waiting, holds: impl Fn(&Finding) -> bool) -> bool {
+    w.findings.is_empty() || !w.findings.iter().all(holds)
+}
+
 /// A behaviour job of [`pool`]: a trial of a subject, or the shrinking of a finding.
 pub(super) enum Job {
     /// A trial, and whether it was carried to its subject ([`trial::carried`]).
@@ -182,9 +203,11 @@ pub(super) struct Behaviour<'b, 'a> {
     pub(super) pacer: pace::Pacer,
     /// Whose behaviour trial is next.
     pub(super) turns: Turns,
-    /// Trials carried to each prepared subject and waiting for its turn ([`trial::carried`]).
-    /// Each with the findings it was carried for, as the subject's.
-    pub(super) carried: Vec<std::collections::VecDeque<(Trial, Vec<Finding>)>>,
+    /// Trials waiting for each prepared subject's turn: carried to it ([`trial::carried`]),
+    /// or put back after they met the controller's webhook down.
+    pub(super) carried: Vec<std::collections::VecDeque<Waiting>>,
+    /// The trials put back so far, once for each time.
+    pub(super) put_back: Vec<Trial>,
     /// The fields each prepared subject offers a carried trial ([`offers`]).
     pub(super) offers: Vec<BTreeSet<String>>,
     /// When the behaviour trials started.
@@ -264,7 +287,11 @@ impl Behaviour<'_, '_> {
             let perturbations = self.perturbations_of(s);
             let offers = &self.offers[i];
             if let Some(c) = trial::carried(t, &s.name, offers, &s.ops(), &perturbations) {
-                self.carried[i].push_back((c, findings));
+                self.carried[i].push_back(Waiting {
+                    trial: c,
+                    findings,
+                    carried: true,
+                });
                 to.push(s.name.as_str());
             }
         }
@@ -278,6 +305,37 @@ impl Behaviour<'_, '_> {
                 to.join(", ")
             ));
         }
+    }
+
+    /// Puts trial `ran` back for its subject's next turn when it met the controller's
+    /// webhook down ([`exec::met_webhook_down`]), at most [`PUT_BACK_MOST`] times: whether it
+    /// did. Nothing it saw is judged or counted: the controller had exited, and the exit is
+    /// the finding of the trial it is charged to ([`exec`]'s O6); a trial that ran beside that
+    /// one tried nothing. Its subject's next turn comes once every other subject has had
+    /// about one, by when the objects that crashed the controller are gone, their trial over.
+    fn put_back(&mut self, ran: &Ran) -> bool {
+        let Some(webhook) = exec::met_webhook_down(&ran.out) else {
+            return false;
+        };
+        let times = self.put_back.iter().filter(|t| **t == ran.t).count();
+        let at = self.prepared.iter().position(|p| p.0.name == ran.s.name);
+        let Some(at) = at.filter(|_| times < PUT_BACK_MOST) else {
+            return false;
+        };
+        self.put_back.push(ran.t.clone());
+        self.carried[at].push_back(Waiting {
+            trial: ran.t.clone(),
+            findings: vec![],
+            carried: ran.carried,
+        });
+        (self.book.say)(format!(
+            "[{:>5.0}s] {}: trial {} met the controller's webhook {webhook} down (the \
+             apiserver could not reach it); put back for its subject's next turn",
+            self.book.started.elapsed().as_secs_f64(),
+            ran.s.name,
+            ran.t.index,
+        ));
+        true
     }
 
     /// Decides the width again, when a decision is due, the pool `full` or not: from the
@@ -338,8 +396,8 @@ impl Jobs for Behaviour<'_, '_> {
         let (book, carried) = (&*self.book, &mut self.carried);
         let take = |at: usize| {
             let q = &mut carried[at];
-            q.retain(|(_, fs)| !fs.iter().all(|f| book.holds(f)));
-            q.pop_front().map(|(t, _)| t)
+            q.retain(|w| still_waits(w, |f| book.holds(f)));
+            q.pop_front()
         };
         let job = match self.turns.next_or_carried(take) {
             None => return Ok(None),
@@ -347,7 +405,9 @@ impl Jobs for Behaviour<'_, '_> {
                 let (s, t) = self.trial(at, number);
                 (s, t, false)
             }
-            Some(Turn::Carried { at, trial }) => (self.prepared[at].0.clone(), trial, true),
+            Some(Turn::Carried { at, trial: w }) => {
+                (self.prepared[at].0.clone(), w.trial, w.carried)
+            }
         };
         self.book.summary.pace.widths.start(self.pacer.width());
         Ok(Some(Job::Trial(Box::new(job))))
@@ -395,6 +455,7 @@ impl Jobs for Behaviour<'_, '_> {
 
     async fn done(&mut self, done: Done, full: bool) -> anyhow::Result<()> {
         match done {
+            Done::Trial(ran) if self.put_back(&ran) => self.pace(full).await,
             Done::Trial(ran) => {
                 let Ran {
                     s,
@@ -495,6 +556,37 @@ mod tests {
     use crate::explore::select;
     use crate::explore::trial::Step;
     use serde_json::json;
+
+    #[test]
+    fn a_trial_put_back_waits_whatever_its_subject_holds_a_carried_one_until_it_holds_all() {
+        let t = Trial {
+            subject: "s".into(),
+            mode: trial::Mode::Behaviour,
+            seed: 1,
+            index: 3,
+            steps: vec![],
+        };
+        let f = |key: &str| Finding {
+            oracle: super::super::oracle::Oracle::Convergence,
+            subject: "s".into(),
+            key: key.into(),
+            observed: String::new(),
+            expected: String::new(),
+        };
+        let back = Waiting {
+            trial: t.clone(),
+            findings: vec![],
+            carried: false,
+        };
+        assert!(still_waits(&back, |_| true));
+        let carried = Waiting {
+            trial: t,
+            findings: vec![f("a"), f("b")],
+            carried: true,
+        };
+        assert!(still_waits(&carried, |x| x.key == "a"));
+        assert!(!still_waits(&carried, |_| true));
+    }
 
     #[test]
     fn a_trial_that_ended_its_settle_early_is_planned_for_at_the_bound() {

@@ -203,6 +203,32 @@ fn answer(r: Result<DynamicObject, kube::Error>) -> Answer {
     }
 }
 
+/// The webhook a trial met down, if it met one, in the words of `result`: a request the
+/// apiserver could not put to the controller's webhook at all (its server refused the
+/// connection, its Service had no endpoint), so that a step failed or was refused, or a
+/// finding reports it. The controller was not there to answer (it had exited: a panic in
+/// another trial beside this one, whose finding that is), and the trial tried nothing.
+pub(super) fn met_webhook_down(result: &anyhow::Result<Outcome>) -> Option<String> {
+    let down = |t: &str| -> Option<String> {
+        let (_, rest) = t.split_once("failed calling webhook \"")?;
+        let unreachable =
+            t.contains("connect: connection refused") || t.contains("no endpoints available");
+        unreachable.then(|| rest.split('"').next().unwrap_or_default().to_string())
+    };
+    match result {
+        Err(e) => down(&format!("{e:#}")),
+        Ok(out) => out
+            .answers
+            .iter()
+            .filter_map(|a| match a {
+                Answer::Refused(m) => Some(m.as_str()),
+                _ => None,
+            })
+            .chain(out.findings.iter().map(|f| f.observed.as_str()))
+            .find_map(down),
+    }
+}
+
 /// The resource of `kind` and whether it is cluster-scoped. It is discovered once per API
 /// version and kind (a kind's plural and scope are the same on every cell), not on every poll
 /// of a trial.
@@ -634,6 +660,56 @@ mod tests {
         // The twin waits as the subject does, but never on what the subject's kind reported.
         assert_eq!(Settling::EndKnown.full(), Settling::Bound);
         assert_eq!(past.full(), past);
+    }
+
+    #[test]
+    fn a_trial_met_the_webhook_down_when_the_apiserver_could_not_reach_it() {
+        let refused = |port: &str| {
+            format!(
+                "Internal error occurred: failed calling webhook \"mcloneset.kb.io\": failed to \
+                 call webhook: Post \"https://127.0.0.1:{port}/mutate\": dial tcp \
+                 127.0.0.1:{port}: connect: connection refused"
+            )
+        };
+        let step = Err(anyhow::anyhow!("{}", refused("1")).context("make the target CloneSet x"));
+        assert_eq!(met_webhook_down(&step).as_deref(), Some("mcloneset.kb.io"));
+        let answered = |a: Answer| {
+            Ok(Outcome {
+                answers: vec![Answer::Admitted, a],
+                ..Default::default()
+            })
+        };
+        let down = answered(Answer::Refused(refused("2")));
+        assert_eq!(met_webhook_down(&down).as_deref(), Some("mcloneset.kb.io"));
+        let endpoints = "failed calling webhook \"vpod.kb.io\": failed to call webhook: Post \
+             \"https://kruise-webhook-service.kruise-system.svc:443/validate\": no endpoints \
+             available for service \"kruise-webhook-service\"";
+        let reported = Ok(Outcome {
+            findings: vec![Finding {
+                oracle: oracle::Oracle::Realizable,
+                subject: "s".into(),
+                key: "k".into(),
+                observed: format!("FailedCreate: {endpoints}"),
+                expected: String::new(),
+            }],
+            ..Default::default()
+        });
+        assert_eq!(met_webhook_down(&reported).as_deref(), Some("vpod.kb.io"));
+        // The webhook answered: a refusal in its words, or a webhook that took too long (the
+        // controller's doing, judged), or an error that is no webhook's.
+        let denied = "admission webhook \"vcloneset.kb.io\" denied the request: spec.x: Invalid";
+        assert_eq!(
+            met_webhook_down(&answered(Answer::Refused(denied.into()))),
+            None
+        );
+        let slow = "failed calling webhook \"m.kb.io\": context deadline exceeded";
+        assert_eq!(
+            met_webhook_down(&answered(Answer::Refused(slow.into()))),
+            None
+        );
+        let other = Err(anyhow::anyhow!("connect: connection refused"));
+        assert_eq!(met_webhook_down(&other), None);
+        assert_eq!(met_webhook_down(&answered(Answer::Admitted)), None);
     }
 
     #[test]
