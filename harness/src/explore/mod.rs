@@ -69,6 +69,7 @@ use self::bring_up::{start_cell, start_cells, with_gates_of};
 use self::exec::Cell;
 use self::oracle::{Finding, Oracle};
 use self::pool::pool;
+use self::refusals::Named;
 use self::shrinking::{Cells, Pending, Plan, SIDE_BY_SIDE, Shrunk, fires, run_compared, shrink};
 use self::subject::Subject;
 use self::trial::{Mode, Perturbation};
@@ -234,6 +235,8 @@ pub async fn explore(
     pace.share = Some(options.share);
     let admitting = Instant::now();
     let mut materials = vec![];
+    // The words refusals named for each subject's fields, by subject ([`Subject::with_named`]).
+    let mut named = Named::new();
     // Admission has its share of the budget when behaviour trials follow, else all of it.
     let share = match options.modes.contains(&Mode::Behaviour) {
         true => ADMISSION_SHARE,
@@ -292,7 +295,7 @@ pub async fn explore(
             weights[i..].iter().sum(),
         );
         let a = x.admission(s, crd, &doc, deadline).await?;
-        materials.push((s.with_named(&a.named), a.values));
+        materials.push((named.apply(s, a.named), a.values));
         if x.book.left().is_zero() {
             break;
         }
@@ -339,7 +342,7 @@ pub async fn explore(
             };
             say(format!("{}: admission trials (its seed object)", s.name));
             let a = x.judge_singles(s, crd, &doc, share_end, ran?).await?;
-            materials.push((s.with_named(&a.named), a.values));
+            materials.push((named.apply(s, a.named), a.values));
             if x.book.left().is_zero() {
                 break;
             }

@@ -21,6 +21,40 @@ pub(super) struct Admitted {
     pub(super) named: Vec<(String, Value)>,
 }
 
+/// The words refusals named for each subject's fields and then admitted, by subject name, as
+/// the admission phase goes: a policy comes after the workloads it targets, and its target's
+/// words are its own as [`subject::TARGET`] fields (the target is made by the same API).
+#[derive(Debug, Default)]
+pub(super) struct Named(BTreeMap<String, Vec<(String, Value)>>);
+
+impl Named {
+    pub(super) fn new() -> Self {
+        Self::default()
+    }
+
+    /// `s` with seed variants for `named` (the words its own admission trials were named and
+    /// admitted) and for those named earlier for its target's subject
+    /// ([`subject::Subject::with_named`]); `named` is kept for the subjects after it.
+    pub(super) fn apply(
+        &mut self,
+        s: &subject::Subject,
+        named: Vec<(String, Value)>,
+    ) -> subject::Subject {
+        let mut all = named.clone();
+        if let Some(t) = &s.target
+            && let Some(words) = self.0.get(&t.name)
+        {
+            all.extend(
+                words
+                    .iter()
+                    .map(|(k, w)| (format!("{}{k}", subject::TARGET), w.clone())),
+            );
+        }
+        self.0.insert(s.name.clone(), named);
+        s.with_named(&all)
+    }
+}
+
 /// The single creates that try, for each string field a single create of `trials` set and
 /// the API refused (its outcome in `results`), the words the refusal named as the field's
 /// valid ones ([`named_words`]) that no single of that field tried yet: what the API says a
@@ -248,6 +282,39 @@ pub(super) mod tests {
                 v("target:spec.u", "D")
             ]
         );
+    }
+
+    #[test]
+    fn a_policy_gets_the_words_named_for_its_targets_subject_as_target_fields() {
+        let (crds, doc) = crate::explore::subject::derive::tests::cell();
+        let all = crate::explore::subject::derive::served(&crds, &doc);
+        let by = |n: &str| all.iter().find(|s| s.name == n).unwrap().clone();
+        let mut cs = by("CloneSet");
+        cs.variants = vec![Default::default()];
+        let mut p = all
+            .iter()
+            .find(|s| s.target.as_ref().is_some_and(|t| t.name == "CloneSet"))
+            .expect("a policy over the CloneSet")
+            .clone();
+        p.variants = vec![Default::default()];
+        let word = |k: &str| (k.to_string(), serde_json::json!("W"));
+        let mut named = Named::new();
+        let got = named.apply(&cs, vec![word("spec.s.t")]);
+        assert_eq!(
+            got.variants[0].get("spec.s.t"),
+            Some(&serde_json::json!("W"))
+        );
+        // The policy after it: the target's word as a target field, beside its own.
+        let got = named.apply(&p, vec![word("spec.own")]);
+        let target = format!("{}spec.s.t", subject::TARGET);
+        assert_eq!(got.variants[0].get(&target), Some(&serde_json::json!("W")));
+        assert_eq!(
+            got.variants[0].get("spec.own"),
+            Some(&serde_json::json!("W"))
+        );
+        // Before its target's subject was admitted: its own words only.
+        let got = Named::new().apply(&p, vec![]);
+        assert_eq!(got.variants, p.variants);
     }
 
     #[test]
