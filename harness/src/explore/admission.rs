@@ -499,7 +499,34 @@ impl Explorer<'_> {
             .collect()
             .await;
         cell.drop_namespace(&ns, s).await;
-        Ok(results.into_iter().map_while(|r| r).collect())
+        let mut results: Vec<_> = results.into_iter().map_while(|r| r).collect();
+        // A trial that met the controller's webhook down (an exit, another trial's finding,
+        // stopped the manager) tried nothing: it runs again once the manager is, in a
+        // namespace of its own; meeting it down again, it did not run.
+        let down: Vec<usize> = (0..results.len())
+            .filter(|&i| exec::met_webhook_down(&results[i]).is_some())
+            .collect();
+        if down.is_empty() {
+            return Ok(results);
+        }
+        cell.installation
+            .revive()
+            .await
+            .map_err(|e| anyhow::anyhow!("start the exited manager again: {e}"))?;
+        let ns = cell.namespace(s).await?;
+        for i in down {
+            let name = format!("t{}", trials[i].index);
+            let out = super::shrinking::unpanicked(cell.admit(s, &trials[i], &ns, &name)).await;
+            results[i] = match exec::met_webhook_down(&out) {
+                Some(w) => Err(anyhow::anyhow!(
+                    "it met the controller's webhook {w} down twice (the apiserver could not \
+                     reach it)"
+                )),
+                None => out,
+            };
+        }
+        cell.drop_namespace(&ns, s).await;
+        Ok(results)
     }
 
     /// [`ran_alone`], what it leaves out said.

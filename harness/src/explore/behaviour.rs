@@ -286,7 +286,8 @@ impl Behaviour<'_, '_> {
             }
             let perturbations = self.perturbations_of(s);
             let offers = &self.offers[i];
-            if let Some(c) = trial::carried(t, &s.name, offers, &s.ops(), &perturbations) {
+            let c = trial::carried(t, &s.name, offers, &s.ops(), &perturbations);
+            if let Some(c) = c.and_then(|c| exec::fitted(s, c)) {
                 self.carried[i].push_back(Waiting {
                     trial: c,
                     findings,

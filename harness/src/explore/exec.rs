@@ -314,6 +314,30 @@ fn created(s: &Subject, set: &Fields, ns: &str, name: &str) -> Option<(Fields, V
     Some((own, o))
 }
 
+/// Trial `t` (carried to `s` from another subject, [`super::trial::carried`]) with each
+/// create's fields that `s`'s seed object has no place for left out (a field through a list
+/// item its seed does not have: a claim template's, carried to a subject made without claim
+/// templates); none when a create that set fields keeps none.
+pub(super) fn fitted(s: &Subject, mut t: Trial) -> Option<Trial> {
+    for step in &mut t.steps {
+        if let Step::Create { set } = step {
+            let kept: Fields = set
+                .iter()
+                .filter(|(k, v)| {
+                    let one = Fields::from([((*k).clone(), (*v).clone())]);
+                    created(s, &one, "x", "x").is_some()
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if kept.is_empty() && !set.is_empty() {
+                return None;
+            }
+            *set = kept;
+        }
+    }
+    Some(t)
+}
+
 /// `fields` with the trial's namespace `ns` and object name `name` in place of their
 /// placeholders ([`resolve`]).
 fn resolved(fields: &Fields, ns: &str, name: &str) -> Fields {
@@ -660,6 +684,44 @@ mod tests {
         // The twin waits as the subject does, but never on what the subject's kind reported.
         assert_eq!(Settling::EndKnown.full(), Settling::Bound);
         assert_eq!(past.full(), past);
+    }
+
+    #[test]
+    fn a_carried_create_keeps_the_fields_its_new_subjects_seed_has_a_place_for() {
+        let (crds, doc) = crate::explore::subject::derive::tests::cell();
+        let all = crate::explore::subject::derive::served(&crds, &doc);
+        let subject = |n: &str| all.iter().find(|s| s.name == n).unwrap().clone();
+        let (plain, claims) = (subject("CloneSet"), subject("CloneSetWithClaims"));
+        let claim = (
+            "spec.volumeClaimTemplates[0].spec.volumeName".to_string(),
+            json!("x"),
+        );
+        let own = ("spec.minReadySeconds".to_string(), json!(1));
+        let trial = |set: Fields| Trial {
+            subject: "CloneSetWithClaims".into(),
+            mode: Mode::Behaviour,
+            seed: 1,
+            index: 0,
+            steps: vec![Step::Create { set }, Step::Settle],
+        };
+        let both = trial(Fields::from([claim.clone(), own.clone()]));
+        let create = |t: Option<Trial>| match t.map(|t| t.steps[0].clone()) {
+            Some(Step::Create { set }) => Some(set),
+            _ => None,
+        };
+        assert_eq!(
+            create(fitted(&plain, both.clone())),
+            Some(Fields::from([own.clone()]))
+        );
+        assert_eq!(
+            create(fitted(&claims, both)),
+            Some(Fields::from([claim.clone(), own]))
+        );
+        assert_eq!(fitted(&plain, trial(Fields::from([claim]))), None);
+        assert_eq!(
+            create(fitted(&plain, trial(Fields::new()))),
+            Some(Fields::new())
+        );
     }
 
     #[test]

@@ -492,6 +492,17 @@ impl Model {
         }
     }
 
+    /// Holds a finding whose workload could not be read afresh (a restarted apiserver, a
+    /// broken connection) for the next read, or, on the `last` read (the monitor stopping),
+    /// reports it as seen: unknown is not confirmed while another read may still tell.
+    pub fn unread(&mut self, key: (&'static str, String), suspect: Suspect, last: bool) {
+        if last {
+            self.report_at(key.0, key.1, suspect.at, suspect.what);
+        } else {
+            self.suspects.entry(key).or_insert(suspect);
+        }
+    }
+
     /// The violations found so far.
     pub fn violations(&self) -> &[Violation] {
         &self.violations
@@ -534,22 +545,21 @@ impl Model {
     }
 }
 
-/// Reads the workload of every held finding afresh and reports those it confirms.
-async fn confirm_suspects(model: &mut Model, client: &kube::Client, namespace: &str) {
+/// Reads the workload of every held finding afresh and reports those it confirms; one it could
+/// not read waits for the next read, but on the `last` ([`Model::unread`]).
+async fn confirm_suspects(model: &mut Model, client: &kube::Client, namespace: &str, last: bool) {
     for (key, suspect) in model.take_suspects() {
         let Some((_, ar)) = kinds().into_iter().find(|(k, _)| *k == suspect.kind) else {
             continue;
         };
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
-        let fresh = match api.get_opt(&suspect.name).await {
-            Ok(o) => o.and_then(|o| o.metadata.generation),
-            // Unknown: keep the finding, as seen.
+        match api.get_opt(&suspect.name).await {
+            Ok(o) => model.confirm(key, suspect, o.and_then(|o| o.metadata.generation)),
             Err(e) => {
                 tracing::debug!("monitor: read {} afresh: {e}", suspect.name);
-                suspect.generation
+                model.unread(key, suspect, last);
             }
-        };
-        model.confirm(key, suspect, fresh);
+        }
     }
 }
 
@@ -579,10 +589,10 @@ impl Monitor {
                     _ = tick.tick() => {}
                 }
                 model.evaluate(Instant::now(), &settings);
-                confirm_suspects(&mut model, &client2, &ns).await;
+                confirm_suspects(&mut model, &client2, &ns, false).await;
             }
             model.evaluate(Instant::now(), &settings);
-            confirm_suspects(&mut model, &client2, &ns).await;
+            confirm_suspects(&mut model, &client2, &ns, true).await;
             model
         });
         Self {

@@ -136,15 +136,25 @@ fn an_instant_finding_stands_only_if_its_workload_is_still_at_that_generation() 
     assert_eq!(held.len(), 1, "{held:?}");
     assert_eq!(held[0].0.0, rules::MAX_SURGE);
     assert!(m.violations().is_empty(), "held, not reported");
-    // Read afresh, the workload is at a newer generation: the finding goes.
+    // Not read (an apiserver just restarted): held for the next read, not reported.
     let (key, suspect) = held[0].clone();
+    m.unread(key.clone(), suspect.clone(), false);
+    assert!(m.violations().is_empty(), "unknown is not confirmed");
+    let again = m.take_suspects();
+    assert_eq!(again.len(), 1, "held for the next read: {again:?}");
+    // Read afresh, the workload is at a newer generation: the finding goes.
     m.confirm(key.clone(), suspect.clone(), Some(2));
     assert!(m.violations().is_empty());
     // At the same generation, it stands, with the instant it was seen.
     let at = suspect.at.clone();
+    let (key_seen, seen) = (key.clone(), suspect.clone());
     m.confirm(key, suspect, Some(1));
     assert_eq!(m.violations().len(), 1);
     assert_eq!(m.violations()[0].at, at);
+    // Not read on the monitor's last read: reported as seen (nothing later can tell).
+    let mut last = Model::default();
+    last.unread(key_seen, seen, true);
+    assert_eq!(last.violations().len(), 1);
     // Finished, it carries the counter it bounds: 2 live pods, then 3, against 2 + 0.
     let v = m.finish();
     let plot = v[0].plot.as_ref().expect("a rollout bound has a plot");
