@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use futures::StreamExt;
 use serde_json::Value;
 
@@ -512,7 +513,7 @@ impl Explorer<'_> {
         cell.installation
             .revive()
             .await
-            .map_err(|e| anyhow::anyhow!("start the exited manager again: {e}"))?;
+            .context("start the exited manager again")?;
         let ns = cell.namespace(s).await?;
         for i in down {
             let name = format!("t{}", trials[i].index);

@@ -78,7 +78,7 @@ pub(super) fn prepare(s: Subject, admitted: Vec<(String, Value)>, seed: u64) -> 
 /// The fields each of `prepared` offers a trial carried to it ([`trial::carried`]): what its
 /// schema offers ([`Reach::offered_fields`]), not only what its admission trials reached
 /// (those tried a part of the fields each, a different part on each subject), and what its
-/// behaviour trials set.
+/// behaviour trials set; each one its seed object has a place for ([`exec::has_place`]).
 pub(super) fn offers(prepared: &[Prepared], reach: &Reach) -> Vec<BTreeSet<String>> {
     prepared
         .iter()
@@ -86,6 +86,7 @@ pub(super) fn offers(prepared: &[Prepared], reach: &Reach) -> Vec<BTreeSet<Strin
             let mut offers = reach.offered_fields(&s.name);
             offers.extend(creates.iter().flat_map(|c| c.keys().cloned()));
             offers.extend(updates.iter().map(|(k, _)| k.clone()));
+            offers.retain(|k| exec::has_place(s, k));
             offers
         })
         .collect()
@@ -286,8 +287,7 @@ impl Behaviour<'_, '_> {
             }
             let perturbations = self.perturbations_of(s);
             let offers = &self.offers[i];
-            let c = trial::carried(t, &s.name, offers, &s.ops(), &perturbations);
-            if let Some(c) = c.and_then(|c| exec::fitted(s, c)) {
+            if let Some(c) = trial::carried(t, &s.name, offers, &s.ops(), &perturbations) {
                 self.carried[i].push_back(Waiting {
                     trial: c,
                     findings,

@@ -314,28 +314,18 @@ fn created(s: &Subject, set: &Fields, ns: &str, name: &str) -> Option<(Fields, V
     Some((own, o))
 }
 
-/// Trial `t` (carried to `s` from another subject, [`super::trial::carried`]) with each
-/// create's fields that `s`'s seed object has no place for left out (a field through a list
-/// item its seed does not have: a claim template's, carried to a subject made without claim
-/// templates); none when a create that set fields keeps none.
-pub(super) fn fitted(s: &Subject, mut t: Trial) -> Option<Trial> {
-    for step in &mut t.steps {
-        if let Step::Create { set } = step {
-            let kept: Fields = set
-                .iter()
-                .filter(|(k, v)| {
-                    let one = Fields::from([((*k).clone(), (*v).clone())]);
-                    created(s, &one, "x", "x").is_some()
-                })
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            if kept.is_empty() && !set.is_empty() {
-                return None;
-            }
-            *set = kept;
-        }
-    }
-    Some(t)
+/// Whether `s`'s seed object has a place for field `k` set alone (to any value but null, which
+/// removes and so always has one): not a field through a list
+/// item the seed does not have (a claim template's, on a subject made without claim
+/// templates). What a trial carried to `s` may set ([`super::behaviour::offers`]).
+pub(super) fn has_place(s: &Subject, k: &str) -> bool {
+    created(
+        s,
+        &Fields::from([(k.to_string(), Value::Bool(true))]),
+        "x",
+        "x",
+    )
+    .is_some()
 }
 
 /// `fields` with the trial's namespace `ns` and object name `name` in place of their
@@ -688,6 +678,7 @@ mod tests {
 
     #[test]
     fn a_carried_create_keeps_the_fields_its_new_subjects_seed_has_a_place_for() {
+        use crate::explore::trial::carried;
         let (crds, doc) = crate::explore::subject::derive::tests::cell();
         let all = crate::explore::subject::derive::served(&crds, &doc);
         let subject = |n: &str| all.iter().find(|s| s.name == n).unwrap().clone();
@@ -697,29 +688,32 @@ mod tests {
             json!("x"),
         );
         let own = ("spec.minReadySeconds".to_string(), json!(1));
+        let keys = [claim.0.clone(), own.0.clone()];
         let trial = |set: Fields| Trial {
-            subject: "CloneSetWithClaims".into(),
+            subject: "Other".into(),
             mode: Mode::Behaviour,
             seed: 1,
             index: 0,
             steps: vec![Step::Create { set }, Step::Settle],
         };
-        let both = trial(Fields::from([claim.clone(), own.clone()]));
+        // What each subject offers a carried trial, of the two fields.
+        let offers = |s: &Subject| -> std::collections::BTreeSet<String> {
+            keys.iter().filter(|k| has_place(s, k)).cloned().collect()
+        };
+        let to = |s: &Subject, t: &Trial| carried(t, &s.name, &offers(s), &[], &[]);
         let create = |t: Option<Trial>| match t.map(|t| t.steps[0].clone()) {
             Some(Step::Create { set }) => Some(set),
             _ => None,
         };
+        let both = trial(Fields::from([claim.clone(), own.clone()]));
+        assert_eq!(create(to(&plain, &both)), Some(Fields::from([own.clone()])));
         assert_eq!(
-            create(fitted(&plain, both.clone())),
-            Some(Fields::from([own.clone()]))
-        );
-        assert_eq!(
-            create(fitted(&claims, both)),
+            create(to(&claims, &both)),
             Some(Fields::from([claim.clone(), own]))
         );
-        assert_eq!(fitted(&plain, trial(Fields::from([claim]))), None);
+        assert_eq!(to(&plain, &trial(Fields::from([claim]))), None);
         assert_eq!(
-            create(fitted(&plain, trial(Fields::new()))),
+            create(to(&plain, &trial(Fields::new()))),
             Some(Fields::new())
         );
     }
