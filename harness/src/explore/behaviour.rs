@@ -43,7 +43,16 @@ pub(super) type Prepared = (Subject, Vec<Fields>, Vec<(String, Value)>, usize);
 /// [`trial::own_order`]), and those that set a value each a create, in the seeded order of
 /// [`trial::create_order`] (so that a budget that ends early has created with fields from
 /// across the schema).
-pub(super) fn prepare(s: Subject, admitted: Vec<(String, Value)>, seed: u64) -> Prepared {
+///
+/// `pool`, when not empty, stands for the subject's own admitted values in its updates (not
+/// in its creates, which stay what its own admission admitted): the own values its policy's
+/// subjects admitted ([`pools`]).
+pub(super) fn prepare(
+    s: Subject,
+    admitted: Vec<(String, Value)>,
+    pool: &[(String, Value)],
+    seed: u64,
+) -> Prepared {
     let kept: Vec<(String, Value)> = admitted.into_iter().filter(|(_, v)| small(v)).collect();
     let creates: Vec<Fields> = kept
         .iter()
@@ -51,9 +60,12 @@ pub(super) fn prepare(s: Subject, admitted: Vec<(String, Value)>, seed: u64) -> 
         .map(|(k, v)| Fields::from([(k.clone(), v.clone())]))
         .collect();
     let creates = s.vary(trial::create_order(&creates, seed, &s.name), seed);
-    let (updates, shared): (Vec<_>, Vec<_>) = kept
+    let (mut updates, shared): (Vec<_>, Vec<_>) = kept
         .into_iter()
         .partition(|(k, _)| !shared_field(k, &s.template));
+    if !pool.is_empty() {
+        updates = pool.iter().filter(|(_, v)| small(v)).cloned().collect();
+    }
     let declared = s.seed.make("x");
     let (away, rest): (Vec<_>, Vec<_>) = updates
         .into_iter()
@@ -73,6 +85,44 @@ pub(super) fn prepare(s: Subject, admitted: Vec<(String, Value)>, seed: u64) -> 
     let own = updates.len();
     updates.extend(shared);
     (s, creates, updates, own)
+}
+
+/// The own values each subject of `materials` (with what its admission admitted) walks in
+/// its updates, for a policy over one of its targets: every value of the policy's own fields
+/// (not its target's) admitted on any of the policy's subjects at its API version, each once,
+/// where the subject's seed object has a place for it ([`exec::has_place`]). These subjects
+/// are one object but for the target it names, and each one's admission tried its own part of
+/// those fields before its deadline; their trials share one walk of own updates
+/// ([`trial::Walk`]), which takes each step once only if they walk one list. Empty (the
+/// subject's own admitted values) for any other subject.
+pub(super) fn pools(materials: &[(Subject, Vec<(String, Value)>)]) -> Vec<Vec<(String, Value)>> {
+    let policy_of = |o: &Subject, s: &Subject| {
+        o.target.is_some() && o.family == s.family && o.api_version == s.api_version
+    };
+    materials
+        .iter()
+        .map(|(s, _)| {
+            let mut pool: Vec<(String, Value)> = vec![];
+            if s.target.is_none() {
+                return pool;
+            }
+            let admitted =
+                materials
+                    .iter()
+                    .filter(|(o, _)| policy_of(o, s))
+                    .flat_map(|(o, admitted)| {
+                        admitted
+                            .iter()
+                            .filter(|(k, _)| !shared_field(k, &o.template))
+                    });
+            for (k, v) in admitted {
+                if !pool.iter().any(|(pk, pv)| pk == k && pv == v) && exec::has_place(s, k) {
+                    pool.push((k.clone(), v.clone()));
+                }
+            }
+            pool
+        })
+        .collect()
 }
 
 /// The fields each of `prepared` offers a trial carried to it ([`trial::carried`]): what its
@@ -611,6 +661,69 @@ mod tests {
     }
 
     #[test]
+    fn a_policys_subjects_walk_the_own_values_any_of_them_admitted_and_create_with_their_own() {
+        let (crds, doc) = crate::explore::subject::derive::tests::cell();
+        let served = crate::explore::subject::derive::served(&crds, &doc);
+        let named = |n: &str| served.iter().find(|s| s.name == n).expect(n).clone();
+        let (a, b) = (
+            named("WorkloadSpread.CloneSet"),
+            named("WorkloadSpread.Deployment"),
+        );
+        let other = select(&["CloneSet".to_string()]).unwrap().remove(0);
+        let target = format!("{}spec.replicas", crate::explore::subject::TARGET);
+        // Each admitted a part of the policy's own values, and a target's value of its own.
+        let materials = vec![
+            (
+                a.clone(),
+                vec![
+                    ("spec.subsets".to_string(), json!([])),
+                    (target.clone(), json!(1)),
+                ],
+            ),
+            (b.clone(), vec![("spec.subsets".to_string(), json!(null))]),
+            (
+                other.clone(),
+                vec![("spec.minReadySeconds".to_string(), json!(1))],
+            ),
+        ];
+        let pools = pools(&materials);
+        let want = vec![
+            ("spec.subsets".to_string(), json!([])),
+            ("spec.subsets".to_string(), json!(null)),
+        ];
+        assert_eq!(
+            pools[0], want,
+            "the policy's own values, each once, not the target's"
+        );
+        assert_eq!(pools[1], want, "the same for each of its targets");
+        assert!(
+            pools[2].is_empty(),
+            "a workload walks its own admitted values"
+        );
+        let prepared: Vec<Prepared> = materials
+            .into_iter()
+            .zip(&pools)
+            .map(|((s, admitted), pool)| prepare(s, admitted, pool, 1))
+            .collect();
+        let own = |p: &Prepared| p.2[..p.3].to_vec();
+        assert_eq!(own(&prepared[0]).len(), 2);
+        assert_eq!(
+            own(&prepared[0]),
+            own(&prepared[1]),
+            "one list, in one order: the walk they share takes each step once"
+        );
+        assert!(
+            prepared[0].2[prepared[0].3..].contains(&(target, json!(1))),
+            "its target's values stay its own"
+        );
+        let creates = |p: &Prepared| p.1.iter().any(|c| c.contains_key("spec.subsets"));
+        assert!(
+            creates(&prepared[0]) && !creates(&prepared[1]),
+            "each creates with what its own admission admitted"
+        );
+    }
+
+    #[test]
     fn a_subject_whose_seed_object_is_refused_takes_turns_only_with_a_value_admitted_alone() {
         let (crds, doc) = crate::explore::subject::derive::tests::cell();
         let served = crate::explore::subject::derive::served(&crds, &doc);
@@ -654,7 +767,7 @@ mod tests {
             // Too big for a behaviour trial: left out.
             ("spec.replicas".to_string(), json!(2_000_000_000)),
         ];
-        let (_, _, updates, own) = prepare(cloneset.clone(), admitted, 1);
+        let (_, _, updates, own) = prepare(cloneset.clone(), admitted, &[], 1);
         let keys: Vec<&str> = updates.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(own, 2);
         // Its own first, in the order its trials walk them; the template's after.
@@ -695,7 +808,7 @@ mod tests {
         .into();
         let under = |k: &str| trial::meets(vct, k);
         for seed in 1..12 {
-            let (s, creates, updates, own) = prepare(claims.clone(), admitted.clone(), seed);
+            let (s, creates, updates, own) = prepare(claims.clone(), admitted.clone(), &[], seed);
             assert_eq!(own, 5);
             assert!(updates[..3].iter().all(|(k, _)| under(k)), "{updates:?}");
             assert_eq!(settled_first(&s, &updates, own), 3);
@@ -723,7 +836,7 @@ mod tests {
                 );
             }
             // A subject without claim templates walks them among the rest, none settled first.
-            let (s, _, updates, own) = prepare(plain.clone(), admitted.clone(), seed);
+            let (s, _, updates, own) = prepare(plain.clone(), admitted.clone(), &[], seed);
             assert_eq!(settled_first(&s, &updates, own), 0);
             let walk = trial::own_order(updates[..own].to_vec(), seed, s.family);
             assert_eq!(updates[..own], walk[..]);
@@ -747,7 +860,7 @@ mod tests {
             ("spec.selector.matchLabels".to_string(), json!({"k": "v"})),
         ];
         for seed in 1..20 {
-            let (_, _, updates, own) = prepare(cloneset.clone(), admitted.clone(), seed);
+            let (_, _, updates, own) = prepare(cloneset.clone(), admitted.clone(), &[], seed);
             assert_eq!(own, 7);
             // The two that take away a declared field, the shallower first; then the rest
             // (a removal of what the seed does not declare, and every other value) in rounds.
@@ -785,7 +898,7 @@ mod tests {
             .map(|(k, _)| k.as_str())
             .collect();
         let tried = |seed: u64| -> Vec<Fields> {
-            let (s, creates, updates, own) = prepare(cloneset.clone(), admitted.clone(), seed);
+            let (s, creates, updates, own) = prepare(cloneset.clone(), admitted.clone(), &[], seed);
             let m = Material {
                 subject: &s.name,
                 creates: &creates,
@@ -826,7 +939,7 @@ mod tests {
         assert_eq!(tried(7), a, "the same seed, the same creates");
         assert_ne!(tried(8), a, "another seed, other creates");
         // Every admitted create is kept, each once.
-        let (_, mut creates, _, _) = prepare(cloneset.clone(), admitted.clone(), 7);
+        let (_, mut creates, _, _) = prepare(cloneset.clone(), admitted.clone(), &[], 7);
         let mut all: Vec<Fields> = admitted
             .iter()
             .filter(|(_, v)| !v.is_null())

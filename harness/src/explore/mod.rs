@@ -63,7 +63,9 @@ use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 
 use self::admission::{Explorer, admission_deadline, weight};
-use self::behaviour::{Behaviour, Done, Job, Prepared, Ran, latency, offers, prepare, takes_turns};
+use self::behaviour::{
+    Behaviour, Done, Job, Prepared, Ran, latency, offers, pools, prepare, takes_turns,
+};
 use self::book::Book;
 use self::bring_up::{start_cell, start_cells, with_gates_of};
 use self::exec::Cell;
@@ -370,9 +372,11 @@ pub async fn explore(
     let (materials, refused): (Vec<_>, Vec<_>) = materials
         .into_iter()
         .partition(|(s, admitted)| takes_turns(s, admitted, &x.book.summary.reach));
+    let pools = pools(&materials);
     let prepared: Vec<Prepared> = materials
         .into_iter()
-        .map(|(s, admitted)| prepare(s, admitted, options.seed))
+        .zip(&pools)
+        .map(|((s, admitted), pool)| prepare(s, admitted, pool, options.seed))
         .collect();
     if !refused.is_empty() && options.modes.contains(&Mode::Behaviour) {
         let names: Vec<&str> = refused.iter().map(|(s, _)| s.name.as_str()).collect();
