@@ -479,7 +479,6 @@ impl Explorer<'_> {
         let results: Vec<Option<anyhow::Result<exec::Outcome>>> = futures::stream::iter(trials)
             .enumerate()
             .map(|(i, t)| {
-                let name = format!("t{}", t.index);
                 let ns = ns.clone();
                 async move {
                     // Started in order, so the trials past the deadline are the last ones.
@@ -489,7 +488,7 @@ impl Explorer<'_> {
                     {
                         return None;
                     }
-                    let out = super::shrinking::unpanicked(cell.admit(s, t, &ns, &name)).await;
+                    let out = admit_one(cell, s, t, &ns).await;
                     if i == 0 && seed_first && stops_after(&out) {
                         refused.set(true);
                     }
@@ -516,8 +515,7 @@ impl Explorer<'_> {
             .context("start the exited manager again")?;
         let ns = cell.namespace(s).await?;
         for i in down {
-            let name = format!("t{}", trials[i].index);
-            let out = super::shrinking::unpanicked(cell.admit(s, &trials[i], &ns, &name)).await;
+            let out = admit_one(cell, s, &trials[i], &ns).await;
             results[i] = match exec::met_webhook_down(&out) {
                 Some(w) => Err(anyhow::anyhow!(
                     "it met the controller's webhook {w} down twice (the apiserver could not \
@@ -598,6 +596,17 @@ fn ran_alone(
         Some(e) if kept.is_empty() => Err(e.context("no admission trial of it ran")),
         _ => Ok((kept, outcomes, failed)),
     }
+}
+
+/// Admission trial `t` of `s` on `cell` in namespace `ns`, as `t<index>`, a panic its outcome.
+async fn admit_one(
+    cell: &Cell<'_>,
+    s: &Subject,
+    t: &Trial,
+    ns: &str,
+) -> anyhow::Result<exec::Outcome> {
+    let name = format!("t{}", t.index);
+    super::shrinking::unpanicked(cell.admit(s, t, ns, &name)).await
 }
 
 #[cfg(test)]

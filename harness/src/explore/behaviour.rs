@@ -115,8 +115,11 @@ pub(super) fn pools(materials: &[(Subject, Vec<(String, Value)>)]) -> Vec<Vec<(S
                             .iter()
                             .filter(|(k, _)| !shared_field(k, &o.template))
                     });
+            let mut placed = std::collections::BTreeMap::new();
             for (k, v) in admitted {
-                if !pool.iter().any(|(pk, pv)| pk == k && pv == v) && exec::has_place(s, k) {
+                if !pool.iter().any(|(pk, pv)| pk == k && pv == v)
+                    && *placed.entry(k).or_insert_with(|| exec::has_place(s, k))
+                {
                     pool.push((k.clone(), v.clone()));
                 }
             }
