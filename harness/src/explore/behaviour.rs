@@ -42,7 +42,7 @@ pub(super) type Prepared = (Subject, Vec<Fields>, Vec<(String, Value)>, usize);
 /// seed object declares, [`takes_away`], the largest first, then the others, each part in
 /// [`trial::own_order`]), and those that set a value each a create, in the seeded order of
 /// [`trial::create_order`] (so that a budget that ends early has created with fields from
-/// across the schema).
+/// across the schema). Neither sets how a policy names its target ([`naming_target`]).
 ///
 /// `pool`, when not empty, stands for the subject's own admitted values in its updates (not
 /// in its creates, which stay what its own admission admitted): the own values its policy's
@@ -53,7 +53,9 @@ pub(super) fn prepare(
     pool: &[(String, Value)],
     seed: u64,
 ) -> Prepared {
-    let kept: Vec<(String, Value)> = admitted.into_iter().filter(|(_, v)| small(v)).collect();
+    let naming = naming_target(&s);
+    let kept_by = |(k, v): &(String, Value)| small(v) && !naming.iter().any(|n| trial::meets(n, k));
+    let kept: Vec<(String, Value)> = admitted.into_iter().filter(kept_by).collect();
     let creates: Vec<Fields> = kept
         .iter()
         .filter(|(_, v)| !v.is_null())
@@ -64,7 +66,7 @@ pub(super) fn prepare(
         .into_iter()
         .partition(|(k, _)| !shared_field(k, &s.template));
     if !pool.is_empty() {
-        updates = pool.iter().filter(|(_, v)| small(v)).cloned().collect();
+        updates = pool.iter().filter(|kv| kept_by(kv)).cloned().collect();
     }
     let declared = s.seed.make("x");
     let (away, rest): (Vec<_>, Vec<_>) = updates
@@ -85,6 +87,35 @@ pub(super) fn prepare(
     let own = updates.len();
     updates.extend(shared);
     (s, creates, updates, own)
+}
+
+/// The fields by which a policy's seed object names its target (those it sets to the
+/// target's name: a reference's name, a selector's label): a behaviour trial that sets one
+/// applies its policy to something else than the target it made, so its creates and updates
+/// leave them (and what holds them) as the seed has them; its admission trials try them.
+/// None for a workload.
+fn naming_target(s: &Subject) -> Vec<String> {
+    fn walk(v: &Value, at: &str, name: &str, out: &mut Vec<String>) {
+        let join = |k: &str| match at {
+            "" => k.to_string(),
+            _ => format!("{at}.{k}"),
+        };
+        match v {
+            Value::Object(m) => m.iter().for_each(|(k, x)| walk(x, &join(k), name, out)),
+            Value::Array(a) => a
+                .iter()
+                .enumerate()
+                .for_each(|(i, x)| walk(x, &format!("{at}[{i}]"), name, out)),
+            Value::String(t) if t == name => out.push(at.to_string()),
+            _ => {}
+        }
+    }
+    let mut out = vec![];
+    if s.target.is_some() {
+        let target = super::subject::target_name("x");
+        walk(&s.seed.make("x"), "", &target, &mut out);
+    }
+    out
 }
 
 /// The own values each subject of `materials` (with what its admission admitted) walks in

@@ -121,6 +121,47 @@ fn a_policys_subjects_walk_the_own_values_any_of_them_admitted_and_create_with_t
 }
 
 #[test]
+fn a_policys_behaviour_trials_leave_how_it_names_its_target_as_the_seed_has_it() {
+    let (crds, doc) = crate::explore::subject::derive::tests::cell();
+    let served = crate::explore::subject::derive::served(&crds, &doc);
+    let policies: Vec<&Subject> = served.iter().filter(|s| s.target.is_some()).collect();
+    assert!(!policies.is_empty());
+    let target = crate::explore::subject::target_name("x");
+    for s in policies {
+        let naming = naming_target(s);
+        assert!(!naming.is_empty(), "{} names its target", s.name);
+        let seed = s.seed.make("x");
+        for n in &naming {
+            assert_eq!(crate::explore::path::get(&seed, n), &json!(target), "{n}");
+        }
+        // Every admitted value of the naming fields, of what holds them and of what they
+        // hold is left out; a sibling stays.
+        let mut admitted: Vec<(String, Value)> = vec![];
+        for n in &naming {
+            admitted.push((n.clone(), json!("y")));
+            admitted.push((crate::explore::path::parent(n).to_string(), json!({})));
+        }
+        let other = ("metadata.labels.other".to_string(), json!("y"));
+        admitted.push(other.clone());
+        let (_, creates, updates, _) = prepare(s.clone(), admitted.clone(), &admitted, 1);
+        let set: Vec<&String> = creates
+            .iter()
+            .flat_map(|c| c.keys())
+            .chain(updates.iter().map(|(k, _)| k))
+            .collect();
+        assert!(
+            set.iter()
+                .all(|k| !naming.iter().any(|n| trial::meets(n, k))),
+            "{}: {set:?}",
+            s.name
+        );
+        assert!(set.contains(&&other.0), "{}: {set:?}", s.name);
+    }
+    let workload = select(&["CloneSet".to_string()]).unwrap().remove(0);
+    assert!(naming_target(&workload).is_empty());
+}
+
+#[test]
 fn a_subject_whose_seed_object_is_refused_takes_turns_only_with_a_value_admitted_alone() {
     let (crds, doc) = crate::explore::subject::derive::tests::cell();
     let served = crate::explore::subject::derive::served(&crds, &doc);
