@@ -59,7 +59,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use anyhow::Context;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use serde_json::Value;
 
 use self::admission::{Explorer, admission_deadline, weight};
@@ -310,26 +310,30 @@ pub async fn explore(
         ));
         // The seed objects may take half of what the share left, no more: on a loaded
         // machine a couple of hundred of them outlasted a short budget, and no behaviour
-        // trial ran. One not started by then is left out, as the share leaves trials out.
+        // trial ran. They run a few at once, and those are judged (twins compared, findings
+        // confirmed) before the next few start: judging is part of their half, which it
+        // outlasted when every seed object was judged only after all had run. One not
+        // started by then is left out, as the share leaves trials out.
         let tail_end =
             share_end + (x.book.started + options.budget).saturating_duration_since(share_end) / 2;
-        let (ex, doc_ref) = (&x, &doc);
-        let ran: Vec<Option<anyhow::Result<admission::Ran>>> = futures::stream::iter(&tail)
-            .map(|(s, crd)| async move {
-                match Instant::now() < tail_end {
-                    true => Some(ex.run_singles(s, crd, doc_ref, share_end).await),
-                    false => None,
-                }
-            })
-            .buffered(TAIL_SIDE_BY_SIDE)
-            .collect()
-            .await;
-        let left_out: Vec<&str> = tail
-            .iter()
-            .zip(&ran)
-            .filter(|(_, r)| r.is_none())
-            .map(|((s, _), _)| s.name.as_str())
-            .collect();
+        let mut left_out: Vec<&str> = vec![];
+        for few in tail.chunks(TAIL_SIDE_BY_SIDE) {
+            if Instant::now() >= tail_end || x.book.left().is_zero() {
+                left_out.extend(few.iter().map(|(s, _)| s.name.as_str()));
+                continue;
+            }
+            let (ex, doc_ref) = (&x, &doc);
+            let ran: Vec<anyhow::Result<admission::Ran>> =
+                futures::future::join_all(few.iter().map(|(s, crd)| async move {
+                    ex.run_singles(s, crd, doc_ref, share_end).await
+                }))
+                .await;
+            for ((s, crd), ran) in few.iter().zip(ran) {
+                say(format!("{}: admission trials (its seed object)", s.name));
+                let a = x.judge_singles(s, crd, &doc, share_end, ran?).await?;
+                materials.push((named.apply(s, a.named), a.values));
+            }
+        }
         if !left_out.is_empty() {
             say(format!(
                 "the seed objects' half of what admission's share left is spent: {} subject(s) \
@@ -337,17 +341,6 @@ pub async fn explore(
                 left_out.len(),
                 left_out.join(", ")
             ));
-        }
-        for ((s, crd), ran) in tail.iter().zip(ran) {
-            let Some(ran) = ran else {
-                continue;
-            };
-            say(format!("{}: admission trials (its seed object)", s.name));
-            let a = x.judge_singles(s, crd, &doc, share_end, ran?).await?;
-            materials.push((named.apply(s, a.named), a.values));
-            if x.book.left().is_zero() {
-                break;
-            }
         }
     }
     let perturbations: Vec<Perturbation> = options
