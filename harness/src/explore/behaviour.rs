@@ -53,7 +53,8 @@ pub(super) fn prepare(
     pool: &[(String, Value)],
     seed: u64,
 ) -> Prepared {
-    let naming = naming_target(&s);
+    let declared = s.seed.make("x");
+    let naming = naming_target(&s, &declared);
     let kept_by = |(k, v): &(String, Value)| small(v) && !naming.iter().any(|n| trial::meets(n, k));
     let kept: Vec<(String, Value)> = admitted.into_iter().filter(kept_by).collect();
     let creates: Vec<Fields> = kept
@@ -68,7 +69,6 @@ pub(super) fn prepare(
     if !pool.is_empty() {
         updates = pool.iter().filter(|kv| kept_by(kv)).cloned().collect();
     }
-    let declared = s.seed.make("x");
     let (away, rest): (Vec<_>, Vec<_>) = updates
         .into_iter()
         .partition(|(k, v)| takes_away(&declared, k, v));
@@ -93,8 +93,8 @@ pub(super) fn prepare(
 /// target's name: a reference's name, a selector's label): a behaviour trial that sets one
 /// applies its policy to something else than the target it made, so its creates and updates
 /// leave them (and what holds them) as the seed has them; its admission trials try them.
-/// None for a workload.
-fn naming_target(s: &Subject) -> Vec<String> {
+/// None for a workload. `declared` is its seed object named `x`.
+fn naming_target(s: &Subject, declared: &Value) -> Vec<String> {
     fn walk(v: &Value, at: &str, name: &str, out: &mut Vec<String>) {
         let join = |k: &str| match at {
             "" => k.to_string(),
@@ -113,7 +113,7 @@ fn naming_target(s: &Subject) -> Vec<String> {
     let mut out = vec![];
     if s.target.is_some() {
         let target = super::subject::target_name("x");
-        walk(&s.seed.make("x"), "", &target, &mut out);
+        walk(declared, "", &target, &mut out);
     }
     out
 }

@@ -5,6 +5,17 @@ use crate::explore::select;
 use crate::explore::trial::Step;
 use serde_json::json;
 
+/// Every subject the fixture cell serves ([`crate::explore::subject::derive::served`]).
+fn fixture_subjects() -> Vec<Subject> {
+    let (crds, doc) = crate::explore::subject::derive::tests::cell();
+    crate::explore::subject::derive::served(&crds, &doc)
+}
+
+/// The subject named `name` among `served`.
+fn named_in(served: &[Subject], name: &str) -> Subject {
+    served.iter().find(|s| s.name == name).expect(name).clone()
+}
+
 #[test]
 fn a_trial_put_back_waits_whatever_its_subject_holds_a_carried_one_until_it_holds_all() {
     let t = Trial {
@@ -59,9 +70,8 @@ fn a_trial_that_ended_its_settle_early_is_planned_for_at_the_bound() {
 
 #[test]
 fn a_policys_subjects_walk_the_own_values_any_of_them_admitted_and_create_with_their_own() {
-    let (crds, doc) = crate::explore::subject::derive::tests::cell();
-    let served = crate::explore::subject::derive::served(&crds, &doc);
-    let named = |n: &str| served.iter().find(|s| s.name == n).expect(n).clone();
+    let served = fixture_subjects();
+    let named = |n: &str| named_in(&served, n);
     let (a, b) = (
         named("WorkloadSpread.CloneSet"),
         named("WorkloadSpread.Deployment"),
@@ -122,15 +132,14 @@ fn a_policys_subjects_walk_the_own_values_any_of_them_admitted_and_create_with_t
 
 #[test]
 fn a_policys_behaviour_trials_leave_how_it_names_its_target_as_the_seed_has_it() {
-    let (crds, doc) = crate::explore::subject::derive::tests::cell();
-    let served = crate::explore::subject::derive::served(&crds, &doc);
+    let served = fixture_subjects();
     let policies: Vec<&Subject> = served.iter().filter(|s| s.target.is_some()).collect();
     assert!(!policies.is_empty());
     let target = crate::explore::subject::target_name("x");
     for s in policies {
-        let naming = naming_target(s);
-        assert!(!naming.is_empty(), "{} names its target", s.name);
         let seed = s.seed.make("x");
+        let naming = naming_target(s, &seed);
+        assert!(!naming.is_empty(), "{} names its target", s.name);
         for n in &naming {
             assert_eq!(crate::explore::path::get(&seed, n), &json!(target), "{n}");
         }
@@ -158,13 +167,12 @@ fn a_policys_behaviour_trials_leave_how_it_names_its_target_as_the_seed_has_it()
         assert!(set.contains(&&other.0), "{}: {set:?}", s.name);
     }
     let workload = select(&["CloneSet".to_string()]).unwrap().remove(0);
-    assert!(naming_target(&workload).is_empty());
+    assert!(naming_target(&workload, &workload.seed.make("x")).is_empty());
 }
 
 #[test]
 fn a_subject_whose_seed_object_is_refused_takes_turns_only_with_a_value_admitted_alone() {
-    let (crds, doc) = crate::explore::subject::derive::tests::cell();
-    let served = crate::explore::subject::derive::served(&crds, &doc);
+    let served = fixture_subjects();
     let s = served
         .iter()
         .find(|s| s.name == "WorkloadSpread.CloneSet")
@@ -225,9 +233,8 @@ fn updates_are_prepared_with_the_subjects_own_fields_first_and_counted() {
 
 #[test]
 fn a_subject_with_claim_templates_walks_them_first_each_after_a_settle() {
-    let (crds, doc) = crate::explore::subject::derive::tests::cell();
-    let kind = crate::explore::subject::derive::served(&crds, &doc);
-    let named = |n: &str| kind.iter().find(|s| s.name == n).expect(n).clone();
+    let served = fixture_subjects();
+    let named = |n: &str| named_in(&served, n);
     let (plain, claims) = (
         named("CloneSet"),
         named(&format!("CloneSet{}", crate::explore::subject::CLAIMS)),
