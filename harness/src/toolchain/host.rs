@@ -20,6 +20,10 @@ pub const KOPIUM_VERSION: &str = "0.24.1";
 /// The mdBook release the book in `docs/` is built with.
 pub const MDBOOK_VERSION: &str = "0.5.4";
 
+/// The optimization level mdBook is built at (Cargo's release profile otherwise): `0`, see
+/// [`Toolchain::mdbook`].
+pub const MDBOOK_OPT_LEVEL: &str = "0";
+
 /// A Debian package and the binaries that stand for it on `PATH` (the first one found wins).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DebianPackage {
@@ -101,7 +105,7 @@ impl Toolchain {
         let key = BuildKey::new("kopium", KOPIUM_VERSION);
         let install = self
             .ensure_built(&key, |staging| {
-                self.cargo_install(&key, staging, "kopium", &[])
+                self.cargo_install(&key, staging, "kopium", &[], None)
             })
             .await?;
         Ok(install.binary("kopium"))
@@ -109,13 +113,15 @@ impl Toolchain {
 
     /// mdBook at [`MDBOOK_VERSION`], built with `cargo install --locked` into the cache on
     /// first use; without its `serve` and `watch` features (a web server and a file watcher
-    /// the book's check does not use, and most of the build).
+    /// the book's check does not use, and most of the build), and unoptimized: it renders a
+    /// book of a few dozen pages in about a second either way, and the build is a first run
+    /// of the test command's ([`MDBOOK_OPT_LEVEL`]).
     pub async fn mdbook(&self) -> Result<PathBuf, ToolchainError> {
         let key = BuildKey::new("mdbook", MDBOOK_VERSION);
         let features = ["--no-default-features", "--features", "search"];
         let install = self
             .ensure_built(&key, |staging| {
-                self.cargo_install(&key, staging, "mdbook", &features)
+                self.cargo_install(&key, staging, "mdbook", &features, Some(MDBOOK_OPT_LEVEL))
             })
             .await?;
         Ok(install.binary("mdbook"))
@@ -127,6 +133,7 @@ impl Toolchain {
         staging: PathBuf,
         binary: &str,
         args: &[&str],
+        opt_level: Option<&str>,
     ) -> Result<Manifest, ToolchainError> {
         let cargo = cargo_binary();
         let version = Command::new(&cargo)
@@ -152,6 +159,9 @@ impl Toolchain {
             .env("CARGO_TARGET_DIR", staging.join("target"))
             .kill_on_drop(true)
             .stdin(Stdio::null());
+        if let Some(level) = opt_level {
+            cmd.env("CARGO_PROFILE_RELEASE_OPT_LEVEL", level);
+        }
         let what = format!("cargo install {} {}", key.component, key.version);
         run_streaming(cmd, &what, 40, |line| task.set(line)).await?;
         let from = root.join("bin").join(binary);
