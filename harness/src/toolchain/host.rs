@@ -114,8 +114,8 @@ impl Toolchain {
     /// mdBook at [`MDBOOK_VERSION`], built with `cargo install --locked` into the cache on
     /// first use; without its `serve` and `watch` features (a web server and a file watcher
     /// the book's check does not use, and most of the build), and unoptimized
-    /// ([`MDBOOK_OPT_LEVEL`]): built in 34 s against 89 s, it renders `docs/` in 1.8 s against
-    /// 0.4 s, and the test command renders it once (docs/benchmarks.md).
+    /// ([`MDBOOK_OPT_LEVEL`]): its build is a first run of the test command's, which renders the
+    /// book once (the two builds and renders compared: docs/benchmarks.md).
     pub async fn mdbook(&self) -> Result<PathBuf, ToolchainError> {
         let key = BuildKey::new("mdbook", MDBOOK_VERSION);
         let features = ["--no-default-features", "--features", "search"];
