@@ -710,6 +710,8 @@ pub(crate) mod tests {
             "spec.updateStrategy.type",
             json!("InPlaceIfPossible")
         ));
+        // Nothing of the pod template here: the cell's nodes offer nothing (see
+        // `a_seed_variant_asks_the_nodes_for_what_they_offer`).
         assert!(
             !cs.variants
                 .iter()
@@ -759,6 +761,55 @@ pub(crate) mod tests {
         // Known without a cell, a subject draws none.
         let known = subjects();
         assert!(known.iter().all(|s| s.variants.is_empty()));
+    }
+
+    #[test]
+    fn a_seed_variant_asks_the_nodes_for_what_they_offer() {
+        let (crds, _) = cell();
+        let core: Value =
+            serde_json::from_str(include_str!("../../../tests/fixtures/openapi-core.json"))
+                .expect("the fixture is JSON");
+        let requests = "spec.template.spec.containers[0].resources.requests";
+        let limits = "spec.template.spec.containers[0].resources.limits";
+        let of =
+            |all: &[Subject], name: &str| all.iter().find(|s| s.name == name).cloned().unwrap();
+        let set = |s: &Subject, k: &str| s.variants.iter().filter(|f| f.contains_key(k)).count();
+        // Nodes that offer nothing: no variant asks for anything.
+        let bare = served(&crds, &Doc::new(std::slice::from_ref(&core)));
+        assert_eq!(set(&of(&bare, "CloneSet"), requests), 0);
+        let mut doc = Doc::new(&[core]);
+        doc.offer(&[BTreeMap::from([
+            ("cpu".to_string(), "2".to_string()),
+            ("memory".to_string(), "8Gi".to_string()),
+        ])]);
+        let all = served(&crds, &doc);
+        let cs = of(&all, "CloneSet");
+        // Each map of quantities of the seed's container, at its typical value (the first
+        // resource offered, at its share), paired with the spec's settings as any setting.
+        for k in [requests, limits] {
+            assert!(
+                cs.variants
+                    .iter()
+                    .any(|f| f.get(k) == Some(&json!({"cpu": "20m"})) && f.len() > 1),
+                "{k}: {:?}",
+                cs.variants
+            );
+        }
+        // Nothing else of the template: not the pod's own maps, nor a container the seed
+        // does not declare.
+        let template: std::collections::BTreeSet<&String> = cs
+            .variants
+            .iter()
+            .flat_map(|f| f.keys())
+            .filter(|k| k.starts_with("spec.template"))
+            .collect();
+        assert_eq!(
+            template,
+            std::collections::BTreeSet::from([&requests.to_string(), &limits.to_string()])
+        );
+        // A policy's target asks too, as the target's fields.
+        let ss = of(&all, "SidecarSet.CloneSet");
+        assert!(set(&ss, &format!("{TARGET}{requests}")) > 0);
     }
 
     #[test]

@@ -229,10 +229,49 @@ impl<'a> Source<'a> {
             .collect()
     }
 
+    /// What the pods of subject `s` ask of the cell's nodes, as settings: each map of
+    /// quantities of its pod template that lies in an item of a list its seed has (what a
+    /// container the seed declares asks for), with the first value its shape is tried with
+    /// that asks for something the seed or the nodes name ([`Shape::values`]: what the seed
+    /// states there grown, else a resource the nodes offer); none without a cell or a
+    /// template. A pod in use asks for
+    /// some of what its node has, as a set has replicas: a setting of the subject, not only
+    /// one leaf of its template among hundreds.
+    pub(super) fn asked(&self, s: &Subject) -> Vec<(String, Vec<Value>)> {
+        let Source::Cell { doc, .. } = self else {
+            return vec![];
+        };
+        if s.template.is_empty() {
+            return vec![];
+        }
+        let seed = s.seed.make("x");
+        let has_items = |path: &str| {
+            let lists: Vec<&str> = path.match_indices("[0]").map(|(i, _)| &path[..i]).collect();
+            !lists.is_empty()
+                && lists.iter().all(|l| {
+                    crate::explore::subject::get(&seed, l)
+                        .as_array()
+                        .is_some_and(|a| !a.is_empty())
+                })
+        };
+        schema::template_leaves(doc, &s.template, &seed)
+            .into_iter()
+            .filter(|l| matches!(l.shape, Shape::Quantities { .. }) && has_items(&l.path))
+            .filter_map(|l| {
+                let asks = l.shape.values().into_iter().find(|v| {
+                    v.as_object()
+                        .is_some_and(|m| !m.is_empty() && !m.contains_key(schema::MAP_KEY))
+                })?;
+                Some((l.path, vec![asks]))
+            })
+            .collect()
+    }
+
     /// The seed variants of subject `s` in version `v` (see [`Subject::variants`]), its
     /// target's aside: the replicas either side of its seed's (not below one), and rows of
-    /// its settings' values that bring each value of every setting together with each value
-    /// of every other ([`paired`]), in an order of the subject's own.
+    /// its settings' values, what its pods ask of the nodes among them ([`Source::asked`]),
+    /// that bring each value of every setting together with each value of every other
+    /// ([`paired`]), in an order of the subject's own.
     pub(super) fn variants(&self, s: &Subject, v: &Version<'_>) -> Vec<Fields> {
         if matches!(self, Source::Known) {
             return vec![];
@@ -247,7 +286,9 @@ impl<'a> Source<'a> {
             }
         }
         let mut rng = Rng::new(stream_of(&s.name), 0);
-        out.extend(paired(&self.settings(s, v), PAIRED, &mut rng));
+        let mut settings = self.settings(s, v);
+        settings.extend(self.asked(s));
+        out.extend(paired(&settings, PAIRED, &mut rng));
         out
     }
 }
