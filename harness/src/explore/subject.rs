@@ -145,9 +145,11 @@ pub struct Subject {
     /// own spec outside its templates, its replicas and lists (a string's: an update
     /// strategy's type, a pod management policy, as an enum's members, the words a
     /// description quotes, or the twin's enum; a number's typical value: a
-    /// `minReadySeconds`, a rolling update's bounds), at most three settings a row and
-    /// every two values of two settings together in some row; a policy's own and its
-    /// target's (as [`TARGET`] fields). Behaviour trials draw them ([`Subject::vary`]).
+    /// `minReadySeconds`, a rolling update's bounds) and of what its seed's containers ask
+    /// of the cell's nodes (each map of quantities of a container the seed declares, at a
+    /// resource the nodes offer), at most three settings a row and every two values of two
+    /// settings together in some row; a policy's own and its target's (as [`TARGET`]
+    /// fields). Behaviour trials draw them ([`Subject::vary`]).
     pub variants: Vec<Fields>,
 }
 
@@ -480,11 +482,14 @@ impl Subject {
     }
 
     /// `creates` (the field sets behaviour trials create objects with, in their order) with
-    /// its [`Subject::variants`] drawn in: every other create also sets one, the variants in
-    /// an order drawn from `seed`, so that behaviour trials start from seeds of each replica
-    /// count and setting the schema gives as well as from the seed as written. A variant
-    /// that sets a field the create sets (or one inside or around it) is left out of that
-    /// create. With no creates, the variants alone.
+    /// its [`Subject::variants`] drawn in: every other create (the odd ones) also sets one,
+    /// the variants in an order drawn from `seed`, so that behaviour trials start from seeds
+    /// of each replica count and setting the schema gives as well as from the seed as
+    /// written. A policy's trial makes two objects, itself and its target, and each has its
+    /// variants: its even creates set one of its target's (those that set [`TARGET`] fields),
+    /// its odd ones one of its own (its target's when it has none), each list in an order of
+    /// its own. A variant that sets a field the create sets (or one inside or around it) is
+    /// left out of that create. With no creates, the variants alone.
     pub fn vary(&self, creates: Vec<Fields>, seed: u64) -> Vec<Fields> {
         if self.variants.is_empty() {
             return creates;
@@ -495,15 +500,27 @@ impl Subject {
         let stream = self.name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3)
         });
-        let mut order: Vec<&Fields> = self.variants.iter().collect();
-        Rng::new(seed, !stream).shuffle(&mut order);
+        let of_target =
+            |f: &&Fields| self.target.is_some() && f.keys().any(|k| k.starts_with(TARGET));
+        let (mut target, mut own): (Vec<&Fields>, Vec<&Fields>) =
+            self.variants.iter().partition(of_target);
+        let mut rng = Rng::new(seed, !stream);
+        rng.shuffle(&mut own);
+        rng.shuffle(&mut target);
+        let odd = if own.is_empty() { &target } else { &own };
         creates
             .into_iter()
             .enumerate()
             .map(|(i, mut c)| {
-                let v = order[(i / 2) % order.len()];
-                let free = !c.keys().any(|k| v.keys().any(|f| meets(k, f)));
-                if i % 2 == 1 && free {
+                let from = match i % 2 {
+                    1 => odd,
+                    _ => &target,
+                };
+                if from.is_empty() {
+                    return c;
+                }
+                let v = from[(i / 2) % from.len()];
+                if !c.keys().any(|k| v.keys().any(|f| meets(k, f))) {
                     c.extend(v.iter().map(|(k, x)| (k.clone(), x.clone())));
                 }
                 c

@@ -15,7 +15,8 @@
 //!   difference, not a subject left out. Its twin is the same policy over the target's twin.
 //! - **Seed variants** ([`Subject::variants`]): the replicas either side of the seed's, and
 //!   rows of the values of the settings of its spec (its strings and numbers, from its
-//!   schema), every two values of two settings together in some row.
+//!   schema, and what the seed's containers ask of the cell's nodes), every two values of
+//!   two settings together in some row.
 //!
 //! Without a cell ([`subjects`]) each kind is a subject at the version its seed is written
 //! for, with no member, claim template or variant the schema would tell of (a union by the
@@ -758,6 +759,33 @@ pub(crate) mod tests {
             "the same seed, the same draw"
         );
         assert_eq!(cs.vary(vec![], 7), cs.variants);
+        // A policy: its target's variants at its even creates, its own at its odd ones (its
+        // target's where it has none of its own).
+        let mut policy = ws.clone();
+        let mut targets = policy.variants.clone();
+        assert!(
+            targets
+                .iter()
+                .all(|f| f.keys().all(|k| k.starts_with(TARGET)))
+        );
+        let varied = policy.vary(creates.clone(), 7);
+        assert!(
+            varied[..8]
+                .iter()
+                .all(|v| v.keys().any(|k| k.starts_with(TARGET)))
+        );
+        targets.truncate(2);
+        let own: Vec<Fields> = (0..2)
+            .map(|i| Fields::from([("spec.own".to_string(), json!(i))]))
+            .collect();
+        policy.variants = own.iter().cloned().chain(targets).collect();
+        for (i, v) in policy.vary(creates[..6].to_vec(), 7).iter().enumerate() {
+            let (of_target, of_own) = (
+                v.keys().any(|k| k.starts_with(TARGET)),
+                v.contains_key("spec.own"),
+            );
+            assert_eq!((of_target, of_own), (i % 2 == 0, i % 2 == 1), "{i}: {v:?}");
+        }
         // Known without a cell, a subject draws none.
         let known = subjects();
         assert!(known.iter().all(|s| s.variants.is_empty()));
