@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::subject::{self, Subject};
-use super::trial::{Fields, Rng};
+use super::trial::{Fields, Rng, stream_of};
 use super::{openapi, schema};
 
 /// The most single values tried on a subject's pod template, and on a policy's target's.
@@ -160,9 +160,7 @@ pub(super) fn bounded(
     if sets.len() <= cap {
         return sets;
     }
-    let stream = name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3)
-    });
+    let stream = stream_of(name);
     let mut rng = Rng::new(seed, stream);
     let field = |f: &Fields| f.keys().last().cloned().unwrap_or_default();
     let mut firsts = vec![];

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 pub use self::derive::{served, subjects};
 pub use super::path::{NAME, NAMESPACE, claims_at, get, parent, put, set};
 pub use super::schema::{COPIED_LABEL, embedded_values};
-use super::trial::{Fields, Op, Perturbation, Rng, Watched, meets};
+use super::trial::{Fields, Op, Perturbation, Rng, Watched, meets, stream_of};
 
 /// The image of every seed object.
 pub use crate::scenario::workload::{IMAGE_V1, IMAGE_V2};
@@ -497,9 +497,7 @@ impl Subject {
         if creates.is_empty() {
             return self.variants.clone();
         }
-        let stream = self.name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3)
-        });
+        let stream = stream_of(&self.name);
         let of_target =
             |f: &&Fields| self.target.is_some() && f.keys().any(|k| k.starts_with(TARGET));
         let (mut target, mut own): (Vec<&Fields>, Vec<&Fields>) =

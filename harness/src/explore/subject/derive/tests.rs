@@ -7,6 +7,11 @@ use super::*;
 use crate::explore::subject::{IMAGE_V1, embedded_values, get, target_name};
 use crate::explore::trial::Fields;
 
+/// The subject of `all` named `name`.
+fn named<'a>(all: &'a [Subject], name: &str) -> &'a Subject {
+    all.iter().find(|s| s.name == name).unwrap()
+}
+
 /// A CRD of `group`/`kind` serving `versions`, each with `spec` as its `spec` schema.
 fn crd(group: &str, kind: &str, versions: &[(&str, Value)]) -> Value {
     let versions: Vec<Value> = versions
@@ -396,20 +401,14 @@ fn variants_come_from_the_seed_and_the_schema() {
     );
     // A policy draws its target's, as the target's fields; a built-in target's come from
     // the cell's OpenAPI.
-    let ws = all
-        .iter()
-        .find(|s| s.name == "SidecarSet.CloneSet")
-        .unwrap();
+    let ws = named(&all, "SidecarSet.CloneSet");
     assert!(has(
         ws,
         "target:spec.updateStrategy.type",
         json!("InPlaceIfPossible")
     ));
     assert!(has(ws, "target:spec.replicas", json!(3)));
-    let over_deployment = all
-        .iter()
-        .find(|s| s.name == "SidecarSet.Deployment")
-        .unwrap();
+    let over_deployment = named(&all, "SidecarSet.Deployment");
     assert!(has(
         over_deployment,
         "target:spec.strategy.type",
@@ -475,18 +474,17 @@ fn a_seed_variant_asks_the_nodes_for_what_they_offer() {
             .expect("the fixture is JSON");
     let requests = "spec.template.spec.containers[0].resources.requests";
     let limits = "spec.template.spec.containers[0].resources.limits";
-    let of = |all: &[Subject], name: &str| all.iter().find(|s| s.name == name).cloned().unwrap();
     let set = |s: &Subject, k: &str| s.variants.iter().filter(|f| f.contains_key(k)).count();
     // Nodes that offer nothing: no variant asks for anything.
     let bare = served(&crds, &Doc::new(std::slice::from_ref(&core)));
-    assert_eq!(set(&of(&bare, "CloneSet"), requests), 0);
+    assert_eq!(set(named(&bare, "CloneSet"), requests), 0);
     let mut doc = Doc::new(&[core]);
     doc.offer(&[BTreeMap::from([
         ("cpu".to_string(), "2".to_string()),
         ("memory".to_string(), "8Gi".to_string()),
     ])]);
     let all = served(&crds, &doc);
-    let cs = of(&all, "CloneSet");
+    let cs = named(&all, "CloneSet");
     // Each map of quantities of the seed's container, at its typical value (the first
     // resource offered, at its share), paired with the spec's settings as any setting.
     for k in [requests, limits] {
@@ -511,8 +509,8 @@ fn a_seed_variant_asks_the_nodes_for_what_they_offer() {
         std::collections::BTreeSet::from([&requests.to_string(), &limits.to_string()])
     );
     // A policy's target asks too, as the target's fields.
-    let ss = of(&all, "SidecarSet.CloneSet");
-    assert!(set(&ss, &format!("{TARGET}{requests}")) > 0);
+    let ss = named(&all, "SidecarSet.CloneSet");
+    assert!(set(ss, &format!("{TARGET}{requests}")) > 0);
 }
 
 #[test]
