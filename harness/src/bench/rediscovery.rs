@@ -11,7 +11,9 @@
 //! `explore` with its defaults, the same budget and seed ([`explore_command`]), one after
 //! another. Each `explore.json` is read and [`judge`]d: a bug is found when a finding of its
 //! bad release's exploration [`Wanted::matches`] it (the earliest, and when it was first
-//! seen), and its fixed release is clean when none of that release's findings does. The table
+//! seen), and its fixed release is clean when none of that release's findings does. A finding
+//! counts unless its confirming runs never fired it again; one that would count but was written
+//! as it fired, unconfirmed, is first replayed to confirm it ([`confirm`]). The table
 //! is printed and written as `rediscovery.md` and `rediscovery.json` ([`markdown`]), rewritten
 //! after every exploration, with the date, commit, machine and the command that reproduces it.
 //! `--dry-run` prints the plan ([`render_plan`]) and runs nothing.
@@ -31,7 +33,7 @@ mod list;
 mod plan;
 mod render;
 
-pub use self::judge::{Fixed, Found, Outcome, Row, Seen, judge};
+pub use self::judge::{Fixed, Found, Outcome, Row, Seen, judge, unconfirmed};
 pub use self::list::{BUILTIN, BUILTIN_PATH, Bug, List, Wanted, key_matches, kind_names};
 pub use self::plan::{Exploration, Request, command, duration, explore_command, plan, render_plan};
 pub use self::render::{Ran, Report, markdown};
@@ -42,6 +44,11 @@ pub const DEFAULT_BUDGET: &str = "30m";
 
 /// The default seed of each exploration.
 pub const DEFAULT_SEED: u64 = 7;
+
+/// The budget of a replay that shrinks and confirms a finding written as it fired
+/// ([`confirm`]), and how many such replays an exploration's findings may take.
+const REPLAY_BUDGET: Duration = Duration::from_secs(5 * 60);
+const REPLAYS: usize = 8;
 
 /// How much longer than its budget an exploration may run (bring-up, shrinking and confirming
 /// what it found, teardown) before it is stopped as hung.
@@ -109,28 +116,27 @@ pub fn error_of(log: &str) -> Option<String> {
     Some(out)
 }
 
-/// Runs `explore` (this executable) with `args`, its output to `log`, within `bound`: past it
-/// the exploration is interrupted (SIGINT: it tears its cell down) and killed if it has not
-/// ended [`crate::bench::CHILD_TEARDOWN`] later. Returns why it failed, if it did.
-async fn explore(binary: &Path, args: &[String], log: &Path, bound: Duration) -> Option<String> {
-    let out = match std::fs::File::create(log) {
-        Ok(f) => f,
-        Err(e) => return Some(format!("create {}: {e}", log.display())),
-    };
-    let err = match out.try_clone() {
-        Ok(f) => f,
-        Err(e) => return Some(format!("open {}: {e}", log.display())),
-    };
-    let mut child = match tokio::process::Command::new(binary)
+/// Runs this executable with `args`, its output to `log`, within `bound`: past it the child is
+/// interrupted (SIGINT: it tears its cell down) and killed if it has not ended
+/// [`crate::bench::CHILD_TEARDOWN`] later. Returns how it exited (none: interrupted at the
+/// bound), or why it could not run.
+async fn child(
+    binary: &Path,
+    args: &[String],
+    log: &Path,
+    bound: Duration,
+) -> Result<Option<std::process::ExitStatus>, String> {
+    let out = std::fs::File::create(log).map_err(|e| format!("create {}: {e}", log.display()))?;
+    let err = out
+        .try_clone()
+        .map_err(|e| format!("open {}: {e}", log.display()))?;
+    let mut child = tokio::process::Command::new(binary)
         .args(args)
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
         .spawn()
-    {
-        Ok(c) => c,
-        Err(e) => return Some(format!("start {}: {e}", binary.display())),
-    };
+        .map_err(|e| format!("start {}: {e}", binary.display()))?;
     let mut stop = crate::bench::ChildHarness::watch(&child);
     let status = match tokio::time::timeout(bound, child.wait()).await {
         Ok(s) => s,
@@ -148,17 +154,21 @@ async fn explore(binary: &Path, args: &[String], log: &Path, bound: Duration) ->
                 let _ = child.kill().await;
             }
             stop.ended();
-            return Some(format!(
-                "did not end within {} (its budget and {} more): interrupted",
-                duration(bound),
-                duration(OVERRUN)
-            ));
+            return Ok(None);
         }
     };
     stop.ended();
-    match status {
-        Ok(s) if s.success() => None,
-        Ok(s) => {
+    status
+        .map(Some)
+        .map_err(|e| format!("wait for {}: {e}", binary.display()))
+}
+
+/// Runs `explore` (this executable) with `args`, its output to `log`, within `bound` (its
+/// budget and [`OVERRUN`]; [`child`]). Returns why it failed, if it did.
+async fn explore(binary: &Path, args: &[String], log: &Path, bound: Duration) -> Option<String> {
+    match child(binary, args, log, bound).await {
+        Ok(Some(s)) if s.success() => None,
+        Ok(Some(s)) => {
             let said = std::fs::read_to_string(log)
                 .ok()
                 .and_then(|l| error_of(&l))
@@ -166,8 +176,70 @@ async fn explore(binary: &Path, args: &[String], log: &Path, bound: Duration) ->
                 .unwrap_or_default();
             Some(format!("explore exited with {s}{said}"))
         }
-        Err(e) => Some(format!("wait for explore: {e}")),
+        Ok(None) => Some(format!(
+            "did not end within {} (its budget and {} more): interrupted",
+            duration(bound),
+            duration(OVERRUN)
+        )),
+        Err(why) => Some(why),
     }
+}
+
+/// Confirms the findings of exploration `e` that would count for its bugs (to find, or to be
+/// clean of) but were written as they fired ([`unconfirmed`]): each is replayed
+/// (`explore --replay`, which shrinks and confirms it in its directory, [`REPLAY_BUDGET`]) and
+/// read again, the earliest for each bug first, until every counting finding is confirmed or
+/// [`REPLAYS`] ran. A finding its confirming runs never fire again then counts for nothing
+/// ([`crate::explore::Reported::refuted`]) and the next one may. Returns the replays run and,
+/// of them, those refuted.
+async fn confirm(
+    binary: &Path,
+    list: &List,
+    e: &Exploration,
+    summary: &mut crate::explore::Summary,
+    logs: &Path,
+) -> (usize, usize) {
+    let bugs: Vec<usize> = e.find.iter().chain(&e.clean).copied().collect();
+    let mut tried = std::collections::BTreeSet::new();
+    let mut refuted = 0;
+    while tried.len() < REPLAYS {
+        let next = unconfirmed(list, &bugs, &summary.findings, &tried);
+        let Some(&i) = next.first() else { break };
+        let dir = summary.findings[i].dir.clone();
+        tried.insert(dir.clone());
+        let log = logs.join(format!("{}-replay-{}.log", e.release, tried.len()));
+        println!(
+            "  replaying {} ({} `{}`, written as it fired; log: {})",
+            dir.display(),
+            summary.findings[i].finding.subject,
+            summary.findings[i].finding.key,
+            log.display()
+        );
+        let args: Vec<String> = [
+            "explore",
+            "--replay",
+            &dir.display().to_string(),
+            "--budget",
+            &duration(REPLAY_BUDGET),
+            "--report-dir",
+            &logs.display().to_string(),
+        ]
+        .map(String::from)
+        .to_vec();
+        let ran = child(binary, &args, &log, REPLAY_BUDGET + OVERRUN).await;
+        match crate::explore::output::read_finding(&dir) {
+            Ok(again) if again.confirmed() => {
+                println!(
+                    "    fired again in {} of {} runs",
+                    again.reproduced, again.confirm_runs
+                );
+                refuted += usize::from(again.refuted());
+                summary.findings[i] = crate::explore::Reported { dir, ..again };
+            }
+            _ => println!("    not confirmed ({ran:?}): it counts as written"),
+        }
+    }
+    (tried.len(), refuted)
 }
 
 /// Writes the report as `rediscovery.md` and `rediscovery.json` in `out`; returns the Markdown.
@@ -252,6 +324,10 @@ pub async fn run(request: Request) -> Result<ExitCode, RediscoveryError> {
                 })
                 .map_err(|e| format!("{e:#}")),
         };
+        let mut outcome = outcome;
+        if let Ok(s) = &mut outcome {
+            ran.replayed = confirm(&binary, &list, e, s, &logs).await;
+        }
         match &outcome {
             Ok(s) => {
                 ran.ok = true;

@@ -55,6 +55,11 @@ impl Reported {
         self.confirm_runs > 0
     }
 
+    /// Whether its confirming runs ran and none of them fired it: it fired once, never again.
+    pub fn refuted(&self) -> bool {
+        self.confirmed() && self.reproduced == 0
+    }
+
     /// How often its confirming runs fired it: `3/3`, `1/3 (unstable)`, or that it was not
     /// confirmed.
     pub fn reproduction(&self) -> String {

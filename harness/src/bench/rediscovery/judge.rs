@@ -141,6 +141,27 @@ pub fn judge(list: &List, plan: &[Exploration], outcomes: &BTreeMap<String, Outc
         .collect()
 }
 
+/// The findings of an exploration that would count for one of `bugs` (indices into `list`)
+/// but were written as they fired, never confirmed (shrinking's share of its budget was spent):
+/// for each bug, the earliest finding [`super::Wanted::first`] gives, when it is one of those
+/// and its directory is not in `tried`. Indices into `findings`, each once, in order.
+pub fn unconfirmed(
+    list: &List,
+    bugs: &[usize],
+    findings: &[Reported],
+    tried: &BTreeSet<PathBuf>,
+) -> Vec<usize> {
+    let mut out: Vec<usize> = bugs
+        .iter()
+        .filter_map(|&i| list.bugs[i].finding.first(findings))
+        .filter(|(r, _)| !r.confirmed() && !tried.contains(&r.dir))
+        .filter_map(|(r, _)| findings.iter().position(|f| std::ptr::eq(f, r)))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,9 +269,78 @@ mod tests {
         );
         assert!(
             md.contains(
-                "| v1.9.1 | 0 | **no**: explore exited with 1 | 0 | 0 (0) | `logs/v1.9.1.log` |"
+                "| v1.9.1 | 0 | **no**: explore exited with 1 | 0 | 0 (0) | 0 (0) | `logs/v1.9.1.log` |"
             ),
             "{md}"
+        );
+    }
+
+    #[test]
+    fn a_finding_never_fired_again_counts_for_nothing_and_one_unconfirmed_is_replayed_first() {
+        let list = small();
+        let p = plan(&list, &["v1.7.0".into()]).unwrap();
+        let e = p.iter().find(|e| e.release == "v1.7.0").unwrap();
+        let bugs: Vec<usize> = e.find.iter().chain(&e.clean).copied().collect();
+        let of_a = |first_seen: f64, dir: &str, reproduced: usize, confirm_runs: usize| {
+            let mut r = reported(
+                finding(
+                    Oracle::Native,
+                    "CloneSet",
+                    "admits on create of spec.x as zero",
+                ),
+                first_seen,
+                false,
+            );
+            r.reproduced = reproduced;
+            r.confirm_runs = confirm_runs;
+            r.dir = dir.into();
+            r
+        };
+        // Written as it fired at 10 s, refuted at 20 s, unstable at 30 s.
+        let mut findings = vec![
+            of_a(20.0, "f/2", 0, 3),
+            of_a(10.0, "f/1", 0, 0),
+            of_a(30.0, "f/3", 1, 3),
+        ];
+        let mut tried = BTreeSet::new();
+        assert_eq!(unconfirmed(&list, &bugs, &findings, &tried), vec![1]);
+        let a = list.bugs.iter().position(|b| b.id == "a").unwrap();
+        // Its replay refutes it: the refuted ones give way to the next.
+        tried.insert(PathBuf::from("f/1"));
+        findings[1].confirm_runs = 3;
+        assert!(unconfirmed(&list, &bugs, &findings, &tried).is_empty());
+        let (r, _) = list.bugs[a].finding.first(&findings).unwrap();
+        assert_eq!(r.dir, PathBuf::from("f/3"));
+        // A replay that could not confirm it leaves it as written, counted, and not tried again.
+        findings[1].confirm_runs = 0;
+        assert!(unconfirmed(&list, &bugs, &findings, &tried).is_empty());
+        let outcomes: BTreeMap<String, Outcome> = [(
+            "v1.7.0".to_string(),
+            Ok(Summary {
+                findings: findings.clone(),
+                ..Summary::default()
+            }),
+        )]
+        .into();
+        let rows = judge(&list, &p, &outcomes);
+        let row = rows.iter().find(|r| r.bug.id == "a").unwrap();
+        assert!(matches!(&row.found, Found::Found(s) if s.after == 10.0 && s.confirm_runs == 0));
+        // Every one refuted: not found.
+        for f in &mut findings {
+            (f.reproduced, f.confirm_runs) = (0, 3);
+        }
+        let outcomes: BTreeMap<String, Outcome> = [(
+            "v1.7.0".to_string(),
+            Ok(Summary {
+                findings,
+                ..Summary::default()
+            }),
+        )]
+        .into();
+        let rows = judge(&list, &p, &outcomes);
+        assert_eq!(
+            rows.iter().find(|r| r.bug.id == "a").unwrap().found,
+            Found::NotFound
         );
     }
 }

@@ -135,10 +135,12 @@ impl Wanted {
             .is_none_or(|c| r.trial.to_yaml().contains(c) || r.original.to_yaml().contains(c))
     }
 
-    /// The earliest finding of `findings` that is this one, with the key that is.
+    /// The earliest finding of `findings` that is this one, with the key that is; a finding
+    /// its confirming runs never fired again ([`Reported::refuted`]) is none.
     pub fn first<'a>(&self, findings: &'a [Reported]) -> Option<(&'a Reported, &'a str)> {
         findings
             .iter()
+            .filter(|r| !r.refuted())
             .filter_map(|r| self.key_of(r).map(|k| (r, k)))
             .min_by(|a, b| a.0.first_seen.total_cmp(&b.0.first_seen))
     }

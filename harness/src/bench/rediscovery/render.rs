@@ -26,6 +26,9 @@ pub struct Ran {
     pub trials: usize,
     /// Findings reported, and of them the stable ones.
     pub findings: (usize, usize),
+    /// Findings that would count but were written as they fired, replayed to confirm them
+    /// after the exploration, and of them those never fired again.
+    pub replayed: (usize, usize),
     /// Its directory (`explore.json`, `findings/`).
     pub dir: Option<PathBuf>,
     /// Its output.
@@ -177,13 +180,13 @@ pub fn markdown(r: &Report) -> String {
     }
     let _ = writeln!(
         out,
-        "\n| release | wall s | ran | trials | findings (stable) | log |"
+        "\n| release | wall s | ran | trials | findings (stable) | replayed (never again) | log |"
     );
-    let _ = writeln!(out, "|---|--:|---|--:|--:|---|");
+    let _ = writeln!(out, "|---|--:|---|--:|--:|--:|---|");
     for e in &r.explorations {
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {} | {} | {} ({}) | `{}` |",
+            "| {} | {:.0} | {} | {} | {} ({}) | {} ({}) | `{}` |",
             e.release,
             e.wall,
             match &e.error {
@@ -193,6 +196,8 @@ pub fn markdown(r: &Report) -> String {
             e.trials,
             e.findings.0,
             e.findings.1,
+            e.replayed.0,
+            e.replayed.1,
             e.log.display()
         );
     }
