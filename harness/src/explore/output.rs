@@ -180,7 +180,12 @@ pub fn chainsaw_test(s: &Subject, r: &Reported, controller: &ControllerRef) -> S
             } => json!({"create": {"resource": {"apiVersion": "v1", "kind": "Namespace",
                 "metadata": {"name": "(join('', [$namespace, '-added']))",
                              "labels": {TRIAL_LABEL: "($namespace)"}}}}}),
-            Step::Operate { op } => json!({"script": {"content": kubectl_op(&w, *op, &wname)}}),
+            Step::Operate { op } => match op.parts() {
+                (None, Some(declared)) => {
+                    json!({"script": {"content": kubectl_declared(s, declared, name)}})
+                }
+                _ => json!({"script": {"content": kubectl_op(&w, *op, &wname)}}),
+            },
             Step::Perturb { perturbation } => {
                 json!({"script": {"content": kubectl_perturb(*perturbation, &wname, deployment)}})
             }
@@ -199,15 +204,11 @@ pub fn chainsaw_test(s: &Subject, r: &Reported, controller: &ControllerRef) -> S
         }
         let mut ops = vec![op];
         // A policy's declared containers change with its target's template.
-        if let Step::Operate {
-            op: op @ (Op::Rollout | Op::Recreate),
-        } = step
-            && s.target.is_some()
-            && s.seed.make(name)["spec"]["containers"]
-                .as_array()
-                .is_some_and(|c| !c.is_empty())
+        if let Step::Operate { op } = step
+            && let (Some(_), Some(declared)) = op.parts()
+            && s.declares_containers()
         {
-            ops.push(json!({"script": {"content": kubectl_declared(s, *op, name)}}));
+            ops.push(json!({"script": {"content": kubectl_declared(s, declared, name)}}));
         }
         if let Some(set) = scale {
             let mut wake = w.wake(&wname, &super::subject::split_target(set).1);
@@ -268,6 +269,8 @@ fn kubectl_op(s: &Subject, op: Op, name: &str) -> String {
             "kubectl create namespace $NAMESPACE-added && \
              kubectl label namespace $NAMESPACE-added {TRIAL_LABEL}=$NAMESPACE"
         ),
+        // What a policy declares changes by `kubectl_declared`, its target as it was.
+        Op::RolloutDeclared | Op::RecreateDeclared => ":".to_string(),
         Op::Relabel => format!(
             "if kubectl get namespace $NAMESPACE -o jsonpath='{{.metadata.labels}}' | grep -q '{TRIAL_LABEL}'; \
              then kubectl label namespace $NAMESPACE {TRIAL_LABEL}-; \
@@ -631,5 +634,19 @@ mod tests {
             2,
             "{text}"
         );
+        // A rollout of what it declares alone: the policy patched, its target set no image.
+        let (s, trial) = behaviour(
+            "SidecarSet",
+            vec![
+                Step::Create { set: Fields::new() },
+                Step::Operate {
+                    op: Op::RolloutDeclared,
+                },
+            ],
+        );
+        let r = reported(&s, trial, "does not converge: injected version");
+        let text = chainsaw_test(&s, &r, &"openkruise@v1.9.0".parse().unwrap());
+        assert!(text.contains("/spec/containers/0/image"), "{text}");
+        assert!(!text.contains("kubectl set image"), "{text}");
     }
 }

@@ -332,13 +332,27 @@ impl Subject {
         patch
     }
 
-    /// The semantic operations that apply to it, in the order trials draw them from.
+    /// Whether it is a policy whose seed declares containers to put into its target's pods
+    /// (`spec.containers`, not empty): its operations change them too ([`Op::parts`]).
+    pub fn declares_containers(&self) -> bool {
+        self.target.is_some()
+            && self.seed.make("x")["spec"]["containers"]
+                .as_array()
+                .is_some_and(|c| !c.is_empty())
+    }
+
+    /// The semantic operations that apply to it, in the order trials draw them from: a
+    /// policy's that declares containers ([`Self::declares_containers`]) end with those that
+    /// change only them.
     pub fn ops(&self) -> Vec<Op> {
         match self.makes {
             Makes::Pods => {
                 let mut ops = vec![Op::Rollout, Op::Recreate, Op::ChangeSelector];
                 if self.replicated {
                     ops.extend([Op::ScaleUp, Op::ScaleDown]);
+                }
+                if self.declares_containers() {
+                    ops.extend([Op::RolloutDeclared, Op::RecreateDeclared]);
                 }
                 ops
             }
@@ -754,6 +768,28 @@ mod tests {
         let pub_ = find("PodUnavailableBudget.AdvancedDaemonSet");
         assert_eq!(pub_.workload().kind, "DaemonSet");
         assert!(!pub_.replicated && !pub_.ops().contains(&Op::ScaleUp));
+        // A policy that declares containers changes them alone too; one that does not, never.
+        let declared = [Op::RolloutDeclared, Op::RecreateDeclared];
+        assert!(!pub_.declares_containers());
+        assert!(declared.iter().all(|o| !pub_.ops().contains(o)));
+        let sidecars = find("SidecarSet.CloneSet");
+        assert!(sidecars.declares_containers());
+        assert!(sidecars.ops().ends_with(&declared), "{:?}", sidecars.ops());
+        assert!(!find("CloneSet").declares_containers());
+    }
+
+    #[test]
+    fn an_operation_of_a_policy_s_trial_acts_on_its_target_on_what_it_declares_or_both() {
+        assert_eq!(Op::Rollout.parts(), (Some(Op::Rollout), Some(Op::Rollout)));
+        assert_eq!(
+            Op::Recreate.parts(),
+            (Some(Op::Recreate), Some(Op::Recreate))
+        );
+        assert_eq!(Op::RolloutDeclared.parts(), (None, Some(Op::Rollout)));
+        assert_eq!(Op::RecreateDeclared.parts(), (None, Some(Op::Recreate)));
+        for op in [Op::ScaleUp, Op::ScaleDown, Op::ChangeSelector, Op::Rewrite] {
+            assert_eq!(op.parts(), (Some(op), None));
+        }
     }
 
     #[test]

@@ -94,6 +94,28 @@ pub enum Op {
     AddNamespace,
     /// Take the trial's label off its namespace, or put it back.
     Relabel,
+    /// Of a policy that declares containers to put into pods: change the image of the first
+    /// one, its target as it was (a [`Op::Rollout`] of a policy's trial changes both), so that
+    /// the pods it wrote into are to be updated where they are.
+    RolloutDeclared,
+    /// Of such a policy: one more environment variable in the first container it declares,
+    /// its target as it was (a change that reaches only the pods made later).
+    RecreateDeclared,
+}
+
+impl Op {
+    /// What it does in a policy's trial: the operation on its target (or the subject itself,
+    /// for a workload), and the one on the containers the policy declares, as a template's
+    /// are changed ([`Op::Rollout`] or [`Op::Recreate`]). A rollout or a recreate changes
+    /// both; a `…Declared` one only what the policy declares; any other only the workload.
+    pub fn parts(self) -> (Option<Op>, Option<Op>) {
+        match self {
+            Op::Rollout | Op::Recreate => (Some(self), Some(self)),
+            Op::RolloutDeclared => (None, Some(Op::Rollout)),
+            Op::RecreateDeclared => (None, Some(Op::Recreate)),
+            _ => (Some(self), None),
+        }
+    }
 }
 
 /// Which pod a perturbation picks.

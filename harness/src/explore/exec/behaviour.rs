@@ -209,31 +209,42 @@ impl Cell<'_> {
                 },
                 Step::Update { set } => self.update(s, set, at, ours, twin.as_ref(), out).await,
                 Step::Operate { op } => {
-                    let r = self
-                        .operate(&ours.workload, &ours.wapi, ns, &ours.wname, *op)
-                        .await;
-                    // A policy's declared content changes with its target's template.
-                    let declared = match s.target.is_some() {
-                        true => self.operate_declared(at.api, at.name, *op).await,
-                        false => Ok(false),
+                    // On the workload (a policy's target), and on what a policy declares.
+                    let (on_workload, on_declared) = op.parts();
+                    let on_declared = on_declared.filter(|_| s.target.is_some());
+                    let r = match on_workload {
+                        Some(o) => Some(
+                            self.operate(&ours.workload, &ours.wapi, ns, &ours.wname, o)
+                                .await,
+                        ),
+                        None => None,
+                    };
+                    let declared = match on_declared {
+                        Some(o) => self.operate_declared(at.api, at.name, o).await,
+                        None => Ok(false),
                     };
                     if let Some(side) = &twin {
-                        let _ = self
-                            .operate(&side.workload, &side.wapi, ns, &side.wname, *op)
-                            .await;
-                        if s.target.is_some() {
-                            let _ = self.operate_declared(&side.api, at.tname, *op).await;
+                        if let Some(o) = on_workload {
+                            let _ = self
+                                .operate(&side.workload, &side.wapi, ns, &side.wname, o)
+                                .await;
+                        }
+                        if let Some(o) = on_declared {
+                            let _ = self.operate_declared(&side.api, at.tname, o).await;
                         }
                     }
-                    let declared = match declared {
-                        Ok(true) => ", and the policy's declared containers",
-                        Ok(false) => "",
-                        Err(_) => ", not the policy's declared containers",
+                    let declared = match (declared, &r) {
+                        (Ok(true), Some(_)) => ", and the policy's declared containers",
+                        (Ok(true), None) => "the policy's declared containers",
+                        (Ok(false), _) if on_declared.is_none() => "",
+                        (Ok(false), _) => ", not the policy's declared containers (none)",
+                        (Err(_), _) => ", not the policy's declared containers",
                     };
-                    format!(
-                        "{op:?}: {}{declared}",
-                        r.map_or_else(|e| format!("{e:#}"), |_| "done".into())
-                    )
+                    let done = match r {
+                        Some(r) => r.map_or_else(|e| format!("{e:#}"), |_| "done".into()),
+                        None => String::new(),
+                    };
+                    format!("{op:?}: {done}{declared}")
                 }
                 Step::Settle => {
                     let line = self.quiet(ours, ns, at.settling).await;

@@ -55,6 +55,12 @@ impl Cell<'_> {
                     s.kind
                 )
             }
+            Op::RolloutDeclared | Op::RecreateDeclared => {
+                anyhow::bail!(
+                    "{op:?} changes what a policy declares, not its target {}",
+                    s.kind
+                )
+            }
         }
         merge(api, name, &patch).await
     }
