@@ -97,13 +97,19 @@ impl Window {
     }
 
     /// The part of log file `path` inside the window.
+    /// What came before the window is not read (a long exploration reads its log at every trial).
     pub fn read(&self, path: &Path) -> String {
-        let bytes = std::fs::read(path).unwrap_or_default();
-        let start = self
-            .offsets
-            .get(path)
-            .map_or(0, |o| (*o as usize).min(bytes.len()));
-        String::from_utf8_lossy(&bytes[start..]).into_owned()
+        use std::io::{Read, Seek, SeekFrom};
+        let Ok(mut f) = std::fs::File::open(path) else {
+            return String::new();
+        };
+        let len = f.metadata().map_or(0, |m| m.len());
+        let start = self.offsets.get(path).map_or(0, |o| (*o).min(len));
+        let mut bytes = vec![];
+        if f.seek(SeekFrom::Start(start)).is_ok() {
+            let _ = f.read_to_end(&mut bytes);
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
     }
 
     /// How many seconds back a log read from the cluster should reach.

@@ -21,6 +21,7 @@ pub mod events;
 pub mod health;
 pub mod holds;
 pub mod injection;
+pub mod logged;
 pub mod release;
 pub mod revisions;
 
@@ -32,6 +33,7 @@ pub use copies::{
 };
 pub use events::{by_own_policy, refused_writes, repeated_failures};
 pub use health::{denied_request, exit_is_theirs, panics_are_theirs};
+pub use logged::logged_refusals;
 pub use release::{EndState, release};
 pub use revisions::revision_history;
 

@@ -158,6 +158,21 @@ impl Cell<'_> {
             &events,
             &twin_events,
         ));
+        // What the controller logged over the trial's window: refusals no event carried.
+        let log = self
+            .installation
+            .logs()
+            .first()
+            .map(|l| window.read(l))
+            .unwrap_or_default();
+        let messages: Vec<String> = events.iter().map(|e| e.3.clone()).collect();
+        out.findings.extend(oracle::logged_refusals(
+            s,
+            (name, tname),
+            ns,
+            &log,
+            &messages,
+        ));
         if let Err(e) = self.installation.check(&window).await {
             let health = self
                 .health(s, format!("{e:#}"), served.as_ref(), &mut out.log)

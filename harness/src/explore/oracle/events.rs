@@ -61,7 +61,7 @@ pub fn by_own_policy(subject: &Subject, name: &str, message: &str) -> bool {
 /// invalid:`, or `is forbidden:` for another cause than its namespace: being deleted, or so
 /// new that its default service account is not there yet, which the ServiceAccount admission
 /// plugin waits for and the controller's retry meets).
-fn refusal(message: &str) -> bool {
+pub(super) fn refusal(message: &str) -> bool {
     message.contains(" is invalid: ")
         || (message.contains(" is forbidden: ")
             && !message.contains("because it is being terminated")
@@ -74,7 +74,7 @@ fn refusal(message: &str) -> bool {
 /// controller logs after it (`, pod: {`), a quoted name of the trial's objects (one of
 /// `names`, or one they made: `x-target-5vs69`) written alike, so that two objects refused
 /// for one cause have the same one.
-fn refused_for(message: &str, names: &[&str]) -> Option<String> {
+pub(super) fn refused_for(message: &str, names: &[&str]) -> Option<String> {
     let at = [" is forbidden: ", " is invalid: "]
         .iter()
         .filter_map(|m| message.find(m))
@@ -105,7 +105,7 @@ fn refused_for(message: &str, names: &[&str]) -> Option<String> {
 /// A refusal by an admission plugin (`is forbidden:`) is the plugin's, in its words: the
 /// field path it names and its last words ([`cause`]), or its last words without what they
 /// quote (`RuntimeClass not found`), so that one plugin met first does not hide another.
-fn in_words(cause: &str) -> String {
+pub(super) fn in_words(cause: &str) -> String {
     if !cause.starts_with("is forbidden: ") {
         return "the object is invalid".into();
     }
