@@ -236,7 +236,17 @@ async fn confirm(
                 refuted += usize::from(again.refuted());
                 summary.findings[i] = crate::explore::Reported { dir, ..again };
             }
-            _ => println!("    not confirmed ({ran:?}): it counts as written"),
+            _ => {
+                let why = match ran {
+                    Ok(Some(status)) => format!("the replay exited with {status}"),
+                    Ok(None) => format!(
+                        "the replay did not end within {}",
+                        duration(REPLAY_BUDGET + OVERRUN)
+                    ),
+                    Err(why) => why,
+                };
+                println!("    not confirmed ({why}): it counts as written");
+            }
         }
     }
     (tried.len(), refuted)
