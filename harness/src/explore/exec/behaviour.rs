@@ -158,7 +158,15 @@ impl Cell<'_> {
             &events,
             &twin_events,
         ));
-        // What the controller logged over the trial's window: refusals no event carried.
+        if let Err(e) = self.installation.check(&window).await {
+            let health = self
+                .health(s, format!("{e:#}"), served.as_ref(), &mut out.log)
+                .await
+                .filter(|f| self.charged(s, f, &window, &mut out.log));
+            out.findings.extend(health);
+        }
+        // What the controller logged over the trial's window, read once: refusals no event
+        // carried, and the log a finding keeps.
         let log = self
             .installation
             .logs()
@@ -173,20 +181,8 @@ impl Cell<'_> {
             &log,
             &messages,
         ));
-        if let Err(e) = self.installation.check(&window).await {
-            let health = self
-                .health(s, format!("{e:#}"), served.as_ref(), &mut out.log)
-                .await
-                .filter(|f| self.charged(s, f, &window, &mut out.log));
-            out.findings.extend(health);
-        }
         if !out.findings.is_empty() {
-            out.manager_log = self
-                .installation
-                .logs()
-                .first()
-                .map(|l| window.read(l))
-                .unwrap_or_default();
+            out.manager_log = log;
         }
         Ok(out)
     }

@@ -69,16 +69,16 @@ pub(super) fn refusal(message: &str) -> bool {
                 && message.contains("/default: serviceaccount \"default\" not found")))
 }
 
+/// The words after a refused object's name that begin the API's refusal of it.
+pub(super) const REFUSALS: [&str; 2] = [" is forbidden: ", " is invalid: "];
+
 /// What a refusal refused for, as the API said it: its message from the refusal on (`is
 /// forbidden:` or `is invalid:`, after the refused object's name), up to the object the
 /// controller logs after it (`, pod: {`), a quoted name of the trial's objects (one of
 /// `names`, or one they made: `x-target-5vs69`) written alike, so that two objects refused
 /// for one cause have the same one.
 pub(super) fn refused_for(message: &str, names: &[&str]) -> Option<String> {
-    let at = [" is forbidden: ", " is invalid: "]
-        .iter()
-        .filter_map(|m| message.find(m))
-        .min()?;
+    let at = REFUSALS.iter().filter_map(|m| message.find(m)).min()?;
     let mut cause = &message[at..];
     if let Some(end) = cause.find(", pod: {") {
         cause = &cause[..end];

@@ -3,16 +3,13 @@
 
 use std::collections::BTreeSet;
 
-use super::events::{by_own_policy, in_words, refusal, refused_for};
+use super::events::{REFUSALS, by_own_policy, in_words, refusal, refused_for};
 use super::{Finding, Oracle};
 use crate::explore::subject::Subject;
 
 /// The object a refusal names (`Pod "x-1" is invalid: ...`: `x-1`), its quotes unescaped.
 fn refused_object(line: &str) -> Option<&str> {
-    let at = [" is forbidden: ", " is invalid: "]
-        .iter()
-        .filter_map(|m| line.find(m))
-        .min()?;
+    let at = REFUSALS.iter().filter_map(|m| line.find(m)).min()?;
     let before = line[..at].strip_suffix('"')?;
     let start = before.rfind('"')? + 1;
     Some(&before[start..])
@@ -21,7 +18,7 @@ fn refused_object(line: &str) -> Option<&str> {
 /// A log line as the refusal in it reads: a structured line's value holding it (its quotes
 /// escaped) up to the value's end, unescaped; any other line as it is.
 fn as_read(line: &str) -> String {
-    let escaped = [" is forbidden: ", " is invalid: "]
+    let escaped = REFUSALS
         .iter()
         .filter_map(|m| line.find(&format!("\\\"{m}")))
         .min();

@@ -115,8 +115,7 @@ pub(crate) fn cell() -> (BTreeMap<String, Value>, Doc) {
 
 #[test]
 fn a_target_whose_schema_offers_suspend_is_made_suspended_and_resumed() {
-    let (crds, doc) = cell();
-    let all = served(&crds, &doc);
+    let all = served_by_cell();
     let over = |t: &str| {
         all.iter()
             .find(|s| s.name == format!("WorkloadSpread.{t}"))
@@ -157,14 +156,19 @@ fn a_target_whose_schema_offers_suspend_is_made_suspended_and_resumed() {
     assert_eq!(twin_target.suspend.as_deref(), Some("spec.suspend"));
 }
 
+/// The subjects [`cell`] serves.
+fn served_by_cell() -> Vec<Subject> {
+    let (crds, doc) = cell();
+    served(&crds, &doc)
+}
+
 fn names(subjects: &[Subject]) -> Vec<&str> {
     subjects.iter().map(|s| s.name.as_str()).collect()
 }
 
 #[test]
 fn every_policy_is_a_subject_over_every_workload_subject_with_its_twin() {
-    let (crds, doc) = cell();
-    let all = served(&crds, &doc);
+    let all = served_by_cell();
     let workloads: Vec<&Subject> = all
         .iter()
         .filter(|s| s.target.is_none() && s.makes == Makes::Pods)
@@ -287,8 +291,7 @@ fn a_crd_serving_two_versions_is_a_subject_in_each() {
 
 #[test]
 fn claim_templates_and_union_members_come_from_the_schema() {
-    let (crds, doc) = cell();
-    let all = served(&crds, &doc);
+    let all = served_by_cell();
     let n = names(&all);
     // CloneSet's schema has claim templates, the Advanced DaemonSet's has none.
     assert!(n.contains(&format!("CloneSet{CLAIMS}").as_str()));
@@ -352,8 +355,7 @@ fn claim_templates_and_union_members_come_from_the_schema() {
 
 #[test]
 fn variants_come_from_the_seed_and_the_schema() {
-    let (crds, doc) = cell();
-    let all = served(&crds, &doc);
+    let all = served_by_cell();
     let cs = all.iter().find(|s| s.name == "CloneSet").unwrap();
     // A variant has the value among others (its settings paired, see `source::paired`).
     let has = |s: &Subject, k: &str, v: Value| s.variants.iter().any(|f| f.get(k) == Some(&v));
